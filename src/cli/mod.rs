@@ -1,0 +1,84 @@
+//! Thin subcommands: parse arguments, build the pieces, call the library, print.
+
+use crate::config::{Config, ConfigError};
+use crate::logging::LogFormat;
+use clap::{Parser, Subcommand};
+use std::path::PathBuf;
+
+pub mod config_cmd;
+
+/// syncfleet: spend the platforms' quota fully and only on useful calls.
+#[derive(Debug, Parser)]
+#[command(name = "syncfleet", version, about, long_about = None)]
+pub struct Cli {
+    /// Client configuration file.
+    #[arg(long, global = true, default_value = "config/syncfleet.toml", env = "SYNCFLEET_CONFIG")]
+    pub config: PathBuf,
+    /// Redis URL for fleet mode (queue and gates shared by all workers). Absent: embedded mode.
+    #[arg(long, global = true, env = "SYNCFLEET_REDIS_URL")]
+    pub redis: Option<String>,
+    /// SQL ledger URL.
+    #[arg(long, global = true, env = "SYNCFLEET_DB", default_value = "sqlite://syncfleet.db")]
+    pub db: String,
+    /// Log format on stderr.
+    #[arg(long, global = true, value_enum, default_value_t = LogFormat::Text)]
+    pub log_format: LogFormat,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Configuration commands.
+    #[command(subcommand)]
+    Config(config_cmd::ConfigCommand),
+}
+
+/// A command failure with its exit code: 1 runtime failure, 2 bad input.
+#[derive(Debug, thiserror::Error)]
+#[error("{message}")]
+pub struct CliError {
+    pub code: i32,
+    pub message: String,
+}
+
+impl CliError {
+    /// Bad input (config, arguments, files): exit 2.
+    pub fn input(message: impl Into<String>) -> Self {
+        CliError { code: 2, message: message.into() }
+    }
+    /// Runtime failure: exit 1.
+    pub fn runtime(message: impl Into<String>) -> Self {
+        CliError { code: 1, message: message.into() }
+    }
+}
+
+impl From<ConfigError> for CliError {
+    fn from(e: ConfigError) -> Self {
+        CliError::input(e.to_string())
+    }
+}
+
+impl From<anyhow::Error> for CliError {
+    fn from(e: anyhow::Error) -> Self {
+        CliError::runtime(format!("{e:#}"))
+    }
+}
+
+impl Cli {
+    /// Load the config named by `--config`, mapping failure to exit code 2.
+    pub fn load_config(&self) -> Result<Config, CliError> {
+        let cfg = Config::load(&self.config)?;
+        for w in &cfg.warnings {
+            tracing::warn!("{w}");
+        }
+        Ok(cfg)
+    }
+}
+
+/// Run the parsed command line.
+pub async fn run(cli: Cli) -> Result<(), CliError> {
+    match &cli.command {
+        Command::Config(cmd) => config_cmd::run(&cli, cmd).await,
+    }
+}

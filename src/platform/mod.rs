@@ -1,0 +1,208 @@
+//! Platform adapters: request building and signing, typed parsing, and the mapping of
+//! every platform error to an [`ErrorClass`]. HTTP to the platforms lives only here.
+
+pub mod sign;
+
+use serde::{Deserialize, Serialize};
+use std::fmt;
+use std::str::FromStr;
+
+/// The three open platforms syncfleet talks to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Platform {
+    /// Taobao Open Platform (TOP).
+    Taobao,
+    /// JD Open Service (JOS).
+    Jd,
+    /// 1688 open platform (Alibaba wholesale).
+    Alibaba,
+}
+
+impl Platform {
+    pub const ALL: [Platform; 3] = [Platform::Taobao, Platform::Jd, Platform::Alibaba];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Platform::Taobao => "taobao",
+            Platform::Jd => "jd",
+            Platform::Alibaba => "alibaba",
+        }
+    }
+}
+
+impl fmt::Display for Platform {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for Platform {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s.to_ascii_lowercase().as_str() {
+            "taobao" | "top" => Ok(Platform::Taobao),
+            "jd" | "jos" => Ok(Platform::Jd),
+            "alibaba" | "1688" => Ok(Platform::Alibaba),
+            other => Err(format!(
+                "unknown platform `{other}` (expected taobao, jd or alibaba)"
+            )),
+        }
+    }
+}
+
+/// The four API families syncfleet uses, named the same on every platform.
+/// Gates, breakers and ledgers are keyed by (platform, api).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Api {
+    /// Read one item (detail).
+    ItemGet,
+    /// Create one item (write, idempotency key `out_request_id`).
+    ItemAdd,
+    /// One page of orders modified in a time window (list).
+    OrderList,
+    /// The logistics trace of one order.
+    LogisticsTrace,
+}
+
+impl Api {
+    pub const ALL: [Api; 4] = [Api::ItemGet, Api::ItemAdd, Api::OrderList, Api::LogisticsTrace];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Api::ItemGet => "item_get",
+            Api::ItemAdd => "item_add",
+            Api::OrderList => "order_list",
+            Api::LogisticsTrace => "logistics_trace",
+        }
+    }
+
+    /// Timeout class of the API (DESIGN section 4).
+    pub fn class(self) -> ApiClass {
+        match self {
+            Api::ItemGet => ApiClass::Detail,
+            Api::ItemAdd => ApiClass::Detail,
+            Api::OrderList => ApiClass::List,
+            Api::LogisticsTrace => ApiClass::Logistics,
+        }
+    }
+
+    /// Whether the call changes platform state (writes never degrade and retry only
+    /// when the request surely never arrived).
+    pub fn is_write(self) -> bool {
+        matches!(self, Api::ItemAdd)
+    }
+
+    /// The platform's method name (TOP / JOS) or `namespace/apiName` (1688).
+    pub fn method(self, platform: Platform) -> &'static str {
+        match (platform, self) {
+            (Platform::Taobao, Api::ItemGet) => "taobao.item.seller.get",
+            (Platform::Taobao, Api::ItemAdd) => "taobao.item.add",
+            (Platform::Taobao, Api::OrderList) => "taobao.trades.sold.increment.get",
+            (Platform::Taobao, Api::LogisticsTrace) => "taobao.logistics.trace.search",
+            (Platform::Jd, Api::ItemGet) => "jingdong.ware.read.findWareById",
+            (Platform::Jd, Api::ItemAdd) => "jingdong.ware.write.add",
+            (Platform::Jd, Api::OrderList) => "jingdong.pop.order.search",
+            (Platform::Jd, Api::LogisticsTrace) => "jingdong.etms.trace.get",
+            (Platform::Alibaba, Api::ItemGet) => "com.alibaba.product/alibaba.product.get",
+            (Platform::Alibaba, Api::ItemAdd) => "com.alibaba.product/alibaba.product.add",
+            (Platform::Alibaba, Api::OrderList) => {
+                "com.alibaba.trade/alibaba.trade.getSellerOrderList"
+            }
+            (Platform::Alibaba, Api::LogisticsTrace) => {
+                "com.alibaba.logistics/alibaba.trade.getLogisticsTraceInfo.sellerView"
+            }
+        }
+    }
+
+    /// The logical API behind a platform method name, if it is one syncfleet knows.
+    pub fn from_method(platform: Platform, method: &str) -> Option<Api> {
+        Api::ALL.into_iter().find(|api| api.method(platform) == method)
+    }
+}
+
+impl fmt::Display for Api {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for Api {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Api::ALL
+            .into_iter()
+            .find(|api| api.as_str() == s)
+            .ok_or_else(|| {
+                format!("unknown api `{s}` (expected item_get, item_add, order_list or logistics_trace)")
+            })
+    }
+}
+
+/// Timeout classes (DESIGN section 4): list 2/3 s, detail 2/6 s, batch 2/15 s, logistics 2/4 s.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ApiClass {
+    List,
+    Detail,
+    Batch,
+    Logistics,
+}
+
+impl ApiClass {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ApiClass::List => "list",
+            ApiClass::Detail => "detail",
+            ApiClass::Batch => "batch",
+            ApiClass::Logistics => "logistics",
+        }
+    }
+}
+
+/// What the link layer does with a failed call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ErrorClass {
+    /// Transient (network, 5xx, gateway timeout): retry with backoff within budgets.
+    Retry,
+    /// Rate limit or quota: back off longer, through the gate.
+    Slow,
+    /// Caller error (params, signature, permission, session): retrying only burns quota.
+    Fatal,
+    /// Never seen before: no retry, alert.
+    Unknown,
+}
+
+impl ErrorClass {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ErrorClass::Retry => "retry",
+            ErrorClass::Slow => "slow",
+            ErrorClass::Fatal => "fatal",
+            ErrorClass::Unknown => "unknown",
+        }
+    }
+}
+
+impl fmt::Display for ErrorClass {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for ErrorClass {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "retry" => Ok(ErrorClass::Retry),
+            "slow" => Ok(ErrorClass::Slow),
+            "fatal" => Ok(ErrorClass::Fatal),
+            "unknown" => Ok(ErrorClass::Unknown),
+            other => Err(format!(
+                "unknown error class `{other}` (expected retry, slow, fatal or unknown)"
+            )),
+        }
+    }
+}
