@@ -141,7 +141,9 @@ impl PlatformConfig {
 fn read_secret_env(var: &str) -> Result<Secret, String> {
     match std::env::var(var) {
         Ok(v) if !v.is_empty() => Ok(Secret::new(v)),
-        _ => Err(format!("environment variable {var} is not set (it must hold the secret)")),
+        _ => Err(format!(
+            "environment variable {var} is not set (it must hold the secret)"
+        )),
     }
 }
 
@@ -202,16 +204,28 @@ pub struct TimeoutsConfig {
 
 impl TimeoutsConfig {
     fn list() -> ClassTimeouts {
-        ClassTimeouts { connect_ms: 2000, read_ms: 3000 }
+        ClassTimeouts {
+            connect_ms: 2000,
+            read_ms: 3000,
+        }
     }
     fn detail() -> ClassTimeouts {
-        ClassTimeouts { connect_ms: 2000, read_ms: 6000 }
+        ClassTimeouts {
+            connect_ms: 2000,
+            read_ms: 6000,
+        }
     }
     fn batch() -> ClassTimeouts {
-        ClassTimeouts { connect_ms: 2000, read_ms: 15000 }
+        ClassTimeouts {
+            connect_ms: 2000,
+            read_ms: 15000,
+        }
     }
     fn logistics() -> ClassTimeouts {
-        ClassTimeouts { connect_ms: 2000, read_ms: 4000 }
+        ClassTimeouts {
+            connect_ms: 2000,
+            read_ms: 4000,
+        }
     }
 
     pub fn for_class(&self, class: ApiClass) -> ClassTimeouts {
@@ -365,7 +379,11 @@ pub struct JobsConfig {
 
 impl Default for JobsConfig {
     fn default() -> Self {
-        JobsConfig { logistics_min_interval_s: 1800, order_slice_s: 86_400, order_page_size: 100 }
+        JobsConfig {
+            logistics_min_interval_s: 1800,
+            order_slice_s: 86_400,
+            order_page_size: 100,
+        }
     }
 }
 
@@ -380,7 +398,11 @@ pub struct ProbeConfig {
 
 impl Default for ProbeConfig {
     fn default() -> Self {
-        ProbeConfig { interval_s: 30, sample_item_id: "1".into(), sample_order_id: "1".into() }
+        ProbeConfig {
+            interval_s: 30,
+            sample_item_id: "1".into(),
+            sample_order_id: "1".into(),
+        }
     }
 }
 
@@ -437,7 +459,9 @@ impl Config {
     /// Parse and validate config text; `path` is used in messages only.
     pub fn parse(path: &Path, text: &str) -> Result<Config, ConfigError> {
         let raw: RawConfig = toml::from_str(text).map_err(|e| {
-            let line = e.span().map(|span| text[..span.start.min(text.len())].matches('\n').count() + 1);
+            let line = e
+                .span()
+                .map(|span| text[..span.start.min(text.len())].matches('\n').count() + 1);
             ConfigError(vec![ConfigProblem {
                 file: path.to_path_buf(),
                 key: String::new(),
@@ -467,9 +491,9 @@ impl Config {
             if name == "default" {
                 continue;
             }
-            let ok = name.split_once('.').is_some_and(|(p, a)| {
-                p.parse::<Platform>().is_ok() && a.parse::<Api>().is_ok()
-            });
+            let ok = name
+                .split_once('.')
+                .is_some_and(|(p, a)| p.parse::<Platform>().is_ok() && a.parse::<Api>().is_ok());
             if !ok {
                 problems.push(problem(
                     format!("gates.\"{name}\""),
@@ -503,7 +527,9 @@ impl Config {
         let default = self.gates.get("default");
         macro_rules! pick {
             ($field:ident) => {
-                specific.and_then(|e| e.$field).or_else(|| default.and_then(|e| e.$field))
+                specific
+                    .and_then(|e| e.$field)
+                    .or_else(|| default.and_then(|e| e.$field))
             };
         }
         let rate = pick!(rate).unwrap_or(DEFAULT_GATE.0);
@@ -516,7 +542,10 @@ impl Config {
             Some(_) => None,
             None => default.and_then(|e| e.concurrency),
         };
-        let concurrency = specific.and_then(|e| e.concurrency).or(inherited).unwrap_or(derived);
+        let concurrency = specific
+            .and_then(|e| e.concurrency)
+            .or(inherited)
+            .unwrap_or(derived);
         GateConfig {
             rate,
             burst,
@@ -537,7 +566,13 @@ impl Config {
     fn validate(&self) -> Vec<ConfigProblem> {
         let mut out = Vec::new();
         let mut push = |key: String, message: String, warning: bool| {
-            out.push(ConfigProblem { file: self.file.clone(), key, line: None, message, warning })
+            out.push(ConfigProblem {
+                file: self.file.clone(),
+                key,
+                line: None,
+                message,
+                warning,
+            })
         };
         for (name, entry) in &self.gates {
             let key = |field: &str| {
@@ -549,12 +584,20 @@ impl Config {
             };
             if let Some(rate) = entry.rate {
                 if !(rate > 0.0 && rate.is_finite()) {
-                    push(key("rate"), format!("must be a positive number, got {rate}"), false);
+                    push(
+                        key("rate"),
+                        format!("must be a positive number, got {rate}"),
+                        false,
+                    );
                 }
             }
             if let Some(burst) = entry.burst {
                 if burst < 1.0 || !burst.is_finite() {
-                    push(key("burst"), format!("must be at least 1, got {burst}"), false);
+                    push(
+                        key("burst"),
+                        format!("must be at least 1, got {burst}"),
+                        false,
+                    );
                 }
             }
             if entry.concurrency == Some(0) {
@@ -574,7 +617,11 @@ impl Config {
                 );
             }
             if pc.endpoint.parse::<reqwest::Url>().is_err() {
-                push(pkey("endpoint"), format!("`{}` is not a URL", pc.endpoint), false);
+                push(
+                    pkey("endpoint"),
+                    format!("`{}` is not a URL", pc.endpoint),
+                    false,
+                );
             }
             for api in Api::ALL {
                 let g = self.gate(platform, api);
@@ -593,7 +640,10 @@ impl Config {
                     if g.burst < cap / 2.0 - g.rate && g.burst < g.rate {
                         push(
                             gkey("burst"),
-                            format!("burst {} is below the rate {}: bursts will be cut short", g.burst, g.rate),
+                            format!(
+                                "burst {} is below the rate {}: bursts will be cut short",
+                                g.burst, g.rate
+                            ),
                             true,
                         );
                     }
@@ -614,7 +664,12 @@ impl Config {
                 }
             }
             // Timeout chain: connect + read of one attempt must fit the pool wait and the budget.
-            for class in [ApiClass::List, ApiClass::Detail, ApiClass::Batch, ApiClass::Logistics] {
+            for class in [
+                ApiClass::List,
+                ApiClass::Detail,
+                ApiClass::Batch,
+                ApiClass::Logistics,
+            ] {
                 let t = self.link.timeouts.for_class(class);
                 let attempt = pc.pool_wait_ms + t.connect_ms + t.read_ms;
                 if attempt >= self.link.task_budget_ms {
@@ -645,17 +700,33 @@ impl Config {
         }
         let r = &self.link.retry;
         if r.max_attempts == 0 {
-            push("link.retry.max_attempts".into(), "must be at least 1".into(), false);
+            push(
+                "link.retry.max_attempts".into(),
+                "must be at least 1".into(),
+                false,
+            );
         }
         if !(0.0..=1.0).contains(&r.budget_ratio) {
-            push("link.retry.budget_ratio".into(), "must be between 0 and 1".into(), false);
+            push(
+                "link.retry.budget_ratio".into(),
+                "must be between 0 and 1".into(),
+                false,
+            );
         }
         if r.base_ms > r.cap_ms {
-            push("link.retry.base_ms".into(), "must not exceed link.retry.cap_ms".into(), false);
+            push(
+                "link.retry.base_ms".into(),
+                "must not exceed link.retry.cap_ms".into(),
+                false,
+            );
         }
         let b = &self.link.breaker;
         if !(0.0..=1.0).contains(&b.failure_ratio) {
-            push("link.breaker.failure_ratio".into(), "must be between 0 and 1".into(), false);
+            push(
+                "link.breaker.failure_ratio".into(),
+                "must be between 0 and 1".into(),
+                false,
+            );
         }
         if b.close_after > b.half_open_probes {
             push(
@@ -665,7 +736,11 @@ impl Config {
             );
         }
         if self.queue.chunk_size == 0 {
-            push("queue.chunk_size".into(), "must be at least 1".into(), false);
+            push(
+                "queue.chunk_size".into(),
+                "must be at least 1".into(),
+                false,
+            );
         }
         if self.queue.push_batch == 0 || self.queue.push_batch > 20_000 {
             push(
@@ -725,10 +800,14 @@ per_second_cap = 400
 
     #[test]
     fn burst_plus_rate_above_cap_is_an_error_naming_the_key() {
-        let err = parse(&format!("{PLATFORM}\n[gates.\"taobao.item_get\"]\nrate = 80\nburst = 500\nconcurrency = 30\n"))
-            .unwrap_err();
+        let err = parse(&format!(
+            "{PLATFORM}\n[gates.\"taobao.item_get\"]\nrate = 80\nburst = 500\nconcurrency = 30\n"
+        ))
+        .unwrap_err();
         assert!(
-            err.0.iter().any(|p| !p.warning && p.key == "gates.\"taobao.item_get\".burst"),
+            err.0
+                .iter()
+                .any(|p| !p.warning && p.key == "gates.\"taobao.item_get\".burst"),
             "{err}"
         );
     }
@@ -736,13 +815,21 @@ per_second_cap = 400
     #[test]
     fn keepalive_must_be_below_idle_close() {
         let err = parse(&format!("{PLATFORM}idle_keepalive_s = 30\n")).unwrap_err();
-        assert!(err.0.iter().any(|p| p.key == "platforms.taobao.idle_keepalive_s"), "{err}");
+        assert!(
+            err.0
+                .iter()
+                .any(|p| p.key == "platforms.taobao.idle_keepalive_s"),
+            "{err}"
+        );
     }
 
     #[test]
     fn timeout_chain_must_fit_budget() {
         let err = parse(&format!("{PLATFORM}\n[link]\ntask_budget_ms = 5000\n")).unwrap_err();
-        assert!(err.0.iter().any(|p| p.key == "link.timeouts.detail"), "{err}");
+        assert!(
+            err.0.iter().any(|p| p.key == "link.timeouts.detail"),
+            "{err}"
+        );
     }
 
     #[test]
@@ -751,7 +838,10 @@ per_second_cap = 400
             "{PLATFORM}\n[gates.\"taobao.item_get\"]\nrate = 80\nburst = 200\nconcurrency = 10\np95_ms = 300\n"
         ))
         .unwrap();
-        assert!(cfg.warnings.iter().any(|p| p.key == "gates.\"taobao.item_get\".concurrency"));
+        assert!(cfg
+            .warnings
+            .iter()
+            .any(|p| p.key == "gates.\"taobao.item_get\".concurrency"));
     }
 
     #[test]

@@ -4,7 +4,10 @@ use syncfleet::cli::{self, Cli};
 fn main() {
     let cli = Cli::parse();
     syncfleet::logging::init(cli.log_format);
-    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("error: cannot start the async runtime: {e}");

@@ -31,7 +31,10 @@ pub fn next_quota_reset(at: DateTime<Utc>) -> DateTime<Utc> {
 /// is not wildly inflated just after midnight.
 pub fn day_fraction_elapsed(at: DateTime<Utc>) -> f64 {
     let local = at.with_timezone(&china_offset());
-    let secs = local.time().signed_duration_since(chrono::NaiveTime::MIN).num_seconds() as f64;
+    let secs = local
+        .time()
+        .signed_duration_since(chrono::NaiveTime::MIN)
+        .num_seconds() as f64;
     secs.max(60.0) / 86_400.0
 }
 

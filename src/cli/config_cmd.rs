@@ -32,7 +32,10 @@ pub async fn run(cli: &Cli, cmd: &ConfigCommand) -> Result<(), CliError> {
                 }
             }
             if errors > 0 {
-                return Err(CliError::input(format!("{errors} problem(s) in {}", cfg.file.display())));
+                return Err(CliError::input(format!(
+                    "{errors} problem(s) in {}",
+                    cfg.file.display()
+                )));
             }
             println!(
                 "{}: ok ({} platform(s), {} gate entr(ies), {} warning(s))",

@@ -12,13 +12,23 @@ pub mod config_cmd;
 #[command(name = "syncfleet", version, about, long_about = None)]
 pub struct Cli {
     /// Client configuration file.
-    #[arg(long, global = true, default_value = "config/syncfleet.toml", env = "SYNCFLEET_CONFIG")]
+    #[arg(
+        long,
+        global = true,
+        default_value = "config/syncfleet.toml",
+        env = "SYNCFLEET_CONFIG"
+    )]
     pub config: PathBuf,
     /// Redis URL for fleet mode (queue and gates shared by all workers). Absent: embedded mode.
     #[arg(long, global = true, env = "SYNCFLEET_REDIS_URL")]
     pub redis: Option<String>,
     /// SQL ledger URL.
-    #[arg(long, global = true, env = "SYNCFLEET_DB", default_value = "sqlite://syncfleet.db")]
+    #[arg(
+        long,
+        global = true,
+        env = "SYNCFLEET_DB",
+        default_value = "sqlite://syncfleet.db"
+    )]
     pub db: String,
     /// Log format on stderr.
     #[arg(long, global = true, value_enum, default_value_t = LogFormat::Text)]
@@ -45,11 +55,17 @@ pub struct CliError {
 impl CliError {
     /// Bad input (config, arguments, files): exit 2.
     pub fn input(message: impl Into<String>) -> Self {
-        CliError { code: 2, message: message.into() }
+        CliError {
+            code: 2,
+            message: message.into(),
+        }
     }
     /// Runtime failure: exit 1.
     pub fn runtime(message: impl Into<String>) -> Self {
-        CliError { code: 1, message: message.into() }
+        CliError {
+            code: 1,
+            message: message.into(),
+        }
     }
 }
 

@@ -67,7 +67,12 @@ pub enum Api {
 }
 
 impl Api {
-    pub const ALL: [Api; 4] = [Api::ItemGet, Api::ItemAdd, Api::OrderList, Api::LogisticsTrace];
+    pub const ALL: [Api; 4] = [
+        Api::ItemGet,
+        Api::ItemAdd,
+        Api::OrderList,
+        Api::LogisticsTrace,
+    ];
 
     pub fn as_str(self) -> &'static str {
         match self {
@@ -118,7 +123,9 @@ impl Api {
 
     /// The logical API behind a platform method name, if it is one syncfleet knows.
     pub fn from_method(platform: Platform, method: &str) -> Option<Api> {
-        Api::ALL.into_iter().find(|api| api.method(platform) == method)
+        Api::ALL
+            .into_iter()
+            .find(|api| api.method(platform) == method)
     }
 }
 

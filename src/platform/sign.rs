@@ -126,10 +126,9 @@ pub fn signatures_match(expected: &str, given: &str) -> bool {
     if a.len() != b.len() {
         return false;
     }
-    a.iter()
-        .zip(b)
-        .fold(0u8, |acc, (x, y)| acc | (x.to_ascii_uppercase() ^ y.to_ascii_uppercase()))
-        == 0
+    a.iter().zip(b).fold(0u8, |acc, (x, y)| {
+        acc | (x.to_ascii_uppercase() ^ y.to_ascii_uppercase())
+    }) == 0
 }
 
 #[cfg(test)]

@@ -1,0 +1,350 @@
+//! Job specifications: what `syncfleet enqueue` accepts on the command line or in a
+//! `--spec FILE` (examples in `jobs/`), and the item-id list reader.
+//!
+//! Bad input stops the enqueue before anything is written, naming the file and line.
+
+use crate::platform::Platform;
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use std::collections::HashSet;
+use std::fmt;
+use std::io::BufRead;
+use std::path::{Path, PathBuf};
+
+/// A job as the producer sees it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
+pub enum JobSpec {
+    /// Copy items from `from` to `to`: `item_get` on the source, `item_add` on the target.
+    Listing {
+        from: Platform,
+        to: Platform,
+        /// File with one item id per line (`-` = stdin), relative to the spec file.
+        #[serde(default)]
+        items_file: Option<PathBuf>,
+        /// Inline item ids (small jobs and tests).
+        #[serde(default)]
+        items: Vec<String>,
+    },
+    /// Sync orders modified in [since, until) for one shop.
+    Orders {
+        platform: Platform,
+        shop: String,
+        since: DateTime<Utc>,
+        until: DateTime<Utc>,
+    },
+    /// Query logistics of the shop's shipped, unsigned orders not queried recently.
+    Logistics { platform: Platform, shop: String },
+}
+
+impl JobSpec {
+    pub fn kind(&self) -> JobKind {
+        match self {
+            JobSpec::Listing { .. } => JobKind::Listing,
+            JobSpec::Orders { .. } => JobKind::Orders,
+            JobSpec::Logistics { .. } => JobKind::Logistics,
+        }
+    }
+
+    /// Read a spec file (TOML). Relative `items_file` paths resolve against the spec's folder.
+    pub fn load(path: &Path) -> Result<JobSpec, InputError> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| InputError::new(path, None, format!("cannot read job spec: {e}")))?;
+        // Parsed flat (not as the tagged enum) so toml keeps spans: errors name the line.
+        let file: SpecFile = toml::from_str(&text).map_err(|e| {
+            let line = e
+                .span()
+                .map(|s| text[..s.start.min(text.len())].matches('\n').count() + 1);
+            InputError::new(path, line, e.message().to_string())
+        })?;
+        let mut spec = file
+            .into_spec()
+            .map_err(|m| InputError::new(path, None, m))?;
+        if let JobSpec::Listing {
+            items_file: Some(f),
+            ..
+        } = &mut spec
+        {
+            if f.is_relative() && f.as_os_str() != "-" {
+                if let Some(dir) = path.parent() {
+                    *f = dir.join(&*f);
+                }
+            }
+        }
+        spec.validate()
+            .map_err(|m| InputError::new(path, None, m))?;
+        Ok(spec)
+    }
+
+    /// Checks that do not need the item list.
+    pub fn validate(&self) -> Result<(), String> {
+        match self {
+            JobSpec::Listing {
+                from,
+                to,
+                items_file,
+                items,
+            } => {
+                if from == to {
+                    return Err(format!("listing from {from} to itself"));
+                }
+                if items_file.is_none() && items.is_empty() {
+                    return Err("listing needs `items_file` or `items`".into());
+                }
+                Ok(())
+            }
+            JobSpec::Orders {
+                since, until, shop, ..
+            } => {
+                if since >= until {
+                    return Err(format!(
+                        "`since` ({since}) must be before `until` ({until})"
+                    ));
+                }
+                if shop.trim().is_empty() {
+                    return Err("`shop` is empty".into());
+                }
+                Ok(())
+            }
+            JobSpec::Logistics { shop, .. } => {
+                if shop.trim().is_empty() {
+                    return Err("`shop` is empty".into());
+                }
+                Ok(())
+            }
+        }
+    }
+}
+
+/// The on-disk shape of a spec file; [`SpecFile::into_spec`] checks which keys each kind needs.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SpecFile {
+    kind: JobKind,
+    from: Option<Platform>,
+    to: Option<Platform>,
+    items_file: Option<PathBuf>,
+    #[serde(default)]
+    items: Vec<String>,
+    platform: Option<Platform>,
+    shop: Option<String>,
+    since: Option<DateTime<Utc>>,
+    until: Option<DateTime<Utc>>,
+}
+
+impl SpecFile {
+    fn into_spec(self) -> Result<JobSpec, String> {
+        fn need<T>(v: Option<T>, kind: JobKind, key: &str) -> Result<T, String> {
+            v.ok_or_else(|| format!("key `{key}` is required for a {kind} job"))
+        }
+        let kind = self.kind;
+        Ok(match kind {
+            JobKind::Listing => JobSpec::Listing {
+                from: need(self.from, kind, "from")?,
+                to: need(self.to, kind, "to")?,
+                items_file: self.items_file,
+                items: self.items,
+            },
+            JobKind::Orders => JobSpec::Orders {
+                platform: need(self.platform, kind, "platform")?,
+                shop: need(self.shop, kind, "shop")?,
+                since: need(self.since, kind, "since")?,
+                until: need(self.until, kind, "until")?,
+            },
+            JobKind::Logistics => JobSpec::Logistics {
+                platform: need(self.platform, kind, "platform")?,
+                shop: need(self.shop, kind, "shop")?,
+            },
+        })
+    }
+}
+
+/// The three job kinds, as stored in `jobs.kind` and carried by tasks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum JobKind {
+    Listing,
+    Orders,
+    Logistics,
+}
+
+impl JobKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            JobKind::Listing => "listing",
+            JobKind::Orders => "orders",
+            JobKind::Logistics => "logistics",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<JobKind> {
+        match s {
+            "listing" => Some(JobKind::Listing),
+            "orders" => Some(JobKind::Orders),
+            "logistics" => Some(JobKind::Logistics),
+            _ => None,
+        }
+    }
+}
+
+impl fmt::Display for JobKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Bad producer input: which file, which line, what was expected.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub struct InputError {
+    pub file: PathBuf,
+    pub line: Option<usize>,
+    pub message: String,
+}
+
+impl InputError {
+    pub fn new(file: &Path, line: Option<usize>, message: impl Into<String>) -> Self {
+        InputError {
+            file: file.to_path_buf(),
+            line,
+            message: message.into(),
+        }
+    }
+}
+
+impl fmt::Display for InputError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.file.display())?;
+        if let Some(line) = self.line {
+            write!(f, ":{line}")?;
+        }
+        write!(f, ": {}", self.message)
+    }
+}
+
+/// Item ids read from a list, with what was dropped on the way.
+#[derive(Debug, Default, Clone, PartialEq)]
+pub struct ItemList {
+    pub ids: Vec<String>,
+    /// Lines repeating an id already listed (kept once).
+    pub duplicates: usize,
+}
+
+/// Longest item id accepted: all three platforms use 64-bit numeric ids.
+const MAX_ID_DIGITS: usize = 20;
+
+/// Read one item id per line. Blank lines and `#` comments are ignored; anything that is
+/// not a positive decimal id stops the read with the file and line. `on_line` is called
+/// every 10,000 lines (progress).
+pub fn read_item_ids(
+    reader: impl BufRead,
+    source: &Path,
+    mut on_line: impl FnMut(usize),
+) -> Result<ItemList, InputError> {
+    let mut list = ItemList::default();
+    let mut seen = HashSet::new();
+    for (idx, line) in reader.lines().enumerate() {
+        let lineno = idx + 1;
+        let line =
+            line.map_err(|e| InputError::new(source, Some(lineno), format!("cannot read: {e}")))?;
+        if lineno % 10_000 == 0 {
+            on_line(lineno);
+        }
+        let id = line.trim();
+        if id.is_empty() || id.starts_with('#') {
+            continue;
+        }
+        let valid = id.len() <= MAX_ID_DIGITS
+            && id.bytes().all(|b| b.is_ascii_digit())
+            && id.bytes().any(|b| b != b'0');
+        if !valid {
+            let shown: String = id.chars().take(40).collect();
+            return Err(InputError::new(
+                source,
+                Some(lineno),
+                format!("expected a positive numeric item id (one per line), found `{shown}`"),
+            ));
+        }
+        let id = id.trim_start_matches('0').to_string();
+        if seen.insert(id.clone()) {
+            list.ids.push(id);
+        } else {
+            list.duplicates += 1;
+        }
+    }
+    Ok(list)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_ids_skipping_comments_and_duplicates() {
+        let text = "# header\n1\n\n 2 \n1\n003\n";
+        let list = read_item_ids(text.as_bytes(), Path::new("items.txt"), |_| {}).unwrap();
+        assert_eq!(list.ids, vec!["1", "2", "3"]);
+        assert_eq!(list.duplicates, 1);
+    }
+
+    #[test]
+    fn bad_line_names_file_and_line() {
+        let text = "1\n2\nabc\n4\n";
+        let err = read_item_ids(text.as_bytes(), Path::new("items.txt"), |_| {}).unwrap_err();
+        assert_eq!(err.line, Some(3));
+        assert_eq!(
+            err.to_string(),
+            "items.txt:3: expected a positive numeric item id (one per line), found `abc`"
+        );
+    }
+
+    #[test]
+    fn zero_and_overlong_ids_are_rejected() {
+        for bad in ["0", "000", "123456789012345678901"] {
+            assert!(
+                read_item_ids(bad.as_bytes(), Path::new("x"), |_| {}).is_err(),
+                "{bad}"
+            );
+        }
+    }
+
+    #[test]
+    fn spec_file_errors_name_the_line() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("job.toml");
+        std::fs::write(
+            &path,
+            "kind = \"listing\"\nfrom = \"alibaba\"\nto = \"ebay\"\nitems = [\"1\"]\n",
+        )
+        .unwrap();
+        let err = JobSpec::load(&path).unwrap_err();
+        assert_eq!(err.line, Some(3), "{err}");
+    }
+
+    #[test]
+    fn listing_spec_resolves_items_file_next_to_spec() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("job.toml");
+        std::fs::write(
+            &path,
+            "kind = \"listing\"\nfrom = \"alibaba\"\nto = \"taobao\"\nitems_file = \"ids.txt\"\n",
+        )
+        .unwrap();
+        match JobSpec::load(&path).unwrap() {
+            JobSpec::Listing { items_file, .. } => {
+                assert_eq!(items_file, Some(dir.path().join("ids.txt")))
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn orders_window_must_be_ordered() {
+        let spec = JobSpec::Orders {
+            platform: Platform::Taobao,
+            shop: "s".into(),
+            since: "2026-01-02T00:00:00Z".parse().unwrap(),
+            until: "2026-01-01T00:00:00Z".parse().unwrap(),
+        };
+        assert!(spec.validate().is_err());
+    }
+}
