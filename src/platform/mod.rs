@@ -1,11 +1,33 @@
 //! Platform adapters: request building and signing, typed parsing, and the mapping of
 //! every platform error to an [`ErrorClass`]. HTTP to the platforms lives only here.
 
+pub mod alibaba;
+pub mod classify;
+pub mod client;
+pub mod jd;
+mod json;
+pub mod model;
 pub mod sign;
+pub mod taobao;
 
+pub use classify::{CallError, TransportError};
+pub use client::{PlatformClient, RawResponse};
+pub use model::{ApiRequest, ApiResponse, Item, Order, OrderPage, Trace, TraceEvent};
+
+use crate::config::Secret;
 use serde::{Deserialize, Serialize};
 use std::fmt;
 use std::str::FromStr;
+
+/// Who the adapter signs as: app key, app secret, session / access token, and (TOP only)
+/// the signature method. `Debug` never shows the secrets.
+#[derive(Debug, Clone)]
+pub struct Credentials {
+    pub app_key: String,
+    pub secret: Secret,
+    pub session: Option<Secret>,
+    pub sign_method: sign::SignMethod,
+}
 
 /// The three open platforms syncfleet talks to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]

@@ -1,0 +1,323 @@
+//! One HTTP client per platform (a bulkhead: a slow Taobao cannot starve JD of
+//! connections), signing every call and classifying every failure.
+
+use super::classify::{describe_reqwest, transport_kind, CallError};
+use super::{alibaba, jd, taobao, Api, ApiRequest, ApiResponse, Credentials, Platform};
+use crate::config::{PlatformConfig, Secret};
+use chrono::{DateTime, Utc};
+use serde_json::Value;
+use std::time::Duration;
+
+/// An HTTP answer before classification: status and body (JSON, or the text as a JSON
+/// string when the body is not JSON, e.g. an HTML 502 page).
+#[derive(Debug, Clone, PartialEq)]
+pub struct RawResponse {
+    pub http_status: u16,
+    pub body: Value,
+}
+
+/// A signed-call client for one platform. Holds the secret and session (read once); its
+/// `Debug` shows neither.
+#[derive(Debug, Clone)]
+pub struct PlatformClient {
+    platform: Platform,
+    endpoint: String,
+    creds: Credentials,
+    http: reqwest::Client,
+}
+
+impl PlatformClient {
+    /// Build from config, reading the secret and session from the environment variables
+    /// it names. The error names a missing variable, never a value.
+    pub fn new(platform: Platform, cfg: &PlatformConfig) -> Result<Self, String> {
+        let secret = cfg.secret()?;
+        let session = cfg.session()?;
+        Self::with_credentials(platform, cfg, secret, session)
+    }
+
+    /// Build with explicit credentials (tests, the demo); `cfg`'s env names are ignored.
+    pub fn with_credentials(
+        platform: Platform,
+        cfg: &PlatformConfig,
+        secret: Secret,
+        session: Option<Secret>,
+    ) -> Result<Self, String> {
+        let url: reqwest::Url = cfg.endpoint.parse().map_err(|e| {
+            format!(
+                "platforms.{platform}.endpoint `{}` is not a URL: {e}",
+                cfg.endpoint
+            )
+        })?;
+        let mut builder = reqwest::Client::builder()
+            .connect_timeout(Duration::from_millis(cfg.connect_timeout_ms))
+            // Shorter than the platform's idle close, so a pooled connection is dropped by
+            // us first: a reused dead connection costs a full read timeout.
+            .pool_idle_timeout(Duration::from_secs(cfg.idle_keepalive_s))
+            .pool_max_idle_per_host(cfg.max_in_flight.max(1))
+            .tcp_nodelay(true)
+            .user_agent(concat!("syncfleet/", env!("CARGO_PKG_VERSION")));
+        let host = url
+            .host_str()
+            .unwrap_or("")
+            .trim_start_matches('[')
+            .trim_end_matches(']');
+        let loopback = host == "localhost"
+            || host
+                .parse::<std::net::IpAddr>()
+                .is_ok_and(|ip| ip.is_loopback());
+        if loopback {
+            // A proxy from the environment must never see simulator traffic.
+            builder = builder.no_proxy();
+        }
+        let http = builder
+            .build()
+            .map_err(|e| format!("cannot build the {platform} HTTP client: {e}"))?;
+        Ok(PlatformClient {
+            platform,
+            endpoint: cfg.endpoint.trim_end_matches('/').to_string(),
+            creds: Credentials {
+                app_key: cfg.app_key.clone(),
+                secret,
+                session,
+                sign_method: cfg.sign_method,
+            },
+            http,
+        })
+    }
+
+    pub fn platform(&self) -> Platform {
+        self.platform
+    }
+
+    pub fn app_key(&self) -> &str {
+        &self.creds.app_key
+    }
+
+    /// One signed call of a typed request, parsed. `read_timeout` bounds the whole call
+    /// (connect is bounded separately by the config's connect timeout).
+    pub async fn call(
+        &self,
+        req: &ApiRequest,
+        read_timeout: Duration,
+    ) -> Result<ApiResponse, CallError> {
+        let api = req.api();
+        let params = business_params(self.platform, req);
+        let raw = self.exchange(api, &params, read_timeout).await?;
+        check_body(self.platform, api, raw.http_status, &raw.body, Utc::now())?;
+        parse_response(self.platform, req, &raw.body)
+    }
+
+    /// One signed call with the platform's own business params (for JD either the pairs,
+    /// sent as a JSON object of strings, or one `360buy_param_json`). Returns the whole
+    /// success body.
+    pub async fn call_raw(
+        &self,
+        api: Api,
+        params: &[(String, String)],
+        read_timeout: Duration,
+    ) -> Result<Value, CallError> {
+        let raw = self
+            .exchange(
+                api,
+                &with_raw_defaults(self.platform, api, params),
+                read_timeout,
+            )
+            .await?;
+        check_body(self.platform, api, raw.http_status, &raw.body, Utc::now())?;
+        Ok(raw.body)
+    }
+
+    /// Sign and send; only transport failures are errors here (the body is not judged).
+    pub async fn exchange(
+        &self,
+        api: Api,
+        params: &[(String, String)],
+        read_timeout: Duration,
+    ) -> Result<RawResponse, CallError> {
+        let now = Utc::now();
+        let (url, form) = self.signed(api, params, now);
+        let transport = |e: reqwest::Error| {
+            CallError::transport(self.platform, api, transport_kind(&e), describe_reqwest(e))
+        };
+        let resp = self
+            .http
+            .post(&url)
+            .timeout(read_timeout)
+            .form(&form)
+            .send()
+            .await
+            .map_err(transport)?;
+        let http_status = resp.status().as_u16();
+        let bytes = resp.bytes().await.map_err(transport)?;
+        let body = serde_json::from_slice(&bytes).unwrap_or_else(|_| {
+            let text = String::from_utf8_lossy(&bytes);
+            Value::String(text.chars().take(2000).collect())
+        });
+        Ok(RawResponse { http_status, body })
+    }
+
+    /// The URL and the signed form of one call.
+    fn signed(
+        &self,
+        api: Api,
+        params: &[(String, String)],
+        now: DateTime<Utc>,
+    ) -> (String, Vec<(String, String)>) {
+        match self.platform {
+            Platform::Taobao => (
+                self.endpoint.clone(),
+                taobao::signed_form(&self.creds, api, params, now),
+            ),
+            Platform::Jd => (
+                self.endpoint.clone(),
+                jd::signed_form(&self.creds, api, params, now),
+            ),
+            Platform::Alibaba => {
+                let (path, form) = alibaba::signed_form(&self.creds, api, params, now);
+                (format!("{}/{path}", self.endpoint), form)
+            }
+        }
+    }
+}
+
+/// The platform's business params of a typed request.
+pub fn business_params(platform: Platform, req: &ApiRequest) -> Vec<(String, String)> {
+    match platform {
+        Platform::Taobao => taobao::business_params(req),
+        Platform::Jd => jd::business_params(req),
+        Platform::Alibaba => alibaba::business_params(req),
+    }
+}
+
+/// Params a raw TOP call needs and a person typing `syncfleet call` forgets.
+fn with_raw_defaults(
+    platform: Platform,
+    api: Api,
+    params: &[(String, String)],
+) -> Vec<(String, String)> {
+    let mut out = params.to_vec();
+    let mut default = |k: &str, v: &str| {
+        if !out.iter().any(|(ok, _)| ok == k) {
+            out.push((k.to_string(), v.to_string()));
+        }
+    };
+    match (platform, api) {
+        (Platform::Taobao, Api::ItemGet) => default("fields", taobao::ITEM_FIELDS),
+        (Platform::Taobao, Api::OrderList) => default("use_has_next", "true"),
+        _ => {}
+    }
+    out
+}
+
+/// Judge a body: `Err` with the classified platform error, `Ok` for a success body.
+pub fn check_body(
+    platform: Platform,
+    api: Api,
+    http_status: u16,
+    body: &Value,
+    now: DateTime<Utc>,
+) -> Result<(), CallError> {
+    match platform {
+        Platform::Taobao => taobao::check_body(api, http_status, body, now),
+        Platform::Jd => jd::check_body(api, http_status, body, now),
+        Platform::Alibaba => alibaba::check_body(api, http_status, body, now),
+    }
+}
+
+/// Parse a success body into the typed response of `req`.
+pub fn parse_response(
+    platform: Platform,
+    req: &ApiRequest,
+    body: &Value,
+) -> Result<ApiResponse, CallError> {
+    match platform {
+        Platform::Taobao => taobao::parse_response(req, body),
+        Platform::Jd => jd::parse_response(req, body),
+        Platform::Alibaba => alibaba::parse_response(req, body),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::platform::{ErrorClass, TransportError};
+
+    fn cfg(endpoint: &str) -> PlatformConfig {
+        let text = format!(
+            "[platforms.taobao]\nendpoint = \"{endpoint}\"\napp_key = \"k\"\nsecret_env = \"SYNCFLEET_TEST_UNSET_SECRET_VAR\"\n"
+        );
+        let c = crate::config::Config::parse(std::path::Path::new("t.toml"), &text).unwrap();
+        c.platforms[&Platform::Taobao].clone()
+    }
+
+    #[test]
+    fn missing_secret_names_the_variable() {
+        let err = PlatformClient::new(Platform::Taobao, &cfg("http://127.0.0.1:9/router/rest"))
+            .unwrap_err();
+        assert!(err.contains("SYNCFLEET_TEST_UNSET_SECRET_VAR"), "{err}");
+    }
+
+    #[test]
+    fn debug_hides_secrets() {
+        let c = PlatformClient::with_credentials(
+            Platform::Taobao,
+            &cfg("http://127.0.0.1:9/router/rest"),
+            Secret::new("very-secret-value"),
+            Some(Secret::new("very-secret-session")),
+        )
+        .unwrap();
+        let dbg = format!("{c:?}");
+        assert!(!dbg.contains("very-secret"), "{dbg}");
+    }
+
+    #[tokio::test]
+    async fn refused_connection_is_a_connect_retry() {
+        // Bind then drop a listener: nothing listens on that port any more.
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let c = PlatformClient::with_credentials(
+            Platform::Taobao,
+            &cfg(&format!("http://127.0.0.1:{port}/router/rest")),
+            Secret::new("very-secret-value"),
+            None,
+        )
+        .unwrap();
+        let e = c
+            .call(
+                &ApiRequest::ItemGet {
+                    item_id: "1".into(),
+                },
+                Duration::from_secs(2),
+            )
+            .await
+            .unwrap_err();
+        assert_eq!(
+            (e.class, e.transport),
+            (ErrorClass::Retry, Some(TransportError::Connect)),
+            "{e}"
+        );
+        assert!(e.surely_not_sent());
+        assert!(!e.to_string().contains("very-secret"), "{e}");
+    }
+
+    #[test]
+    fn raw_defaults_fill_what_top_needs() {
+        let p = with_raw_defaults(
+            Platform::Taobao,
+            Api::ItemGet,
+            &[("num_iid".into(), "1".into())],
+        );
+        assert!(p
+            .iter()
+            .any(|(k, v)| k == "fields" && v == taobao::ITEM_FIELDS));
+        let p = with_raw_defaults(
+            Platform::Taobao,
+            Api::ItemGet,
+            &[("fields".into(), "title".into())],
+        );
+        assert_eq!(p.iter().filter(|(k, _)| k == "fields").count(), 1);
+    }
+}

@@ -1,0 +1,463 @@
+//! JD JOS: the signed form (`/routerjson`, business params as `360buy_param_json`) and its
+//! `..._responce` bodies (docs/wire-formats.md).
+
+use super::classify::{http_class, jd_class, keyword_class, CallError};
+use super::json::{array, boolean, find_key, joined, text, text_or_empty, uint};
+use super::model::{format_china_time, parse_china_time};
+use super::sign::jd_sign;
+use super::{
+    Api, ApiRequest, ApiResponse, Credentials, Item, Order, OrderPage, Platform, Trace, TraceEvent,
+};
+use crate::time::china_offset;
+use chrono::{DateTime, Utc};
+use serde_json::{json, Map, Value};
+
+const P: Platform = Platform::Jd;
+
+/// The form field that carries every business param as one JSON object.
+pub const PARAM_JSON: &str = "360buy_param_json";
+
+/// The business params of a typed request: one `360buy_param_json` pair.
+pub fn business_params(req: &ApiRequest) -> Vec<(String, String)> {
+    let obj = match req {
+        ApiRequest::ItemGet { item_id } => json!({ "wareId": item_id }),
+        ApiRequest::ItemAdd {
+            title,
+            price,
+            quantity,
+            out_request_id,
+        } => json!({
+            "title": title, "jdPrice": price, "stockNum": quantity, "outRequestId": out_request_id,
+        }),
+        ApiRequest::OrderList {
+            start,
+            end,
+            page,
+            page_size,
+        } => json!({
+            "start_date": format_china_time(*start),
+            "end_date": format_china_time(*end),
+            "page": page.to_string(),
+            "page_size": page_size.to_string(),
+        }),
+        ApiRequest::LogisticsTrace { order_id } => json!({ "waybillCode": order_id }),
+    };
+    vec![(PARAM_JSON.to_string(), obj.to_string())]
+}
+
+/// `360buy_param_json` of raw params: given verbatim, or the pairs as a JSON object of strings.
+fn param_json(business: &[(String, String)]) -> String {
+    if let Some((_, v)) = business.iter().find(|(k, _)| k == PARAM_JSON) {
+        return v.clone();
+    }
+    let obj: Map<String, Value> = business
+        .iter()
+        .map(|(k, v)| (k.clone(), Value::String(v.clone())))
+        .collect();
+    Value::Object(obj).to_string()
+}
+
+/// System params + `360buy_param_json` + `sign`, ready to post as a form.
+pub fn signed_form(
+    creds: &Credentials,
+    api: Api,
+    business: &[(String, String)],
+    now: DateTime<Utc>,
+) -> Vec<(String, String)> {
+    let mut form: Vec<(String, String)> = vec![
+        ("method".into(), api.method(P).into()),
+        ("app_key".into(), creds.app_key.clone()),
+        (
+            "timestamp".into(),
+            now.with_timezone(&china_offset())
+                .format("%Y-%m-%d %H:%M:%S%.3f%z")
+                .to_string(),
+        ),
+        ("v".into(), "2.0".into()),
+        ("format".into(), "json".into()),
+        ("sign_method".into(), "md5".into()),
+        (PARAM_JSON.into(), param_json(business)),
+    ];
+    if let Some(token) = &creds.session {
+        form.push(("access_token".into(), token.expose().to_string()));
+    }
+    let sign = jd_sign(
+        creds.secret.expose(),
+        form.iter().map(|(k, v)| (k.as_str(), v.as_str())),
+    );
+    form.push(("sign".into(), sign));
+    form
+}
+
+/// `jingdong.ware.read.findWareById` → `jingdong_ware_read_findWareById_responce`.
+pub fn response_key(api: Api) -> String {
+    format!("{}_responce", api.method(P).replace('.', "_"))
+}
+
+const MESSAGE_KEYS: [&str; 3] = ["en_desc", "zh_desc", "msg"];
+
+fn platform_error(api: Api, err: &Value, status: u16, now: DateTime<Utc>) -> CallError {
+    let code = text(err, "code").unwrap_or_else(|| "?".into());
+    let all = joined(err, &MESSAGE_KEYS);
+    let class = jd_class(&code, &all);
+    CallError::platform(P, api, class, code, &all, &all, Some(status), now)
+}
+
+/// Errors of a body: `error_response`, a non-zero `code` inside the response, or a
+/// business failure (`apiResult.success=false`, Unknown unless its text says limit).
+pub fn check_body(
+    api: Api,
+    status: u16,
+    body: &Value,
+    now: DateTime<Utc>,
+) -> Result<(), CallError> {
+    if let Some(err) = body.get("error_response") {
+        return Err(platform_error(api, err, status, now));
+    }
+    if !(200..300).contains(&status) {
+        let class = http_class(status);
+        let msg = body
+            .as_str()
+            .map(str::to_string)
+            .unwrap_or_else(|| body.to_string());
+        return Err(CallError::platform(
+            P,
+            api,
+            class,
+            format!("http_{status}"),
+            &msg,
+            &msg,
+            Some(status),
+            now,
+        ));
+    }
+    let key = response_key(api);
+    let Some(r) = body.get(&key) else {
+        return Err(CallError::parse(
+            P,
+            api,
+            status,
+            format!("no `{key}` in the body"),
+        ));
+    };
+    if text(r, "code").is_some_and(|c| c != "0") {
+        return Err(platform_error(api, r, status, now));
+    }
+    if let Some(result) = find_key(r, "apiResult", 2) {
+        if boolean(result, "success") == Some(false) {
+            let code = text(result, "resultCode").unwrap_or_else(|| "apiResult".into());
+            let msg = text_or_empty(result, "resultDescribe");
+            let class = keyword_class(&msg);
+            return Err(CallError::platform(
+                P,
+                api,
+                class,
+                code,
+                &msg,
+                &msg,
+                Some(status),
+                now,
+            ));
+        }
+    }
+    Ok(())
+}
+
+fn missing(api: Api, what: &str) -> CallError {
+    CallError::parse(P, api, 200, format!("missing or malformed `{what}`"))
+}
+
+/// The typed response of a success body (after [`check_body`]).
+pub fn parse_response(req: &ApiRequest, body: &Value) -> Result<ApiResponse, CallError> {
+    let api = req.api();
+    let key = response_key(api);
+    let r = body.get(&key).ok_or_else(|| missing(api, &key))?;
+    match req {
+        ApiRequest::ItemGet { .. } => {
+            let ware = r.get("ware").ok_or_else(|| missing(api, "ware"))?;
+            Ok(ApiResponse::Item(Item {
+                id: text(ware, "wareId").ok_or_else(|| missing(api, "ware.wareId"))?,
+                title: text_or_empty(ware, "title"),
+                price: text_or_empty(ware, "jdPrice"),
+                quantity: uint(ware, "stockNum").unwrap_or(0).min(u32::MAX as u64) as u32,
+            }))
+        }
+        ApiRequest::ItemAdd { .. } => {
+            let id = r
+                .get("ware")
+                .and_then(|w| text(w, "wareId"))
+                .ok_or_else(|| missing(api, "ware.wareId"))?;
+            Ok(ApiResponse::ItemAdded { item_id: id })
+        }
+        ApiRequest::OrderList {
+            page, page_size, ..
+        } => {
+            let result = r
+                .get("searchorderinfo_result")
+                .ok_or_else(|| missing(api, "searchorderinfo_result"))?;
+            let mut orders = Vec::new();
+            for o in array(result, "orderInfoList") {
+                let modified = text(o, "modified")
+                    .and_then(|m| parse_china_time(&m))
+                    .ok_or_else(|| missing(api, "orderInfoList.modified"))?;
+                orders.push(Order {
+                    order_id: text(o, "orderId")
+                        .ok_or_else(|| missing(api, "orderInfoList.orderId"))?,
+                    status: text_or_empty(o, "orderState"),
+                    modified,
+                    amount: text_or_empty(o, "orderTotalPrice"),
+                });
+            }
+            let total = uint(result, "orderTotal");
+            // JD has no has_next: there is more while page x page_size < orderTotal.
+            let seen = u64::from(*page) * u64::from(*page_size);
+            Ok(ApiResponse::OrderPage(OrderPage {
+                orders,
+                has_next: total.is_some_and(|t| seen < t),
+                total,
+            }))
+        }
+        ApiRequest::LogisticsTrace { order_id } => {
+            let data = r
+                .get("querytrace_result")
+                .map(|q| array(q, "data"))
+                .unwrap_or(&[]);
+            let events: Vec<TraceEvent> = data
+                .iter()
+                .map(|d| TraceEvent {
+                    time: text_or_empty(d, "ope_time"),
+                    status: text_or_empty(d, "ope_title"),
+                    description: text_or_empty(d, "ope_remark"),
+                })
+                .collect();
+            let signed = events.last().is_some_and(|e| e.status == "妥投");
+            Ok(ApiResponse::Trace(Trace {
+                order_id: order_id.clone(),
+                events,
+                signed,
+            }))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Secret;
+    use crate::platform::sign::SignMethod;
+    use crate::platform::ErrorClass;
+    use chrono::TimeZone;
+    use std::time::Duration;
+
+    fn creds() -> Credentials {
+        Credentials {
+            app_key: "yourappkey".into(),
+            secret: Secret::new("yourappSecret"),
+            session: Some(Secret::new("yourtoken")),
+            sign_method: SignMethod::Md5,
+        }
+    }
+
+    fn get<'a>(form: &'a [(String, String)], k: &str) -> Option<&'a str> {
+        form.iter().find(|(fk, _)| fk == k).map(|(_, v)| v.as_str())
+    }
+
+    fn class_of(status: u16, body: &str) -> CallError {
+        let now = Utc.with_ymd_and_hms(2026, 1, 1, 4, 0, 0).unwrap();
+        let v: Value = serde_json::from_str(body).unwrap();
+        check_body(Api::OrderList, status, &v, now).unwrap_err()
+    }
+
+    #[test]
+    fn form_reproduces_the_published_vector() {
+        // 2021-05-07 09:20:39.683 GMT+8 = 01:20:39.683 UTC.
+        let now = Utc.with_ymd_and_hms(2021, 5, 7, 1, 20, 39).unwrap()
+            + chrono::Duration::milliseconds(683);
+        let pj = r#"{"end_date":null,"optional_fields":null,"order_state":"WAIT_SELLER_STOCK_OUT","page":"1","page_size":"200","start_date":null}"#;
+        let form = signed_form(
+            &creds(),
+            Api::OrderList,
+            &[(PARAM_JSON.into(), pj.into())],
+            now,
+        );
+        assert_eq!(
+            get(&form, "timestamp"),
+            Some("2021-05-07 09:20:39.683+0800")
+        );
+        assert_eq!(get(&form, "method"), Some("jingdong.pop.order.search"));
+        assert_eq!(get(&form, "access_token"), Some("yourtoken"));
+        assert_eq!(get(&form, "sign"), Some("D70825340F4084360B9362B60DFD7930"));
+    }
+
+    #[test]
+    fn typed_and_raw_params_become_param_json() {
+        let p = business_params(&ApiRequest::ItemAdd {
+            title: "Mug".into(),
+            price: "12.50".into(),
+            quantity: 7,
+            out_request_id: "j:1".into(),
+        });
+        let v: Value = serde_json::from_str(get(&p, PARAM_JSON).unwrap()).unwrap();
+        assert_eq!(
+            v,
+            json!({"title":"Mug","jdPrice":"12.50","stockNum":7,"outRequestId":"j:1"})
+        );
+        let start = Utc.with_ymd_and_hms(2026, 1, 1, 0, 0, 0).unwrap();
+        let p = business_params(&ApiRequest::OrderList {
+            start,
+            end: start,
+            page: 3,
+            page_size: 50,
+        });
+        let v: Value = serde_json::from_str(get(&p, PARAM_JSON).unwrap()).unwrap();
+        assert_eq!(v["start_date"], "2026-01-01 08:00:00");
+        assert_eq!(v["page"], "3");
+        let raw = signed_form(
+            &creds(),
+            Api::ItemGet,
+            &[("wareId".into(), "123".into())],
+            start,
+        );
+        assert_eq!(get(&raw, PARAM_JSON), Some(r#"{"wareId":"123"}"#));
+    }
+
+    #[test]
+    fn error_bodies_of_every_class() {
+        let e = class_of(
+            200,
+            r#"{"error_response":{"code":"2","zh_desc":"调用受限","en_desc":"App call limited, this ban will last for 3 more seconds"}}"#,
+        );
+        assert_eq!(
+            (e.class, e.ban),
+            (ErrorClass::Slow, Some(Duration::from_secs(3)))
+        );
+        for c in ["66", "67"] {
+            let e = class_of(
+                200,
+                &format!(
+                    r#"{{"error_response":{{"code":"{c}","zh_desc":"服务繁忙","en_desc":"service busy"}}}}"#
+                ),
+            );
+            assert_eq!(e.class, ErrorClass::Retry, "{c}");
+        }
+        for c in ["19", "14", "20", "60", "22"] {
+            let e = class_of(
+                200,
+                &format!(
+                    r#"{{"error_response":{{"code":"{c}","zh_desc":"无效","en_desc":"invalid"}}}}"#
+                ),
+            );
+            assert_eq!(e.class, ErrorClass::Fatal, "{c}");
+        }
+        let e = class_of(
+            200,
+            r#"{"jingdong_pop_order_search_responce":{"code":"0","searchorderinfo_result":{"apiResult":{"success":false,"resultCode":"E100","resultDescribe":"shop closed"},"orderTotal":0}}}"#,
+        );
+        assert_eq!((e.class, e.code.as_str()), (ErrorClass::Unknown, "E100"));
+        let e = class_of(
+            200,
+            r#"{"jingdong_pop_order_search_responce":{"code":"0","searchorderinfo_result":{"apiResult":{"success":false,"resultCode":"E7","resultDescribe":"查询过于频繁"}}}}"#,
+        );
+        assert_eq!(e.class, ErrorClass::Slow);
+        let e = class_of(
+            200,
+            r#"{"error_response":{"code":"5000","zh_desc":"新错误","en_desc":"brand new"}}"#,
+        );
+        assert_eq!(e.class, ErrorClass::Unknown);
+        let e = class_of(503, r#""Service Unavailable""#);
+        assert_eq!(e.class, ErrorClass::Retry);
+    }
+
+    #[test]
+    fn success_bodies_parse() {
+        let ok = |api: Api, s: &str| {
+            let v: Value = serde_json::from_str(s).unwrap();
+            check_body(api, 200, &v, Utc::now()).unwrap();
+            v
+        };
+        let item = ok(
+            Api::ItemGet,
+            r#"{"jingdong_ware_read_findWareById_responce":{"code":"0","ware":{"wareId":123,"title":"Mug","jdPrice":"12.50","stockNum":7}}}"#,
+        );
+        assert_eq!(
+            parse_response(
+                &ApiRequest::ItemGet {
+                    item_id: "123".into()
+                },
+                &item
+            )
+            .unwrap(),
+            ApiResponse::Item(Item {
+                id: "123".into(),
+                title: "Mug".into(),
+                price: "12.50".into(),
+                quantity: 7
+            })
+        );
+        let added = ok(
+            Api::ItemAdd,
+            r#"{"jingdong_ware_write_add_responce":{"code":"0","ware":{"wareId":900000123}}}"#,
+        );
+        let req = ApiRequest::ItemAdd {
+            title: "t".into(),
+            price: "1".into(),
+            quantity: 1,
+            out_request_id: "k".into(),
+        };
+        assert_eq!(
+            parse_response(&req, &added).unwrap(),
+            ApiResponse::ItemAdded {
+                item_id: "900000123".into()
+            }
+        );
+        let page = ok(
+            Api::OrderList,
+            r#"{"jingdong_pop_order_search_responce":{"code":"0","searchorderinfo_result":{"apiResult":{"success":true},"orderTotal":250,"orderInfoList":[{"orderId":"1001","orderState":"WAIT_GOODS_RECEIVE_CONFIRM","modified":"2026-01-01 10:00:00","orderTotalPrice":"99.00"}]}}}"#,
+        );
+        let start = Utc.with_ymd_and_hms(2026, 1, 1, 0, 0, 0).unwrap();
+        let page_n = |page| ApiRequest::OrderList {
+            start,
+            end: start,
+            page,
+            page_size: 100,
+        };
+        let ApiResponse::OrderPage(p) = parse_response(&page_n(2), &page).unwrap() else {
+            panic!()
+        };
+        assert!(p.has_next, "200 < 250");
+        assert_eq!(
+            (
+                p.total,
+                p.orders[0].order_id.as_str(),
+                p.orders[0].amount.as_str()
+            ),
+            (Some(250), "1001", "99.00")
+        );
+        let ApiResponse::OrderPage(p) = parse_response(&page_n(3), &page).unwrap() else {
+            panic!()
+        };
+        assert!(!p.has_next, "300 >= 250");
+        let trace = ok(
+            Api::LogisticsTrace,
+            r#"{"jingdong_etms_trace_get_responce":{"code":"0","querytrace_result":{"data":[{"ope_time":"2026-01-01 10:00:00","ope_remark":"到达","ope_title":"运输中"},{"ope_time":"2026-01-02 10:00:00","ope_remark":"本人签收","ope_title":"妥投"}]}}}"#,
+        );
+        let ApiResponse::Trace(t) = parse_response(
+            &ApiRequest::LogisticsTrace {
+                order_id: "1001".into(),
+            },
+            &trace,
+        )
+        .unwrap() else {
+            panic!()
+        };
+        assert!(t.signed);
+        assert_eq!(
+            (
+                t.order_id.as_str(),
+                t.events.len(),
+                t.events[0].status.as_str()
+            ),
+            ("1001", 2, "运输中")
+        );
+    }
+}

@@ -1,0 +1,162 @@
+//! Typed requests and responses, the same on every platform. All are Serialize +
+//! Deserialize + Clone: the link layer caches responses as JSON for stale reads.
+
+use super::Api;
+use crate::time::china_offset;
+use chrono::{DateTime, NaiveDateTime, TimeZone, Utc};
+use serde::{Deserialize, Serialize};
+
+/// What business code asks of a platform.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "api", rename_all = "snake_case")]
+pub enum ApiRequest {
+    ItemGet {
+        item_id: String,
+    },
+    /// `out_request_id` is the idempotency key (`job_id:item`).
+    ItemAdd {
+        title: String,
+        price: String,
+        quantity: u32,
+        out_request_id: String,
+    },
+    /// One page (from 1) of orders modified in `[start, end)`.
+    OrderList {
+        start: DateTime<Utc>,
+        end: DateTime<Utc>,
+        page: u32,
+        page_size: u32,
+    },
+    LogisticsTrace {
+        order_id: String,
+    },
+}
+
+impl ApiRequest {
+    pub fn api(&self) -> Api {
+        match self {
+            ApiRequest::ItemGet { .. } => Api::ItemGet,
+            ApiRequest::ItemAdd { .. } => Api::ItemAdd,
+            ApiRequest::OrderList { .. } => Api::OrderList,
+            ApiRequest::LogisticsTrace { .. } => Api::LogisticsTrace,
+        }
+    }
+}
+
+/// What a platform answered, parsed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum ApiResponse {
+    Item(Item),
+    ItemAdded { item_id: String },
+    OrderPage(OrderPage),
+    Trace(Trace),
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Item {
+    pub id: String,
+    pub title: String,
+    /// Decimal string as the platform gives it (no float rounding).
+    pub price: String,
+    pub quantity: u32,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OrderPage {
+    pub orders: Vec<Order>,
+    pub has_next: bool,
+    /// Total matching orders, when the platform says.
+    pub total: Option<u64>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Order {
+    pub order_id: String,
+    pub status: String,
+    pub modified: DateTime<Utc>,
+    /// Decimal string as the platform gives it.
+    pub amount: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Trace {
+    pub order_id: String,
+    pub events: Vec<TraceEvent>,
+    /// The parcel was signed for: no later query can add anything.
+    pub signed: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TraceEvent {
+    /// The event time exactly as the platform gives it (GMT+8, usually
+    /// `yyyy-MM-dd HH:mm:ss`); kept verbatim so dedupe keys are stable.
+    pub time: String,
+    pub status: String,
+    pub description: String,
+}
+
+impl TraceEvent {
+    /// The event time as UTC, when it is in the usual `yyyy-MM-dd HH:mm:ss` GMT+8 form.
+    pub fn time_utc(&self) -> Option<DateTime<Utc>> {
+        parse_china_time(&self.time)
+    }
+}
+
+/// `yyyy-MM-dd HH:mm:ss` in GMT+8 (TOP and JD bodies).
+pub fn format_china_time(t: DateTime<Utc>) -> String {
+    t.with_timezone(&china_offset())
+        .format("%Y-%m-%d %H:%M:%S")
+        .to_string()
+}
+
+/// Parse `yyyy-MM-dd HH:mm:ss` (optionally with `.SSS`) read as GMT+8.
+pub fn parse_china_time(s: &str) -> Option<DateTime<Utc>> {
+    let s = s.trim();
+    let naive = NaiveDateTime::parse_from_str(s, "%Y-%m-%d %H:%M:%S%.f")
+        .or_else(|_| NaiveDateTime::parse_from_str(s, "%Y-%m-%d %H:%M:%S"))
+        .ok()?;
+    china_offset()
+        .from_local_datetime(&naive)
+        .single()
+        .map(|d| d.with_timezone(&Utc))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn china_time_round_trips() {
+        let t = Utc.with_ymd_and_hms(2026, 1, 1, 2, 0, 0).unwrap();
+        assert_eq!(format_china_time(t), "2026-01-01 10:00:00");
+        assert_eq!(parse_china_time("2026-01-01 10:00:00"), Some(t));
+        assert_eq!(parse_china_time("2026-01-01 10:00:00.000"), Some(t));
+        assert_eq!(parse_china_time("yesterday"), None);
+    }
+
+    #[test]
+    fn responses_round_trip_as_json() {
+        let r = ApiResponse::Trace(Trace {
+            order_id: "1".into(),
+            events: vec![TraceEvent {
+                time: "2026-01-01 10:00:00".into(),
+                status: "SIGNED".into(),
+                description: "签收".into(),
+            }],
+            signed: true,
+        });
+        let json = serde_json::to_string(&r).unwrap();
+        let back: ApiResponse = serde_json::from_str(&json).unwrap();
+        assert_eq!(back, r);
+        let req = ApiRequest::OrderList {
+            start: Utc.with_ymd_and_hms(2026, 1, 1, 0, 0, 0).unwrap(),
+            end: Utc.with_ymd_and_hms(2026, 1, 2, 0, 0, 0).unwrap(),
+            page: 1,
+            page_size: 100,
+        };
+        let back: ApiRequest = serde_json::from_str(&serde_json::to_string(&req).unwrap()).unwrap();
+        assert_eq!(back, req);
+        assert_eq!(req.api(), Api::OrderList);
+    }
+}

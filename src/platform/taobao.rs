@@ -1,0 +1,496 @@
+//! Taobao TOP: the signed form (`/router/rest`) and its bodies (docs/wire-formats.md).
+
+use super::classify::{http_class, top_class, CallError};
+use super::json::{array, boolean, joined, text, text_or_empty, uint};
+use super::model::{format_china_time, parse_china_time};
+use super::sign::top_sign;
+use super::{
+    Api, ApiRequest, ApiResponse, Credentials, Item, Order, OrderPage, Platform, Trace, TraceEvent,
+};
+use crate::time::china_offset;
+use chrono::{DateTime, Utc};
+use serde_json::Value;
+
+const P: Platform = Platform::Taobao;
+
+/// Fields asked of `taobao.item.seller.get` (what [`Item`] needs).
+pub const ITEM_FIELDS: &str = "num_iid,title,price,num";
+
+/// The business params of a typed request.
+pub fn business_params(req: &ApiRequest) -> Vec<(String, String)> {
+    let p = |k: &str, v: String| (k.to_string(), v);
+    match req {
+        ApiRequest::ItemGet { item_id } => {
+            vec![
+                p("fields", ITEM_FIELDS.into()),
+                p("num_iid", item_id.clone()),
+            ]
+        }
+        ApiRequest::ItemAdd {
+            title,
+            price,
+            quantity,
+            out_request_id,
+        } => vec![
+            p("title", title.clone()),
+            p("price", price.clone()),
+            p("num", quantity.to_string()),
+            p("out_request_id", out_request_id.clone()),
+        ],
+        ApiRequest::OrderList {
+            start,
+            end,
+            page,
+            page_size,
+        } => vec![
+            p("start_modified", format_china_time(*start)),
+            p("end_modified", format_china_time(*end)),
+            p("page_no", page.to_string()),
+            p("page_size", page_size.to_string()),
+            p("use_has_next", "true".into()),
+        ],
+        ApiRequest::LogisticsTrace { order_id } => vec![p("tid", order_id.clone())],
+    }
+}
+
+/// System params + business params + `sign`, ready to post as a form.
+pub fn signed_form(
+    creds: &Credentials,
+    api: Api,
+    business: &[(String, String)],
+    now: DateTime<Utc>,
+) -> Vec<(String, String)> {
+    let mut form: Vec<(String, String)> = vec![
+        ("method".into(), api.method(P).into()),
+        ("app_key".into(), creds.app_key.clone()),
+        (
+            "timestamp".into(),
+            now.with_timezone(&china_offset())
+                .format("%Y-%m-%d %H:%M:%S")
+                .to_string(),
+        ),
+        ("format".into(), "json".into()),
+        ("v".into(), "2.0".into()),
+        ("sign_method".into(), creds.sign_method.as_str().into()),
+        ("simplify".into(), "false".into()),
+    ];
+    if let Some(session) = &creds.session {
+        form.push(("session".into(), session.expose().to_string()));
+    }
+    // A business param never overrides a system param (the signature covers both).
+    for (k, v) in business {
+        if !form.iter().any(|(fk, _)| fk == k) {
+            form.push((k.clone(), v.clone()));
+        }
+    }
+    let sign = top_sign(
+        creds.secret.expose(),
+        creds.sign_method,
+        form.iter().map(|(k, v)| (k.as_str(), v.as_str())),
+    );
+    form.push(("sign".into(), sign));
+    form
+}
+
+/// The success key of a method: `taobao.item.seller.get` → `item_seller_get_response`.
+pub fn response_key(api: Api) -> String {
+    let method = api.method(P);
+    let tail = method.strip_prefix("taobao.").unwrap_or(method);
+    format!("{}_response", tail.replace('.', "_"))
+}
+
+/// Errors of a body: TOP answers HTTP 200 with `error_response`; gateway trouble may
+/// come as a bare 5xx.
+pub fn check_body(
+    api: Api,
+    status: u16,
+    body: &Value,
+    now: DateTime<Utc>,
+) -> Result<(), CallError> {
+    if let Some(err) = body.get("error_response") {
+        let code = uint(err, "code").map(|c| c as i64).unwrap_or(-1);
+        let sub_code = text_or_empty(err, "sub_code");
+        let all = joined(err, &["msg", "sub_code", "sub_msg"]);
+        let class = top_class(code, &sub_code, &all);
+        let message = match (text(err, "msg"), text(err, "sub_msg")) {
+            (Some(m), Some(s)) => format!("{m} ({sub_code}): {s}"),
+            (Some(m), None) => m,
+            (None, Some(s)) => s,
+            (None, None) => String::new(),
+        };
+        let code = text(err, "code").unwrap_or_else(|| "?".into());
+        return Err(CallError::platform(
+            P,
+            api,
+            class,
+            code,
+            &message,
+            &all,
+            Some(status),
+            now,
+        ));
+    }
+    if !(200..300).contains(&status) {
+        let class = http_class(status);
+        let msg = body
+            .as_str()
+            .map(str::to_string)
+            .unwrap_or_else(|| body.to_string());
+        return Err(CallError::platform(
+            P,
+            api,
+            class,
+            format!("http_{status}"),
+            &msg,
+            &msg,
+            Some(status),
+            now,
+        ));
+    }
+    if body.get(response_key(api)).is_none() {
+        return Err(CallError::parse(
+            P,
+            api,
+            status,
+            format!("no `{}` in the body", response_key(api)),
+        ));
+    }
+    Ok(())
+}
+
+fn missing(api: Api, what: &str) -> CallError {
+    CallError::parse(P, api, 200, format!("missing or malformed `{what}`"))
+}
+
+/// The typed response of a success body (after [`check_body`]).
+pub fn parse_response(req: &ApiRequest, body: &Value) -> Result<ApiResponse, CallError> {
+    let api = req.api();
+    let r = body
+        .get(response_key(api))
+        .ok_or_else(|| missing(api, &response_key(api)))?;
+    match req {
+        ApiRequest::ItemGet { .. } => {
+            let item = r.get("item").ok_or_else(|| missing(api, "item"))?;
+            Ok(ApiResponse::Item(Item {
+                id: text(item, "num_iid").ok_or_else(|| missing(api, "item.num_iid"))?,
+                title: text_or_empty(item, "title"),
+                price: text_or_empty(item, "price"),
+                quantity: uint(item, "num").unwrap_or(0).min(u32::MAX as u64) as u32,
+            }))
+        }
+        ApiRequest::ItemAdd { .. } => {
+            let id = r
+                .get("item")
+                .and_then(|i| text(i, "num_iid"))
+                .ok_or_else(|| missing(api, "item.num_iid"))?;
+            Ok(ApiResponse::ItemAdded { item_id: id })
+        }
+        ApiRequest::OrderList { .. } => {
+            let trades = r.get("trades").map(|t| array(t, "trade")).unwrap_or(&[]);
+            let mut orders = Vec::with_capacity(trades.len());
+            for t in trades {
+                let modified = text(t, "modified")
+                    .and_then(|m| parse_china_time(&m))
+                    .ok_or_else(|| missing(api, "trade.modified"))?;
+                orders.push(Order {
+                    order_id: text(t, "tid").ok_or_else(|| missing(api, "trade.tid"))?,
+                    status: text_or_empty(t, "status"),
+                    modified,
+                    amount: text_or_empty(t, "payment"),
+                });
+            }
+            Ok(ApiResponse::OrderPage(OrderPage {
+                orders,
+                has_next: boolean(r, "has_next").unwrap_or(false),
+                total: uint(r, "total_results"),
+            }))
+        }
+        ApiRequest::LogisticsTrace { order_id } => {
+            let steps = r
+                .get("trace_list")
+                .map(|t| array(t, "transit_step_info"))
+                .unwrap_or(&[]);
+            let events: Vec<TraceEvent> = steps
+                .iter()
+                .map(|s| TraceEvent {
+                    time: text_or_empty(s, "status_time"),
+                    status: text_or_empty(s, "action"),
+                    description: text_or_empty(s, "status_desc"),
+                })
+                .collect();
+            let signed = events.last().is_some_and(|e| e.status == "SIGNED")
+                || text(r, "status").is_some_and(|s| s == "对方已签收");
+            Ok(ApiResponse::Trace(Trace {
+                order_id: text(r, "tid").unwrap_or_else(|| order_id.clone()),
+                events,
+                signed,
+            }))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Secret;
+    use crate::platform::sign::SignMethod;
+    use crate::platform::ErrorClass;
+    use chrono::TimeZone;
+    use std::time::Duration;
+
+    fn class_of(body: &str) -> (ErrorClass, CallError) {
+        let now = chrono::TimeZone::with_ymd_and_hms(&Utc, 2026, 1, 1, 4, 0, 0).unwrap();
+        let v: Value = serde_json::from_str(body).unwrap();
+        let e = check_body(Api::ItemGet, 200, &v, now).unwrap_err();
+        (e.class, e)
+    }
+
+    fn creds(method: SignMethod) -> Credentials {
+        Credentials {
+            app_key: "12345678".into(),
+            secret: Secret::new("helloworld"),
+            session: Some(Secret::new("test")),
+            sign_method: method,
+        }
+    }
+
+    fn get<'a>(form: &'a [(String, String)], k: &str) -> Option<&'a str> {
+        form.iter().find(|(fk, _)| fk == k).map(|(_, v)| v.as_str())
+    }
+
+    #[test]
+    fn item_get_form_is_signed_like_the_vector() {
+        // 2016-01-01 12:00:00 GMT+8 = 04:00 UTC. With simplify dropped this is the DESIGN
+        // vector, so the form carries exactly what top_sign signs.
+        let now = Utc.with_ymd_and_hms(2016, 1, 1, 4, 0, 0).unwrap();
+        let business = vec![
+            (
+                "fields".to_string(),
+                "num_iid,title,nick,price,num".to_string(),
+            ),
+            ("num_iid".to_string(), "11223344".to_string()),
+        ];
+        let form = signed_form(&creds(SignMethod::Md5), Api::ItemGet, &business, now);
+        assert_eq!(get(&form, "method"), Some("taobao.item.seller.get"));
+        assert_eq!(get(&form, "timestamp"), Some("2016-01-01 12:00:00"));
+        assert_eq!(get(&form, "session"), Some("test"));
+        assert_eq!(get(&form, "sign_method"), Some("md5"));
+        let expected = top_sign(
+            "helloworld",
+            SignMethod::Md5,
+            form.iter()
+                .filter(|(k, _)| k != "sign")
+                .map(|(k, v)| (k.as_str(), v.as_str())),
+        );
+        assert_eq!(get(&form, "sign"), Some(expected.as_str()));
+        let without_simplify: Vec<(&str, &str)> = form
+            .iter()
+            .filter(|(k, _)| k != "simplify")
+            .map(|(k, v)| (k.as_str(), v.as_str()))
+            .collect();
+        assert_eq!(
+            top_sign("helloworld", SignMethod::Md5, without_simplify),
+            "66987CB115214E59E6EC978214934FB8"
+        );
+    }
+
+    #[test]
+    fn typed_requests_build_business_params() {
+        let start = Utc.with_ymd_and_hms(2026, 1, 1, 0, 0, 0).unwrap();
+        let req = ApiRequest::OrderList {
+            start,
+            end: start + chrono::Duration::days(1),
+            page: 2,
+            page_size: 100,
+        };
+        let p = business_params(&req);
+        assert_eq!(get(&p, "start_modified"), Some("2026-01-01 08:00:00"));
+        assert_eq!(get(&p, "end_modified"), Some("2026-01-02 08:00:00"));
+        assert_eq!(get(&p, "page_no"), Some("2"));
+        assert_eq!(get(&p, "use_has_next"), Some("true"));
+        let add = ApiRequest::ItemAdd {
+            title: "t".into(),
+            price: "12.50".into(),
+            quantity: 7,
+            out_request_id: "j:1".into(),
+        };
+        let p = business_params(&add);
+        assert_eq!(get(&p, "num"), Some("7"));
+        assert_eq!(get(&p, "out_request_id"), Some("j:1"));
+        // A business param cannot smuggle in a system param.
+        let form = signed_form(
+            &creds(SignMethod::HmacSha256),
+            Api::ItemAdd,
+            &[("method".into(), "taobao.other".into())],
+            start,
+        );
+        assert_eq!(get(&form, "method"), Some("taobao.item.add"));
+        assert_eq!(get(&form, "sign").map(str::len), Some(64));
+    }
+
+    #[test]
+    fn error_bodies_of_every_class() {
+        let (c, e) = class_of(
+            r#"{"error_response":{"code":7,"msg":"App Call Limited","sub_code":"accesscontrol.limited-by-app-access-count","sub_msg":"This ban will last for 2 more seconds","request_id":"r1"}}"#,
+        );
+        assert_eq!(c, ErrorClass::Slow);
+        assert_eq!(e.ban, Some(Duration::from_secs(2)));
+        assert_eq!(e.code, "7");
+        assert!(!e.quota_spent);
+        // 12:00 GMT+8: a ban to midnight is 12 hours: the daily quota is spent.
+        let (c, e) = class_of(
+            r#"{"error_response":{"code":7,"msg":"App Call Limited","sub_code":"accesscontrol.limited-by-app-access-count","sub_msg":"This ban will last for 43200 more seconds"}}"#,
+        );
+        assert_eq!(c, ErrorClass::Slow);
+        assert!(e.quota_spent);
+        let (c, _) = class_of(
+            r#"{"error_response":{"code":10,"msg":"Service currently unavailable","sub_code":"isp.service-unavailable"}}"#,
+        );
+        assert_eq!(c, ErrorClass::Retry);
+        let (c, _) = class_of(
+            r#"{"error_response":{"code":15,"msg":"Remote service error","sub_code":"isp.remote-service-error"}}"#,
+        );
+        assert_eq!(c, ErrorClass::Retry);
+        let (c, e) = class_of(
+            r#"{"error_response":{"code":25,"msg":"Invalid signature","sub_code":"isv.invalid-signature"}}"#,
+        );
+        assert_eq!(c, ErrorClass::Fatal);
+        assert!(e.to_string().contains("Invalid signature"), "{e}");
+        for body in [
+            r#"{"error_response":{"code":27,"msg":"Invalid session","sub_code":"isv.session-expired"}}"#,
+            r#"{"error_response":{"code":29,"msg":"Invalid app Key","sub_code":"isv.appkey-not-exists"}}"#,
+            r#"{"error_response":{"code":31,"msg":"Invalid timestamp","sub_code":"isv.invalid-timestamp"}}"#,
+            r#"{"error_response":{"code":41,"msg":"Invalid arguments","sub_code":"isv.invalid-parameter"}}"#,
+            r#"{"error_response":{"code":22,"msg":"Invalid method","sub_code":"isv.invalid-method"}}"#,
+            r#"{"error_response":{"code":15,"msg":"Remote service error","sub_code":"isv.item-not-exist","sub_msg":"item not found"}}"#,
+        ] {
+            assert_eq!(class_of(body).0, ErrorClass::Fatal, "{body}");
+        }
+        let (c, _) = class_of(r#"{"error_response":{"code":"888","msg":"Something new"}}"#);
+        assert_eq!(c, ErrorClass::Unknown);
+        let (c, _) = class_of(r#"{"error_response":{"code":888,"msg":"调用过于频繁"}}"#);
+        assert_eq!(c, ErrorClass::Slow);
+    }
+
+    #[test]
+    fn bare_http_errors_and_odd_bodies() {
+        let now = Utc::now();
+        let e = check_body(
+            Api::ItemGet,
+            502,
+            &Value::String("<html>bad gateway</html>".into()),
+            now,
+        )
+        .unwrap_err();
+        assert_eq!((e.class, e.http_status), (ErrorClass::Retry, Some(502)));
+        let e = check_body(
+            Api::ItemGet,
+            200,
+            &serde_json::json!({"other_response":{}}),
+            now,
+        )
+        .unwrap_err();
+        assert_eq!(e.class, ErrorClass::Unknown);
+    }
+
+    #[test]
+    fn success_bodies_parse() {
+        let item: Value = serde_json::from_str(r#"{"item_seller_get_response":{"item":{"num_iid":123,"title":"Mug","price":"12.50","num":7},"request_id":"r"}}"#).unwrap();
+        check_body(Api::ItemGet, 200, &item, Utc::now()).unwrap();
+        let r = parse_response(
+            &ApiRequest::ItemGet {
+                item_id: "123".into(),
+            },
+            &item,
+        )
+        .unwrap();
+        assert_eq!(
+            r,
+            ApiResponse::Item(Item {
+                id: "123".into(),
+                title: "Mug".into(),
+                price: "12.50".into(),
+                quantity: 7
+            })
+        );
+        let added: Value = serde_json::from_str(r#"{"item_add_response":{"item":{"num_iid":900000123,"created":"2026-01-01 12:00:00"},"request_id":"r"}}"#).unwrap();
+        let req = ApiRequest::ItemAdd {
+            title: "t".into(),
+            price: "1".into(),
+            quantity: 1,
+            out_request_id: "k".into(),
+        };
+        assert_eq!(
+            parse_response(&req, &added).unwrap(),
+            ApiResponse::ItemAdded {
+                item_id: "900000123".into()
+            }
+        );
+        let page: Value = serde_json::from_str(r#"{"trades_sold_increment_get_response":{"total_results":250,"has_next":true,"trades":{"trade":[{"tid":1001,"status":"WAIT_BUYER_CONFIRM_GOODS","modified":"2026-01-01 10:00:00","payment":"99.00"}]}}}"#).unwrap();
+        let start = Utc.with_ymd_and_hms(2026, 1, 1, 0, 0, 0).unwrap();
+        let req = ApiRequest::OrderList {
+            start,
+            end: start,
+            page: 1,
+            page_size: 100,
+        };
+        let ApiResponse::OrderPage(p) = parse_response(&req, &page).unwrap() else {
+            panic!("not a page")
+        };
+        assert!(p.has_next);
+        assert_eq!(p.total, Some(250));
+        assert_eq!(p.orders[0].order_id, "1001");
+        assert_eq!(
+            p.orders[0].modified,
+            Utc.with_ymd_and_hms(2026, 1, 1, 2, 0, 0).unwrap()
+        );
+        assert_eq!(p.orders[0].amount, "99.00");
+        let empty: Value = serde_json::from_str(
+            r#"{"trades_sold_increment_get_response":{"total_results":0,"has_next":false}}"#,
+        )
+        .unwrap();
+        let ApiResponse::OrderPage(p) = parse_response(&req, &empty).unwrap() else {
+            panic!("not a page")
+        };
+        assert!(p.orders.is_empty() && !p.has_next);
+        let trace: Value = serde_json::from_str(r#"{"logistics_trace_search_response":{"tid":1001,"status":"对方已签收","trace_list":{"transit_step_info":[{"status_time":"2026-01-01 10:00:00","status_desc":"揽收","action":"TRANSPORT"},{"status_time":"2026-01-02 10:00:00","status_desc":"签收","action":"SIGNED"}]}}}"#).unwrap();
+        let ApiResponse::Trace(t) = parse_response(
+            &ApiRequest::LogisticsTrace {
+                order_id: "1001".into(),
+            },
+            &trace,
+        )
+        .unwrap() else {
+            panic!("not a trace")
+        };
+        assert!(t.signed);
+        assert_eq!(t.events.len(), 2);
+        assert_eq!(t.events[0].status, "TRANSPORT");
+        assert_eq!(
+            t.events[0].time_utc(),
+            Some(Utc.with_ymd_and_hms(2026, 1, 1, 2, 0, 0).unwrap())
+        );
+        let moving: Value = serde_json::from_str(r#"{"logistics_trace_search_response":{"tid":1002,"status":"运输中","trace_list":{"transit_step_info":[{"status_time":"2026-01-01 10:00:00","status_desc":"…","action":"TRANSPORT"}]}}}"#).unwrap();
+        let ApiResponse::Trace(t) = parse_response(
+            &ApiRequest::LogisticsTrace {
+                order_id: "1002".into(),
+            },
+            &moving,
+        )
+        .unwrap() else {
+            panic!("not a trace")
+        };
+        assert!(!t.signed);
+        // A body that lost its id is an Unknown error, not a silently empty item.
+        let broken: Value =
+            serde_json::from_str(r#"{"item_seller_get_response":{"item":{"title":"x"}}}"#).unwrap();
+        let e = parse_response(
+            &ApiRequest::ItemGet {
+                item_id: "1".into(),
+            },
+            &broken,
+        )
+        .unwrap_err();
+        assert_eq!(e.class, ErrorClass::Unknown);
+    }
+}
