@@ -5,6 +5,7 @@ use crate::logging::LogFormat;
 use clap::{Parser, Subcommand};
 use std::path::PathBuf;
 
+pub mod call;
 pub mod config_cmd;
 
 /// syncfleet: spend the platforms' quota fully and only on useful calls.
@@ -42,6 +43,8 @@ pub enum Command {
     /// Configuration commands.
     #[command(subcommand)]
     Config(config_cmd::ConfigCommand),
+    /// One signed call: prints the response JSON and its error class.
+    Call(call::CallArgs),
 }
 
 /// A command failure with its exit code: 1 runtime failure, 2 bad input.
@@ -96,5 +99,6 @@ impl Cli {
 pub async fn run(cli: Cli) -> Result<(), CliError> {
     match &cli.command {
         Command::Config(cmd) => config_cmd::run(&cli, cmd).await,
+        Command::Call(args) => call::run(&cli, args).await,
     }
 }
