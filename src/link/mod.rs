@@ -11,5 +11,6 @@ pub mod breaker;
 pub mod budget;
 pub mod policy;
 pub mod retry_budget;
+pub mod shared;
 
 pub use budget::Budget;

@@ -1,0 +1,289 @@
+//! Fleet-wide link state in Redis: breaker trips, retry-budget counters, the stale cache and
+//! the probe lease. Every worker of a fleet points at the same Redis and namespace.
+//!
+//! - Breaker: a trip is published as a key `{ns}:link:{platform:api}:open` that expires with
+//!   the open period (`SET PX`, only ever lengthened). Its PTTL, on Redis's clock, is the time
+//!   left; workers read it at most every [`BREAKER_CHECK`] per (platform, api), so a trip
+//!   reaches every worker within that plus one round trip. Half-open runs locally in each
+//!   worker once the key has expired (so a fleet of N sends at most N x probes).
+//! - Retry budget: per-window INCR counters of calls and retries (window index from the
+//!   worker's clock; a skew of a few hundred ms against a 10 s window does not matter).
+//! - Stale cache: one string per (platform, api, key) holding JSON {stored_at_ms, body},
+//!   expiring at the API's max stale age.
+//! - Probe lease: `SET NX PX`, renewed only by its holder (compare in a script).
+//!
+//! When Redis cannot be reached the callers fall back to local state (see the gateway): a
+//! fleet that loses Redis degrades to per-process breakers and budgets, not to no breakers.
+
+use super::retry_budget::RetryBudgetPolicy;
+use crate::platform::{Api, Platform};
+use chrono::{DateTime, TimeZone, Utc};
+use redis::aio::ConnectionManager;
+use redis::{AsyncCommands, Script};
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+/// How stale a worker's view of a fleet breaker may be.
+pub const BREAKER_CHECK: Duration = Duration::from_millis(200);
+
+const TRIP_SCRIPT: &str = r"
+-- KEYS[1] open key. ARGV: 1 open ms, 2 holder. Never shortens a longer open period.
+local left = redis.call('PTTL', KEYS[1])
+if left < tonumber(ARGV[1]) then
+  redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[1])
+  return tonumber(ARGV[1])
+end
+return left
+";
+
+const LEASE_SCRIPT: &str = r"
+-- KEYS[1] lease. ARGV: 1 holder, 2 ttl ms. Take it if free, renew it if ours.
+if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then return 1 end
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  redis.call('PEXPIRE', KEYS[1], ARGV[2])
+  return 1
+end
+return 0
+";
+
+const RELEASE_SCRIPT: &str = r"
+if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
+return 0
+";
+
+/// A handle on the fleet's link state. Cheap to clone.
+#[derive(Clone)]
+pub struct FleetLink {
+    conn: ConnectionManager,
+    namespace: String,
+    trip: std::sync::Arc<Script>,
+    lease: std::sync::Arc<Script>,
+    release: std::sync::Arc<Script>,
+    /// Last breaker reading per (platform, api): when, and the open time left then.
+    seen: std::sync::Arc<Mutex<HashMap<(Platform, Api), (Instant, Option<Duration>)>>>,
+}
+
+impl std::fmt::Debug for FleetLink {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FleetLink")
+            .field("namespace", &self.namespace)
+            .finish()
+    }
+}
+
+fn unix_ms(t: SystemTime) -> i64 {
+    t.duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
+}
+
+impl FleetLink {
+    /// Connect to the fleet's Redis; keys live under `namespace` (the gates' namespace, `sf`).
+    pub async fn connect(url: &str, namespace: &str) -> anyhow::Result<FleetLink> {
+        let client = redis::Client::open(url).map_err(|e| anyhow::anyhow!("bad redis url: {e}"))?;
+        let conn = client
+            .get_connection_manager()
+            .await
+            .map_err(|e| anyhow::anyhow!("cannot connect to redis for the link layer: {e}"))?;
+        Ok(FleetLink {
+            conn,
+            namespace: namespace.to_string(),
+            trip: std::sync::Arc::new(Script::new(TRIP_SCRIPT)),
+            lease: std::sync::Arc::new(Script::new(LEASE_SCRIPT)),
+            release: std::sync::Arc::new(Script::new(RELEASE_SCRIPT)),
+            seen: Default::default(),
+        })
+    }
+
+    pub fn namespace(&self) -> &str {
+        &self.namespace
+    }
+
+    fn key(&self, platform: Platform, api: Api, what: &str) -> String {
+        format!("{}:link:{{{platform}:{api}}}:{what}", self.namespace)
+    }
+
+    /// Time left on a fleet-published trip, read at most every [`BREAKER_CHECK`].
+    pub async fn breaker_open(
+        &self,
+        platform: Platform,
+        api: Api,
+    ) -> redis::RedisResult<Option<Duration>> {
+        let now = Instant::now();
+        if let Ok(seen) = self.seen.lock() {
+            if let Some(&(at, left)) = seen.get(&(platform, api)) {
+                if now.duration_since(at) < BREAKER_CHECK {
+                    return Ok(left
+                        .map(|l| l.saturating_sub(now.duration_since(at)))
+                        .filter(|l| !l.is_zero()));
+                }
+            }
+        }
+        let mut conn = self.conn.clone();
+        let pttl: i64 = conn.pttl(self.key(platform, api, "open")).await?;
+        let left = (pttl > 0).then(|| Duration::from_millis(pttl as u64));
+        if let Ok(mut seen) = self.seen.lock() {
+            seen.insert((platform, api), (now, left));
+        }
+        Ok(left)
+    }
+
+    /// Publish a trip: every worker refuses calls to (platform, api) for `open_for`.
+    pub async fn publish_trip(
+        &self,
+        platform: Platform,
+        api: Api,
+        open_for: Duration,
+        holder: &str,
+    ) -> redis::RedisResult<()> {
+        let mut conn = self.conn.clone();
+        let ms = open_for.as_millis().max(1) as u64;
+        let left: i64 = self
+            .trip
+            .key(self.key(platform, api, "open"))
+            .arg(ms)
+            .arg(holder)
+            .invoke_async(&mut conn)
+            .await?;
+        if let Ok(mut seen) = self.seen.lock() {
+            seen.insert(
+                (platform, api),
+                (
+                    Instant::now(),
+                    Some(Duration::from_millis(left.max(0) as u64)),
+                ),
+            );
+        }
+        Ok(())
+    }
+
+    fn window_keys(&self, platform: Platform, api: Api, window: Duration) -> [String; 4] {
+        let idx = unix_ms(SystemTime::now()) as u128 / window.as_millis().max(1);
+        let k = |i: u128, what: &str| self.key(platform, api, &format!("rb:{i}:{what}"));
+        [
+            k(idx, "calls"),
+            k(idx, "retries"),
+            k(idx.saturating_sub(1), "calls"),
+            k(idx.saturating_sub(1), "retries"),
+        ]
+    }
+
+    /// Count one logical call for the retry budget.
+    pub async fn budget_record_call(
+        &self,
+        platform: Platform,
+        api: Api,
+        window: Duration,
+    ) -> redis::RedisResult<()> {
+        let [calls, ..] = self.window_keys(platform, api, window);
+        let mut conn = self.conn.clone();
+        let ttl = (window.as_millis() as i64) * 3;
+        redis::pipe()
+            .incr(&calls, 1)
+            .ignore()
+            .pexpire(&calls, ttl)
+            .ignore()
+            .query_async::<()>(&mut conn)
+            .await
+    }
+
+    /// Ask the fleet for one retry; counted when granted.
+    pub async fn budget_try_retry(
+        &self,
+        platform: Platform,
+        api: Api,
+        policy: &RetryBudgetPolicy,
+    ) -> redis::RedisResult<bool> {
+        let [calls, retries, prev_calls, prev_retries] =
+            self.window_keys(platform, api, policy.window);
+        let mut conn = self.conn.clone();
+        let ttl = (policy.window.as_millis() as i64) * 3;
+        // Take the retry first, then judge: two workers deciding at once cannot both slip
+        // past the limit.
+        let (mine, _, c, pc, pr): (u64, (), Option<u64>, Option<u64>, Option<u64>) = redis::pipe()
+            .incr(&retries, 1)
+            .pexpire(&retries, ttl)
+            .get(&calls)
+            .get(&prev_calls)
+            .get(&prev_retries)
+            .query_async(&mut conn)
+            .await?;
+        let total_calls = c.unwrap_or(0) + pc.unwrap_or(0);
+        let earlier = mine.saturating_sub(1) + pr.unwrap_or(0);
+        if policy.allows(total_calls, earlier) {
+            Ok(true)
+        } else {
+            let _: i64 = conn.decr(&retries, 1).await?;
+            Ok(false)
+        }
+    }
+
+    /// Keep the last good response of (platform, api, key) for `max_age`.
+    pub async fn stale_put(
+        &self,
+        platform: Platform,
+        api: Api,
+        key: &str,
+        body_json: &str,
+        stored_at: DateTime<Utc>,
+        max_age: Duration,
+    ) -> redis::RedisResult<()> {
+        let value =
+            serde_json::json!({ "stored_at_ms": stored_at.timestamp_millis(), "body": body_json })
+                .to_string();
+        let mut conn = self.conn.clone();
+        let ms = max_age.as_millis().max(1) as u64;
+        conn.pset_ex(self.key(platform, api, &format!("stale:{key}")), value, ms)
+            .await
+    }
+
+    /// The last good response of (platform, api, key) and when it was stored.
+    pub async fn stale_get(
+        &self,
+        platform: Platform,
+        api: Api,
+        key: &str,
+    ) -> redis::RedisResult<Option<(String, DateTime<Utc>)>> {
+        let mut conn = self.conn.clone();
+        let raw: Option<String> = conn
+            .get(self.key(platform, api, &format!("stale:{key}")))
+            .await?;
+        Ok(raw.and_then(|text| {
+            let v: serde_json::Value = serde_json::from_str(&text).ok()?;
+            let at = Utc
+                .timestamp_millis_opt(v.get("stored_at_ms")?.as_i64()?)
+                .single()?;
+            Some((v.get("body")?.as_str()?.to_string(), at))
+        }))
+    }
+
+    fn lease_key(&self, name: &str) -> String {
+        format!("{}:link:lease:{name}", self.namespace)
+    }
+
+    /// Take or renew the lease `name` for `ttl`; true when `holder` holds it afterwards.
+    pub async fn lease(&self, name: &str, holder: &str, ttl: Duration) -> redis::RedisResult<bool> {
+        let mut conn = self.conn.clone();
+        let got: i64 = self
+            .lease
+            .key(self.lease_key(name))
+            .arg(holder)
+            .arg(ttl.as_millis().max(1) as u64)
+            .invoke_async(&mut conn)
+            .await?;
+        Ok(got == 1)
+    }
+
+    /// Give the lease up if `holder` has it.
+    pub async fn release(&self, name: &str, holder: &str) -> redis::RedisResult<()> {
+        let mut conn = self.conn.clone();
+        let _: i64 = self
+            .release
+            .key(self.lease_key(name))
+            .arg(holder)
+            .invoke_async(&mut conn)
+            .await?;
+        Ok(())
+    }
+}
