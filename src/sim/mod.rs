@@ -1,1 +1,163 @@
-//! placeholder
+//! The platform simulator (DESIGN section 5): Taobao TOP, JD JOS and 1688 on one listener,
+//! with their request formats, signatures, error bodies, per-(app, api) limits and quotas,
+//! deterministic data and drills. It counts what it saw, so benchmarks measure from the
+//! platform's side. The wire contract is docs/wire-formats.md.
+//!
+//! Library use (tests, the demo, benchmarks):
+//!
+//! ```no_run
+//! # async fn f() -> anyhow::Result<()> {
+//! use syncfleet::sim::{self, DrillPatch, SimConfig};
+//! use syncfleet::platform::{Api, Platform};
+//! let cfg = SimConfig::demo().with_limit(Platform::Taobao, Api::ItemGet, 50, 100_000);
+//! let sim = sim::spawn(cfg, "127.0.0.1:0".parse()?).await?;
+//! let endpoint = sim.endpoint(Platform::Taobao); // http://127.0.0.1:PORT/router/rest
+//! sim.set_drill(DrillPatch { outage: Some(true), ..Default::default() })?;
+//! let seen = sim.stats().for_platform(Platform::Taobao, Api::ItemGet).map(|s| s.calls);
+//! sim.shutdown().await; // or drop it
+//! # let _ = (endpoint, seen); Ok(()) }
+//! ```
+//!
+//! Endpoints: `POST /router/rest` (TOP), `POST /routerjson` (JD),
+//! `POST /openapi/param2/1/{namespace}/{apiName}/{appKey}` (1688); admin: `GET /admin/stats`,
+//! `POST /admin/reset`, `GET|POST /admin/drill`.
+
+pub mod config;
+pub mod data;
+pub mod drill;
+pub mod proto;
+pub mod server;
+pub mod state;
+
+pub use config::{Limit, OrdersConfig, SimApp, SimConfig};
+pub use drill::{Drill, DrillPatch, LimitOverride};
+pub use state::{ApiStats, ErrorCounts, SimStats, Totals};
+
+use crate::platform::Platform;
+use anyhow::Context;
+use state::Sim;
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+/// Serve the simulator on an already bound listener until `shutdown` resolves.
+/// Used by `syncfleet sim` (which binds first so it can print the address).
+pub async fn serve(
+    cfg: SimConfig,
+    listener: TcpListener,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> anyhow::Result<()> {
+    let sim = Arc::new(Sim::new(cfg).map_err(anyhow::Error::msg)?);
+    let (tx, rx) = watch::channel(false);
+    let stop = tokio::spawn(async move {
+        shutdown.await;
+        let _ = tx.send(true);
+        // Keep the sender alive until the server task has seen it.
+        tx.closed().await;
+    });
+    server::run(sim, listener, rx).await;
+    stop.abort();
+    Ok(())
+}
+
+/// Start the simulator in this process on `listen` (port 0 picks a free port).
+pub async fn spawn(cfg: SimConfig, listen: SocketAddr) -> anyhow::Result<SimHandle> {
+    let sim = Arc::new(Sim::new(cfg).map_err(anyhow::Error::msg)?);
+    let listener = TcpListener::bind(listen)
+        .await
+        .with_context(|| format!("simulator cannot listen on {listen}"))?;
+    let addr = listener.local_addr()?;
+    let (tx, rx) = watch::channel(false);
+    let task = tokio::spawn(server::run(sim.clone(), listener, rx));
+    Ok(SimHandle {
+        addr,
+        sim,
+        stop: tx,
+        task: Some(task),
+    })
+}
+
+/// A running in-process simulator. Stops on drop or [`SimHandle::shutdown`].
+#[derive(Debug)]
+pub struct SimHandle {
+    addr: SocketAddr,
+    sim: Arc<Sim>,
+    stop: watch::Sender<bool>,
+    task: Option<JoinHandle<()>>,
+}
+
+impl SimHandle {
+    /// The bound address.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// `http://ADDR`.
+    pub fn base_url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// The endpoint a client config names for `platform` (TOP `/router/rest`, JD
+    /// `/routerjson`, 1688 `/openapi`, to which the client appends `/param2/1/...`).
+    pub fn endpoint(&self, platform: Platform) -> String {
+        let path = match platform {
+            Platform::Taobao => "/router/rest",
+            Platform::Jd => "/routerjson",
+            Platform::Alibaba => "/openapi",
+        };
+        format!("http://{}{path}", self.addr)
+    }
+
+    /// The configuration it runs with (apps, secrets, limits).
+    pub fn config(&self) -> &SimConfig {
+        &self.sim.cfg
+    }
+
+    /// Snapshot of the counters (the same data as `GET /admin/stats`).
+    pub fn stats(&self) -> SimStats {
+        self.sim.stats()
+    }
+
+    /// The drills in force.
+    pub fn drill(&self) -> Drill {
+        self.sim.drill()
+    }
+
+    /// Change drills at run time (as `POST /admin/drill`); returns the drills now in force.
+    pub fn set_drill(&self, patch: DrillPatch) -> anyhow::Result<Drill> {
+        self.sim.set_drill(&patch).map_err(anyhow::Error::msg)
+    }
+
+    /// Turn all drills off.
+    pub fn clear_drills(&self) {
+        let _ = self.sim.set_drill(&DrillPatch {
+            clear: true,
+            ..Default::default()
+        });
+    }
+
+    /// Zero the stats, the windows, the quota counters and the written items.
+    pub fn reset(&self) {
+        self.sim.reset();
+    }
+
+    /// Stop accepting, close every connection, wait for the server task.
+    pub async fn shutdown(mut self) {
+        let _ = self.stop.send(true);
+        if let Some(task) = self.task.take() {
+            let _ = task.await;
+        }
+    }
+}
+
+impl Drop for SimHandle {
+    fn drop(&mut self) {
+        let _ = self.stop.send(true);
+        if let Some(task) = self.task.take() {
+            task.abort();
+        }
+    }
+}

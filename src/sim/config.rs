@@ -1,0 +1,519 @@
+//! The simulator's own configuration (`config/sim.toml`).
+//!
+//! The simulator is a test double of the platforms, so its app secrets and sessions live in
+//! its own file (they are never the real ones). Unknown keys are rejected; every problem
+//! names the file and the key (or the line, for syntax errors).
+
+use super::drill::Drill;
+use crate::config::{ConfigError, ConfigProblem, Secret};
+use crate::platform::{Api, Platform};
+use chrono::NaiveDateTime;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::path::Path;
+
+/// One app the simulator accepts: its key, secret and session (TOP) / access token (JD, 1688).
+#[derive(Debug, Clone)]
+pub struct SimApp {
+    pub platform: Platform,
+    pub app_key: String,
+    pub secret: Secret,
+    /// TOP `session`, JD / 1688 `access_token`.
+    pub session: Secret,
+}
+
+/// Limits and latency of one (platform, api), applied to every app of that platform.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Limit {
+    /// Calls admitted per wall-clock second (window aligned to the second).
+    pub per_second: u64,
+    /// Calls per platform day (resets 00:00 GMT+8); every call counts, failed ones too.
+    pub daily: u64,
+    /// Sampled latency (log-normal) median in ms; 0 = none.
+    pub latency_median_ms: u64,
+    /// Sampled latency p95 in ms (>= median).
+    pub latency_p95_ms: u64,
+}
+
+impl Default for Limit {
+    fn default() -> Self {
+        Limit {
+            per_second: 100,
+            daily: 1_000_000,
+            latency_median_ms: 0,
+            latency_p95_ms: 0,
+        }
+    }
+}
+
+/// Deterministic orders: per app (one shop per app), spread over a time window.
+#[derive(Debug, Clone, PartialEq)]
+pub struct OrdersConfig {
+    /// Start of the window, GMT+8.
+    pub start: NaiveDateTime,
+    /// Length of the window in days.
+    pub days: u32,
+    /// Orders per shop (= per app).
+    pub per_shop: u32,
+    /// Share of orders that are shipped (have a logistics trace).
+    pub shipped_share: f64,
+    /// Share of shipped orders already signed.
+    pub signed_share: f64,
+    /// Unsigned shipped orders gain one trace event every this many seconds of wall time.
+    pub event_every_s: u64,
+    /// After this many gained events an order signs; 0 = never.
+    pub sign_after_events: u32,
+}
+
+impl Default for OrdersConfig {
+    fn default() -> Self {
+        OrdersConfig {
+            start: chrono::NaiveDate::from_ymd_opt(2026, 1, 1)
+                .and_then(|d| d.and_hms_opt(0, 0, 0))
+                .unwrap_or_default(),
+            days: 7,
+            per_shop: 3000,
+            shipped_share: 0.8,
+            signed_share: 0.7,
+            event_every_s: 30,
+            sign_after_events: 0,
+        }
+    }
+}
+
+/// The whole simulator configuration. Build it with [`SimConfig::load`] or
+/// [`SimConfig::demo`] (also `Default`), then adjust fields directly in tests.
+#[derive(Debug, Clone)]
+pub struct SimConfig {
+    /// Seed of all generated data (items, orders, traces).
+    pub seed: u64,
+    /// Allowed clock skew of request timestamps (TOP: ±10 min).
+    pub timestamp_skew_s: u64,
+    /// Largest request body accepted; larger ones get the platform's error body.
+    pub max_body_bytes: usize,
+    /// Idle-close drill: how long a request on a dropped connection is held before the close.
+    pub idle_hold_s: u64,
+    pub apps: Vec<SimApp>,
+    /// Catalog item ids are 1..=catalog_items.
+    pub catalog_items: u64,
+    pub orders: OrdersConfig,
+    /// Per (platform, api); pairs not named use `default_limit`.
+    pub limits: BTreeMap<(Platform, Api), Limit>,
+    pub default_limit: Limit,
+    /// Drills in force at start.
+    pub drill: Drill,
+}
+
+impl Default for SimConfig {
+    fn default() -> Self {
+        SimConfig::demo()
+    }
+}
+
+impl SimConfig {
+    /// The demo apps of `config/sim.toml`, default limits, no drills.
+    pub fn demo() -> SimConfig {
+        let app = |platform, key: &str, secret: &str, session: &str| SimApp {
+            platform,
+            app_key: key.to_string(),
+            secret: Secret::new(secret),
+            session: Secret::new(session),
+        };
+        SimConfig {
+            seed: 42,
+            timestamp_skew_s: 600,
+            max_body_bytes: 1 << 20,
+            idle_hold_s: 60,
+            apps: vec![
+                app(
+                    Platform::Taobao,
+                    "10000001",
+                    "sim-taobao-secret",
+                    "sim-taobao-session",
+                ),
+                app(Platform::Jd, "simjdapp", "sim-jd-secret", "sim-jd-token"),
+                app(
+                    Platform::Alibaba,
+                    "1000001",
+                    "sim-alibaba-secret",
+                    "sim-alibaba-token",
+                ),
+            ],
+            catalog_items: 100_000,
+            orders: OrdersConfig::default(),
+            limits: BTreeMap::new(),
+            default_limit: Limit::default(),
+            drill: Drill::default(),
+        }
+    }
+
+    /// The limit in force from config for (platform, api).
+    pub fn limit(&self, platform: Platform, api: Api) -> Limit {
+        self.limits
+            .get(&(platform, api))
+            .copied()
+            .unwrap_or(self.default_limit)
+    }
+
+    /// Set the limit of every app of `platform` for `api` (builder style, for tests).
+    pub fn with_limit(mut self, platform: Platform, api: Api, per_second: u64, daily: u64) -> Self {
+        let mut l = self.limit(platform, api);
+        l.per_second = per_second;
+        l.daily = daily;
+        self.limits.insert((platform, api), l);
+        self
+    }
+
+    /// Set every (platform, api) limit at once (benchmarks: huge limits).
+    pub fn with_all_limits(mut self, per_second: u64, daily: u64) -> Self {
+        self.default_limit.per_second = per_second;
+        self.default_limit.daily = daily;
+        for l in self.limits.values_mut() {
+            l.per_second = per_second;
+            l.daily = daily;
+        }
+        self
+    }
+
+    /// The first app of a platform, if configured.
+    pub fn app(&self, platform: Platform) -> Option<&SimApp> {
+        self.apps.iter().find(|a| a.platform == platform)
+    }
+
+    /// Read, parse and validate a simulator config file.
+    pub fn load(path: &Path) -> Result<SimConfig, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|e| {
+            ConfigError(vec![ConfigProblem {
+                file: path.to_path_buf(),
+                key: String::new(),
+                line: None,
+                message: format!("cannot read simulator config: {e}"),
+                warning: false,
+            }])
+        })?;
+        SimConfig::parse(path, &text)
+    }
+
+    /// Parse and validate config text; `path` is used in messages only.
+    pub fn parse(path: &Path, text: &str) -> Result<SimConfig, ConfigError> {
+        let raw: RawSim = toml::from_str(text).map_err(|e| {
+            let line = e
+                .span()
+                .map(|span| text[..span.start.min(text.len())].matches('\n').count() + 1);
+            ConfigError(vec![ConfigProblem {
+                file: path.to_path_buf(),
+                key: String::new(),
+                line,
+                message: e.message().trim().to_string(),
+                warning: false,
+            }])
+        })?;
+        let mut problems = Vec::new();
+        let mut problem = |key: String, message: String| {
+            problems.push(ConfigProblem {
+                file: path.to_path_buf(),
+                key,
+                line: None,
+                message,
+                warning: false,
+            })
+        };
+        let mut cfg = SimConfig::demo();
+        cfg.apps.clear();
+        if let Some(v) = raw.seed {
+            cfg.seed = v;
+        }
+        if let Some(v) = raw.timestamp_skew_s {
+            cfg.timestamp_skew_s = v;
+        }
+        if let Some(v) = raw.max_body_bytes {
+            if v < 1024 {
+                problem("max_body_bytes".into(), "must be at least 1024".into());
+            }
+            cfg.max_body_bytes = v;
+        }
+        if let Some(v) = raw.idle_hold_s {
+            if v > 60 {
+                problem(
+                    "idle_hold_s".into(),
+                    "must be at most 60 (a held request is bounded)".into(),
+                );
+            }
+            cfg.idle_hold_s = v;
+        }
+        for (name, app) in raw.apps {
+            let key = format!("apps.{name}");
+            let platform = match app.platform.as_deref().unwrap_or(&name).parse::<Platform>() {
+                Ok(p) => p,
+                Err(e) => {
+                    problem(format!("{key}.platform"), e);
+                    continue;
+                }
+            };
+            if app.app_key.is_empty() {
+                problem(format!("{key}.app_key"), "must not be empty".into());
+            }
+            if app.secret.is_empty() {
+                problem(format!("{key}.secret"), "must not be empty".into());
+            }
+            if cfg.apps.iter().any(|a| a.app_key == app.app_key) {
+                problem(format!("{key}.app_key"), "is used by another app".into());
+            }
+            cfg.apps.push(SimApp {
+                platform,
+                app_key: app.app_key,
+                secret: Secret::new(app.secret),
+                session: Secret::new(app.session),
+            });
+        }
+        if cfg.apps.is_empty() {
+            problem("apps".into(), "at least one app is required".into());
+        }
+        if let Some(c) = raw.catalog {
+            if c.items == 0 {
+                problem("catalog.items".into(), "must be at least 1".into());
+            }
+            cfg.catalog_items = c.items;
+        }
+        if let Some(o) = raw.orders {
+            let d = &mut cfg.orders;
+            if let Some(s) = o.start {
+                match NaiveDateTime::parse_from_str(&s, "%Y-%m-%d %H:%M:%S") {
+                    Ok(t) => d.start = t,
+                    Err(e) => problem(
+                        "orders.start".into(),
+                        format!("expected \"yyyy-MM-dd HH:mm:ss\" (GMT+8): {e}"),
+                    ),
+                }
+            }
+            if let Some(v) = o.days {
+                if v == 0 {
+                    problem("orders.days".into(), "must be at least 1".into());
+                }
+                d.days = v;
+            }
+            if let Some(v) = o.per_shop {
+                d.per_shop = v;
+            }
+            for (k, v, slot) in [
+                (
+                    "orders.shipped_share",
+                    o.shipped_share,
+                    &mut d.shipped_share,
+                ),
+                ("orders.signed_share", o.signed_share, &mut d.signed_share),
+            ] {
+                if let Some(v) = v {
+                    if !(0.0..=1.0).contains(&v) {
+                        problem(k.into(), "must be between 0 and 1".into());
+                    }
+                    *slot = v;
+                }
+            }
+            if let Some(v) = o.event_every_s {
+                if v == 0 {
+                    problem("orders.event_every_s".into(), "must be at least 1".into());
+                }
+                d.event_every_s = v;
+            }
+            if let Some(v) = o.sign_after_events {
+                d.sign_after_events = v;
+            }
+        }
+        let check_limit = |key: &str, l: &Limit| {
+            let mut out = Vec::new();
+            if l.per_second == 0 {
+                out.push((
+                    format!("{key}.per_second"),
+                    "must be at least 1".to_string(),
+                ));
+            }
+            if l.daily == 0 {
+                out.push((format!("{key}.daily"), "must be at least 1".to_string()));
+            }
+            if l.latency_p95_ms < l.latency_median_ms {
+                out.push((
+                    format!("{key}.latency_p95_ms"),
+                    "must be >= latency_median_ms".to_string(),
+                ));
+            }
+            out
+        };
+        if let Some(d) = raw.limits.get("default") {
+            let l = d.over(Limit::default());
+            for (k, m) in check_limit("limits.default", &l) {
+                problem(k, m);
+            }
+            cfg.default_limit = l;
+        }
+        for (name, entry) in &raw.limits {
+            if name == "default" {
+                continue;
+            }
+            let key = format!("limits.\"{name}\"");
+            let parsed = name
+                .split_once('.')
+                .and_then(|(p, a)| Some((p.parse::<Platform>().ok()?, a.parse::<Api>().ok()?)));
+            match parsed {
+                Some(pair) => {
+                    let l = entry.over(cfg.default_limit);
+                    for (k, m) in check_limit(&key, &l) {
+                        problem(k, m);
+                    }
+                    cfg.limits.insert(pair, l);
+                }
+                None => problem(
+                    key,
+                    "expected `default` or `PLATFORM.API` (e.g. taobao.item_get)".into(),
+                ),
+            }
+        }
+        if let Some(d) = raw.drill {
+            if let Err(e) = d.validate() {
+                problem("drill".into(), e);
+            }
+            cfg.drill = d;
+        }
+        if problems.is_empty() {
+            Ok(cfg)
+        } else {
+            Err(ConfigError(problems))
+        }
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawSim {
+    seed: Option<u64>,
+    timestamp_skew_s: Option<u64>,
+    max_body_bytes: Option<usize>,
+    idle_hold_s: Option<u64>,
+    #[serde(default)]
+    apps: BTreeMap<String, RawApp>,
+    catalog: Option<RawCatalog>,
+    orders: Option<RawOrders>,
+    #[serde(default)]
+    limits: BTreeMap<String, RawLimit>,
+    drill: Option<Drill>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawApp {
+    platform: Option<String>,
+    app_key: String,
+    secret: String,
+    #[serde(default)]
+    session: String,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawCatalog {
+    items: u64,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawOrders {
+    start: Option<String>,
+    days: Option<u32>,
+    per_shop: Option<u32>,
+    shipped_share: Option<f64>,
+    signed_share: Option<f64>,
+    event_every_s: Option<u64>,
+    sign_after_events: Option<u32>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawLimit {
+    per_second: Option<u64>,
+    daily: Option<u64>,
+    latency_median_ms: Option<u64>,
+    latency_p95_ms: Option<u64>,
+}
+
+impl RawLimit {
+    fn over(&self, base: Limit) -> Limit {
+        let median = self.latency_median_ms.unwrap_or(base.latency_median_ms);
+        Limit {
+            per_second: self.per_second.unwrap_or(base.per_second),
+            daily: self.daily.unwrap_or(base.daily),
+            latency_median_ms: median,
+            // A median alone means a fixed latency.
+            latency_p95_ms: self
+                .latency_p95_ms
+                .unwrap_or(median.max(base.latency_p95_ms)),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shipped_file_parses_with_demo_apps() {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("config/sim.toml");
+        let cfg = SimConfig::load(&path).unwrap();
+        let top = cfg.app(Platform::Taobao).unwrap();
+        assert_eq!(top.app_key, "10000001");
+        assert_eq!(top.secret.expose(), "sim-taobao-secret");
+        assert_eq!(
+            cfg.app(Platform::Jd).unwrap().session.expose(),
+            "sim-jd-token"
+        );
+        assert_eq!(cfg.app(Platform::Alibaba).unwrap().app_key, "1000001");
+        assert!(cfg.limit(Platform::Taobao, Api::ItemGet).per_second > 0);
+    }
+
+    #[test]
+    fn unknown_key_names_file_and_line() {
+        let err = SimConfig::parse(Path::new("sim.toml"), "seed = 1\nbogus = 2\n").unwrap_err();
+        let msg = err.to_string();
+        assert!(msg.contains("sim.toml:2"), "{msg}");
+        assert!(msg.contains("bogus"), "{msg}");
+    }
+
+    #[test]
+    fn bad_values_name_their_keys() {
+        let text = r#"
+[apps.taobao]
+app_key = "k"
+secret = "s"
+[limits."taobao.nope"]
+per_second = 1
+[limits."jd.item_get"]
+per_second = 0
+[orders]
+signed_share = 2.0
+"#;
+        let msg = SimConfig::parse(Path::new("x.toml"), text)
+            .unwrap_err()
+            .to_string();
+        assert!(msg.contains("limits.\"taobao.nope\""), "{msg}");
+        assert!(msg.contains("limits.\"jd.item_get\".per_second"), "{msg}");
+        assert!(msg.contains("orders.signed_share"), "{msg}");
+    }
+
+    #[test]
+    fn limit_entries_fall_back_to_default() {
+        let text = r#"
+[apps.jd]
+app_key = "k"
+secret = "s"
+[limits.default]
+per_second = 7
+daily = 70
+[limits."jd.order_list"]
+daily = 5
+"#;
+        let cfg = SimConfig::parse(Path::new("x.toml"), text).unwrap();
+        assert_eq!(cfg.limit(Platform::Jd, Api::ItemGet).per_second, 7);
+        let ol = cfg.limit(Platform::Jd, Api::OrderList);
+        assert_eq!((ol.per_second, ol.daily), (7, 5));
+    }
+}

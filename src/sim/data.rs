@@ -1,0 +1,374 @@
+//! Deterministic platform data derived from the seed: catalog items, orders per shop,
+//! logistics traces. No I/O; the written items (item_add) live in [`Written`].
+
+use super::config::OrdersConfig;
+use crate::time::china_offset;
+use chrono::TimeZone;
+use std::collections::HashMap;
+
+/// First id handed out to items created through item_add.
+pub const CREATED_ID_BASE: u64 = 900_000_000;
+/// Order ids of every shop start here.
+pub const ORDER_ID_BASE: u64 = 1000;
+
+/// splitmix64: a cheap, well-mixed hash so any id's data is computed without storing it.
+pub fn mix(seed: u64, a: u64, b: u64) -> u64 {
+    let mut z = seed
+        .wrapping_add(a.wrapping_mul(0x9E37_79B9_7F4A_7C15))
+        .wrapping_add(b.wrapping_mul(0xC2B2_AE3D_27D4_EB4F));
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
+fn unit(h: u64) -> f64 {
+    (h >> 11) as f64 / (1u64 << 53) as f64
+}
+
+/// An item as the platforms show it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ItemData {
+    pub id: u64,
+    pub title: String,
+    pub price_cents: u64,
+    pub quantity: u32,
+}
+
+const ADJ: [&str; 8] = [
+    "Red", "Light", "Classic", "Cotton", "Steel", "Mini", "Pro", "Eco",
+];
+const NOUN: [&str; 8] = [
+    "Mug", "Lamp", "Shirt", "Kettle", "Backpack", "Charger", "Vase", "Scarf",
+];
+
+/// Catalog item `id` (1..=items), or None outside the catalog.
+pub fn catalog_item(seed: u64, items: u64, id: u64) -> Option<ItemData> {
+    if id == 0 || id > items {
+        return None;
+    }
+    let h = mix(seed, 1, id);
+    Some(ItemData {
+        id,
+        title: format!(
+            "{} {} #{id}",
+            ADJ[(h % 8) as usize],
+            NOUN[((h >> 8) % 8) as usize]
+        ),
+        price_cents: 100 + (h >> 16) % 99_900,
+        quantity: ((h >> 40) % 500) as u32,
+    })
+}
+
+pub fn format_price(cents: u64) -> String {
+    format!("{}.{:02}", cents / 100, cents % 100)
+}
+
+/// Parse a decimal price ("12.5", "12.50", "12") into cents.
+pub fn parse_price(s: &str) -> Option<u64> {
+    let (int, frac) = s.split_once('.').unwrap_or((s, ""));
+    if int.is_empty() || frac.len() > 2 || !int.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    if !frac.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    let whole: u64 = int.parse().ok()?;
+    let cents: u64 = if frac.is_empty() {
+        0
+    } else {
+        format!("{frac:0<2}").parse().ok()?
+    };
+    whole.checked_mul(100)?.checked_add(cents)
+}
+
+/// Where an order is in its life.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OrderState {
+    Unshipped,
+    Shipped,
+    Signed,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct OrderData {
+    pub id: u64,
+    /// Unix seconds.
+    pub modified: i64,
+    pub state: OrderState,
+    pub amount_cents: u64,
+}
+
+/// One shop's orders sorted by (modified, id), so a window is a binary search.
+#[derive(Debug, Clone)]
+pub struct Shop {
+    pub orders: Vec<OrderData>,
+    by_id: HashMap<u64, usize>,
+}
+
+impl Shop {
+    pub fn generate(seed: u64, shop: u64, cfg: &OrdersConfig) -> Shop {
+        let start = china_offset()
+            .from_local_datetime(&cfg.start)
+            .single()
+            .map(|t| t.timestamp())
+            .unwrap_or(0);
+        let span = (cfg.days as i64 * 86_400).max(1);
+        let mut orders: Vec<OrderData> = (0..cfg.per_shop as u64)
+            .map(|i| {
+                let h = mix(seed, 100 + shop, i);
+                let h2 = mix(seed, 200 + shop, i);
+                let state = if unit(h2) >= cfg.shipped_share {
+                    OrderState::Unshipped
+                } else if unit(mix(seed, 300 + shop, i)) < cfg.signed_share {
+                    OrderState::Signed
+                } else {
+                    OrderState::Shipped
+                };
+                OrderData {
+                    id: ORDER_ID_BASE + 1 + i,
+                    modified: start + (h % span as u64) as i64,
+                    state,
+                    amount_cents: 100 + (h >> 24) % 50_000,
+                }
+            })
+            .collect();
+        orders.sort_by_key(|o| (o.modified, o.id));
+        let by_id = orders.iter().enumerate().map(|(i, o)| (o.id, i)).collect();
+        Shop { orders, by_id }
+    }
+
+    /// Orders with `start <= modified < end` (unix seconds).
+    pub fn window(&self, start: i64, end: i64) -> &[OrderData] {
+        let lo = self.orders.partition_point(|o| o.modified < start);
+        let hi = self.orders.partition_point(|o| o.modified < end).max(lo);
+        &self.orders[lo..hi]
+    }
+
+    pub fn get(&self, id: u64) -> Option<&OrderData> {
+        self.by_id.get(&id).map(|&i| &self.orders[i])
+    }
+}
+
+/// Kind of a trace step; each platform spells them its own way.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StepKind {
+    Got,
+    Transport,
+    Signed,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct TraceStep {
+    /// Unix seconds.
+    pub at: i64,
+    pub kind: StepKind,
+    pub remark: String,
+}
+
+/// The trace of an order at wall time `now` (unix s), the simulator having started at
+/// `sim_start`: shipped, unsigned orders gain a step every `event_every_s`, and sign after
+/// `sign_after_events` gained steps when that is > 0. Unshipped orders have no steps.
+pub fn trace(order: &OrderData, cfg: &OrdersConfig, sim_start: i64, now: i64) -> Vec<TraceStep> {
+    if order.state == OrderState::Unshipped {
+        return Vec::new();
+    }
+    let got = order.modified + 3600;
+    let mut steps = vec![
+        TraceStep {
+            at: got,
+            kind: StepKind::Got,
+            remark: "快件已揽收".into(),
+        },
+        TraceStep {
+            at: got + 8 * 3600,
+            kind: StepKind::Transport,
+            remark: "运输中,已到达转运中心".into(),
+        },
+    ];
+    if order.state == OrderState::Signed {
+        steps.push(TraceStep {
+            at: got + 30 * 3600,
+            kind: StepKind::Signed,
+            remark: "已签收".into(),
+        });
+        return steps;
+    }
+    let every = cfg.event_every_s.max(1) as i64;
+    let gained = ((now - sim_start).max(0) / every) as u64;
+    let limit = if cfg.sign_after_events > 0 {
+        gained.min(cfg.sign_after_events as u64)
+    } else {
+        gained
+    };
+    // Bounded: a long-running simulator keeps at most the last 50 gained steps.
+    let first = limit.saturating_sub(50);
+    for j in (first + 1)..=limit {
+        let signs = cfg.sign_after_events > 0 && j == cfg.sign_after_events as u64;
+        steps.push(TraceStep {
+            at: sim_start + j as i64 * every,
+            kind: if signs {
+                StepKind::Signed
+            } else {
+                StepKind::Transport
+            },
+            remark: if signs {
+                "已签收".into()
+            } else {
+                format!("运输中,第{j}站")
+            },
+        });
+    }
+    steps
+}
+
+/// Items written through item_add, per app: idempotent on `out_request_id`.
+#[derive(Debug, Default)]
+pub struct Written {
+    by_key: HashMap<String, (u64, i64)>,
+    items: HashMap<u64, ItemData>,
+    next: u64,
+}
+
+/// What an item_add did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AddOutcome {
+    pub id: u64,
+    /// Unix seconds of the first write.
+    pub created: i64,
+    pub duplicate: bool,
+}
+
+impl Written {
+    /// Write an item; a repeated `key` answers with the first write's result.
+    pub fn add(&mut self, key: Option<&str>, item: ItemData, now: i64) -> AddOutcome {
+        if let Some(k) = key.filter(|k| !k.is_empty()) {
+            if let Some(&(id, created)) = self.by_key.get(k) {
+                return AddOutcome {
+                    id,
+                    created,
+                    duplicate: true,
+                };
+            }
+        }
+        self.next += 1;
+        let id = CREATED_ID_BASE + self.next;
+        self.items.insert(id, ItemData { id, ..item });
+        if let Some(k) = key.filter(|k| !k.is_empty()) {
+            self.by_key.insert(k.to_string(), (id, now));
+        }
+        AddOutcome {
+            id,
+            created: now,
+            duplicate: false,
+        }
+    }
+
+    pub fn get(&self, id: u64) -> Option<&ItemData> {
+        self.items.get(&id)
+    }
+
+    pub fn len(&self) -> usize {
+        self.items.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.items.is_empty()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn items_are_deterministic_and_bounded() {
+        let a = catalog_item(7, 100, 5).unwrap();
+        assert_eq!(a, catalog_item(7, 100, 5).unwrap());
+        assert_ne!(a, catalog_item(8, 100, 5).unwrap());
+        assert!(catalog_item(7, 100, 101).is_none());
+        assert!(catalog_item(7, 100, 0).is_none());
+        assert!(a.price_cents >= 100);
+    }
+
+    #[test]
+    fn prices_round_trip() {
+        assert_eq!(parse_price("12.5"), Some(1250));
+        assert_eq!(parse_price("12.05"), Some(1205));
+        assert_eq!(parse_price("7"), Some(700));
+        assert_eq!(parse_price("1.234"), None);
+        assert_eq!(parse_price("-1"), None);
+        assert_eq!(parse_price(""), None);
+        assert_eq!(format_price(1205), "12.05");
+    }
+
+    #[test]
+    fn shop_window_and_shares() {
+        let cfg = OrdersConfig {
+            per_shop: 2000,
+            ..OrdersConfig::default()
+        };
+        let shop = Shop::generate(1, 0, &cfg);
+        assert_eq!(shop.orders.len(), 2000);
+        let all = shop.window(i64::MIN, i64::MAX);
+        assert_eq!(all.len(), 2000);
+        let first = shop.orders[0].modified;
+        let day = shop.window(first, first + 86_400);
+        assert!(day
+            .iter()
+            .all(|o| o.modified >= first && o.modified < first + 86_400));
+        assert!(!day.is_empty() && day.len() < 2000);
+        let shipped = shop
+            .orders
+            .iter()
+            .filter(|o| o.state != OrderState::Unshipped)
+            .count();
+        let signed = shop
+            .orders
+            .iter()
+            .filter(|o| o.state == OrderState::Signed)
+            .count();
+        let share = signed as f64 / shipped as f64;
+        assert!((0.6..0.8).contains(&share), "{share}");
+        assert_eq!(shop.get(shop.orders[3].id), Some(&shop.orders[3]));
+    }
+
+    #[test]
+    fn unsigned_orders_gain_events_and_sign() {
+        let cfg = OrdersConfig {
+            event_every_s: 10,
+            sign_after_events: 3,
+            ..OrdersConfig::default()
+        };
+        let o = OrderData {
+            id: 1,
+            modified: 0,
+            state: OrderState::Shipped,
+            amount_cents: 1,
+        };
+        let t0 = trace(&o, &cfg, 1000, 1005);
+        let t1 = trace(&o, &cfg, 1000, 1025);
+        assert_eq!(t1.len(), t0.len() + 2);
+        assert_ne!(t1.last().unwrap().kind, StepKind::Signed);
+        let t2 = trace(&o, &cfg, 1000, 9999);
+        assert_eq!(t2.last().unwrap().kind, StepKind::Signed);
+        assert_eq!(t2.len(), t0.len() + 3);
+    }
+
+    #[test]
+    fn written_items_are_idempotent_on_key() {
+        let mut w = Written::default();
+        let item = ItemData {
+            id: 0,
+            title: "t".into(),
+            price_cents: 1,
+            quantity: 1,
+        };
+        let a = w.add(Some("job:1"), item.clone(), 10);
+        let b = w.add(Some("job:1"), item.clone(), 20);
+        assert!(!a.duplicate && b.duplicate);
+        assert_eq!((a.id, a.created), (b.id, b.created));
+        let c = w.add(None, item, 30);
+        assert_ne!(c.id, a.id);
+        assert_eq!(w.get(a.id).unwrap().id, a.id);
+    }
+}
