@@ -7,6 +7,7 @@ use std::path::PathBuf;
 
 pub mod call;
 pub mod config_cmd;
+pub mod sim;
 
 /// syncfleet: spend the platforms' quota fully and only on useful calls.
 #[derive(Debug, Parser)]
@@ -45,6 +46,8 @@ pub enum Command {
     Config(config_cmd::ConfigCommand),
     /// One signed call: prints the response JSON and its error class.
     Call(call::CallArgs),
+    /// The platform simulator: TOP, JOS and 1688 on one local listener.
+    Sim(sim::SimArgs),
 }
 
 /// A command failure with its exit code: 1 runtime failure, 2 bad input.
@@ -100,5 +103,6 @@ pub async fn run(cli: Cli) -> Result<(), CliError> {
     match &cli.command {
         Command::Config(cmd) => config_cmd::run(&cli, cmd).await,
         Command::Call(args) => call::run(&cli, args).await,
+        Command::Sim(args) => sim::run(args).await,
     }
 }
