@@ -1,1 +1,402 @@
-//! placeholder
+//! Gates: one per (platform, api), never global, never finer (DESIGN section 3).
+//!
+//! An acquisition takes a per-process concurrency slot first (waiting at most about 1 s, then
+//! [`GateRefusal::Busy`]), then a token from the gate's GCRA bucket. In fleet mode the bucket,
+//! the adaptive rate (AIMD with ceiling memory), pauses, operator overrides and the daily quota
+//! counter live in Redis next to each other under one hash tag per gate, and one Lua script call
+//! per acquisition answers "go now", "go after T" (the caller sleeps once) or "not within your
+//! max wait: retry at T". In embedded mode (no Redis) the same interface runs on governor and the
+//! pure [`aimd`] type in-process.
+//!
+//! Outcomes come back through [`Gates::report`]: non-blocking, batched (successes flush every
+//! 100 ms or 50 calls), a rate-limit answer flushed at once so every worker slows on its next
+//! acquisition. Every outcome counts one call against the daily quota, failed ones too.
+
+pub mod aimd;
+pub mod burn;
+mod embedded;
+mod shared;
+
+use crate::config::{Config, GateConfig};
+use crate::platform::{Api, Platform};
+use std::collections::HashMap;
+use std::fmt;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+
+pub use shared::{gate_keys, GateKeys, DEFAULT_NAMESPACE};
+
+/// Longest wait for a concurrency slot before failing fast as busy.
+pub const SLOT_WAIT: Duration = Duration::from_secs(1);
+/// How often batched successes are written (fleet mode).
+pub const FLUSH_INTERVAL: Duration = Duration::from_millis(100);
+/// Pending successes that trigger a flush before the interval.
+pub const FLUSH_BATCH: u32 = 50;
+
+/// Why a gate did not let a call through. None of these consumes a task attempt.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum GateRefusal {
+    /// No concurrency slot within about 1 s: this process is saturated.
+    #[error("busy: no concurrency slot free within {} ms", SLOT_WAIT.as_millis())]
+    Busy,
+    /// The next token is further away than the caller may wait: come back after this long.
+    #[error("rate: next token in {} ms, beyond the caller's max wait", .0.as_millis())]
+    RetryAt(Duration),
+    /// The gate is paused fleet-wide (ban, spent daily quota, or its state is unreachable).
+    #[error("paused for {} ms: {reason}", .remaining.as_millis())]
+    Paused { remaining: Duration, reason: String },
+}
+
+/// What a call through the gate ended as.
+#[derive(Debug, Clone, PartialEq)]
+pub enum GateOutcome {
+    Success,
+    /// The platform said "rate limited". `ban`: its "ban will last N seconds", if it said so;
+    /// `quota_spent`: the daily quota is used up (pauses the gate until 00:00 GMT+8).
+    RateLimited {
+        ban: Option<Duration>,
+        quota_spent: bool,
+    },
+    /// Any other failure: counts against the quota, leaves the rate alone.
+    Failure,
+}
+
+/// A permission to make one call: holds the concurrency slot until dropped.
+#[derive(Debug)]
+pub struct Permit {
+    _slot: OwnedSemaphorePermit,
+    waited: Duration,
+}
+
+impl Permit {
+    /// How long the acquisition took (slot wait plus the reserved token wait).
+    pub fn waited(&self) -> Duration {
+        self.waited
+    }
+}
+
+/// Rate and burst of a gate.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct GateLimits {
+    pub rate: f64,
+    pub burst: f64,
+}
+
+impl fmt::Display for GateLimits {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "rate {} burst {}", self.rate, self.burst)
+    }
+}
+
+/// The state of one gate, for `syncfleet gate show`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct GateSnapshot {
+    pub platform: Platform,
+    pub api: Api,
+    /// Rate and burst in force: the operator's override if any, else the config.
+    pub limits: GateLimits,
+    /// Whether `limits` comes from `gate set` rather than the config file.
+    pub overridden: bool,
+    pub concurrency: u32,
+    /// Adaptive rate (AIMD), never above `limits.rate`.
+    pub adaptive_rate: f64,
+    /// Remembered rate at which the limit was hit twice within 5 s.
+    pub ceiling: Option<f64>,
+    /// Remaining pause and why.
+    pub pause: Option<(Duration, String)>,
+    /// Calls counted today (GMT+8), failed ones included.
+    pub used_today: u64,
+    pub daily_quota: Option<u64>,
+    /// Burn ratio, when a daily quota is configured.
+    pub burn: Option<f64>,
+}
+
+/// Gate settings before and after [`Gates::set_rate`].
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct RateChange {
+    pub old: GateLimits,
+    pub new: GateLimits,
+}
+
+/// Internal answer of a backend's token step.
+#[derive(Debug, Clone, PartialEq)]
+enum Reservation {
+    Now,
+    After(Duration),
+    Refused(Duration),
+    Paused(Duration, String),
+}
+
+enum Backend {
+    Redis(shared::RedisGates),
+    Embedded(embedded::EmbeddedGates),
+}
+
+struct Local {
+    cfg: GateConfig,
+    slots: Arc<Semaphore>,
+}
+
+pub(crate) struct Inner {
+    local: HashMap<(Platform, Api), Local>,
+    backend: Backend,
+    /// Burn lines, rate-limited per gate.
+    burn: Mutex<HashMap<(Platform, Api), burn::BurnWatch>>,
+    started: Instant,
+    /// Platforms `snapshot` lists (the configured ones, or all three).
+    platforms: Vec<Platform>,
+}
+
+/// All gates of one process. Cheap to clone; clones share the gates.
+#[derive(Clone)]
+pub struct Gates {
+    inner: Arc<Inner>,
+}
+
+impl fmt::Debug for Gates {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Gates").field("mode", &self.mode()).finish()
+    }
+}
+
+fn locals(cfg: &Config) -> HashMap<(Platform, Api), Local> {
+    let mut out = HashMap::new();
+    for p in Platform::ALL {
+        for a in Api::ALL {
+            let g = cfg.gate(p, a);
+            let slots = Arc::new(Semaphore::new(g.concurrency.max(1) as usize));
+            out.insert((p, a), Local { cfg: g, slots });
+        }
+    }
+    out
+}
+
+fn listed_platforms(cfg: &Config) -> Vec<Platform> {
+    if cfg.platforms.is_empty() {
+        Platform::ALL.to_vec()
+    } else {
+        cfg.platforms.keys().copied().collect()
+    }
+}
+
+impl Gates {
+    /// Fleet gates on the Redis at `redis_url`, under the default key namespace `sf`.
+    pub async fn redis(cfg: &Config, redis_url: &str) -> anyhow::Result<Gates> {
+        Gates::redis_with_namespace(cfg, redis_url, DEFAULT_NAMESPACE).await
+    }
+
+    /// Fleet gates under another key namespace (tests sharing one Redis; separate fleets).
+    pub async fn redis_with_namespace(
+        cfg: &Config,
+        redis_url: &str,
+        namespace: &str,
+    ) -> anyhow::Result<Gates> {
+        let backend = shared::RedisGates::connect(redis_url, namespace).await?;
+        let inner = Arc::new(Inner {
+            local: locals(cfg),
+            backend: Backend::Redis(backend),
+            burn: Mutex::new(HashMap::new()),
+            started: Instant::now(),
+            platforms: listed_platforms(cfg),
+        });
+        shared::spawn_flusher(Arc::downgrade(&inner));
+        Ok(Gates { inner })
+    }
+
+    /// In-process gates (governor + in-process AIMD): one process only, nothing shared.
+    pub fn embedded(cfg: &Config) -> Gates {
+        let local = locals(cfg);
+        let backend = embedded::EmbeddedGates::new(local.iter().map(|(k, l)| (*k, l.cfg.clone())));
+        Gates {
+            inner: Arc::new(Inner {
+                local,
+                backend: Backend::Embedded(backend),
+                burn: Mutex::new(HashMap::new()),
+                started: Instant::now(),
+                platforms: listed_platforms(cfg),
+            }),
+        }
+    }
+
+    /// `"redis"` or `"embedded"`.
+    pub fn mode(&self) -> &'static str {
+        match self.inner.backend {
+            Backend::Redis(_) => "redis",
+            Backend::Embedded(_) => "embedded",
+        }
+    }
+
+    /// The configured settings of a gate (from the config file; overrides live in the backend).
+    pub fn config(&self, platform: Platform, api: Api) -> &GateConfig {
+        &self.inner.local_gate(platform, api).cfg
+    }
+
+    /// Take a concurrency slot, then a token. `max_wait` bounds the whole wait (it is also
+    /// capped by the gate's configured `max_wait`); a token further away is not taken and the
+    /// refusal says when to come back.
+    pub async fn acquire(
+        &self,
+        platform: Platform,
+        api: Api,
+        max_wait: Duration,
+    ) -> Result<Permit, GateRefusal> {
+        let start = Instant::now();
+        let local = self.inner.local_gate(platform, api);
+        let max_wait = max_wait.min(local.cfg.max_wait);
+        let slot_wait = SLOT_WAIT.min(max_wait);
+        let slot = match tokio::time::timeout(slot_wait, local.slots.clone().acquire_owned()).await
+        {
+            Ok(Ok(slot)) => slot,
+            // Timed out (or the semaphore closed, which never happens here).
+            _ => return Err(GateRefusal::Busy),
+        };
+        let left = max_wait.saturating_sub(start.elapsed());
+        let answer = match &self.inner.backend {
+            Backend::Redis(r) => r.reserve(platform, api, &local.cfg, left).await,
+            Backend::Embedded(e) => e.reserve(platform, api, left).await,
+        };
+        match answer {
+            Reservation::Now => {}
+            // Reserved: sleep exactly once, holding the slot (slot first, then token).
+            Reservation::After(wait) => tokio::time::sleep(wait).await,
+            Reservation::Refused(retry) => return Err(GateRefusal::RetryAt(retry)),
+            Reservation::Paused(remaining, reason) => {
+                return Err(GateRefusal::Paused { remaining, reason })
+            }
+        }
+        Ok(Permit {
+            _slot: slot,
+            waited: start.elapsed(),
+        })
+    }
+
+    /// Record how a call ended. Never blocks: successes are batched; a rate-limit answer is
+    /// written at once. Every outcome counts one call for the daily quota.
+    pub fn report(&self, platform: Platform, api: Api, outcome: GateOutcome) {
+        let pause = match &outcome {
+            GateOutcome::RateLimited {
+                quota_spent: true, ..
+            } => {
+                let now = chrono::Utc::now();
+                let until = crate::time::next_quota_reset(now);
+                let d = (until - now).to_std().unwrap_or(Duration::from_secs(60));
+                Some((
+                    d,
+                    format!(
+                        "daily quota spent; resets at {} (00:00 GMT+8)",
+                        until.format("%Y-%m-%d %H:%M:%SZ")
+                    ),
+                ))
+            }
+            GateOutcome::RateLimited { ban: Some(d), .. } => {
+                Some((*d, format!("platform ban for {} s", d.as_secs_f64().ceil())))
+            }
+            _ => None,
+        };
+        // A spent quota is not a rate signal; a ban or a plain limit answer is.
+        let hit = matches!(
+            outcome,
+            GateOutcome::RateLimited {
+                quota_spent: false,
+                ..
+            }
+        );
+        let success = matches!(outcome, GateOutcome::Success);
+        match &self.inner.backend {
+            Backend::Redis(r) => r.note(platform, api, success, hit, pause),
+            Backend::Embedded(e) => {
+                let used = e.note(platform, api, success, hit, pause);
+                self.inner.burn_check(platform, api, used);
+            }
+        }
+    }
+
+    /// Write batched outcomes now (fleet mode; a no-op when embedded). Call before exit.
+    pub async fn flush(&self) {
+        if let Backend::Redis(r) = &self.inner.backend {
+            r.flush_all(&self.inner).await;
+        }
+    }
+
+    /// The state of every gate of the configured platforms.
+    pub async fn snapshot(&self) -> anyhow::Result<Vec<GateSnapshot>> {
+        let mut out = Vec::new();
+        for &p in &self.inner.platforms {
+            for a in Api::ALL {
+                let cfg = &self.inner.local_gate(p, a).cfg;
+                let snap = match &self.inner.backend {
+                    Backend::Redis(r) => r.snapshot(p, a, cfg).await?,
+                    Backend::Embedded(e) => e.snapshot(p, a, cfg),
+                };
+                out.push(snap);
+            }
+        }
+        Ok(out)
+    }
+
+    /// Set a gate's rate (and burst) for the whole fleet: in Redis, every worker obeys it on its
+    /// next acquisition; the adaptive state restarts from the new rate (ceiling forgotten).
+    /// Embedded: this process only.
+    pub async fn set_rate(
+        &self,
+        platform: Platform,
+        api: Api,
+        rate: f64,
+        burst: Option<f64>,
+    ) -> anyhow::Result<RateChange> {
+        anyhow::ensure!(
+            rate > 0.0 && rate.is_finite(),
+            "rate must be a positive number, got {rate}"
+        );
+        if let Some(b) = burst {
+            anyhow::ensure!(
+                b >= 1.0 && b.is_finite(),
+                "burst must be at least 1, got {b}"
+            );
+        }
+        let cfg = &self.inner.local_gate(platform, api).cfg;
+        match &self.inner.backend {
+            Backend::Redis(r) => r.set_rate(platform, api, cfg, rate, burst).await,
+            Backend::Embedded(e) => Ok(e.set_rate(platform, api, rate, burst)),
+        }
+    }
+}
+
+impl Inner {
+    fn local_gate(&self, platform: Platform, api: Api) -> &Local {
+        // Every (platform, api) pair is built in `locals`, so the lookup cannot miss.
+        &self.local[&(platform, api)]
+    }
+
+    fn elapsed_ms(&self) -> u64 {
+        self.started.elapsed().as_millis() as u64
+    }
+
+    /// Log the burn ratio of a gate when it is out of the 0.5..=1.3 band (rate-limited).
+    fn burn_check(&self, platform: Platform, api: Api, used: u64) {
+        let Some(quota) = self.local_gate(platform, api).cfg.daily_quota else {
+            return;
+        };
+        let burn = crate::time::burn_ratio(used, quota, chrono::Utc::now());
+        let now = self.elapsed_ms();
+        let alert = {
+            let mut watches = self.burn.lock().unwrap_or_else(|e| e.into_inner());
+            watches
+                .entry((platform, api))
+                .or_insert_with(|| burn::BurnWatch::new(60_000))
+                .observe(burn, now)
+        };
+        match alert {
+            Some(burn::BurnAlert::High(b)) => tracing::warn!(
+                %platform, %api, used, quota, burn = b,
+                "daily quota burn {b:.2} > 1.3: the quota will not last the day"
+            ),
+            Some(burn::BurnAlert::Low(b)) => tracing::info!(
+                %platform, %api, used, quota, burn = b,
+                "daily quota burn {b:.2} < 0.5: headroom exists"
+            ),
+            None => {}
+        }
+    }
+}

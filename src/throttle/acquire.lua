@@ -1,0 +1,58 @@
+-- GCRA reservation for one gate, on the Redis server's clock. One call per acquisition.
+-- KEYS: 1 bucket (hash: tat, iv), 2 aimd (hash: rate, ...), 3 pause (hash: until, reason),
+--       4 conf (hash: rate, burst; set by `syncfleet gate set`). All share one hash tag.
+-- ARGV: 1 configured rate (/s), 2 configured burst, 3 max wait (us),
+--       4 optional "now" in us (tests only; empty = TIME).
+-- Returns {code, wait_us, reason, rate}: code 0 = go now, 1 = go after wait_us (reserved),
+--         2 = not taken, retry after wait_us, 3 = paused for wait_us (reason).
+if redis.replicate_commands then pcall(redis.replicate_commands) end -- Redis < 5: TIME then writes
+local now
+if ARGV[4] and ARGV[4] ~= '' then
+  now = tonumber(ARGV[4])
+else
+  local t = redis.call('TIME')
+  now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+end
+local function fmt(x) return string.format('%.0f', x) end
+
+local p = redis.call('HMGET', KEYS[3], 'until', 'reason')
+local pu = tonumber(p[1])
+if pu and pu > now then
+  return {3, math.floor(pu - now), p[2] or 'paused', '0'}
+end
+
+local conf = redis.call('HMGET', KEYS[4], 'rate', 'burst')
+local base = tonumber(conf[1]) or tonumber(ARGV[1])
+local burst = tonumber(conf[2]) or tonumber(ARGV[2])
+local max_wait = tonumber(ARGV[3])
+-- Floor of the adaptive rate: throttle::aimd::min_rate_for.
+local min_rate = math.min(math.max(base * 0.02, 0.1), base)
+
+local rate = tonumber(redis.call('HGET', KEYS[2], 'rate')) or base
+if rate > base then rate = base end
+if rate < min_rate then rate = min_rate end
+local iv = 1000000 / rate
+
+local b = redis.call('HMGET', KEYS[1], 'tat', 'iv')
+local tat = tonumber(b[1]) or now
+local old_iv = tonumber(b[2]) or iv
+if tat <= now then
+  tat = now
+elseif old_iv ~= iv then
+  -- Rate changed: keep the debt in calls, not in time, so a halving gives no extra burst.
+  tat = now + (tat - now) * iv / old_iv
+end
+local new_tat = tat + iv
+local allow_at = new_tat - burst * iv
+local wait = allow_at - now
+if wait < 0 then wait = 0 end
+if wait > max_wait then
+  return {2, math.ceil(wait), '', tostring(rate)}
+end
+redis.call('HSET', KEYS[1], 'tat', fmt(new_tat), 'iv', tostring(iv))
+-- An idle bucket is full anyway: let the key go once its debt is paid, plus a margin.
+redis.call('PEXPIRE', KEYS[1], math.ceil((new_tat - now) / 1000) + 60000)
+if wait == 0 then
+  return {0, 0, '', tostring(rate)}
+end
+return {1, math.ceil(wait), '', tostring(rate)}

@@ -1,0 +1,310 @@
+//! Adaptive rate (AIMD with ceiling memory) and pauses of one gate: a pure type, no I/O.
+//!
+//! Time is passed in (`now_ms`, milliseconds on any monotonic-enough clock), so the rules are
+//! unit-tested with an injected clock. This type is the reference: the embedded gates use it
+//! directly and `report.lua` implements the same rules on the Redis server's clock (a
+//! conformance test drives both with one event sequence).
+//!
+//! Rules (DESIGN section 3):
+//! - a rate-limit answer halves the rate;
+//! - `successes` consecutive successes add `step`;
+//! - the ceiling (the rate at which the limit was hit) is updated only on a *second* hit within
+//!   `ceiling_window_ms`, so one spike does not lower it forever;
+//! - recovery never goes above `ceiling_factor` x ceiling, nor above the configured rate;
+//! - a ban or a spent quota pauses the gate until a given time.
+//!
+//! Hits that arrive within `hit_cooldown_ms` of the last counted hit are the same episode (the
+//! answers to calls that were already in flight or reserved at the old rate): they neither halve
+//! again nor count as the "second hit". Successes in that window are not counted either.
+
+/// Tuning of the AIMD rules of one gate.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AimdParams {
+    /// The configured (or operator-set) rate: the adaptive rate never exceeds it.
+    pub max_rate: f64,
+    /// Floor of the adaptive rate, so a gate always trickles.
+    pub min_rate: f64,
+    /// Rate added after `successes` consecutive successes.
+    pub step: f64,
+    /// Consecutive successes per step (at least 1).
+    pub successes: u32,
+    /// A second hit within this many ms of the previous one updates the ceiling.
+    pub ceiling_window_ms: u64,
+    /// Recovery stops at this share of the ceiling.
+    pub ceiling_factor: f64,
+    /// Hits within this many ms of the last counted hit are the same episode.
+    pub hit_cooldown_ms: u64,
+}
+
+impl AimdParams {
+    /// The rules of DESIGN section 3 for a gate with this rate, step and success count.
+    pub fn new(max_rate: f64, step: f64, successes: u32) -> AimdParams {
+        AimdParams {
+            max_rate,
+            min_rate: min_rate_for(max_rate),
+            step,
+            successes: successes.max(1),
+            ceiling_window_ms: 5_000,
+            ceiling_factor: 0.9,
+            hit_cooldown_ms: 1_000,
+        }
+    }
+
+    /// The highest rate recovery may reach with this ceiling.
+    pub fn recovery_cap(&self, ceiling: Option<f64>) -> f64 {
+        match ceiling {
+            Some(c) => self.max_rate.min(c * self.ceiling_factor),
+            None => self.max_rate,
+        }
+    }
+}
+
+/// Floor of the adaptive rate: 2% of the configured rate, at least 0.1/s (never above it).
+pub fn min_rate_for(max_rate: f64) -> f64 {
+    (max_rate * 0.02).max(0.1).min(max_rate)
+}
+
+/// The adaptive state of one gate.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AimdState {
+    /// Current adaptive rate (calls per second).
+    pub rate: f64,
+    /// Rate at which the limit was hit twice within the window, if ever.
+    pub ceiling: Option<f64>,
+    /// When the last counted hit happened.
+    pub last_hit_ms: Option<u64>,
+    /// Consecutive successes not yet turned into a step.
+    pub successes: u32,
+    /// Paused until this time (0 = not paused).
+    pub pause_until_ms: u64,
+    /// Why the gate is paused.
+    pub pause_reason: String,
+}
+
+/// What a rate-limit answer did to the state.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum HitEffect {
+    /// Same episode as the last counted hit: nothing changed.
+    Absorbed,
+    /// Rate halved; the ceiling was left alone (first hit, or the last one is too old).
+    Halved,
+    /// Rate halved and the ceiling set to the rate of this (second) hit.
+    HalvedAndCeiling,
+}
+
+impl AimdState {
+    /// A fresh gate runs at its configured rate with no ceiling.
+    pub fn new(params: &AimdParams) -> AimdState {
+        AimdState {
+            rate: params.max_rate,
+            ceiling: None,
+            last_hit_ms: None,
+            successes: 0,
+            pause_until_ms: 0,
+            pause_reason: String::new(),
+        }
+    }
+
+    /// The rate the bucket should run at now: the adaptive rate, never above the configured one.
+    pub fn effective_rate(&self, params: &AimdParams) -> f64 {
+        self.rate
+            .min(params.max_rate)
+            .max(params.min_rate.min(params.max_rate))
+    }
+
+    fn in_cooldown(&self, params: &AimdParams, now_ms: u64) -> bool {
+        self.last_hit_ms
+            .is_some_and(|t| now_ms.saturating_sub(t) < params.hit_cooldown_ms)
+    }
+
+    /// A rate-limit answer at `now_ms`.
+    pub fn on_rate_limited(&mut self, params: &AimdParams, now_ms: u64) -> HitEffect {
+        if self.in_cooldown(params, now_ms) {
+            return HitEffect::Absorbed;
+        }
+        let at = self.effective_rate(params);
+        let second = self
+            .last_hit_ms
+            .is_some_and(|t| now_ms.saturating_sub(t) <= params.ceiling_window_ms);
+        if second {
+            self.ceiling = Some(at);
+        }
+        self.rate = (at / 2.0).max(params.min_rate);
+        self.successes = 0;
+        self.last_hit_ms = Some(now_ms);
+        if second {
+            HitEffect::HalvedAndCeiling
+        } else {
+            HitEffect::Halved
+        }
+    }
+
+    /// `n` successful calls reported at `now_ms` (reports are batched).
+    pub fn on_successes(&mut self, params: &AimdParams, n: u32, now_ms: u64) {
+        if n == 0 || self.in_cooldown(params, now_ms) {
+            return;
+        }
+        let total = self.successes.saturating_add(n);
+        let steps = total / params.successes;
+        self.successes = total % params.successes;
+        let cap = params.recovery_cap(self.ceiling);
+        if steps > 0 && self.rate < cap {
+            self.rate = (self.rate + params.step * steps as f64).min(cap);
+        }
+    }
+
+    /// Pause the gate until `until_ms` (a later pause wins; an earlier one changes nothing).
+    pub fn pause_until(&mut self, until_ms: u64, reason: &str) {
+        if until_ms > self.pause_until_ms {
+            self.pause_until_ms = until_ms;
+            self.pause_reason = reason.to_string();
+        }
+    }
+
+    /// Remaining pause and its reason, if the gate is paused at `now_ms`.
+    pub fn paused(&self, now_ms: u64) -> Option<(u64, &str)> {
+        (self.pause_until_ms > now_ms)
+            .then(|| (self.pause_until_ms - now_ms, self.pause_reason.as_str()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An injected clock: tests move time by hand.
+    struct Clock(u64);
+    impl Clock {
+        fn advance(&mut self, ms: u64) -> u64 {
+            self.0 += ms;
+            self.0
+        }
+    }
+
+    fn params() -> AimdParams {
+        // rate 100/s, +5 after 10 successes.
+        AimdParams::new(100.0, 5.0, 10)
+    }
+
+    #[test]
+    fn rate_limit_halves_and_in_flight_echoes_are_absorbed() {
+        let p = params();
+        let mut clock = Clock(1_000);
+        let mut s = AimdState::new(&p);
+        assert_eq!(s.on_rate_limited(&p, clock.0), HitEffect::Halved);
+        assert_eq!(s.rate, 50.0);
+        // Answers to calls already in flight at the old rate: same episode.
+        assert_eq!(
+            s.on_rate_limited(&p, clock.advance(300)),
+            HitEffect::Absorbed
+        );
+        assert_eq!(s.rate, 50.0);
+        assert_eq!(s.ceiling, None);
+    }
+
+    #[test]
+    fn halving_stops_at_the_floor() {
+        let p = params();
+        let mut clock = Clock(0);
+        let mut s = AimdState::new(&p);
+        for _ in 0..20 {
+            s.on_rate_limited(&p, clock.advance(10_000));
+        }
+        assert_eq!(s.rate, p.min_rate);
+        assert!(p.min_rate > 0.0);
+    }
+
+    #[test]
+    fn single_spike_does_not_set_a_ceiling() {
+        let p = params();
+        let mut clock = Clock(0);
+        let mut s = AimdState::new(&p);
+        s.on_rate_limited(&p, clock.advance(1_000));
+        // Next hit comes 6 s later: outside the 5 s window, so still no ceiling.
+        assert_eq!(
+            s.on_rate_limited(&p, clock.advance(6_000)),
+            HitEffect::Halved
+        );
+        assert_eq!(s.ceiling, None);
+        // Recovery is bounded only by the configured rate.
+        s.on_successes(&p, 10_000, clock.advance(2_000));
+        assert_eq!(s.rate, 100.0);
+    }
+
+    #[test]
+    fn second_hit_within_window_sets_ceiling_to_the_rate_hit() {
+        let p = params();
+        let mut clock = Clock(0);
+        let mut s = AimdState::new(&p);
+        s.on_rate_limited(&p, clock.advance(1_000)); // 100 -> 50
+        s.on_successes(&p, 20, clock.advance(1_500)); // 50 -> 60
+        assert_eq!(s.rate, 60.0);
+        // Hit again 3 s after the first: the limit is real, and it was hit at 60.
+        assert_eq!(
+            s.on_rate_limited(&p, clock.advance(1_500)),
+            HitEffect::HalvedAndCeiling
+        );
+        assert_eq!(s.ceiling, Some(60.0));
+        assert_eq!(s.rate, 30.0);
+    }
+
+    #[test]
+    fn recovery_is_capped_at_ninety_percent_of_ceiling() {
+        let p = params();
+        let mut clock = Clock(0);
+        let mut s = AimdState::new(&p);
+        s.on_rate_limited(&p, clock.advance(1_000));
+        s.on_rate_limited(&p, clock.advance(2_000)); // ceiling 50, rate 25
+        assert_eq!(s.ceiling, Some(50.0));
+        for _ in 0..100 {
+            s.on_successes(&p, 10, clock.advance(100));
+        }
+        assert!((s.rate - 45.0).abs() < 1e-9, "{}", s.rate);
+        // The ceiling is remembered across later single spikes far apart.
+        s.on_rate_limited(&p, clock.advance(60_000));
+        assert_eq!(s.ceiling, Some(50.0));
+    }
+
+    #[test]
+    fn step_needs_consecutive_successes_and_a_hit_resets_the_count() {
+        let p = params();
+        let mut clock = Clock(0);
+        let mut s = AimdState::new(&p);
+        s.on_rate_limited(&p, clock.advance(10_000)); // 50
+        s.on_successes(&p, 9, clock.advance(2_000));
+        assert_eq!(s.rate, 50.0);
+        s.on_rate_limited(&p, clock.advance(10_000)); // 25, count reset
+        s.on_successes(&p, 9, clock.advance(2_000));
+        assert_eq!(s.rate, 25.0);
+        s.on_successes(&p, 1, clock.advance(10));
+        assert_eq!(s.rate, 30.0);
+        // Successes inside the cooldown of a hit are echoes of the old rate: not counted.
+        s.on_rate_limited(&p, clock.advance(10_000)); // 15
+        s.on_successes(&p, 100, clock.advance(200));
+        assert_eq!(s.rate, 15.0);
+    }
+
+    #[test]
+    fn pauses_expire_and_the_later_one_wins() {
+        let mut clock = Clock(10_000);
+        let mut s = AimdState::new(&params());
+        assert_eq!(s.paused(clock.0), None);
+        s.pause_until(clock.0 + 2_000, "ban 2 s");
+        s.pause_until(clock.0 + 1_000, "shorter ban");
+        assert_eq!(s.paused(clock.advance(500)), Some((1_500, "ban 2 s")));
+        s.pause_until(clock.0 + 60_000, "daily quota spent");
+        assert_eq!(
+            s.paused(clock.advance(2_000)).map(|p| p.1),
+            Some("daily quota spent")
+        );
+        assert_eq!(s.paused(clock.advance(60_000)), None);
+    }
+
+    #[test]
+    fn operator_rate_below_adaptive_rate_binds_immediately() {
+        let mut p = params();
+        let s = AimdState::new(&p);
+        p.max_rate = 10.0;
+        assert_eq!(s.effective_rate(&p), 10.0);
+    }
+}

@@ -1,0 +1,216 @@
+//! Embedded gates: governor's in-process GCRA plus the pure AIMD type, for one process.
+//!
+//! governor's quota is fixed per limiter, so a new adaptive rate swaps in a new limiter. The new
+//! one starts drained (its burst already spent): a halving must not hand out a fresh burst, and
+//! under load the old bucket was near empty anyway.
+
+use super::aimd::{AimdParams, AimdState};
+use super::{GateLimits, GateSnapshot, RateChange, Reservation};
+use crate::config::GateConfig;
+use crate::platform::{Api, Platform};
+use chrono::NaiveDate;
+use governor::clock::Clock;
+use governor::{DefaultDirectRateLimiter, Quota, RateLimiter};
+use std::collections::HashMap;
+use std::num::NonZeroU32;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+struct Gate {
+    params: AimdParams,
+    state: AimdState,
+    burst: f64,
+    overridden: bool,
+    limiter: Arc<DefaultDirectRateLimiter>,
+    limiter_rate: f64,
+    quota_day: NaiveDate,
+    used: u64,
+}
+
+fn limiter(rate: f64, burst: f64, drained: bool) -> Arc<DefaultDirectRateLimiter> {
+    let period = Duration::from_secs_f64(1.0 / rate.max(1e-6));
+    let burst_cells = NonZeroU32::new(burst.round().clamp(1.0, u32::MAX as f64) as u32)
+        .unwrap_or(NonZeroU32::MIN);
+    // `with_period` is None only for a zero period, which a finite rate never gives.
+    let quota = Quota::with_period(period)
+        .unwrap_or(Quota::per_second(NonZeroU32::MIN))
+        .allow_burst(burst_cells);
+    let l = RateLimiter::direct(quota);
+    if drained {
+        // Spends the whole burst; cannot fail for n == burst.
+        let _ = l.check_n(burst_cells);
+    }
+    Arc::new(l)
+}
+
+impl Gate {
+    fn new(cfg: &GateConfig) -> Gate {
+        let params = AimdParams::new(cfg.rate, cfg.aimd_step, cfg.aimd_successes);
+        let state = AimdState::new(&params);
+        Gate {
+            limiter: limiter(cfg.rate, cfg.burst, false),
+            limiter_rate: cfg.rate,
+            params,
+            state,
+            burst: cfg.burst,
+            overridden: false,
+            quota_day: crate::time::platform_day(chrono::Utc::now()),
+            used: 0,
+        }
+    }
+
+    /// Swap in a limiter when the adaptive rate moved.
+    fn sync_limiter(&mut self) {
+        let rate = self.state.effective_rate(&self.params);
+        if (rate - self.limiter_rate).abs() > 1e-9 {
+            self.limiter = limiter(rate, self.burst, true);
+            self.limiter_rate = rate;
+        }
+    }
+}
+
+pub(crate) struct EmbeddedGates {
+    gates: HashMap<(Platform, Api), Mutex<Gate>>,
+    epoch: Instant,
+}
+
+impl EmbeddedGates {
+    pub(crate) fn new(cfgs: impl Iterator<Item = ((Platform, Api), GateConfig)>) -> EmbeddedGates {
+        EmbeddedGates {
+            gates: cfgs.map(|(k, c)| (k, Mutex::new(Gate::new(&c)))).collect(),
+            epoch: Instant::now(),
+        }
+    }
+
+    fn now_ms(&self) -> u64 {
+        self.epoch.elapsed().as_millis() as u64
+    }
+
+    fn gate(&self, platform: Platform, api: Api) -> std::sync::MutexGuard<'_, Gate> {
+        // Every (platform, api) pair is built in `new`.
+        self.gates[&(platform, api)]
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+    }
+
+    pub(crate) async fn reserve(
+        &self,
+        platform: Platform,
+        api: Api,
+        max_wait: Duration,
+    ) -> Reservation {
+        let start = Instant::now();
+        loop {
+            let limiter = {
+                let mut g = self.gate(platform, api);
+                if let Some((ms, reason)) = g.state.paused(self.now_ms()) {
+                    return Reservation::Paused(Duration::from_millis(ms), reason.to_string());
+                }
+                g.sync_limiter();
+                g.limiter.clone()
+            };
+            let wait = match limiter.check() {
+                Ok(_) => {
+                    let waited = start.elapsed();
+                    return if waited.is_zero() {
+                        Reservation::Now
+                    } else {
+                        Reservation::After(Duration::ZERO)
+                    };
+                }
+                Err(not_until) => not_until.wait_time_from(limiter.clock().now()),
+            };
+            // governor checks, it does not reserve: several waiters of one process may race
+            // for the same cell, so the loser waits again, within its max wait.
+            if start.elapsed() + wait > max_wait {
+                return Reservation::Refused(wait);
+            }
+            tokio::time::sleep(wait).await;
+        }
+    }
+
+    /// Apply one outcome; returns the calls counted today, for the burn ratio.
+    pub(crate) fn note(
+        &self,
+        platform: Platform,
+        api: Api,
+        success: bool,
+        hit: bool,
+        pause: Option<(Duration, String)>,
+    ) -> u64 {
+        let now = self.now_ms();
+        let mut g = self.gate(platform, api);
+        let g = &mut *g;
+        let today = crate::time::platform_day(chrono::Utc::now());
+        if today != g.quota_day {
+            g.quota_day = today;
+            g.used = 0;
+        }
+        g.used += 1;
+        if hit {
+            g.state.on_rate_limited(&g.params, now);
+        } else if success {
+            g.state.on_successes(&g.params, 1, now);
+        }
+        if let Some((d, reason)) = pause {
+            g.state.pause_until(now + d.as_millis() as u64, &reason);
+        }
+        g.used
+    }
+
+    pub(crate) fn snapshot(&self, platform: Platform, api: Api, cfg: &GateConfig) -> GateSnapshot {
+        let now = self.now_ms();
+        let g = self.gate(platform, api);
+        let today = crate::time::platform_day(chrono::Utc::now());
+        let used_today = if g.quota_day == today { g.used } else { 0 };
+        GateSnapshot {
+            platform,
+            api,
+            limits: GateLimits {
+                rate: g.params.max_rate,
+                burst: g.burst,
+            },
+            overridden: g.overridden,
+            concurrency: cfg.concurrency,
+            adaptive_rate: g.state.effective_rate(&g.params),
+            ceiling: g.state.ceiling,
+            pause: g
+                .state
+                .paused(now)
+                .map(|(ms, r)| (Duration::from_millis(ms), r.to_string())),
+            used_today,
+            daily_quota: cfg.daily_quota,
+            burn: cfg
+                .daily_quota
+                .map(|q| crate::time::burn_ratio(used_today, q, chrono::Utc::now())),
+        }
+    }
+
+    pub(crate) fn set_rate(
+        &self,
+        platform: Platform,
+        api: Api,
+        rate: f64,
+        burst: Option<f64>,
+    ) -> RateChange {
+        let mut g = self.gate(platform, api);
+        let old = GateLimits {
+            rate: g.params.max_rate,
+            burst: g.burst,
+        };
+        let new = GateLimits {
+            rate,
+            burst: burst.unwrap_or(g.burst),
+        };
+        g.params = AimdParams::new(rate, g.params.step, g.params.successes);
+        // Keep a running pause; restart the adaptive rate from the new setting.
+        let pause = (g.state.pause_until_ms, g.state.pause_reason.clone());
+        g.state = AimdState::new(&g.params);
+        g.state.pause_until(pause.0, &pause.1);
+        g.burst = new.burst;
+        g.overridden = true;
+        g.limiter = limiter(rate, new.burst, true);
+        g.limiter_rate = rate;
+        RateChange { old, new }
+    }
+}

@@ -1,0 +1,93 @@
+-- Outcomes of one gate, batched: daily quota count, AIMD (same rules as throttle::aimd), pause.
+-- KEYS: 1 aimd (hash: rate, ceiling, last_hit, succ), 2 pause (hash: until, reason),
+--       3 conf (hash: rate, burst), 4 quota counter of the day (GMT+8).
+-- ARGV: 1 successes, 2 calls (for the quota), 3 rate-limit hit (0/1), 4 pause ms (0 = none),
+--       5 pause reason, 6 configured rate, 7 step, 8 successes per step,
+--       9 ceiling window us, 10 ceiling factor, 11 hit cooldown us, 12 quota key ttl s,
+--       13 optional "now" in us (tests only; empty = TIME).
+-- Returns {calls today, rate, ceiling or '', hit effect (0 none/absorbed, 1 halved, 2 + ceiling)}.
+if redis.replicate_commands then pcall(redis.replicate_commands) end
+local now
+if ARGV[13] and ARGV[13] ~= '' then
+  now = tonumber(ARGV[13])
+else
+  local t = redis.call('TIME')
+  now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+end
+local function fmt(x) return string.format('%.0f', x) end
+
+local succ_n = tonumber(ARGV[1])
+local calls = tonumber(ARGV[2])
+local hit = tonumber(ARGV[3])
+local pause_ms = tonumber(ARGV[4])
+local base = tonumber(redis.call('HGET', KEYS[3], 'rate')) or tonumber(ARGV[6])
+local step = tonumber(ARGV[7])
+local per_step = tonumber(ARGV[8])
+local min_rate = math.min(math.max(base * 0.02, 0.1), base) -- throttle::aimd::min_rate_for
+local window = tonumber(ARGV[9])
+local factor = tonumber(ARGV[10])
+local cooldown = tonumber(ARGV[11])
+
+local used = 0
+if calls > 0 then
+  used = redis.call('INCRBY', KEYS[4], calls)
+  redis.call('EXPIRE', KEYS[4], tonumber(ARGV[12]))
+else
+  used = tonumber(redis.call('GET', KEYS[4])) or 0
+end
+
+local st = redis.call('HMGET', KEYS[1], 'rate', 'ceiling', 'last_hit', 'succ')
+local rate = tonumber(st[1]) or base
+local ceiling = tonumber(st[2])
+local last_hit = tonumber(st[3])
+local succ = tonumber(st[4]) or 0
+local in_cooldown = last_hit ~= nil and (now - last_hit) < cooldown
+local effect = 0
+local changed = false
+
+if hit == 1 and not in_cooldown then
+  local at = rate
+  if at > base then at = base end
+  if at < min_rate then at = min_rate end
+  if last_hit ~= nil and (now - last_hit) <= window then
+    ceiling = at
+    effect = 2
+  else
+    effect = 1
+  end
+  rate = at / 2
+  if rate < min_rate then rate = min_rate end
+  succ = 0
+  last_hit = now
+  changed = true
+elseif hit ~= 1 and succ_n > 0 and not in_cooldown then
+  local total = succ + succ_n
+  local steps = math.floor(total / per_step)
+  succ = total - steps * per_step
+  local cap = base
+  if ceiling and ceiling * factor < cap then cap = ceiling * factor end
+  if steps > 0 and rate < cap then
+    rate = rate + step * steps
+    if rate > cap then rate = cap end
+  end
+  changed = true
+end
+
+if changed then
+  redis.call('HSET', KEYS[1], 'rate', tostring(rate), 'succ', tostring(succ))
+  if ceiling then redis.call('HSET', KEYS[1], 'ceiling', tostring(ceiling)) end
+  if last_hit then redis.call('HSET', KEYS[1], 'last_hit', fmt(last_hit)) end
+end
+
+if pause_ms > 0 then
+  local untl = now + pause_ms * 1000
+  local cur = tonumber(redis.call('HGET', KEYS[2], 'until'))
+  if cur == nil or cur < untl then
+    redis.call('HSET', KEYS[2], 'until', fmt(untl), 'reason', ARGV[5])
+    redis.call('PEXPIRE', KEYS[2], math.ceil(pause_ms) + 1000)
+  end
+end
+
+local c = ''
+if ceiling then c = tostring(ceiling) end
+return {used, tostring(rate), c, effect}

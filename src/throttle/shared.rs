@@ -1,0 +1,432 @@
+//! Fleet gates: state in Redis, one Lua script call per acquisition, on the server's clock.
+//!
+//! `redis::Script::invoke_async` sends EVALSHA and, on a NOSCRIPT error (script cache flushed,
+//! failover to a replica without it), loads the script and retries once (redis 1.8
+//! `ScriptInvocation::invoke_async`), so a SCRIPT FLUSH costs one extra round trip, not an error.
+
+use super::aimd::AimdParams;
+use super::{
+    GateLimits, GateSnapshot, Inner, RateChange, Reservation, FLUSH_BATCH, FLUSH_INTERVAL,
+};
+use crate::config::GateConfig;
+use crate::platform::{Api, Platform};
+use redis::aio::ConnectionManager;
+use redis::Script;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Mutex, Weak};
+use std::time::{Duration, Instant};
+use tokio::sync::mpsc;
+
+/// Key namespace of production gates.
+pub const DEFAULT_NAMESPACE: &str = "sf";
+
+/// Daily quota counters outlive their day by a day (late reports, `gate show` after midnight).
+const QUOTA_TTL_S: u64 = 2 * 86_400;
+
+/// The Redis keys of one gate. The `{platform:api}` hash tag puts them all in one cluster slot,
+/// which a script touching several keys requires.
+#[derive(Debug, Clone, PartialEq)]
+pub struct GateKeys {
+    /// GCRA bucket: hash {tat (us), iv (us per call)}.
+    pub bucket: String,
+    /// Adaptive state: hash {rate, ceiling, last_hit (us), succ}.
+    pub aimd: String,
+    /// Pause: hash {until (us), reason}, expiring with the pause.
+    pub pause: String,
+    /// Operator override from `gate set`: hash {rate, burst, at}.
+    pub conf: String,
+    /// Prefix of the daily quota counters: `<prefix><yyyymmdd>` (GMT+8 day).
+    pub quota_prefix: String,
+}
+
+impl GateKeys {
+    pub fn quota(&self, day: chrono::NaiveDate) -> String {
+        format!("{}{}", self.quota_prefix, day.format("%Y%m%d"))
+    }
+}
+
+/// Keys of the gate (platform, api) under `namespace`, e.g. `sf:{taobao:item_get}:tat`.
+pub fn gate_keys(namespace: &str, platform: Platform, api: Api) -> GateKeys {
+    let base = format!("{namespace}:{{{platform}:{api}}}");
+    GateKeys {
+        bucket: format!("{base}:tat"),
+        aimd: format!("{base}:aimd"),
+        pause: format!("{base}:pause"),
+        conf: format!("{base}:conf"),
+        quota_prefix: format!("{base}:quota:"),
+    }
+}
+
+const SET_SCRIPT: &str = r"
+-- KEYS: 1 conf, 2 aimd. ARGV: 1 rate, 2 burst ('' = keep), 3 who/when note.
+-- Returns the previous override {rate or '', burst or ''}.
+local old = redis.call('HMGET', KEYS[1], 'rate', 'burst')
+redis.call('HSET', KEYS[1], 'rate', ARGV[1], 'at', ARGV[3])
+if ARGV[2] ~= '' then redis.call('HSET', KEYS[1], 'burst', ARGV[2]) end
+-- The adaptive state restarts from the new rate on the next acquisition.
+redis.call('DEL', KEYS[2])
+return {old[1] or '', old[2] or ''}
+";
+
+/// Outcomes of one gate not yet written.
+#[derive(Debug, Default)]
+struct Pending {
+    successes: u32,
+    calls: u64,
+    hit: bool,
+    /// Pause deadline (local clock) and reason.
+    pause: Option<(Instant, String)>,
+}
+
+impl Pending {
+    fn is_empty(&self) -> bool {
+        self.calls == 0 && !self.hit && self.pause.is_none()
+    }
+    fn merge(&mut self, other: Pending) {
+        self.successes += other.successes;
+        self.calls += other.calls;
+        self.hit |= other.hit;
+        if let Some((until, reason)) = other.pause {
+            if self.pause.as_ref().is_none_or(|(u, _)| *u < until) {
+                self.pause = Some((until, reason));
+            }
+        }
+    }
+}
+
+pub(crate) struct RedisGates {
+    conn: ConnectionManager,
+    namespace: String,
+    acquire: Script,
+    report: Script,
+    set: Script,
+    pending: Mutex<HashMap<(Platform, Api), Pending>>,
+    kick: mpsc::UnboundedSender<()>,
+    kick_rx: Mutex<Option<mpsc::UnboundedReceiver<()>>>,
+    /// Last time (ms since start) an error of the gate state was logged: at most one per 10 s.
+    last_error_log: AtomicU64,
+    started: Instant,
+}
+
+impl RedisGates {
+    pub(crate) async fn connect(url: &str, namespace: &str) -> anyhow::Result<RedisGates> {
+        let client = redis::Client::open(url).map_err(|e| anyhow::anyhow!("bad redis url: {e}"))?;
+        let conn = client
+            .get_connection_manager()
+            .await
+            .map_err(|e| anyhow::anyhow!("cannot connect to redis for the gates: {e}"))?;
+        let (kick, rx) = mpsc::unbounded_channel();
+        Ok(RedisGates {
+            conn,
+            namespace: namespace.to_string(),
+            acquire: Script::new(include_str!("acquire.lua")),
+            report: Script::new(include_str!("report.lua")),
+            set: Script::new(SET_SCRIPT),
+            pending: Mutex::new(HashMap::new()),
+            kick,
+            kick_rx: Mutex::new(Some(rx)),
+            last_error_log: AtomicU64::new(0),
+            started: Instant::now(),
+        })
+    }
+
+    fn keys(&self, platform: Platform, api: Api) -> GateKeys {
+        gate_keys(&self.namespace, platform, api)
+    }
+
+    fn log_error(&self, what: &str, err: &redis::RedisError) {
+        let now = self.started.elapsed().as_millis() as u64 + 10_000;
+        let last = self.last_error_log.load(Ordering::Relaxed);
+        if now.saturating_sub(last) >= 10_000
+            && self
+                .last_error_log
+                .compare_exchange(last, now, Ordering::Relaxed, Ordering::Relaxed)
+                .is_ok()
+        {
+            tracing::warn!(error = %err, "gate state in redis: {what} failed");
+        }
+    }
+
+    /// One script call: go now, go after T (reserved), refused with retry-at, or paused.
+    pub(crate) async fn reserve(
+        &self,
+        platform: Platform,
+        api: Api,
+        cfg: &GateConfig,
+        max_wait: Duration,
+    ) -> Reservation {
+        let k = self.keys(platform, api);
+        let mut inv = self.acquire.prepare_invoke();
+        inv.key(&k.bucket)
+            .key(&k.aimd)
+            .key(&k.pause)
+            .key(&k.conf)
+            .arg(cfg.rate)
+            .arg(cfg.burst)
+            .arg(max_wait.as_micros() as u64)
+            .arg("");
+        let mut conn = self.conn.clone();
+        match inv
+            .invoke_async::<(i64, i64, String, String)>(&mut conn)
+            .await
+        {
+            Ok((code, wait_us, reason, _rate)) => {
+                let wait = Duration::from_micros(wait_us.max(0) as u64);
+                match code {
+                    0 => Reservation::Now,
+                    1 => Reservation::After(wait),
+                    2 => Reservation::Refused(wait),
+                    _ => Reservation::Paused(wait, reason),
+                }
+            }
+            Err(e) => {
+                self.log_error("acquire", &e);
+                // Without the shared state no worker may assume its share: hold the call back
+                // briefly, like a pause, so the task is re-queued instead of failing.
+                Reservation::Paused(
+                    Duration::from_secs(1),
+                    format!("gate state unreachable: {e}"),
+                )
+            }
+        }
+    }
+
+    /// Record one outcome for the next flush; a hit or a pause is flushed at once.
+    pub(crate) fn note(
+        &self,
+        platform: Platform,
+        api: Api,
+        success: bool,
+        hit: bool,
+        pause: Option<(Duration, String)>,
+    ) {
+        let urgent = hit || pause.is_some();
+        let kick = {
+            let mut all = self.pending.lock().unwrap_or_else(|e| e.into_inner());
+            let p = all.entry((platform, api)).or_default();
+            p.calls += 1;
+            if success {
+                p.successes += 1;
+            }
+            p.merge(Pending {
+                hit,
+                pause: pause.map(|(d, r)| (Instant::now() + d, r)),
+                ..Pending::default()
+            });
+            urgent || p.successes == FLUSH_BATCH
+        };
+        if kick {
+            // The flusher may be gone at shutdown; then nothing is left to do.
+            let _ = self.kick.send(());
+        }
+    }
+
+    fn take_pending(&self) -> Vec<((Platform, Api), Pending)> {
+        let mut all = self.pending.lock().unwrap_or_else(|e| e.into_inner());
+        let keys: Vec<_> = all
+            .iter()
+            .filter(|(_, p)| !p.is_empty())
+            .map(|(k, _)| *k)
+            .collect();
+        keys.into_iter()
+            .filter_map(|k| all.remove(&k).map(|p| (k, p)))
+            .collect()
+    }
+
+    /// Write every gate's pending outcomes; a failed write is kept for the next flush.
+    pub(crate) async fn flush_all(&self, inner: &Inner) {
+        for ((platform, api), p) in self.take_pending() {
+            let cfg = &inner.local_gate(platform, api).cfg;
+            match self.write(platform, api, cfg, &p).await {
+                Ok(out) => inner.burn_check(platform, api, out.used),
+                Err(e) => {
+                    self.log_error("report", &e);
+                    let mut all = self.pending.lock().unwrap_or_else(|e| e.into_inner());
+                    all.entry((platform, api)).or_default().merge(p);
+                }
+            }
+        }
+    }
+
+    async fn write(
+        &self,
+        platform: Platform,
+        api: Api,
+        cfg: &GateConfig,
+        p: &Pending,
+    ) -> redis::RedisResult<ReportOut> {
+        let k = self.keys(platform, api);
+        let params = AimdParams::new(cfg.rate, cfg.aimd_step, cfg.aimd_successes);
+        let (pause_ms, reason) = match &p.pause {
+            Some((until, reason)) => (
+                until
+                    .saturating_duration_since(Instant::now())
+                    .as_millis()
+                    .max(1) as u64,
+                reason.clone(),
+            ),
+            None => (0, String::new()),
+        };
+        let day = crate::time::platform_day(chrono::Utc::now());
+        let mut inv = self.report.prepare_invoke();
+        inv.key(&k.aimd)
+            .key(&k.pause)
+            .key(&k.conf)
+            .key(k.quota(day))
+            .arg(p.successes)
+            .arg(p.calls)
+            .arg(u8::from(p.hit))
+            .arg(pause_ms)
+            .arg(reason)
+            .arg(cfg.rate)
+            .arg(params.step)
+            .arg(params.successes)
+            .arg(params.ceiling_window_ms * 1000)
+            .arg(params.ceiling_factor)
+            .arg(params.hit_cooldown_ms * 1000)
+            .arg(QUOTA_TTL_S)
+            .arg(""); // ARGV[13]: the server's clock
+        let mut conn = self.conn.clone();
+        let (used, rate, ceiling, effect): (i64, String, String, i64) =
+            inv.invoke_async(&mut conn).await?;
+        if effect > 0 {
+            tracing::info!(
+                %platform, %api, rate = %rate, ceiling = %ceiling,
+                "rate limited: adaptive rate halved fleet-wide{}",
+                if effect == 2 { " (second hit within 5 s: ceiling set)" } else { "" }
+            );
+        }
+        Ok(ReportOut {
+            used: used.max(0) as u64,
+        })
+    }
+
+    pub(crate) async fn snapshot(
+        &self,
+        platform: Platform,
+        api: Api,
+        cfg: &GateConfig,
+    ) -> anyhow::Result<GateSnapshot> {
+        let k = self.keys(platform, api);
+        let day = crate::time::platform_day(chrono::Utc::now());
+        let mut conn = self.conn.clone();
+        type Row = (
+            (u64, u64),
+            (Option<f64>, Option<f64>),
+            (Option<f64>, Option<f64>),
+            (Option<String>, Option<String>),
+            Option<u64>,
+        );
+        let (time, conf, aimd, pause, used): Row = redis::pipe()
+            .cmd("TIME")
+            .cmd("HMGET")
+            .arg(&k.conf)
+            .arg("rate")
+            .arg("burst")
+            .cmd("HMGET")
+            .arg(&k.aimd)
+            .arg("rate")
+            .arg("ceiling")
+            .cmd("HMGET")
+            .arg(&k.pause)
+            .arg("until")
+            .arg("reason")
+            .cmd("GET")
+            .arg(k.quota(day))
+            .query_async(&mut conn)
+            .await
+            .map_err(|e| anyhow::anyhow!("reading gate {platform}.{api} from redis: {e}"))?;
+        let now_us = time.0 * 1_000_000 + time.1;
+        let limits = GateLimits {
+            rate: conf.0.unwrap_or(cfg.rate),
+            burst: conf.1.unwrap_or(cfg.burst),
+        };
+        let min = super::aimd::min_rate_for(limits.rate);
+        let adaptive_rate = aimd.0.unwrap_or(limits.rate).min(limits.rate).max(min);
+        let pause = match (pause.0.and_then(|u| u.parse::<f64>().ok()), pause.1) {
+            (Some(until), reason) if until > now_us as f64 => Some((
+                Duration::from_micros((until - now_us as f64) as u64),
+                reason.unwrap_or_default(),
+            )),
+            _ => None,
+        };
+        let used_today = used.unwrap_or(0);
+        Ok(GateSnapshot {
+            platform,
+            api,
+            limits,
+            overridden: conf.0.is_some() || conf.1.is_some(),
+            concurrency: cfg.concurrency,
+            adaptive_rate,
+            ceiling: aimd.1,
+            pause,
+            used_today,
+            daily_quota: cfg.daily_quota,
+            burn: cfg
+                .daily_quota
+                .map(|q| crate::time::burn_ratio(used_today, q, chrono::Utc::now())),
+        })
+    }
+
+    pub(crate) async fn set_rate(
+        &self,
+        platform: Platform,
+        api: Api,
+        cfg: &GateConfig,
+        rate: f64,
+        burst: Option<f64>,
+    ) -> anyhow::Result<RateChange> {
+        let k = self.keys(platform, api);
+        let mut inv = self.set.prepare_invoke();
+        inv.key(&k.conf)
+            .key(&k.aimd)
+            .arg(rate)
+            .arg(burst.map(|b| b.to_string()).unwrap_or_default())
+            .arg(chrono::Utc::now().to_rfc3339());
+        let mut conn = self.conn.clone();
+        let (old_rate, old_burst): (String, String) = inv
+            .invoke_async(&mut conn)
+            .await
+            .map_err(|e| anyhow::anyhow!("setting gate {platform}.{api} in redis: {e}"))?;
+        let old = GateLimits {
+            rate: old_rate.parse().unwrap_or(cfg.rate),
+            burst: old_burst.parse().unwrap_or(cfg.burst),
+        };
+        Ok(RateChange {
+            old,
+            new: GateLimits {
+                rate,
+                burst: burst.unwrap_or(old.burst),
+            },
+        })
+    }
+}
+
+struct ReportOut {
+    used: u64,
+}
+
+/// Background writer of batched outcomes: every 100 ms, or at once when kicked (a hit, a pause,
+/// a full batch). Holds only a weak reference, so it ends with the last `Gates` clone.
+pub(crate) fn spawn_flusher(inner: Weak<Inner>) {
+    let rx = inner.upgrade().and_then(|i| match &i.backend {
+        super::Backend::Redis(r) => r.kick_rx.lock().unwrap_or_else(|e| e.into_inner()).take(),
+        super::Backend::Embedded(_) => None,
+    });
+    let Some(mut rx) = rx else { return };
+    tokio::spawn(async move {
+        let mut tick = tokio::time::interval(FLUSH_INTERVAL);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                msg = rx.recv() => if msg.is_none() { break },
+                _ = tick.tick() => {}
+            }
+            let Some(inner) = inner.upgrade() else { break };
+            if let super::Backend::Redis(r) = &inner.backend {
+                r.flush_all(&inner).await;
+            }
+        }
+    });
+}

@@ -1,0 +1,4 @@
+//! Shared test support. Each integration test file that needs it says `mod support;`.
+#![allow(dead_code)]
+
+pub mod redis;

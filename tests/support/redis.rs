@@ -1,0 +1,139 @@
+//! A real Redis for tests: `REDIS_URL` when set, otherwise a private `redis-server` child on a
+//! free loopback port (no persistence), killed on drop. Never the machine's Redis on 6379
+//! implicitly.
+//!
+//! FLUSHALL-safe: every `TestRedis` has a unique `prefix`; tests put their keys under it (e.g.
+//! as the gate namespace), and [`TestRedis::flush`] runs FLUSHALL only on a private server,
+//! deleting just `prefix*` keys on a shared one.
+//!
+//! ```ignore
+//! mod support;
+//! let redis = support::redis::TestRedis::start();
+//! let client = redis::Client::open(redis.url.as_str()).unwrap();
+//! ```
+
+use std::net::TcpListener;
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+pub struct TestRedis {
+    /// `redis://127.0.0.1:PORT/` (or `REDIS_URL`).
+    pub url: String,
+    /// Unique per instance: put every key of the test under it.
+    pub prefix: String,
+    child: Option<Child>,
+}
+
+/// A key prefix no other test (or test process) uses.
+pub fn unique_prefix() -> String {
+    static N: AtomicU32 = AtomicU32::new(0);
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.subsec_nanos())
+        .unwrap_or(0);
+    format!(
+        "t{}_{}_{}",
+        std::process::id(),
+        N.fetch_add(1, Ordering::Relaxed),
+        nanos
+    )
+}
+
+fn free_port() -> u16 {
+    let l = TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1:0 to find a free port");
+    l.local_addr().expect("local addr").port()
+}
+
+fn ping(url: &str) -> bool {
+    let Ok(client) = ::redis::Client::open(url) else {
+        return false;
+    };
+    let Ok(mut con) = client.get_connection_with_timeout(Duration::from_millis(200)) else {
+        return false;
+    };
+    ::redis::cmd("PING")
+        .query::<String>(&mut con)
+        .map(|r| r == "PONG")
+        .unwrap_or(false)
+}
+
+impl TestRedis {
+    /// Use `REDIS_URL`, or start a private `redis-server` and wait until it answers PING.
+    pub fn start() -> TestRedis {
+        if let Ok(url) = std::env::var("REDIS_URL") {
+            if !url.is_empty() {
+                assert!(ping(&url), "REDIS_URL={url} does not answer PING");
+                return TestRedis {
+                    url,
+                    prefix: unique_prefix(),
+                    child: None,
+                };
+            }
+        }
+        for _attempt in 0..5 {
+            let port = free_port();
+            let mut child = Command::new("redis-server")
+                .args(["--port", &port.to_string(), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .expect("redis-server is not installed (apt-get install redis-server, or set REDIS_URL)");
+            let url = format!("redis://127.0.0.1:{port}/");
+            let deadline = Instant::now() + Duration::from_secs(10);
+            while Instant::now() < deadline {
+                if ping(&url) {
+                    return TestRedis {
+                        url,
+                        prefix: unique_prefix(),
+                        child: Some(child),
+                    };
+                }
+                if let Ok(Some(_)) = child.try_wait() {
+                    break; // lost the port race: try another port
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        panic!("could not start redis-server on a free port");
+    }
+
+    /// Whether this is a private server (FLUSHALL and CONFIG SET are fine).
+    pub fn owned(&self) -> bool {
+        self.child.is_some()
+    }
+
+    /// A synchronous connection, for setup and assertions.
+    pub fn connection(&self) -> ::redis::Connection {
+        ::redis::Client::open(self.url.as_str())
+            .and_then(|c| c.get_connection())
+            .expect("connect to the test redis")
+    }
+
+    /// Remove this test's data: FLUSHALL on a private server, `prefix*` keys on a shared one.
+    pub fn flush(&self) {
+        let mut con = self.connection();
+        if self.owned() {
+            let _: () = ::redis::cmd("FLUSHALL").query(&mut con).expect("FLUSHALL");
+            return;
+        }
+        let keys: Vec<String> = ::redis::cmd("KEYS")
+            .arg(format!("{}*", self.prefix))
+            .query(&mut con)
+            .expect("KEYS");
+        if !keys.is_empty() {
+            let _: () = ::redis::cmd("DEL").arg(keys).query(&mut con).expect("DEL");
+        }
+    }
+}
+
+impl Drop for TestRedis {
+    fn drop(&mut self) {
+        if let Some(child) = self.child.as_mut() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
