@@ -1,3 +1,4 @@
-//! Jobs: specs and producers, the handlers a worker runs, and the task queue.
+//! Jobs: the task queue (transport between producers and workers); the job handlers
+//! are added next to it.
 
-pub mod spec;
+pub mod queue;

@@ -1,0 +1,333 @@
+//! Embedded mode: apalis-sqlite 1.0 in a SQLite file of its own (never the ledger file:
+//! its `Jobs` table would collide with the ledger's `jobs`), one worker process.
+//!
+//! Guards over apalis-sqlite 1.0.0 (DESIGN section 10):
+//! - it sets `synchronous=OFF` on one pooled connection during `setup()`: we run setup on a
+//!   throw-away pool, then open the working pool with our own pragmas (WAL, NORMAL, busy
+//!   timeout), so no connection of ours runs with `synchronous=OFF`;
+//! - `RetryAfterError` leaves a task stuck forever and failures retry immediately: the
+//!   handler wrapper never returns an error for those; it pushes a fresh task with `run_at`
+//!   in the future (carrying the attempts consumed so far) and acks the current one;
+//! - every task is pushed with `max_attempts = 1`, so the only error we return (attempts
+//!   exhausted) marks the row `Failed` for good: that row is the dead letter.
+//!
+//! apalis-sqlite schedules in whole seconds: a `RetryAfter` shorter than 1 s waits up to 1 s.
+//! A second embedded worker process is refused through the ledger's embedded-worker lock
+//! ([`EmbeddedQueue::with_ledger_lock`]).
+
+use std::future::Future;
+use std::path::{Path, PathBuf};
+use std::str::FromStr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use apalis::prelude::{
+    BackendExt, BoxDynError, Metrics, TaskBuilder, TaskSink, WorkerBuilder, WorkerBuilderExt,
+};
+use apalis_sqlite::{Config as SqliteConfig, SqliteStorage};
+use futures::FutureExt;
+use serde::{Deserialize, Serialize};
+use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
+use sqlx::SqlitePool;
+use tracing::{info, warn};
+
+use super::{
+    run_caught, worker_name, QueueError, QueueLen, QueueOptions, Shutdown, TaskCtx, TaskMsg,
+    TaskResult, WorkerOptions, WorkerReport, WorkerStats,
+};
+use crate::store::{Store, EMBEDDED_LOCK_STALE_AFTER};
+
+/// What the SQLite queue stores: the task and the attempts consumed before this row.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Stored {
+    pub msg: TaskMsg,
+    pub prior_attempts: u32,
+}
+
+/// The embedded queue. Cheap to clone.
+#[derive(Clone)]
+pub struct EmbeddedQueue {
+    pool: SqlitePool,
+    path: PathBuf,
+    opts: QueueOptions,
+    lock: Option<Store>,
+}
+
+impl EmbeddedQueue {
+    /// Open (creating if needed) the queue file and run apalis-sqlite's migrations.
+    pub async fn open(path: &Path, opts: QueueOptions) -> Result<EmbeddedQueue, QueueError> {
+        let shown = path.display().to_string();
+        let err = |e: &dyn std::fmt::Display| QueueError::Embedded {
+            path: shown.clone(),
+            msg: e.to_string(),
+        };
+        let base = SqliteConnectOptions::from_str("sqlite:")
+            .map_err(|e| err(&e))?
+            .filename(path)
+            .create_if_missing(true)
+            .journal_mode(SqliteJournalMode::Wal)
+            .synchronous(SqliteSynchronous::Normal)
+            .busy_timeout(Duration::from_secs(5));
+        // setup() leaves `synchronous=OFF` on whichever connection ran it: use a pool we close.
+        let setup_pool = SqlitePoolOptions::new()
+            .max_connections(1)
+            .connect_with(base.clone())
+            .await
+            .map_err(|e| err(&e))?;
+        let setup = SqliteStorage::setup(&setup_pool).await;
+        setup_pool.close().await;
+        setup.map_err(|e| err(&e))?;
+        let pool = SqlitePoolOptions::new()
+            .max_connections(4)
+            .connect_with(base)
+            .await
+            .map_err(|e| err(&e))?;
+        Ok(EmbeddedQueue {
+            pool,
+            path: path.to_path_buf(),
+            opts,
+            lock: None,
+        })
+    }
+
+    /// Refuse to run a worker while another process holds the ledger's embedded-worker lock;
+    /// hold it (with heartbeats) while the worker runs.
+    pub fn with_ledger_lock(mut self, store: Store) -> EmbeddedQueue {
+        self.lock = Some(store);
+        self
+    }
+
+    pub fn options(&self) -> &QueueOptions {
+        &self.opts
+    }
+
+    /// The queue's own connection pool (tests and status only; never the ledger).
+    pub fn pool(&self) -> &SqlitePool {
+        &self.pool
+    }
+
+    fn err(&self, e: impl std::fmt::Display) -> QueueError {
+        QueueError::Embedded {
+            path: self.path.display().to_string(),
+            msg: e.to_string(),
+        }
+    }
+
+    fn storage(&self) -> SqliteStorage<Stored> {
+        let cfg = SqliteConfig::default()
+            .queue(&self.opts.name)
+            .batch_size(16)
+            .heartbeat_interval(self.opts.heartbeat)
+            .missed_heartbeats(self.opts.missed_heartbeats as usize);
+        SqliteStorage::new(&self.pool).with_config(cfg)
+    }
+
+    fn task(&self, s: Stored, delay: Option<Duration>) -> apalis::prelude::Task<Stored> {
+        let b = TaskBuilder::new(s).max_attempts(1);
+        match delay {
+            Some(d) if !d.is_zero() => b.run_after(d).build(),
+            _ => b.build(),
+        }
+    }
+
+    pub async fn push_bulk(&self, tasks: &[TaskMsg]) -> Result<usize, QueueError> {
+        let mut st = self.storage();
+        let mut pushed = 0;
+        for batch in tasks.chunks(self.opts.push_batch.max(1)) {
+            let all: Vec<_> = batch
+                .iter()
+                .map(|m| {
+                    self.task(
+                        Stored {
+                            msg: m.clone(),
+                            prior_attempts: 0,
+                        },
+                        None,
+                    )
+                })
+                .collect();
+            st.push_all(futures::stream::iter(all))
+                .await
+                .map_err(|e| self.err(e))?;
+            pushed += batch.len();
+        }
+        Ok(pushed)
+    }
+
+    pub async fn push_delayed(&self, task: &TaskMsg, delay: Duration) -> Result<(), QueueError> {
+        self.push_stored(
+            Stored {
+                msg: task.clone(),
+                prior_attempts: 0,
+            },
+            delay,
+        )
+        .await
+    }
+
+    async fn push_stored(&self, s: Stored, delay: Duration) -> Result<(), QueueError> {
+        let t = self.task(s, Some(delay));
+        self.storage().push_task(t).await.map_err(|e| self.err(e))
+    }
+
+    /// Ready + delayed are both `Pending` rows in apalis-sqlite: reported as `ready`.
+    pub async fn len(&self) -> Result<QueueLen, QueueError> {
+        let stats = self
+            .storage()
+            .fetch_by_queue()
+            .await
+            .map_err(|e| self.err(e))?;
+        let get = |t: &str| {
+            stats
+                .iter()
+                .find(|s| s.title == t)
+                .and_then(|s| s.value.parse::<f64>().ok())
+                .unwrap_or(0.0) as u64
+        };
+        Ok(QueueLen {
+            ready: get("PENDING_JOBS"),
+            in_flight: get("RUNNING_JOBS") + get("QUEUED_JOBS"),
+            delayed: 0,
+            dead: get("FAILED_JOBS") + get("KILLED_JOBS"),
+        })
+    }
+
+    pub async fn run_worker<H, Fut>(
+        &self,
+        wopts: WorkerOptions,
+        handler: H,
+        shutdown: Shutdown,
+    ) -> Result<WorkerReport, QueueError>
+    where
+        H: Fn(TaskMsg, TaskCtx) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = TaskResult> + Send + 'static,
+    {
+        let name = wopts.name.clone().unwrap_or_else(worker_name);
+        if let Some(store) = &self.lock {
+            store
+                .try_acquire_embedded_lock(&name, EMBEDDED_LOCK_STALE_AFTER)
+                .await
+                .map_err(|e| QueueError::Worker {
+                    worker: name.clone(),
+                    msg: format!(
+                        "another embedded worker is running ({e}); start Redis and pass its URL to run several workers"
+                    ),
+                })?;
+        }
+        let stats = Arc::new(WorkerStats::default());
+        let handler = Arc::new(handler);
+        let me = self.clone();
+        let (svc_stats, svc_name) = (stats.clone(), Arc::<str>::from(name.as_str()));
+        let service = move |s: Stored| {
+            let (q, h, st, w) = (
+                me.clone(),
+                handler.clone(),
+                svc_stats.clone(),
+                svc_name.clone(),
+            );
+            async move { q.execute(s, &*h, &st, w).await }.boxed()
+        };
+        // Finished rows are only deleted by vacuum; do it at start and exit.
+        let _ = apalis_core::backend::Vacuum::vacuum(&mut self.storage()).await;
+        let worker = WorkerBuilder::new(name.clone())
+            // Without an interval an idle worker only fetches on heartbeat.
+            .backend(self.storage().poll_with_interval(self.opts.poll_interval))
+            .concurrency(wopts.concurrency.max(1))
+            .build(service);
+        info!(worker = %name, "embedded queue worker starting");
+        let stop = shutdown.clone();
+        // Boxed here, where the types are concrete: spawning the unboxed future trips a
+        // rustc higher-ranked `Send` inference bug on apalis's worker stream.
+        let run = worker
+            .run_until(async move {
+                stop.wait().await;
+                Ok::<(), std::io::Error>(())
+            })
+            .boxed();
+        let lock_loop = self.lock_heartbeat(&name, shutdown.clone());
+        let res = tokio::select! {
+            r = run => r.map_err(|e| QueueError::Worker { worker: name.clone(), msg: e.to_string() }),
+            e = lock_loop => Err(e),
+        };
+        let _ = apalis_core::backend::Vacuum::vacuum(&mut self.storage()).await;
+        if let Some(store) = &self.lock {
+            if let Err(e) = store.release_embedded_lock(&name).await {
+                warn!(worker = %name, error = %e, "releasing the embedded-worker lock failed");
+            }
+        }
+        res.map(|_| stats.report(&name))
+    }
+
+    /// Keep the ledger lock; if it is lost (another process took it over), stop working.
+    async fn lock_heartbeat(&self, name: &str, shutdown: Shutdown) -> QueueError {
+        let Some(store) = &self.lock else {
+            return std::future::pending().await;
+        };
+        let mut tick = tokio::time::interval(EMBEDDED_LOCK_STALE_AFTER / 4);
+        loop {
+            tick.tick().await;
+            if let Err(e) = store.heartbeat_embedded_lock(name).await {
+                // Transient database errors are retried next tick; a takeover is final.
+                if matches!(e, crate::store::StoreError::LockLost { .. }) {
+                    shutdown.trigger();
+                    return QueueError::Worker {
+                        worker: name.to_string(),
+                        msg: e.to_string(),
+                    };
+                }
+                warn!(worker = %name, error = %e, "embedded-worker lock heartbeat failed");
+            }
+        }
+    }
+
+    async fn execute<H, Fut>(
+        &self,
+        s: Stored,
+        handler: &H,
+        stats: &WorkerStats,
+        worker: Arc<str>,
+    ) -> Result<(), BoxDynError>
+    where
+        H: Fn(TaskMsg, TaskCtx) -> Fut,
+        Fut: Future<Output = TaskResult>,
+    {
+        let attempt = s.prior_attempts + 1;
+        let ctx = TaskCtx {
+            attempt,
+            worker: worker.clone(),
+        };
+        let (result, panicked) = run_caught(handler, s.msg.clone(), ctx).await;
+        if panicked {
+            WorkerStats::bump(&stats.panicked);
+        }
+        let (prior, delay) = match result {
+            TaskResult::Done => {
+                WorkerStats::bump(&stats.done);
+                return Ok(());
+            }
+            TaskResult::RetryAfter(d) => {
+                WorkerStats::bump(&stats.retry_after);
+                (s.prior_attempts, d)
+            }
+            TaskResult::Failed(msg) => {
+                WorkerStats::bump(&stats.failed);
+                if attempt >= self.opts.max_attempts {
+                    warn!(worker = %worker, attempt, error = %msg, "task dead after max attempts");
+                    WorkerStats::bump(&stats.dead);
+                    return Err(msg.into());
+                }
+                (attempt, self.opts.retry_backoff(attempt))
+            }
+        };
+        let next = Stored {
+            msg: s.msg,
+            prior_attempts: prior,
+        };
+        // If the re-push fails the task would be lost: fail the row instead (it stays
+        // visible as failed; `reconcile` re-pushes unfinished items from the ledger).
+        self.push_stored(next, delay).await.map_err(|e| {
+            warn!(worker = %worker, error = %e, "re-queueing a task failed");
+            BoxDynError::from(e.to_string())
+        })
+    }
+}

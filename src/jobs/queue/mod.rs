@@ -1,0 +1,450 @@
+//! The task queue: transport between producers and workers (DESIGN sections 1 and 10).
+//!
+//! Two modes behind one interface, [`Queue`]:
+//! - fleet mode ([`RedisQueue`]): an apalis 1.0 backend of our own over Redis Streams consumer
+//!   groups (`XADD`, `XREADGROUP`, `XACK`+`XDEL`, `XAUTOCLAIM` with delivery count -> attempts,
+//!   a delayed sorted set promoted in bounded batches, a `MAXLEN`-bounded dead-letter stream).
+//!   apalis-redis 1.0.0 is not used: its defects (DESIGN section 10) sit in its Lua scripts and
+//!   worker loop, out of reach of thin guards.
+//! - embedded mode ([`EmbeddedQueue`]): apalis-sqlite 1.0 in a SQLite file of its own, one
+//!   worker process.
+//!
+//! The ledger is the source of truth; the queue is transport. A task may run more than once
+//! (a lost ack, an orphan recovered while its first worker was only slow, a retried push):
+//! job handlers skip items the ledger already shows terminal, which makes that harmless.
+
+pub mod embedded;
+pub mod redis;
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+use tokio::sync::watch;
+
+use crate::config::QueueConfig;
+
+pub use self::embedded::EmbeddedQueue;
+pub use self::redis::RedisQueue;
+
+/// One task: a chunk of items of one job.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TaskMsg {
+    pub job_id: i64,
+    pub kind: String,
+    pub chunk: u32,
+    pub keys: Vec<String>,
+}
+
+/// What the handler learns about the delivery it runs.
+#[derive(Debug, Clone)]
+pub struct TaskCtx {
+    /// 1 on the first delivery; bumped by failures, panics and orphan recovery, never by
+    /// `RetryAfter`.
+    pub attempt: u32,
+    /// Name of the worker running the task (host-pid-ulid).
+    pub worker: Arc<str>,
+}
+
+/// Outcome of one handler run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TaskResult {
+    /// Finished: acked and deleted.
+    Done,
+    /// Re-queue the task to run again after at least this long; no attempt is consumed.
+    RetryAfter(Duration),
+    /// Counts an attempt: retried with backoff, dead after `max_attempts`.
+    Failed(String),
+}
+
+/// Queue tuning, usually from `[queue]` of the config file ([`QueueOptions::from_config`]).
+#[derive(Debug, Clone)]
+pub struct QueueOptions {
+    /// Queue name: Redis key prefix `{name}:` / apalis-sqlite queue name.
+    pub name: String,
+    /// Tasks per pipelined push round trip.
+    pub push_batch: usize,
+    /// Idle wait between empty fetches.
+    pub poll_interval: Duration,
+    /// How often a worker refreshes the claim on its in-flight tasks.
+    pub heartbeat: Duration,
+    /// A task whose claim was not refreshed for `heartbeat * missed_heartbeats` is an orphan.
+    pub missed_heartbeats: u32,
+    /// Attempts per task (failures, panics, orphan recoveries) before it is dead.
+    pub max_attempts: u32,
+    /// Backoff after a failed attempt: `retry_base * 2^(attempt-1)`, capped at `retry_cap`.
+    pub retry_base: Duration,
+    pub retry_cap: Duration,
+    /// Dead-letter entries kept (oldest trimmed).
+    pub dead_max: usize,
+    /// Due delayed tasks moved to the stream per fetch (keeps every Lua call small).
+    pub promote_batch: usize,
+    /// Consumers with nothing pending and idle this long are removed from the group.
+    pub consumer_gc_idle: Duration,
+}
+
+impl Default for QueueOptions {
+    fn default() -> Self {
+        QueueOptions::from_config(&QueueConfig::default())
+    }
+}
+
+impl QueueOptions {
+    pub fn from_config(c: &QueueConfig) -> QueueOptions {
+        QueueOptions {
+            name: c.name.clone(),
+            push_batch: c.push_batch.clamp(1, 20_000),
+            poll_interval: Duration::from_millis(c.poll_interval_ms.max(1)),
+            heartbeat: Duration::from_secs(c.heartbeat_s.max(1)),
+            missed_heartbeats: c.missed_heartbeats.max(2),
+            max_attempts: c.max_attempts.max(1),
+            retry_base: Duration::from_secs(1),
+            retry_cap: Duration::from_secs(60),
+            dead_max: 10_000,
+            promote_batch: 1_000,
+            consumer_gc_idle: Duration::from_secs(3600),
+        }
+    }
+
+    /// Idle time after which another worker takes over an in-flight task.
+    pub fn claim_idle(&self) -> Duration {
+        self.heartbeat * self.missed_heartbeats.max(2)
+    }
+
+    /// Backoff before the retry that follows failed attempt `attempt` (1-based).
+    pub fn retry_backoff(&self, attempt: u32) -> Duration {
+        let exp = attempt.saturating_sub(1).min(20);
+        self.retry_base
+            .saturating_mul(1u32 << exp)
+            .min(self.retry_cap)
+    }
+}
+
+/// Worker settings for one process start.
+#[derive(Debug, Clone)]
+pub struct WorkerOptions {
+    /// Tasks run at once.
+    pub concurrency: usize,
+    /// Worker (consumer) name; default [`worker_name`]. Must be unique per process start.
+    pub name: Option<String>,
+}
+
+impl Default for WorkerOptions {
+    fn default() -> Self {
+        WorkerOptions {
+            concurrency: 8,
+            name: None,
+        }
+    }
+}
+
+/// A unique worker name per process start: `host-pid-ulid`.
+pub fn worker_name() -> String {
+    let host = std::env::var("HOSTNAME")
+        .ok()
+        .filter(|h| !h.is_empty())
+        .or_else(|| {
+            std::fs::read_to_string("/proc/sys/kernel/hostname")
+                .ok()
+                .map(|h| h.trim().to_string())
+                .filter(|h| !h.is_empty())
+        })
+        .unwrap_or_else(|| "host".into());
+    format!("{host}-{}-{}", std::process::id(), ulid::Ulid::new())
+}
+
+/// Queue lengths. `total()` (ready + in flight + delayed) is what status and autoscaling use.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct QueueLen {
+    /// Waiting to be fetched.
+    pub ready: u64,
+    /// Fetched by a worker and not yet acked.
+    pub in_flight: u64,
+    /// Scheduled for later (RetryAfter, failure backoff, push_delayed).
+    pub delayed: u64,
+    /// Dead-letter entries kept (bounded by `dead_max`).
+    pub dead: u64,
+}
+
+impl QueueLen {
+    pub fn total(&self) -> u64 {
+        self.ready + self.in_flight + self.delayed
+    }
+}
+
+/// Counters of one worker run.
+#[derive(Debug, Default)]
+pub struct WorkerStats {
+    pub done: AtomicU64,
+    pub retry_after: AtomicU64,
+    pub failed: AtomicU64,
+    pub panicked: AtomicU64,
+    pub dead: AtomicU64,
+    pub recovered: AtomicU64,
+    pub backend_errors: AtomicU64,
+}
+
+/// Snapshot of [`WorkerStats`] returned when a worker exits.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct WorkerReport {
+    pub worker: String,
+    pub done: u64,
+    pub retry_after: u64,
+    /// Failed attempts (including panics) that were re-queued or went dead.
+    pub failed: u64,
+    pub panicked: u64,
+    pub dead: u64,
+    /// Orphans this worker took over.
+    pub recovered: u64,
+    /// Backend errors survived (logged, retried with backoff).
+    pub backend_errors: u64,
+}
+
+impl WorkerStats {
+    fn report(&self, worker: &str) -> WorkerReport {
+        let g = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        WorkerReport {
+            worker: worker.to_string(),
+            done: g(&self.done),
+            retry_after: g(&self.retry_after),
+            failed: g(&self.failed),
+            panicked: g(&self.panicked),
+            dead: g(&self.dead),
+            recovered: g(&self.recovered),
+            backend_errors: g(&self.backend_errors),
+        }
+    }
+    fn bump(a: &AtomicU64) {
+        a.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+/// Graceful-shutdown signal: once triggered, workers stop fetching, finish and ack their
+/// in-flight tasks, and return. Cheap to clone; SIGTERM wiring is the CLI's job.
+#[derive(Debug, Clone)]
+pub struct Shutdown {
+    tx: Arc<watch::Sender<bool>>,
+}
+
+impl Default for Shutdown {
+    fn default() -> Self {
+        Shutdown::new()
+    }
+}
+
+impl Shutdown {
+    pub fn new() -> Shutdown {
+        Shutdown {
+            tx: Arc::new(watch::Sender::new(false)),
+        }
+    }
+    pub fn trigger(&self) {
+        self.tx.send_replace(true);
+    }
+    pub fn is_triggered(&self) -> bool {
+        *self.tx.borrow()
+    }
+    /// Resolves once [`Shutdown::trigger`] was called (immediately if it already was).
+    pub async fn wait(&self) {
+        let mut rx = self.tx.subscribe();
+        // The sender lives in `self`, so `wait_for` cannot fail while we hold it.
+        let _ = rx.wait_for(|v| *v).await;
+    }
+}
+
+/// Queue errors. Messages never contain credentials (URLs are redacted).
+#[derive(Debug, thiserror::Error)]
+pub enum QueueError {
+    #[error("redis queue at {url}: {msg}")]
+    Redis { url: String, msg: String },
+    /// A bulk push failed after `pushed` tasks were confirmed; the failed batch may be partly
+    /// enqueued, so a retry can duplicate some tasks (harmless: handlers skip finished items).
+    #[error("redis queue at {url}: push failed after {pushed} tasks confirmed: {msg}")]
+    Push {
+        url: String,
+        pushed: usize,
+        msg: String,
+    },
+    #[error("embedded queue {path}: {msg}")]
+    Embedded { path: String, msg: String },
+    #[error("task encoding: {0}")]
+    Encode(String),
+    #[error("worker {worker}: {msg}")]
+    Worker { worker: String, msg: String },
+}
+
+/// Run one handler future, turning a panic (while building or polling it) into a failure.
+pub(crate) async fn run_caught<H, Fut>(
+    handler: &H,
+    msg: TaskMsg,
+    ctx: TaskCtx,
+) -> (TaskResult, bool)
+where
+    H: Fn(TaskMsg, TaskCtx) -> Fut,
+    Fut: std::future::Future<Output = TaskResult>,
+{
+    use futures::FutureExt;
+    use std::panic::AssertUnwindSafe;
+    let fut = match std::panic::catch_unwind(AssertUnwindSafe(|| handler(msg, ctx))) {
+        Ok(f) => f,
+        Err(p) => return (TaskResult::Failed(panic_text(&*p)), true),
+    };
+    match AssertUnwindSafe(fut).catch_unwind().await {
+        Ok(r) => (r, false),
+        Err(p) => (TaskResult::Failed(panic_text(&*p)), true),
+    }
+}
+
+fn panic_text(p: &(dyn std::any::Any + Send)) -> String {
+    let s = p
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| p.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "non-string payload".into());
+    format!("handler panicked: {s}")
+}
+
+/// The queue in either mode.
+#[derive(Clone)]
+pub enum Queue {
+    Redis(RedisQueue),
+    Embedded(EmbeddedQueue),
+}
+
+impl Queue {
+    /// Fleet mode when `redis_url` is given, else the embedded queue in `embedded_path`
+    /// (a SQLite file of its own, never the ledger file).
+    pub async fn open(
+        redis_url: Option<&str>,
+        embedded_path: &std::path::Path,
+        opts: QueueOptions,
+    ) -> Result<Queue, QueueError> {
+        match redis_url {
+            Some(url) => Ok(Queue::Redis(RedisQueue::connect(url, opts).await?)),
+            None => Ok(Queue::Embedded(
+                EmbeddedQueue::open(embedded_path, opts).await?,
+            )),
+        }
+    }
+
+    pub fn options(&self) -> &QueueOptions {
+        match self {
+            Queue::Redis(q) => q.options(),
+            Queue::Embedded(q) => q.options(),
+        }
+    }
+
+    /// Push tasks in pipelined batches of `push_batch`; returns the number pushed.
+    pub async fn push_bulk(&self, tasks: &[TaskMsg]) -> Result<usize, QueueError> {
+        match self {
+            Queue::Redis(q) => q.push_bulk(tasks).await,
+            Queue::Embedded(q) => q.push_bulk(tasks).await,
+        }
+    }
+
+    /// Push one task to run after `delay` (a fresh task: its attempts start at 1).
+    pub async fn push_delayed(&self, task: &TaskMsg, delay: Duration) -> Result<(), QueueError> {
+        match self {
+            Queue::Redis(q) => q.push_delayed(task, delay).await,
+            Queue::Embedded(q) => q.push_delayed(task, delay).await,
+        }
+    }
+
+    pub async fn len(&self) -> Result<QueueLen, QueueError> {
+        match self {
+            Queue::Redis(q) => q.len().await,
+            Queue::Embedded(q) => q.len().await,
+        }
+    }
+
+    /// Run a worker until `shutdown` is triggered; then finish in-flight tasks and return.
+    /// Backend errors are logged and retried with backoff; they never end the worker.
+    pub async fn run_worker<H, Fut>(
+        &self,
+        wopts: WorkerOptions,
+        handler: H,
+        shutdown: Shutdown,
+    ) -> Result<WorkerReport, QueueError>
+    where
+        H: Fn(TaskMsg, TaskCtx) -> Fut + Send + Sync + 'static,
+        Fut: std::future::Future<Output = TaskResult> + Send + 'static,
+    {
+        match self {
+            Queue::Redis(q) => q.run_worker(wopts, handler, shutdown).await,
+            Queue::Embedded(q) => q.run_worker(wopts, handler, shutdown).await,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_doubles_and_caps() {
+        let o = QueueOptions {
+            retry_base: Duration::from_millis(100),
+            retry_cap: Duration::from_millis(500),
+            ..QueueOptions::default()
+        };
+        assert_eq!(o.retry_backoff(1), Duration::from_millis(100));
+        assert_eq!(o.retry_backoff(2), Duration::from_millis(200));
+        assert_eq!(o.retry_backoff(3), Duration::from_millis(400));
+        assert_eq!(o.retry_backoff(4), Duration::from_millis(500));
+        assert_eq!(o.retry_backoff(60), Duration::from_millis(500));
+    }
+
+    #[test]
+    fn claim_idle_is_heartbeat_times_missed() {
+        let o = QueueOptions::from_config(&QueueConfig::default());
+        assert_eq!(o.claim_idle(), Duration::from_secs(30));
+        assert!(o.push_batch >= 1 && o.push_batch <= 20_000);
+    }
+
+    #[test]
+    fn worker_names_are_unique() {
+        let a = worker_name();
+        let b = worker_name();
+        assert_ne!(a, b);
+        assert!(a.contains(&format!("-{}-", std::process::id())));
+    }
+
+    #[tokio::test]
+    async fn panics_become_failures() {
+        let h = |_m: TaskMsg, ctx: TaskCtx| async move {
+            if ctx.attempt == 1 {
+                panic!("boom");
+            }
+            TaskResult::Done
+        };
+        let msg = TaskMsg {
+            job_id: 1,
+            kind: "listing".into(),
+            chunk: 0,
+            keys: vec![],
+        };
+        let ctx = |attempt| TaskCtx {
+            attempt,
+            worker: Arc::from("w"),
+        };
+        let (r, panicked) = run_caught(&h, msg.clone(), ctx(1)).await;
+        assert!(panicked);
+        assert!(matches!(r, TaskResult::Failed(ref m) if m.contains("boom")));
+        assert_eq!(run_caught(&h, msg, ctx(2)).await, (TaskResult::Done, false));
+    }
+
+    #[tokio::test]
+    async fn shutdown_wait_resolves_after_trigger() {
+        let s = Shutdown::new();
+        assert!(!s.is_triggered());
+        let s2 = s.clone();
+        let t = tokio::spawn(async move { s2.wait().await });
+        s.trigger();
+        tokio::time::timeout(Duration::from_secs(2), t)
+            .await
+            .expect("wait resolves")
+            .expect("join");
+        assert!(s.is_triggered());
+    }
+}

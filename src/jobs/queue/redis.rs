@@ -1,0 +1,1012 @@
+//! Fleet mode: an apalis 1.0 backend over a Redis Stream with one consumer group.
+//!
+//! Keys (the `{name}` hash tag keeps them in one cluster slot):
+//! - `{name}:stream`  — ready and in-flight tasks; fields `d` (JSON [`TaskMsg`]) and `a`
+//!   (attempts consumed before this entry). Group `workers`; each worker is a consumer named
+//!   host-pid-ulid. An entry's attempt is `a + delivery count`, so a recovered orphan
+//!   (XAUTOCLAIM bumps the delivery count) counts one attempt.
+//! - `{name}:delayed` — sorted set, score = due time in Redis-server ms, member
+//!   `a:ulid:json`; due members are moved into the stream at most `promote_batch` per fetch.
+//! - `{name}:dead`    — dead-letter stream, trimmed to `dead_max` entries.
+//!
+//! Acked entries are `XDEL`eted, so the stream holds only ready and in-flight tasks.
+//! Each worker refreshes the idle time of its in-flight entries every heartbeat (`XCLAIM
+//! JUSTID`, which leaves the delivery count alone); entries idle longer than
+//! `heartbeat * missed_heartbeats` are taken over by any live worker.
+
+use std::collections::{HashSet, VecDeque};
+use std::future::Future;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+
+use apalis::prelude::{BoxDynError, Task, WorkerBuilder, WorkerBuilderExt, WorkerContext};
+use apalis_core::backend::finalize::Ephemeral;
+use apalis_core::backend::{Backend, BackendConfig};
+use apalis_core::layers::Identity;
+use apalis_core::task::task_id::RandomId;
+use futures::future::BoxFuture;
+use futures::FutureExt;
+use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use redis::{RedisError, Script};
+use tracing::{debug, info, warn};
+
+use super::{
+    run_caught, worker_name, QueueError, QueueLen, QueueOptions, Shutdown, TaskCtx, TaskMsg,
+    TaskResult, WorkerOptions, WorkerReport, WorkerStats,
+};
+
+const GROUP: &str = "workers";
+
+/// Promote due delayed tasks (bounded), then read new entries for this consumer.
+/// KEYS: stream, delayed. ARGV: group, consumer, count, promote_batch.
+/// Returns flat [id, d, attempt, ...].
+const FETCH_LUA: &str = r#"
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local due = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', now, 'LIMIT', 0, tonumber(ARGV[4]))
+for _, m in ipairs(due) do
+  local a, d = string.match(m, '^(%d+):%w+:(.*)$')
+  if a then redis.call('XADD', KEYS[1], '*', 'd', d, 'a', a) end
+  redis.call('ZREM', KEYS[2], m)
+end
+local r = redis.call('XREADGROUP', 'GROUP', ARGV[1], ARGV[2], 'COUNT', tonumber(ARGV[3]), 'STREAMS', KEYS[1], '>')
+local out = {}
+if r then
+  for _, e in ipairs(r[1][2]) do
+    local f = e[2]
+    local d, a = '', 0
+    for i = 1, #f, 2 do
+      if f[i] == 'd' then d = f[i + 1] elseif f[i] == 'a' then a = tonumber(f[i + 1]) or 0 end
+    end
+    out[#out + 1] = e[1]
+    out[#out + 1] = d
+    out[#out + 1] = tostring(a + 1)
+  end
+end
+return out
+"#;
+
+/// Take over orphans (idle > min_idle) and count the recovery as an attempt; orphans past
+/// max_attempts go to the dead stream instead.
+/// KEYS: stream, dead. ARGV: group, consumer, min_idle_ms, count, max_attempts, dead_max.
+/// Returns flat [dead_count, id, d, attempt, ...].
+const CLAIM_LUA: &str = r#"
+local r = redis.call('XAUTOCLAIM', KEYS[1], ARGV[1], ARGV[2], tonumber(ARGV[3]), '0-0', 'COUNT', tonumber(ARGV[4]))
+local out = {'0'}
+local dead = 0
+local max = tonumber(ARGV[5])
+for _, e in ipairs(r[2]) do
+  local id = e[1]
+  local f = e[2]
+  local d, a = '', 0
+  for i = 1, #f, 2 do
+    if f[i] == 'd' then d = f[i + 1] elseif f[i] == 'a' then a = tonumber(f[i + 1]) or 0 end
+  end
+  local p = redis.call('XPENDING', KEYS[1], ARGV[1], id, id, 1)
+  local dc = 1
+  if p[1] then dc = tonumber(p[1][4]) end
+  local attempt = a + dc
+  if attempt > max then
+    redis.call('XADD', KEYS[2], 'MAXLEN', '=', tonumber(ARGV[6]), '*', 'd', d, 'attempts', tostring(attempt - 1),
+      'error', 'worker lost (no heartbeat) on every attempt', 'worker', ARGV[2])
+    redis.call('XACK', KEYS[1], ARGV[1], id)
+    redis.call('XDEL', KEYS[1], id)
+    dead = dead + 1
+  else
+    out[#out + 1] = id
+    out[#out + 1] = d
+    out[#out + 1] = tostring(attempt)
+  end
+end
+out[1] = tostring(dead)
+return out
+"#;
+
+/// Schedule a task (member `a:ulid:json`) and, when an entry id is given and this consumer
+/// still owns it, ack and delete that entry in the same step.
+/// KEYS: stream, delayed. ARGV: delay_ms, member, group, consumer, id-or-empty.
+const RESCHEDULE_LUA: &str = r#"
+if ARGV[5] ~= '' then
+  local p = redis.call('XPENDING', KEYS[1], ARGV[3], ARGV[5], ARGV[5], 1)
+  if not p[1] or p[1][2] ~= ARGV[4] then return 0 end
+end
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+redis.call('ZADD', KEYS[2], now + tonumber(ARGV[1]), ARGV[2])
+if ARGV[5] ~= '' then
+  redis.call('XACK', KEYS[1], ARGV[3], ARGV[5])
+  redis.call('XDEL', KEYS[1], ARGV[5])
+end
+return 1
+"#;
+
+/// Schedule many fresh tasks at once. KEYS: delayed. ARGV: delay_ms, members...
+const PUSH_DELAYED_LUA: &str = r#"
+local t = redis.call('TIME')
+local due = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) + tonumber(ARGV[1])
+for i = 2, #ARGV do redis.call('ZADD', KEYS[1], due, ARGV[i]) end
+return #ARGV - 1
+"#;
+
+/// Move an owned entry to the dead stream.
+/// KEYS: stream, dead. ARGV: group, consumer, id, d, attempts, error, dead_max.
+const DEAD_LUA: &str = r#"
+local p = redis.call('XPENDING', KEYS[1], ARGV[1], ARGV[3], ARGV[3], 1)
+if not p[1] or p[1][2] ~= ARGV[2] then return 0 end
+redis.call('XADD', KEYS[2], 'MAXLEN', '=', tonumber(ARGV[7]), '*', 'd', ARGV[4], 'attempts', ARGV[5],
+  'error', ARGV[6], 'worker', ARGV[2])
+redis.call('XACK', KEYS[1], ARGV[1], ARGV[3])
+redis.call('XDEL', KEYS[1], ARGV[3])
+return 1
+"#;
+
+/// Refresh the idle time of entries this consumer still owns (JUSTID: delivery count kept).
+/// KEYS: stream. ARGV: group, consumer, ids... Returns how many were no longer ours.
+const HEARTBEAT_LUA: &str = r#"
+local lost = 0
+for i = 3, #ARGV do
+  local p = redis.call('XPENDING', KEYS[1], ARGV[1], ARGV[i], ARGV[i], 1)
+  if p[1] and p[1][2] == ARGV[2] then
+    redis.call('XCLAIM', KEYS[1], ARGV[1], ARGV[2], 0, ARGV[i], 'JUSTID')
+  else
+    lost = lost + 1
+  end
+end
+return lost
+"#;
+
+/// Give back fetched-but-unstarted entries at shutdown: re-add them at the tail with their
+/// attempts unchanged, then ack and delete the originals.
+/// KEYS: stream. ARGV: group, consumer, then (id, d, a) triples.
+const RELEASE_LUA: &str = r#"
+local n = 0
+for i = 3, #ARGV, 3 do
+  local id = ARGV[i]
+  local p = redis.call('XPENDING', KEYS[1], ARGV[1], id, id, 1)
+  if p[1] and p[1][2] == ARGV[2] then
+    redis.call('XADD', KEYS[1], '*', 'd', ARGV[i + 1], 'a', ARGV[i + 2])
+    redis.call('XACK', KEYS[1], ARGV[1], id)
+    redis.call('XDEL', KEYS[1], id)
+    n = n + 1
+  end
+end
+return n
+"#;
+
+/// Remove consumers with nothing pending that have been idle for long (restarted workers).
+/// KEYS: stream. ARGV: group, min_idle_ms, own name. Returns how many were removed.
+const GC_CONSUMERS_LUA: &str = r#"
+local cs = redis.call('XINFO', 'CONSUMERS', KEYS[1], ARGV[1])
+local n = 0
+for _, c in ipairs(cs) do
+  local name, pending, idle = nil, 1, 0
+  for i = 1, #c, 2 do
+    if c[i] == 'name' then name = c[i + 1]
+    elseif c[i] == 'pending' then pending = c[i + 1]
+    elseif c[i] == 'idle' then idle = c[i + 1] end
+  end
+  if name and name ~= ARGV[3] and pending == 0 and idle > tonumber(ARGV[2]) then
+    redis.call('XGROUP', 'DELCONSUMER', KEYS[1], ARGV[1], name)
+    n = n + 1
+  end
+end
+return n
+"#;
+
+/// KEYS: stream, delayed, dead. ARGV: group. Returns [xlen, pending, delayed, dead].
+const LEN_LUA: &str = r#"
+local pending = 0
+local p = redis.pcall('XPENDING', KEYS[1], ARGV[1])
+if type(p) == 'table' and p.err == nil then pending = p[1] end
+return {redis.call('XLEN', KEYS[1]), pending, redis.call('ZCARD', KEYS[2]), redis.call('XLEN', KEYS[3])}
+"#;
+
+struct Scripts {
+    fetch: Script,
+    claim: Script,
+    reschedule: Script,
+    push_delayed: Script,
+    dead: Script,
+    heartbeat: Script,
+    release: Script,
+    gc: Script,
+    len: Script,
+}
+
+impl Scripts {
+    fn new() -> Scripts {
+        Scripts {
+            fetch: Script::new(FETCH_LUA),
+            claim: Script::new(CLAIM_LUA),
+            reschedule: Script::new(RESCHEDULE_LUA),
+            push_delayed: Script::new(PUSH_DELAYED_LUA),
+            dead: Script::new(DEAD_LUA),
+            heartbeat: Script::new(HEARTBEAT_LUA),
+            release: Script::new(RELEASE_LUA),
+            gc: Script::new(GC_CONSUMERS_LUA),
+            len: Script::new(LEN_LUA),
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+struct Keys {
+    stream: String,
+    delayed: String,
+    dead: String,
+}
+
+impl Keys {
+    fn new(name: &str) -> Keys {
+        Keys {
+            stream: format!("{{{name}}}:stream"),
+            delayed: format!("{{{name}}}:delayed"),
+            dead: format!("{{{name}}}:dead"),
+        }
+    }
+}
+
+/// `redis://user:pass@host:port/db` -> `redis://***@host:port/db`.
+fn redact(url: &str) -> String {
+    match (url.find("://"), url.rfind('@')) {
+        (Some(s), Some(at)) if at > s + 3 => format!("{}***{}", &url[..s + 3], &url[at..]),
+        _ => url.to_string(),
+    }
+}
+
+/// The Redis Streams queue: producer side and worker runner.
+#[derive(Clone)]
+pub struct RedisQueue {
+    conn: ConnectionManager,
+    keys: Keys,
+    opts: QueueOptions,
+    url: String,
+    scripts: Arc<Scripts>,
+}
+
+impl RedisQueue {
+    /// Connect and create the stream and its consumer group if missing. The connection
+    /// reconnects by itself after errors.
+    pub async fn connect(url: &str, opts: QueueOptions) -> Result<RedisQueue, QueueError> {
+        let red = redact(url);
+        let err = |e: RedisError| QueueError::Redis {
+            url: red.clone(),
+            msg: e.to_string(),
+        };
+        let client = redis::Client::open(url).map_err(err)?;
+        // A 20k-task pipeline takes far longer than the 500 ms default response timeout;
+        // a timed-out push would be retried and duplicated.
+        let cfg = ConnectionManagerConfig::new()
+            .set_response_timeout(Some(Duration::from_secs(10)))
+            .set_connection_timeout(Some(Duration::from_secs(3)))
+            .set_number_of_retries(2)
+            .set_max_delay(Duration::from_secs(2));
+        let conn = ConnectionManager::new_with_config(client, cfg)
+            .await
+            .map_err(err)?;
+        let q = RedisQueue {
+            conn,
+            keys: Keys::new(&opts.name),
+            opts,
+            url: red,
+            scripts: Arc::new(Scripts::new()),
+        };
+        q.ensure_group().await.map_err(|e| q.err(e))?;
+        Ok(q)
+    }
+
+    pub fn options(&self) -> &QueueOptions {
+        &self.opts
+    }
+
+    fn err(&self, e: RedisError) -> QueueError {
+        QueueError::Redis {
+            url: self.url.clone(),
+            msg: e.to_string(),
+        }
+    }
+
+    /// Names of the keys (stream, delayed set, dead stream), for tests and operators.
+    pub fn key_names(&self) -> (String, String, String) {
+        (
+            self.keys.stream.clone(),
+            self.keys.delayed.clone(),
+            self.keys.dead.clone(),
+        )
+    }
+
+    async fn ensure_group(&self) -> Result<(), RedisError> {
+        let mut c = self.conn.clone();
+        let r: Result<(), RedisError> = redis::cmd("XGROUP")
+            .arg("CREATE")
+            .arg(&self.keys.stream)
+            .arg(GROUP)
+            .arg("0")
+            .arg("MKSTREAM")
+            .query_async(&mut c)
+            .await;
+        match r {
+            Err(e) if e.to_string().contains("BUSYGROUP") => Ok(()),
+            other => other,
+        }
+    }
+
+    /// Push tasks with one pipelined round trip per `push_batch` tasks. On error the tasks
+    /// of earlier batches are confirmed (`QueueError::Push::pushed`); the failed batch may be
+    /// partly in the queue, so retrying it can duplicate tasks, which handlers tolerate
+    /// (they skip items the ledger shows terminal).
+    pub async fn push_bulk(&self, tasks: &[TaskMsg]) -> Result<usize, QueueError> {
+        let mut c = self.conn.clone();
+        let mut pushed = 0usize;
+        for batch in tasks.chunks(self.opts.push_batch.max(1)) {
+            let mut p = redis::pipe();
+            for t in batch {
+                let d = serde_json::to_string(t).map_err(|e| QueueError::Encode(e.to_string()))?;
+                p.cmd("XADD")
+                    .arg(&self.keys.stream)
+                    .arg("*")
+                    .arg("d")
+                    .arg(d)
+                    .arg("a")
+                    .arg(0)
+                    .ignore();
+            }
+            p.query_async::<()>(&mut c)
+                .await
+                .map_err(|e| QueueError::Push {
+                    url: self.url.clone(),
+                    pushed,
+                    msg: e.to_string(),
+                })?;
+            pushed += batch.len();
+        }
+        Ok(pushed)
+    }
+
+    /// Schedule a fresh task (attempts start at 1) to become ready after `delay`.
+    pub async fn push_delayed(&self, task: &TaskMsg, delay: Duration) -> Result<(), QueueError> {
+        let d = serde_json::to_string(task).map_err(|e| QueueError::Encode(e.to_string()))?;
+        let mut c = self.conn.clone();
+        self.scripts
+            .reschedule
+            .key(&self.keys.stream)
+            .key(&self.keys.delayed)
+            .arg(delay.as_millis() as u64)
+            .arg(member(0, &d))
+            .arg(GROUP)
+            .arg("")
+            .arg("")
+            .invoke_async::<i64>(&mut c)
+            .await
+            .map_err(|e| self.err(e))?;
+        Ok(())
+    }
+
+    /// Schedule fresh tasks (attempts start at 1) to become ready after `delay`, one round
+    /// trip per `push_batch` tasks. Same retry caveat as [`RedisQueue::push_bulk`].
+    pub async fn push_delayed_bulk(
+        &self,
+        tasks: &[TaskMsg],
+        delay: Duration,
+    ) -> Result<usize, QueueError> {
+        let mut c = self.conn.clone();
+        let mut pushed = 0usize;
+        for batch in tasks.chunks(self.opts.push_batch.max(1)) {
+            let mut inv = self.scripts.push_delayed.prepare_invoke();
+            inv.key(&self.keys.delayed).arg(delay.as_millis() as u64);
+            for t in batch {
+                let d = serde_json::to_string(t).map_err(|e| QueueError::Encode(e.to_string()))?;
+                inv.arg(member(0, &d));
+            }
+            inv.invoke_async::<i64>(&mut c)
+                .await
+                .map_err(|e| QueueError::Push {
+                    url: self.url.clone(),
+                    pushed,
+                    msg: e.to_string(),
+                })?;
+            pushed += batch.len();
+        }
+        Ok(pushed)
+    }
+
+    /// Ready, in-flight, delayed and dead counts.
+    pub async fn len(&self) -> Result<QueueLen, QueueError> {
+        let mut c = self.conn.clone();
+        let v: Vec<u64> = self
+            .scripts
+            .len
+            .key(&self.keys.stream)
+            .key(&self.keys.delayed)
+            .key(&self.keys.dead)
+            .arg(GROUP)
+            .invoke_async(&mut c)
+            .await
+            .map_err(|e| self.err(e))?;
+        let g = |i: usize| v.get(i).copied().unwrap_or(0);
+        Ok(QueueLen {
+            ready: g(0).saturating_sub(g(1)),
+            in_flight: g(1),
+            delayed: g(2),
+            dead: g(3),
+        })
+    }
+
+    /// Build the apalis backend for one worker start (used by [`RedisQueue::run_worker`];
+    /// public for the benchmark and for callers composing their own apalis worker).
+    pub fn backend(&self, worker: &str, concurrency: usize, shutdown: Shutdown) -> StreamsBackend {
+        StreamsBackend {
+            shared: Arc::new(Shared {
+                q: self.clone(),
+                worker: Arc::from(worker),
+                concurrency: concurrency.max(1),
+                owned: Mutex::new(HashSet::new()),
+                running: AtomicUsize::new(0),
+                shutdown,
+                stats: WorkerStats::default(),
+                last_sweep: Mutex::new(None),
+            }),
+            buf: VecDeque::new(),
+            fetch: None,
+            close: None,
+        }
+    }
+
+    /// Run an apalis worker over this queue until `shutdown`; then stop fetching, finish and
+    /// ack in-flight tasks, give back fetched-but-unstarted ones, and return its counters.
+    pub async fn run_worker<H, Fut>(
+        &self,
+        wopts: WorkerOptions,
+        handler: H,
+        shutdown: Shutdown,
+    ) -> Result<WorkerReport, QueueError>
+    where
+        H: Fn(TaskMsg, TaskCtx) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = TaskResult> + Send + 'static,
+    {
+        let name = wopts.name.clone().unwrap_or_else(worker_name);
+        let backend = self.backend(&name, wopts.concurrency, shutdown.clone());
+        let shared = backend.shared.clone();
+        let handler = Arc::new(handler);
+        let svc_shared = shared.clone();
+        let service = move |env: Envelope| {
+            let sh = svc_shared.clone();
+            let h = handler.clone();
+            async move {
+                sh.execute(env, &*h).await;
+                Ok::<(), BoxDynError>(())
+            }
+            .boxed()
+        };
+        let worker = WorkerBuilder::new(name.clone())
+            .backend(backend)
+            .concurrency(shared.concurrency)
+            .build(service);
+        info!(worker = %name, concurrency = shared.concurrency, "queue worker starting");
+        let stop = shutdown.clone();
+        // Boxed here, where the types are concrete: spawning the unboxed future trips a
+        // rustc higher-ranked `Send` inference bug on apalis's worker stream.
+        let run = worker
+            .run_until(async move {
+                stop.wait().await;
+                Ok::<(), std::io::Error>(())
+            })
+            .boxed();
+        let hb = shared.clone().heartbeat_loop();
+        // The heartbeat ends when the worker does: it must never outlive the worker's claim.
+        let res = tokio::select! {
+            r = run => r,
+            _ = hb => Ok(()),
+        };
+        let report = shared.stats.report(&name);
+        info!(worker = %name, ?report, "queue worker stopped");
+        res.map(|_| report).map_err(|e| QueueError::Worker {
+            worker: name,
+            msg: e.to_string(),
+        })
+    }
+}
+
+fn member(prior_attempts: u32, d: &str) -> String {
+    format!("{prior_attempts}:{}:{d}", ulid::Ulid::new())
+}
+
+/// One fetched stream entry, as handed to the apalis service.
+#[derive(Debug, Clone)]
+pub struct Envelope {
+    id: String,
+    raw: String,
+    /// This delivery's attempt number (1-based).
+    attempt: u32,
+}
+
+struct Shared {
+    q: RedisQueue,
+    worker: Arc<str>,
+    concurrency: usize,
+    /// Entry ids this worker holds (buffered or running): refreshed every heartbeat.
+    owned: Mutex<HashSet<String>>,
+    /// Tasks handed to apalis and not finished.
+    running: AtomicUsize,
+    shutdown: Shutdown,
+    stats: WorkerStats,
+    last_sweep: Mutex<Option<Instant>>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    // A poisoned set of ids is still a valid set of ids.
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl Shared {
+    fn parse(flat: &[String]) -> Vec<Envelope> {
+        flat.chunks_exact(3)
+            .map(|c| Envelope {
+                id: c[0].clone(),
+                raw: c[1].clone(),
+                attempt: c[2].parse().unwrap_or(1),
+            })
+            .collect()
+    }
+
+    /// One fetch round: orphans first (at most once per heartbeat), then new entries.
+    async fn try_fetch(&self, count: usize) -> Result<Vec<Envelope>, RedisError> {
+        let q = &self.q;
+        let mut c = q.conn.clone();
+        let sweep_due = {
+            let mut last = lock(&self.last_sweep);
+            let due = last.is_none_or(|t| t.elapsed() >= q.opts.heartbeat);
+            if due {
+                *last = Some(Instant::now());
+            }
+            due
+        };
+        if sweep_due {
+            let flat: Vec<String> = q
+                .scripts
+                .claim
+                .key(&q.keys.stream)
+                .key(&q.keys.dead)
+                .arg(GROUP)
+                .arg(&*self.worker)
+                .arg(q.opts.claim_idle().as_millis() as u64)
+                .arg(count)
+                .arg(q.opts.max_attempts)
+                .arg(q.opts.dead_max)
+                .invoke_async(&mut c)
+                .await?;
+            let dead: u64 = flat.first().and_then(|s| s.parse().ok()).unwrap_or(0);
+            if dead > 0 {
+                warn!(worker = %self.worker, dead, "orphaned tasks past max attempts moved to dead letters");
+                self.stats
+                    .dead
+                    .fetch_add(dead, std::sync::atomic::Ordering::Relaxed);
+            }
+            let got = Self::parse(flat.get(1..).unwrap_or(&[]));
+            if !got.is_empty() {
+                info!(worker = %self.worker, n = got.len(), "recovered orphaned tasks");
+                self.stats
+                    .recovered
+                    .fetch_add(got.len() as u64, std::sync::atomic::Ordering::Relaxed);
+                return Ok(got);
+            }
+        }
+        let flat: Vec<String> = q
+            .scripts
+            .fetch
+            .key(&q.keys.stream)
+            .key(&q.keys.delayed)
+            .arg(GROUP)
+            .arg(&*self.worker)
+            .arg(count)
+            .arg(q.opts.promote_batch)
+            .invoke_async(&mut c)
+            .await?;
+        Ok(Self::parse(&flat))
+    }
+
+    /// Fetch until there is work or shutdown (then an empty batch). Backend errors are
+    /// logged and retried with backoff; they never reach apalis, whose worker would die.
+    async fn fetch_batch(self: Arc<Self>) -> Vec<Envelope> {
+        let mut backoff = Duration::from_millis(100);
+        loop {
+            if self.shutdown.is_triggered() {
+                return Vec::new();
+            }
+            let free = self
+                .concurrency
+                .saturating_sub(self.running.load(Ordering::Acquire))
+                .max(1);
+            let wait = match self.try_fetch(free).await {
+                Ok(got) if !got.is_empty() => {
+                    let mut owned = lock(&self.owned);
+                    for e in &got {
+                        owned.insert(e.id.clone());
+                    }
+                    return got;
+                }
+                Ok(_) => {
+                    backoff = Duration::from_millis(100);
+                    self.q.opts.poll_interval
+                }
+                Err(e) => {
+                    self.note_error("fetch", &e).await;
+                    let w = backoff;
+                    backoff = (backoff * 2).min(Duration::from_secs(5));
+                    w
+                }
+            };
+            tokio::select! {
+                _ = tokio::time::sleep(wait) => {}
+                _ = self.shutdown.wait() => {}
+            }
+        }
+    }
+
+    async fn note_error(&self, what: &str, e: &RedisError) {
+        WorkerStats::bump(&self.stats.backend_errors);
+        warn!(worker = %self.worker, op = what, error = %e, "queue backend error; retrying");
+        // A flushed or recreated Redis has no group: create it again.
+        if e.to_string().contains("NOGROUP") {
+            if let Err(e) = self.q.ensure_group().await {
+                warn!(worker = %self.worker, error = %e, "recreating consumer group failed");
+            }
+        }
+    }
+
+    /// Run a Redis operation until it succeeds, for at most the claim idle time (after that
+    /// another worker owns the entry anyway).
+    async fn settle<F, Fut>(&self, what: &str, mut op: F) -> bool
+    where
+        F: FnMut() -> Fut,
+        Fut: Future<Output = Result<(), RedisError>>,
+    {
+        let deadline = Instant::now() + self.q.opts.claim_idle();
+        let mut backoff = Duration::from_millis(50);
+        loop {
+            match op().await {
+                Ok(()) => return true,
+                Err(e) => {
+                    self.note_error(what, &e).await;
+                    if Instant::now() + backoff > deadline {
+                        warn!(worker = %self.worker, op = what, "giving up; the entry will be recovered as an orphan");
+                        return false;
+                    }
+                    tokio::time::sleep(backoff).await;
+                    backoff = (backoff * 2).min(Duration::from_secs(2));
+                }
+            }
+        }
+    }
+
+    async fn execute<H, Fut>(&self, env: Envelope, handler: &H)
+    where
+        H: Fn(TaskMsg, TaskCtx) -> Fut,
+        Fut: Future<Output = TaskResult>,
+    {
+        let opts = &self.q.opts;
+        let (result, panicked) = match serde_json::from_str::<TaskMsg>(&env.raw) {
+            Ok(msg) => {
+                let ctx = TaskCtx {
+                    attempt: env.attempt,
+                    worker: self.worker.clone(),
+                };
+                run_caught(handler, msg, ctx).await
+            }
+            // Retrying cannot fix an undecodable payload.
+            Err(e) => {
+                self.dead(&env, &format!("undecodable task: {e}")).await;
+                self.finish(&env);
+                return;
+            }
+        };
+        if panicked {
+            WorkerStats::bump(&self.stats.panicked);
+        }
+        match result {
+            TaskResult::Done => {
+                let q = &self.q;
+                self.settle("ack", || {
+                    let mut c = q.conn.clone();
+                    let mut p = redis::pipe();
+                    p.atomic()
+                        .cmd("XACK")
+                        .arg(&q.keys.stream)
+                        .arg(GROUP)
+                        .arg(&env.id)
+                        .ignore()
+                        .cmd("XDEL")
+                        .arg(&q.keys.stream)
+                        .arg(&env.id)
+                        .ignore();
+                    async move { p.query_async::<()>(&mut c).await }
+                })
+                .await;
+                WorkerStats::bump(&self.stats.done);
+            }
+            TaskResult::RetryAfter(d) => {
+                // The new entry carries the attempts consumed before this one.
+                self.reschedule(&env, env.attempt.saturating_sub(1), d)
+                    .await;
+                WorkerStats::bump(&self.stats.retry_after);
+            }
+            TaskResult::Failed(msg) => {
+                WorkerStats::bump(&self.stats.failed);
+                if env.attempt >= opts.max_attempts {
+                    warn!(worker = %self.worker, id = %env.id, attempt = env.attempt, error = %msg, "task dead after max attempts");
+                    self.dead(&env, &msg).await;
+                } else {
+                    debug!(worker = %self.worker, id = %env.id, attempt = env.attempt, error = %msg, "task failed; retrying");
+                    self.reschedule(&env, env.attempt, opts.retry_backoff(env.attempt))
+                        .await;
+                }
+            }
+        }
+        self.finish(&env);
+    }
+
+    fn finish(&self, env: &Envelope) {
+        lock(&self.owned).remove(&env.id);
+        self.running.fetch_sub(1, Ordering::AcqRel);
+    }
+
+    async fn reschedule(&self, env: &Envelope, prior_attempts: u32, delay: Duration) {
+        let q = &self.q;
+        let m = member(prior_attempts, &env.raw);
+        self.settle("reschedule", || {
+            let mut c = q.conn.clone();
+            let mut inv = q.scripts.reschedule.prepare_invoke();
+            inv.key(&q.keys.stream)
+                .key(&q.keys.delayed)
+                .arg(delay.as_millis() as u64)
+                .arg(&m)
+                .arg(GROUP)
+                .arg(&*self.worker)
+                .arg(&env.id);
+            async move { inv.invoke_async::<i64>(&mut c).await.map(|_| ()) }
+        })
+        .await;
+    }
+
+    async fn dead(&self, env: &Envelope, error: &str) {
+        let q = &self.q;
+        let ok = self
+            .settle("dead-letter", || {
+                let mut c = q.conn.clone();
+                let mut inv = q.scripts.dead.prepare_invoke();
+                inv.key(&q.keys.stream)
+                    .key(&q.keys.dead)
+                    .arg(GROUP)
+                    .arg(&*self.worker)
+                    .arg(&env.id)
+                    .arg(&env.raw)
+                    .arg(env.attempt)
+                    .arg(error)
+                    .arg(q.opts.dead_max);
+                async move { inv.invoke_async::<i64>(&mut c).await.map(|_| ()) }
+            })
+            .await;
+        if ok {
+            WorkerStats::bump(&self.stats.dead);
+        }
+    }
+
+    /// Keep our claims fresh; now and then drop long-idle consumers of earlier starts.
+    async fn heartbeat_loop(self: Arc<Self>) {
+        let q = &self.q;
+        let mut tick = tokio::time::interval(q.opts.heartbeat);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut n: u64 = 0;
+        loop {
+            tick.tick().await;
+            n += 1;
+            let ids: Vec<String> = lock(&self.owned).iter().cloned().collect();
+            let mut c = q.conn.clone();
+            if !ids.is_empty() {
+                let mut inv = q.scripts.heartbeat.prepare_invoke();
+                inv.key(&q.keys.stream).arg(GROUP).arg(&*self.worker);
+                for id in &ids {
+                    inv.arg(id);
+                }
+                match inv.invoke_async::<i64>(&mut c).await {
+                    Ok(0) => {}
+                    Ok(lost) => {
+                        warn!(worker = %self.worker, lost, "in-flight tasks were taken over by other workers (missed heartbeats)")
+                    }
+                    Err(e) => self.note_error("heartbeat", &e).await,
+                }
+            }
+            if n % 60 == 1 {
+                let r = q
+                    .scripts
+                    .gc
+                    .key(&q.keys.stream)
+                    .arg(GROUP)
+                    .arg(q.opts.consumer_gc_idle.as_millis() as u64)
+                    .arg(&*self.worker)
+                    .invoke_async::<i64>(&mut c)
+                    .await;
+                match r {
+                    Ok(0) => {}
+                    Ok(removed) => {
+                        debug!(removed, "removed idle consumers of earlier worker starts")
+                    }
+                    Err(e) => self.note_error("consumer gc", &e).await,
+                }
+            }
+        }
+    }
+
+    /// Shutdown: give back buffered entries and leave the group if nothing is pending.
+    async fn close(
+        self: Arc<Self>,
+        pending: Option<BoxFuture<'static, Vec<Envelope>>>,
+        mut buf: Vec<Envelope>,
+    ) {
+        if let Some(f) = pending {
+            buf.extend(f.await);
+        }
+        let q = &self.q;
+        if !buf.is_empty() {
+            let released = self
+                .settle("release", || {
+                    let mut c = q.conn.clone();
+                    let mut inv = q.scripts.release.prepare_invoke();
+                    inv.key(&q.keys.stream).arg(GROUP).arg(&*self.worker);
+                    for e in &buf {
+                        inv.arg(&e.id).arg(&e.raw).arg(e.attempt.saturating_sub(1));
+                    }
+                    async move { inv.invoke_async::<i64>(&mut c).await.map(|_| ()) }
+                })
+                .await;
+            debug!(worker = %self.worker, n = buf.len(), released, "released unstarted tasks");
+        }
+        lock(&self.owned).clear();
+        // Leave the group only with an empty PEL (DELCONSUMER drops pending entries).
+        let mut c = q.conn.clone();
+        let pend: Result<Vec<redis::Value>, RedisError> = redis::cmd("XPENDING")
+            .arg(&q.keys.stream)
+            .arg(GROUP)
+            .arg("-")
+            .arg("+")
+            .arg(1)
+            .arg(&*self.worker)
+            .query_async(&mut c)
+            .await;
+        if let Ok(p) = pend {
+            if p.is_empty() {
+                let _: Result<i64, RedisError> = redis::cmd("XGROUP")
+                    .arg("DELCONSUMER")
+                    .arg(&q.keys.stream)
+                    .arg(GROUP)
+                    .arg(&*self.worker)
+                    .query_async(&mut c)
+                    .await;
+            }
+        }
+    }
+}
+
+/// The apalis backend: yields fetched entries one by one; fetches again (up to the free
+/// concurrency) when its buffer is empty; never yields an error.
+pub struct StreamsBackend {
+    shared: Arc<Shared>,
+    buf: VecDeque<Envelope>,
+    fetch: Option<BoxFuture<'static, Vec<Envelope>>>,
+    close: Option<BoxFuture<'static, ()>>,
+}
+
+impl StreamsBackend {
+    /// The worker (consumer) name this backend fetches as.
+    pub fn worker(&self) -> &str {
+        &self.shared.worker
+    }
+}
+
+impl Backend for StreamsBackend {
+    type Task = Task<Envelope>;
+    type Error = QueueError;
+
+    fn poll_ready(
+        &mut self,
+        _: &mut Context<'_>,
+        _: &WorkerContext,
+    ) -> Poll<Result<(), QueueError>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn poll_next(
+        &mut self,
+        cx: &mut Context<'_>,
+        _: &WorkerContext,
+    ) -> Poll<Option<Result<Task<Envelope>, QueueError>>> {
+        loop {
+            if let Some(e) = self.buf.pop_front() {
+                self.shared.running.fetch_add(1, Ordering::AcqRel);
+                return Poll::Ready(Some(Ok(Task::new(e))));
+            }
+            let shared = self.shared.clone();
+            let fut = self
+                .fetch
+                .get_or_insert_with(|| shared.fetch_batch().boxed());
+            match fut.poll_unpin(cx) {
+                Poll::Pending => return Poll::Pending,
+                Poll::Ready(got) => {
+                    self.fetch = None;
+                    if got.is_empty() {
+                        // Only on shutdown: apalis then drains in-flight tasks and closes.
+                        return Poll::Ready(None);
+                    }
+                    self.buf.extend(got);
+                }
+            }
+        }
+    }
+
+    fn poll_close(
+        &mut self,
+        cx: &mut Context<'_>,
+        _: &WorkerContext,
+    ) -> Poll<Result<(), QueueError>> {
+        if self.close.is_none() {
+            let pending = self.fetch.take();
+            let buf: Vec<Envelope> = self.buf.drain(..).collect();
+            self.close = Some(self.shared.clone().close(pending, buf).boxed());
+        }
+        match self.close.as_mut() {
+            Some(f) => f.poll_unpin(cx).map(|_| Ok(())),
+            None => Poll::Ready(Ok(())),
+        }
+    }
+}
+
+impl BackendConfig for StreamsBackend {
+    type Args = Envelope;
+    type Id = RandomId;
+    type Kind = Ephemeral;
+    type Config = QueueOptions;
+    type Layer = Identity;
+
+    fn config(&self) -> &QueueOptions {
+        &self.shared.q.opts
+    }
+
+    fn middleware(&mut self, _: &mut WorkerContext) -> Identity {
+        Identity::new()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn redact_hides_credentials() {
+        assert_eq!(
+            redact("redis://u:secret@127.0.0.1:1/0"),
+            "redis://***@127.0.0.1:1/0"
+        );
+        assert_eq!(redact("redis://127.0.0.1:6380"), "redis://127.0.0.1:6380");
+    }
+
+    #[test]
+    fn member_format_matches_lua_pattern() {
+        let m = member(3, r#"{"a":"x:y"}"#);
+        let mut parts = m.splitn(3, ':');
+        assert_eq!(parts.next(), Some("3"));
+        assert!(parts
+            .next()
+            .is_some_and(|u| u.chars().all(|c| c.is_ascii_alphanumeric())));
+        assert_eq!(parts.next(), Some(r#"{"a":"x:y"}"#));
+    }
+
+    #[test]
+    fn keys_share_a_hash_tag() {
+        let k = Keys::new("q");
+        assert_eq!(k.stream, "{q}:stream");
+        assert_eq!(k.delayed, "{q}:delayed");
+        assert_eq!(k.dead, "{q}:dead");
+    }
+}
