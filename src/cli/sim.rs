@@ -37,7 +37,7 @@ pub struct SimArgs {
 pub async fn run(args: &SimArgs) -> Result<(), CliError> {
     let mut cfg = if args.sim_config.exists() {
         SimConfig::load(&args.sim_config)?
-    } else if args.sim_config == PathBuf::from("config/sim.toml") {
+    } else if args.sim_config == std::path::Path::new("config/sim.toml") {
         tracing::warn!("config/sim.toml not found: using the built-in demo configuration");
         SimConfig::demo()
     } else {

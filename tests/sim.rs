@@ -1,0 +1,861 @@
+//! The simulator over loopback: hand-built signed requests (platform::sign), real HTTP.
+
+use chrono::Utc;
+use serde_json::Value;
+use std::time::{Duration, Instant};
+use syncfleet::platform::sign::{alibaba_sign, jd_sign, top_sign, SignMethod};
+use syncfleet::platform::{Api, Platform};
+use syncfleet::sim::{self, DrillPatch, SimConfig, SimHandle};
+use syncfleet::time::china_offset;
+
+const TOP_KEY: &str = "10000001";
+const TOP_SECRET: &str = "sim-taobao-secret";
+const TOP_SESSION: &str = "sim-taobao-session";
+const JD_KEY: &str = "simjdapp";
+const JD_SECRET: &str = "sim-jd-secret";
+const JD_TOKEN: &str = "sim-jd-token";
+const ALI_KEY: &str = "1000001";
+const ALI_SECRET: &str = "sim-alibaba-secret";
+const ALI_TOKEN: &str = "sim-alibaba-token";
+
+async fn start(cfg: SimConfig) -> SimHandle {
+    sim::spawn(cfg, "127.0.0.1:0".parse().unwrap())
+        .await
+        .unwrap()
+}
+
+fn client() -> reqwest::Client {
+    reqwest::Client::builder()
+        .timeout(Duration::from_secs(10))
+        .build()
+        .unwrap()
+}
+
+fn top_now() -> String {
+    Utc::now()
+        .with_timezone(&china_offset())
+        .format("%Y-%m-%d %H:%M:%S")
+        .to_string()
+}
+
+/// A signed TOP form; `tweak` may change any param after signing-relevant fields are set.
+fn top_form(method: &str, biz: &[(&str, &str)], secret: &str) -> Vec<(String, String)> {
+    let mut p: Vec<(String, String)> = [
+        ("method", method),
+        ("app_key", TOP_KEY),
+        ("session", TOP_SESSION),
+        ("timestamp", &top_now()),
+        ("format", "json"),
+        ("v", "2.0"),
+        ("sign_method", "hmac-sha256"),
+        ("simplify", "false"),
+    ]
+    .iter()
+    .chain(biz.iter())
+    .map(|(k, v)| (k.to_string(), v.to_string()))
+    .collect();
+    let sign = top_sign(
+        secret,
+        SignMethod::HmacSha256,
+        p.iter().map(|(k, v)| (k.as_str(), v.as_str())),
+    );
+    p.push(("sign".into(), sign));
+    p
+}
+
+async fn post_form(c: &reqwest::Client, url: &str, form: &[(String, String)]) -> (u16, Value) {
+    let r = c.post(url).form(form).send().await.unwrap();
+    let status = r.status().as_u16();
+    (status, r.json().await.unwrap())
+}
+
+async fn top(c: &reqwest::Client, s: &SimHandle, method: &str, biz: &[(&str, &str)]) -> Value {
+    let (status, body) = post_form(
+        c,
+        &s.endpoint(Platform::Taobao),
+        &top_form(method, biz, TOP_SECRET),
+    )
+    .await;
+    assert_eq!(status, 200, "TOP answers HTTP 200 always: {body}");
+    body
+}
+
+fn jd_form(method: &str, param_json: &str, secret: &str) -> Vec<(String, String)> {
+    let ts = Utc::now()
+        .with_timezone(&china_offset())
+        .format("%Y-%m-%d %H:%M:%S%.3f+0800")
+        .to_string();
+    let mut p: Vec<(String, String)> = [
+        ("method", method),
+        ("access_token", JD_TOKEN),
+        ("app_key", JD_KEY),
+        ("timestamp", &ts),
+        ("v", "2.0"),
+        ("format", "json"),
+        ("sign_method", "md5"),
+        ("360buy_param_json", param_json),
+    ]
+    .iter()
+    .map(|(k, v)| (k.to_string(), v.to_string()))
+    .collect();
+    let sign = jd_sign(secret, p.iter().map(|(k, v)| (k.as_str(), v.as_str())));
+    p.push(("sign".into(), sign));
+    p
+}
+
+async fn jd(c: &reqwest::Client, s: &SimHandle, method: &str, param_json: &str) -> Value {
+    let (status, body) = post_form(
+        c,
+        &s.endpoint(Platform::Jd),
+        &jd_form(method, param_json, JD_SECRET),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    body
+}
+
+/// (url, form) of a signed 1688 call.
+fn ali_request(
+    s: &SimHandle,
+    api: Api,
+    biz: &[(&str, &str)],
+    secret: &str,
+) -> (String, Vec<(String, String)>) {
+    let path = format!("param2/1/{}/{ALI_KEY}", api.method(Platform::Alibaba));
+    let ts = Utc::now().timestamp_millis().to_string();
+    let mut p: Vec<(String, String)> = biz
+        .iter()
+        .chain([("access_token", ALI_TOKEN), ("_aop_timestamp", ts.as_str())].iter())
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    let sign = alibaba_sign(
+        secret,
+        &path,
+        p.iter().map(|(k, v)| (k.as_str(), v.as_str())),
+    );
+    p.push(("_aop_signature".into(), sign));
+    (format!("{}/{path}", s.endpoint(Platform::Alibaba)), p)
+}
+
+async fn ali(c: &reqwest::Client, s: &SimHandle, api: Api, biz: &[(&str, &str)]) -> (u16, Value) {
+    let (url, form) = ali_request(s, api, biz, ALI_SECRET);
+    post_form(c, &url, &form).await
+}
+
+const TOP_GET: &str = "taobao.item.seller.get";
+const JD_GET: &str = "jingdong.ware.read.findWareById";
+
+#[tokio::test]
+async fn good_signatures_are_answered_on_all_three_platforms() {
+    let s = start(SimConfig::demo()).await;
+    let c = client();
+    let b = top(
+        &c,
+        &s,
+        TOP_GET,
+        &[("fields", "num_iid,title,price,num"), ("num_iid", "123")],
+    )
+    .await;
+    let item = &b["item_seller_get_response"]["item"];
+    assert_eq!(item["num_iid"], 123);
+    assert!(!item["title"].as_str().unwrap().is_empty());
+    assert!(item["price"].as_str().unwrap().contains('.'));
+
+    let b = jd(&c, &s, JD_GET, r#"{"wareId":"123"}"#).await;
+    let ware = &b["jingdong_ware_read_findWareById_responce"]["ware"];
+    assert_eq!(ware["wareId"], 123);
+    // Same seed, same item on every platform.
+    assert_eq!(ware["title"], item["title"]);
+
+    let (status, b) = ali(&c, &s, Api::ItemGet, &[("productID", "123")]).await;
+    assert_eq!(status, 200, "{b}");
+    assert_eq!(b["result"]["toReturn"]["subject"], item["title"]);
+
+    let st = s.stats();
+    for p in Platform::ALL {
+        assert_eq!(st.for_platform(p, Api::ItemGet).unwrap().ok, 1, "{p}");
+    }
+    // The admin endpoint shows the same counters.
+    let admin: Value = c
+        .get(format!("{}/admin/stats", s.base_url()))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(admin["totals"]["ok"], 3);
+}
+
+#[tokio::test]
+async fn verification_failures_get_each_platforms_error() {
+    let s = start(SimConfig::demo()).await;
+    let c = client();
+    let top_url = s.endpoint(Platform::Taobao);
+    let biz = [("num_iid", "5")];
+
+    // Bad signature.
+    let (_, b) = post_form(&c, &top_url, &top_form(TOP_GET, &biz, "wrong-secret")).await;
+    assert_eq!(b["error_response"]["code"], 25, "{b}");
+    assert_eq!(b["error_response"]["sub_code"], "isv.invalid-signature");
+    let (_, b) = post_form(
+        &c,
+        &s.endpoint(Platform::Jd),
+        &jd_form(JD_GET, r#"{"wareId":"5"}"#, "nope"),
+    )
+    .await;
+    assert_eq!(b["error_response"]["code"], "14", "{b}");
+    let (url, form) = ali_request(&s, Api::ItemGet, &[("productID", "5")], "nope");
+    let (status, b) = post_form(&c, &url, &form).await;
+    assert_eq!(
+        (status, b["error_code"].as_str().unwrap()),
+        (400, "gw.SignatureInvalid")
+    );
+
+    // Unsigned.
+    let mut unsigned = top_form(TOP_GET, &biz, TOP_SECRET);
+    unsigned.retain(|(k, _)| k != "sign");
+    let (_, b) = post_form(&c, &top_url, &unsigned).await;
+    assert_eq!(b["error_response"]["code"], 25);
+
+    // Unknown app key.
+    let mut other = top_form(TOP_GET, &biz, TOP_SECRET);
+    other
+        .iter_mut()
+        .filter(|(k, _)| k == "app_key")
+        .for_each(|(_, v)| *v = "999".into());
+    let (_, b) = post_form(&c, &top_url, &other).await;
+    assert_eq!(b["error_response"]["code"], 29);
+
+    // Timestamp out of the allowed skew (signed correctly).
+    let mut old: Vec<(String, String)> = top_form(TOP_GET, &biz, TOP_SECRET);
+    old.retain(|(k, _)| k != "sign");
+    old.iter_mut()
+        .filter(|(k, _)| k == "timestamp")
+        .for_each(|(_, v)| *v = "2020-01-01 00:00:00".into());
+    let sig = top_sign(
+        TOP_SECRET,
+        SignMethod::HmacSha256,
+        old.iter().map(|(k, v)| (k.as_str(), v.as_str())),
+    );
+    old.push(("sign".into(), sig));
+    let (_, b) = post_form(&c, &top_url, &old).await;
+    assert_eq!(b["error_response"]["code"], 31, "{b}");
+
+    // Missing business param, unknown method, unknown item.
+    let b = top(&c, &s, TOP_GET, &[]).await;
+    assert_eq!(b["error_response"]["code"], 40, "{b}");
+    let b = top(&c, &s, "taobao.nothing.here", &biz).await;
+    assert_eq!(b["error_response"]["code"], 22, "{b}");
+    let b = top(&c, &s, TOP_GET, &[("num_iid", "99999999")]).await;
+    assert_eq!(b["error_response"]["sub_code"], "isv.item-not-exist", "{b}");
+
+    // 1688 unknown api and unknown app key in the path.
+    let url = format!(
+        "{}/param2/1/com.alibaba.product/alibaba.nope/{ALI_KEY}",
+        s.endpoint(Platform::Alibaba)
+    );
+    let r = c.post(url).form(&[("a", "1")]).send().await.unwrap();
+    assert_eq!(r.status().as_u16(), 400);
+    assert_eq!(
+        r.json::<Value>().await.unwrap()["error_code"],
+        "gw.APIUnsupported"
+    );
+
+    let st = s.stats();
+    let top_get = st.for_platform(Platform::Taobao, Api::ItemGet).unwrap();
+    // Failed calls with a known app and method are counted, Fatal, and use quota.
+    assert_eq!(top_get.errors_by_class.fatal, 5, "{top_get:?}");
+    assert_eq!(top_get.quota_used_today, top_get.calls);
+    assert!(st.totals.unattributed >= 3);
+}
+
+#[tokio::test]
+async fn oversized_and_malformed_bodies_get_platform_errors() {
+    let s = start(SimConfig::demo()).await;
+    let c = client();
+    let big = vec![b'a'; 2 * 1024 * 1024];
+    let r = c
+        .post(s.endpoint(Platform::Taobao))
+        .header("content-type", "application/x-www-form-urlencoded")
+        .body(big.clone())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 200);
+    let b: Value = r.json().await.unwrap();
+    assert_eq!(b["error_response"]["code"], 41, "{b}");
+
+    let url = format!(
+        "{}/param2/1/com.alibaba.product/alibaba.product.get/{ALI_KEY}",
+        s.endpoint(Platform::Alibaba)
+    );
+    let r = c.post(&url).body(big).send().await.unwrap();
+    assert_eq!(r.status().as_u16(), 413);
+    assert!(r.json::<Value>().await.unwrap()["error_code"].is_string());
+
+    // Not UTF-8, not a form.
+    let r = c
+        .post(s.endpoint(Platform::Jd))
+        .body(vec![0xff, 0xfe, 0x00, 0x3d])
+        .send()
+        .await
+        .unwrap();
+    let b: Value = r.json().await.unwrap();
+    assert_eq!(b["error_response"]["code"], "60", "{b}");
+    // JD with a broken 360buy_param_json, correctly signed.
+    let b = jd(&c, &s, JD_GET, "{not json").await;
+    assert_eq!(b["error_response"]["code"], "60", "{b}");
+
+    // The simulator still serves.
+    let b = top(&c, &s, TOP_GET, &[("num_iid", "1")]).await;
+    assert_eq!(b["item_seller_get_response"]["item"]["num_iid"], 1);
+}
+
+#[tokio::test]
+async fn limit_overrun_answers_ban_seconds_on_each_platform() {
+    let cfg = SimConfig::demo()
+        .with_limit(Platform::Taobao, Api::ItemGet, 2, 1_000_000)
+        .with_limit(Platform::Jd, Api::ItemGet, 2, 1_000_000)
+        .with_limit(Platform::Alibaba, Api::ItemGet, 2, 1_000_000);
+    let s = start(cfg).await;
+    let c = client();
+    let burst = 12;
+    let tops =
+        futures::future::join_all((0..burst).map(|_| top(&c, &s, TOP_GET, &[("num_iid", "7")])))
+            .await;
+    let limited: Vec<&Value> = tops
+        .iter()
+        .filter(|b| b["error_response"]["code"] == 7)
+        .collect();
+    assert!(!limited.is_empty(), "no TOP call was limited");
+    assert_eq!(limited[0]["error_response"]["msg"], "App Call Limited");
+    assert_eq!(
+        limited[0]["error_response"]["sub_msg"],
+        "This ban will last for 1 more seconds"
+    );
+
+    let jds =
+        futures::future::join_all((0..burst).map(|_| jd(&c, &s, JD_GET, r#"{"wareId":7}"#))).await;
+    let limited: Vec<&Value> = jds
+        .iter()
+        .filter(|b| b["error_response"]["code"] == "2")
+        .collect();
+    assert!(!limited.is_empty());
+    assert!(limited[0]["error_response"]["en_desc"]
+        .as_str()
+        .unwrap()
+        .contains("ban will last for 1 more seconds"));
+
+    let alis = futures::future::join_all(
+        (0..burst).map(|_| ali(&c, &s, Api::ItemGet, &[("productID", "7")])),
+    )
+    .await;
+    let limited: Vec<&(u16, Value)> = alis.iter().filter(|(st, _)| *st == 400).collect();
+    assert!(!limited.is_empty());
+    assert_eq!(limited[0].1["error_code"], "gw.QosAppFrequencyLimit");
+    assert!(limited[0].1["error_message"]
+        .as_str()
+        .unwrap()
+        .contains("1 more seconds"));
+
+    let st = s.stats();
+    for p in Platform::ALL {
+        let a = st.for_platform(p, Api::ItemGet).unwrap();
+        assert_eq!(a.calls, burst as u64);
+        assert_eq!(a.ok + a.rejected_limit, a.calls, "{a:?}");
+        assert!(a.rejected_limit >= 1);
+    }
+}
+
+#[tokio::test]
+async fn daily_quota_counts_failed_calls_and_bans_until_reset() {
+    let cfg = SimConfig::demo()
+        .with_limit(Platform::Taobao, Api::ItemGet, 100, 3)
+        .with_limit(Platform::Alibaba, Api::ItemGet, 100, 1);
+    let s = start(cfg).await;
+    let c = client();
+    let url = s.endpoint(Platform::Taobao);
+    for _ in 0..2 {
+        let (_, b) = post_form(&c, &url, &top_form(TOP_GET, &[("num_iid", "3")], "bad")).await;
+        assert_eq!(b["error_response"]["code"], 25);
+    }
+    let b = top(&c, &s, TOP_GET, &[("num_iid", "3")]).await;
+    assert!(b.get("item_seller_get_response").is_some(), "{b}");
+    // The two failed calls used the quota too: the fourth call is refused.
+    let b = top(&c, &s, TOP_GET, &[("num_iid", "3")]).await;
+    assert_eq!(b["error_response"]["code"], 7, "{b}");
+    let sub = b["error_response"]["sub_msg"].as_str().unwrap();
+    let secs: u64 = sub
+        .strip_prefix("This ban will last for ")
+        .and_then(|r| r.strip_suffix(" more seconds"))
+        .unwrap()
+        .parse()
+        .unwrap();
+    let to_reset =
+        (syncfleet::time::next_quota_reset(Utc::now()) - Utc::now()).num_seconds() as u64;
+    assert!(
+        secs.abs_diff(to_reset) <= 2,
+        "ban {secs}s vs reset in {to_reset}s"
+    );
+    let a = s
+        .stats()
+        .for_platform(Platform::Taobao, Api::ItemGet)
+        .unwrap()
+        .clone();
+    assert_eq!(
+        (
+            a.quota_used_today,
+            a.rejected_quota,
+            a.ok,
+            a.errors_by_class.fatal
+        ),
+        (3, 1, 1, 2)
+    );
+
+    let (st, _) = ali(&c, &s, Api::ItemGet, &[("productID", "3")]).await;
+    assert_eq!(st, 200);
+    let (st, b) = ali(&c, &s, Api::ItemGet, &[("productID", "3")]).await;
+    assert_eq!(
+        (st, b["error_code"].as_str().unwrap()),
+        (400, "gw.NoUsageLeftError")
+    );
+}
+
+#[tokio::test]
+async fn duplicate_writes_are_answered_with_the_first_result_and_counted() {
+    let s = start(SimConfig::demo()).await;
+    let c = client();
+    let add = [
+        ("title", "Blue mug"),
+        ("price", "12.50"),
+        ("num", "7"),
+        ("out_request_id", "job1:42"),
+    ];
+    let a = top(&c, &s, "taobao.item.add", &add).await;
+    let b = top(&c, &s, "taobao.item.add", &add).await;
+    let id = a["item_add_response"]["item"]["num_iid"].as_u64().unwrap();
+    assert_eq!(
+        b["item_add_response"]["item"],
+        a["item_add_response"]["item"]
+    );
+    let other = top(
+        &c,
+        &s,
+        "taobao.item.add",
+        &[
+            ("title", "x"),
+            ("price", "1"),
+            ("num", "1"),
+            ("out_request_id", "job1:43"),
+        ],
+    )
+    .await;
+    assert_ne!(
+        other["item_add_response"]["item"]["num_iid"]
+            .as_u64()
+            .unwrap(),
+        id
+    );
+    // The written item can be read back.
+    let got = top(&c, &s, TOP_GET, &[("num_iid", &id.to_string())]).await;
+    assert_eq!(got["item_seller_get_response"]["item"]["title"], "Blue mug");
+
+    let jd_add = r#"{"title":"t","jdPrice":"1.00","stockNum":1,"outRequestId":"j:1"}"#;
+    let x = jd(&c, &s, "jingdong.ware.write.add", jd_add).await;
+    let y = jd(&c, &s, "jingdong.ware.write.add", jd_add).await;
+    assert_eq!(x, y);
+    let (st, p) = ali(
+        &c,
+        &s,
+        Api::ItemAdd,
+        &[
+            ("subject", "s"),
+            ("price", "2"),
+            ("amount", "3"),
+            ("outRequestId", "a:1"),
+        ],
+    )
+    .await;
+    assert_eq!((st, p["result"]["success"].as_bool()), (200, Some(true)));
+
+    let stats = s.stats();
+    assert_eq!(
+        stats
+            .for_platform(Platform::Taobao, Api::ItemAdd)
+            .unwrap()
+            .duplicate_writes,
+        1
+    );
+    assert_eq!(
+        stats
+            .for_platform(Platform::Jd, Api::ItemAdd)
+            .unwrap()
+            .duplicate_writes,
+        1
+    );
+    assert_eq!(stats.totals.duplicate_writes, 2);
+}
+
+#[tokio::test]
+async fn peak_per_second_counts_a_burst() {
+    let s = start(SimConfig::demo().with_limit(Platform::Taobao, Api::ItemGet, 10_000, 1_000_000))
+        .await;
+    let c = client();
+    let n = 40;
+    let answers =
+        futures::future::join_all((0..n).map(|_| top(&c, &s, TOP_GET, &[("num_iid", "9")]))).await;
+    assert!(answers
+        .iter()
+        .all(|b| b.get("item_seller_get_response").is_some()));
+    let a = s
+        .stats()
+        .for_platform(Platform::Taobao, Api::ItemGet)
+        .unwrap()
+        .clone();
+    assert_eq!(a.calls, n);
+    // A burst this short spans at most two wall-clock seconds: one of them saw half of it.
+    assert!(
+        a.peak_per_second >= n / 2 && a.peak_per_second <= n,
+        "{a:?}"
+    );
+}
+
+#[tokio::test]
+async fn drills_toggle_at_run_time() {
+    let s = start(SimConfig::demo()).await;
+    let c = client();
+    let drill = |body: &'static str| {
+        let c = c.clone();
+        let url = format!("{}/admin/drill", s.base_url());
+        async move {
+            let r = c
+                .post(url)
+                .header("content-type", "application/json")
+                .body(body)
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(r.status().as_u16(), 200);
+            r.json::<Value>().await.unwrap()
+        }
+    };
+    let get = [("num_iid", "11")];
+
+    let shown = drill(r#"{"outage":true}"#).await;
+    assert_eq!(shown["outage"], true);
+    let b = top(&c, &s, TOP_GET, &get).await;
+    assert_eq!(
+        (
+            b["error_response"]["code"].as_u64(),
+            b["error_response"]["sub_code"].as_str()
+        ),
+        (Some(10), Some("isp.service-unavailable"))
+    );
+    let b = jd(&c, &s, JD_GET, r#"{"wareId":"11"}"#).await;
+    assert_eq!(b["error_response"]["code"], "66");
+    let (st, _) = ali(&c, &s, Api::ItemGet, &[("productID", "11")]).await;
+    assert_eq!(st, 503);
+
+    drill(r#"{"outage":false,"error_ratio":1.0}"#).await;
+    let b = top(&c, &s, TOP_GET, &get).await;
+    assert_eq!(b["error_response"]["code"], 10);
+
+    drill(r#"{"error_ratio":0,"expired_session":true}"#).await;
+    let b = top(&c, &s, TOP_GET, &get).await;
+    assert_eq!(b["error_response"]["code"], 27);
+    let (st, b) = ali(&c, &s, Api::ItemGet, &[("productID", "11")]).await;
+    assert_eq!(
+        (st, b["error_code"].as_str().unwrap()),
+        (401, "gw.InvalidAccessToken")
+    );
+
+    drill(r#"{"expired_session":false,"empty_field":"title"}"#).await;
+    let b = top(&c, &s, TOP_GET, &get).await;
+    assert_eq!(b["item_seller_get_response"]["item"]["title"], "");
+    let (_, b) = ali(&c, &s, Api::ItemGet, &[("productID", "11")]).await;
+    assert_eq!(b["result"]["toReturn"]["subject"], "");
+
+    drill(r#"{"empty_field":"","latency_ms":300}"#).await;
+    let t = Instant::now();
+    let b = top(&c, &s, TOP_GET, &get).await;
+    assert!(t.elapsed() >= Duration::from_millis(300));
+    assert!(!b["item_seller_get_response"]["item"]["title"]
+        .as_str()
+        .unwrap()
+        .is_empty());
+
+    let shown = drill(r#"{"limit":{"api":"item_get","per_second":1,"daily":2}}"#).await;
+    assert_eq!(shown["limits"][0]["daily"], 2);
+    assert_eq!(
+        s.stats()
+            .for_platform(Platform::Jd, Api::ItemGet)
+            .unwrap()
+            .limit_daily,
+        2
+    );
+
+    let cleared = drill(r#"{"clear":true}"#).await;
+    assert_eq!(
+        cleared,
+        serde_json::to_value(syncfleet::sim::Drill::default()).unwrap()
+    );
+    let now: Value = c
+        .get(format!("{}/admin/drill", s.base_url()))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(now, cleared);
+    let b = top(&c, &s, TOP_GET, &get).await;
+    assert!(b.get("item_seller_get_response").is_some(), "{b}");
+    assert_eq!(
+        s.stats()
+            .for_platform(Platform::Jd, Api::ItemGet)
+            .unwrap()
+            .limit_daily,
+        SimConfig::demo().limit(Platform::Jd, Api::ItemGet).daily
+    );
+
+    // Bad drills are refused and change nothing.
+    let r = c
+        .post(format!("{}/admin/drill", s.base_url()))
+        .body(r#"{"error_ratio":7}"#)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 400);
+    assert!(!s.drill().any());
+    // The library API does the same.
+    s.set_drill(DrillPatch {
+        outage: Some(true),
+        ..Default::default()
+    })
+    .unwrap();
+    assert_eq!(
+        top(&c, &s, TOP_GET, &get).await["error_response"]["code"],
+        10
+    );
+    s.clear_drills();
+}
+
+#[tokio::test]
+async fn idle_close_drill_drops_requests_on_idle_connections() {
+    let mut cfg = SimConfig::demo();
+    cfg.idle_hold_s = 2;
+    let s = start(cfg).await;
+    s.set_drill(DrillPatch {
+        idle_close_s: Some(1),
+        ..Default::default()
+    })
+    .unwrap();
+    // One keep-alive connection, kept in the pool across the idle gap.
+    let c = reqwest::Client::builder()
+        .pool_max_idle_per_host(1)
+        .pool_idle_timeout(Duration::from_secs(60))
+        .timeout(Duration::from_secs(10))
+        .build()
+        .unwrap();
+    let url = s.endpoint(Platform::Taobao);
+    let (_, b) = post_form(
+        &c,
+        &url,
+        &top_form(TOP_GET, &[("num_iid", "1")], TOP_SECRET),
+    )
+    .await;
+    assert!(b.get("item_seller_get_response").is_some());
+    tokio::time::sleep(Duration::from_millis(1600)).await;
+    let t = Instant::now();
+    let r = c
+        .post(&url)
+        .form(&top_form(TOP_GET, &[("num_iid", "2")], TOP_SECRET))
+        .send()
+        .await;
+    assert!(
+        r.is_err(),
+        "a request on a connection idle past the drill must not be answered"
+    );
+    // Held, then closed (the hold is 2 s here).
+    assert!(t.elapsed() >= Duration::from_millis(1500));
+    let a = s
+        .stats()
+        .for_platform(Platform::Taobao, Api::ItemGet)
+        .unwrap()
+        .clone();
+    assert_eq!((a.idle_closed, a.calls), (1, 1));
+    // A fresh connection is served.
+    let (_, b) = post_form(
+        &c,
+        &url,
+        &top_form(TOP_GET, &[("num_iid", "3")], TOP_SECRET),
+    )
+    .await;
+    assert!(b.get("item_seller_get_response").is_some(), "{b}");
+}
+
+#[tokio::test]
+async fn order_pages_respect_window_and_page_size_and_traces_sign() {
+    let s = start(SimConfig::demo()).await;
+    let c = client();
+    let method = "taobao.trades.sold.increment.get";
+    let too_wide = top(
+        &c,
+        &s,
+        method,
+        &[
+            ("start_modified", "2026-01-01 00:00:00"),
+            ("end_modified", "2026-01-03 00:00:00"),
+        ],
+    )
+    .await;
+    assert_eq!(too_wide["error_response"]["code"], 41, "{too_wide}");
+
+    let (start, end) = ("2026-01-02 00:00:00", "2026-01-03 00:00:00");
+    let mut seen = Vec::new();
+    let mut total = 0;
+    for page in 1..=100 {
+        let page_s = page.to_string();
+        let b = top(
+            &c,
+            &s,
+            method,
+            &[
+                ("start_modified", start),
+                ("end_modified", end),
+                ("page_no", &page_s),
+                ("page_size", "100"),
+                ("use_has_next", "true"),
+            ],
+        )
+        .await;
+        let r = &b["trades_sold_increment_get_response"];
+        total = r["total_results"].as_u64().unwrap();
+        let trades = r["trades"]["trade"].as_array().unwrap();
+        assert!(trades.len() <= 100);
+        for t in trades {
+            let m = t["modified"].as_str().unwrap();
+            assert!(m >= start && m < end, "{m}");
+            seen.push(t["tid"].as_u64().unwrap());
+        }
+        if !r["has_next"].as_bool().unwrap() {
+            break;
+        }
+    }
+    assert!(
+        total > 100,
+        "3000 orders over 7 days: one day has more than a page"
+    );
+    assert_eq!(seen.len() as u64, total);
+    seen.sort();
+    seen.dedup();
+    assert_eq!(seen.len() as u64, total, "pages do not overlap");
+
+    let mut signed = 0;
+    let mut unsigned = 0;
+    for tid in seen.iter().take(60) {
+        let b = top(
+            &c,
+            &s,
+            "taobao.logistics.trace.search",
+            &[("tid", &tid.to_string())],
+        )
+        .await;
+        let steps = b["logistics_trace_search_response"]["trace_list"]["transit_step_info"]
+            .as_array()
+            .unwrap()
+            .clone();
+        match steps.last().map(|s| s["action"].as_str().unwrap()) {
+            Some("SIGNED") => {
+                signed += 1;
+                assert_eq!(b["logistics_trace_search_response"]["status"], "对方已签收");
+            }
+            Some(_) => unsigned += 1,
+            None => {}
+        }
+    }
+    assert!(
+        signed > 0 && unsigned > 0,
+        "signed {signed}, unsigned {unsigned}"
+    );
+
+    let b = jd(&c, &s, "jingdong.pop.order.search", r#"{"start_date":"2026-01-02 00:00:00","end_date":"2026-01-03 00:00:00","page":"1","page_size":"100"}"#).await;
+    let r = &b["jingdong_pop_order_search_responce"]["searchorderinfo_result"];
+    // Each app is its own shop with its own orders: totals differ, the page size holds.
+    assert!(r["orderTotal"].as_u64().unwrap() > 100);
+    assert_eq!(r["orderInfoList"].as_array().unwrap().len(), 100);
+    let (st, b) = ali(
+        &c,
+        &s,
+        Api::OrderList,
+        &[
+            ("modifyStartTime", "20260102000000000+0800"),
+            ("modifyEndTime", "20260103000000000+0800"),
+            ("page", "1"),
+            ("pageSize", "50"),
+        ],
+    )
+    .await;
+    assert_eq!(st, 200);
+    assert!(b["totalRecord"].as_u64().unwrap() > 50);
+    assert_eq!(b["result"].as_array().unwrap().len(), 50);
+}
+
+#[tokio::test]
+async fn reset_zeroes_stats_and_written_items() {
+    let s = start(SimConfig::demo()).await;
+    let c = client();
+    let a = top(
+        &c,
+        &s,
+        "taobao.item.add",
+        &[
+            ("title", "t"),
+            ("price", "1.00"),
+            ("num", "1"),
+            ("out_request_id", "r:1"),
+        ],
+    )
+    .await;
+    let id = a["item_add_response"]["item"]["num_iid"]
+        .as_u64()
+        .unwrap()
+        .to_string();
+    assert!(s.stats().totals.calls > 0);
+    let r = c
+        .post(format!("{}/admin/reset", s.base_url()))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 200);
+    let st = s.stats();
+    assert_eq!((st.totals.calls, st.totals.quota_used_today), (0, 0));
+    let b = top(&c, &s, TOP_GET, &[("num_iid", &id)]).await;
+    assert_eq!(b["error_response"]["sub_code"], "isv.item-not-exist", "{b}");
+    s.reset();
+    assert_eq!(s.stats().totals.calls, 0);
+    s.shutdown().await;
+}
+
+#[test]
+fn cli_rejects_a_bad_sim_config_with_exit_2() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("sim.toml");
+    std::fs::write(
+        &path,
+        "seed = 1\n[orders]\nsigned_share = 3.0\n[apps.taobao]\napp_key = \"k\"\nsecret = \"s\"\n",
+    )
+    .unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_syncfleet"))
+        .args(["sim", "--listen", "127.0.0.1:0", "--sim-config"])
+        .arg(&path)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("sim.toml") && err.contains("orders.signed_share"),
+        "{err}"
+    );
+}
