@@ -129,7 +129,7 @@ enum Reservation {
 }
 
 enum Backend {
-    Redis(shared::RedisGates),
+    Redis(Box<shared::RedisGates>),
     Embedded(embedded::EmbeddedGates),
 }
 
@@ -195,7 +195,7 @@ impl Gates {
         let backend = shared::RedisGates::connect(redis_url, namespace).await?;
         let inner = Arc::new(Inner {
             local: locals(cfg),
-            backend: Backend::Redis(backend),
+            backend: Backend::Redis(Box::new(backend)),
             burn: Mutex::new(HashMap::new()),
             started: Instant::now(),
             platforms: listed_platforms(cfg),

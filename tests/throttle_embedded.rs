@@ -1,0 +1,155 @@
+//! Embedded gates (no Redis): same interface, governor + in-process AIMD.
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+use syncfleet::config::Config;
+use syncfleet::platform::{Api, Platform};
+use syncfleet::throttle::{GateOutcome, GateRefusal, Gates};
+
+const P: Platform = Platform::Jd;
+const A: Api = Api::OrderList;
+
+fn gates(rate: f64, burst: f64, concurrency: u32) -> Gates {
+    let text = format!(
+        "[gates.\"jd.order_list\"]\nrate = {rate}\nburst = {burst}\nconcurrency = {concurrency}\nmax_wait_ms = 2000\ndaily_quota = 100000\n"
+    );
+    Gates::embedded(&Config::parse(Path::new("test.toml"), &text).expect("config"))
+}
+
+fn snap(g: &syncfleet::throttle::GateSnapshot) -> (f64, Option<f64>, u64) {
+    (g.adaptive_rate, g.ceiling, g.used_today)
+}
+
+async fn gate_snapshot(gates: &Gates) -> syncfleet::throttle::GateSnapshot {
+    gates
+        .snapshot()
+        .await
+        .unwrap()
+        .into_iter()
+        .find(|s| s.platform == P && s.api == A)
+        .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn embedded_gate_admits_at_most_rate_times_time_plus_burst() {
+    let gates = gates(100.0, 10.0, 16);
+    let end = Instant::now() + Duration::from_millis(1500);
+    let mut tasks = Vec::new();
+    for _ in 0..8 {
+        let gates = gates.clone();
+        tasks.push(tokio::spawn(async move {
+            let mut n = 0u32;
+            while Instant::now() < end {
+                let left = end.saturating_duration_since(Instant::now());
+                if gates.acquire(P, A, left).await.is_ok() && Instant::now() <= end {
+                    n += 1;
+                }
+            }
+            n
+        }));
+    }
+    let mut total = 0;
+    for t in tasks {
+        total += t.await.unwrap();
+    }
+    // R x T + B = 160; a loaded 2-core machine may admit fewer, never more.
+    assert!(total <= 161, "admitted {total}");
+    assert!(total >= 40, "admitted only {total}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn slot_first_then_busy_after_about_a_second() {
+    let gates = gates(1000.0, 100.0, 2);
+    let _a = gates.acquire(P, A, Duration::from_secs(5)).await.unwrap();
+    let _b = gates.acquire(P, A, Duration::from_secs(5)).await.unwrap();
+    let t = Instant::now();
+    assert_eq!(
+        gates
+            .acquire(P, A, Duration::from_secs(5))
+            .await
+            .unwrap_err(),
+        GateRefusal::Busy
+    );
+    assert!(
+        t.elapsed() >= Duration::from_millis(900),
+        "waited {:?} for a slot",
+        t.elapsed()
+    );
+    drop(_a);
+    assert!(
+        gates.acquire(P, A, Duration::from_secs(5)).await.is_ok(),
+        "a dropped permit frees its slot"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rate_limit_halves_ban_pauses_and_every_call_counts() {
+    let gates = gates(40.0, 10.0, 4);
+    gates.report(P, A, GateOutcome::Success);
+    gates.report(P, A, GateOutcome::Failure);
+    gates.report(
+        P,
+        A,
+        GateOutcome::RateLimited {
+            ban: None,
+            quota_spent: false,
+        },
+    );
+    assert_eq!(snap(&gate_snapshot(&gates).await), (20.0, None, 3));
+    gates.report(
+        P,
+        A,
+        GateOutcome::RateLimited {
+            ban: Some(Duration::from_secs(2)),
+            quota_spent: false,
+        },
+    );
+    match gates.acquire(P, A, Duration::from_secs(1)).await {
+        Err(GateRefusal::Paused { remaining, reason }) => {
+            assert!(remaining > Duration::from_millis(1500), "{remaining:?}");
+            assert!(reason.contains("ban"), "{reason}");
+        }
+        other => panic!("expected a pause, got {other:?}"),
+    }
+    assert_eq!(gate_snapshot(&gates).await.used_today, 4);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn set_rate_takes_effect_at_once() {
+    let gates = gates(1000.0, 5.0, 64);
+    let change = gates.set_rate(P, A, 20.0, Some(2.0)).await.unwrap();
+    assert_eq!(
+        (
+            change.old.rate,
+            change.old.burst,
+            change.new.rate,
+            change.new.burst
+        ),
+        (1000.0, 5.0, 20.0, 2.0)
+    );
+    let t = Instant::now();
+    for _ in 0..6 {
+        gates.acquire(P, A, Duration::from_secs(2)).await.unwrap();
+    }
+    // Starts drained: 6 calls at 20/s take about 300 ms (not a burst at 1000/s).
+    assert!(
+        t.elapsed() >= Duration::from_millis(200),
+        "{:?}",
+        t.elapsed()
+    );
+    let s = gate_snapshot(&gates).await;
+    assert!(s.overridden && s.limits.rate == 20.0 && s.adaptive_rate == 20.0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn beyond_max_wait_is_refused_with_the_retry_time() {
+    let gates = gates(5.0, 1.0, 4);
+    gates.acquire(P, A, Duration::ZERO).await.unwrap();
+    match gates.acquire(P, A, Duration::from_millis(10)).await {
+        Err(GateRefusal::RetryAt(d)) => assert!(
+            d > Duration::from_millis(100) && d <= Duration::from_millis(200),
+            "{d:?}"
+        ),
+        other => panic!("expected RetryAt, got {other:?}"),
+    }
+}
