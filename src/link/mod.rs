@@ -9,8 +9,12 @@
 pub mod backoff;
 pub mod breaker;
 pub mod budget;
+pub mod gateway;
 pub mod policy;
+pub mod probe;
 pub mod retry_budget;
 pub mod shared;
 
 pub use budget::Budget;
+pub use gateway::{CallContext, Gateway, LinkError, LinkErrorKind, Reply, StaleInfo};
+pub use shared::FleetLink;

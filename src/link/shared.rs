@@ -52,6 +52,9 @@ if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) 
 return 0
 ";
 
+/// When a breaker key was read, and the open time it had left then.
+type Seen = (Instant, Option<Duration>);
+
 /// A handle on the fleet's link state. Cheap to clone.
 #[derive(Clone)]
 pub struct FleetLink {
@@ -61,7 +64,7 @@ pub struct FleetLink {
     lease: std::sync::Arc<Script>,
     release: std::sync::Arc<Script>,
     /// Last breaker reading per (platform, api): when, and the open time left then.
-    seen: std::sync::Arc<Mutex<HashMap<(Platform, Api), (Instant, Option<Duration>)>>>,
+    seen: std::sync::Arc<Mutex<HashMap<(Platform, Api), Seen>>>,
 }
 
 impl std::fmt::Debug for FleetLink {
