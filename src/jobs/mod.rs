@@ -1,4 +1,11 @@
-//! Jobs: the task queue (transport between producers and workers); the job handlers
-//! are added next to it.
+//! Jobs: specs and producers, the handlers a worker runs, and the task queue (transport
+//! between producers and workers).
 
+pub mod listing;
+pub mod logistics;
+pub mod orders;
+pub mod producer;
 pub mod queue;
+pub mod runner;
+pub mod spec;
+pub mod worker;

@@ -4,6 +4,7 @@
 //! Bad input stops the enqueue before anything is written, naming the file and line.
 
 use crate::platform::Platform;
+pub use crate::store::JobKind;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use std::collections::HashSet;
@@ -120,6 +121,7 @@ impl JobSpec {
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct SpecFile {
+    #[serde(deserialize_with = "deserialize_kind")]
     kind: JobKind,
     from: Option<Platform>,
     to: Option<Platform>,
@@ -159,38 +161,11 @@ impl SpecFile {
     }
 }
 
-/// The three job kinds, as stored in `jobs.kind` and carried by tasks.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum JobKind {
-    Listing,
-    Orders,
-    Logistics,
-}
-
-impl JobKind {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            JobKind::Listing => "listing",
-            JobKind::Orders => "orders",
-            JobKind::Logistics => "logistics",
-        }
-    }
-
-    pub fn parse(s: &str) -> Option<JobKind> {
-        match s {
-            "listing" => Some(JobKind::Listing),
-            "orders" => Some(JobKind::Orders),
-            "logistics" => Some(JobKind::Logistics),
-            _ => None,
-        }
-    }
-}
-
-impl fmt::Display for JobKind {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
+/// `kind = "..."` read through the ledger's own spelling ([`JobKind`]'s `FromStr`), so the
+/// error keeps toml's span and names the line.
+fn deserialize_kind<'de, D: serde::Deserializer<'de>>(d: D) -> Result<JobKind, D::Error> {
+    let text = String::deserialize(d)?;
+    text.parse().map_err(serde::de::Error::custom)
 }
 
 /// Bad producer input: which file, which line, what was expected.

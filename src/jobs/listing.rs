@@ -1,0 +1,119 @@
+//! Listing: `item_get` on the source platform (a read: cacheable, may degrade to stale),
+//! then `item_add` on the target (a write with idempotency key `out_request_id = job:item`).
+
+use super::runner::{ItemRun, JobRunner, Useful};
+use crate::platform::model::{ApiRequest, ApiResponse, Item};
+use crate::platform::{Api, ErrorClass, Platform};
+use crate::store::ItemOutcome;
+use futures::StreamExt;
+
+/// Run the pending items of one chunk; returns each item's outcome.
+pub(crate) async fn run_chunk(
+    runner: &JobRunner,
+    job_id: i64,
+    from: Platform,
+    to: Platform,
+    keys: &[String],
+    useful: &Useful,
+) -> Vec<(String, ItemRun)> {
+    futures::stream::iter(keys.iter().cloned())
+        .map(|key| async move {
+            let run = list_one(runner, job_id, from, to, &key, useful).await;
+            (key, run)
+        })
+        .buffer_unordered(super::runner::ITEM_PARALLELISM)
+        .collect()
+        .await
+}
+
+/// The idempotency key of copying `item` in `job_id`: repeats are answered with the first
+/// result by the platform, so a re-run never lists an item twice.
+pub fn out_request_id(job_id: i64, item: &str) -> String {
+    format!("{job_id}:{item}")
+}
+
+async fn list_one(
+    runner: &JobRunner,
+    job_id: i64,
+    from: Platform,
+    to: Platform,
+    key: &str,
+    useful: &Useful,
+) -> ItemRun {
+    let read_ctx = runner.call_context();
+    let source = runner
+        .gateway
+        .call(
+            from,
+            ApiRequest::ItemGet {
+                item_id: key.to_string(),
+            },
+            &read_ctx,
+        )
+        .await;
+    let (item, stale) = match source {
+        Ok(reply) => match reply.response {
+            ApiResponse::Item(item) => (item, reply.stale),
+            other => {
+                return ItemRun::Outcome(ItemOutcome::failed(
+                    key,
+                    ErrorClass::Unknown,
+                    format!("{from} item_get answered with {other:?}"),
+                ))
+            }
+        },
+        Err(e) => return ItemRun::from_link_error(key, &e),
+    };
+    if let Some(missing) = missing_field(&item) {
+        // A source item without a title or price would create a broken listing.
+        return ItemRun::Outcome(ItemOutcome::failed(
+            key,
+            ErrorClass::Unknown,
+            format!("{from} item {key} has an empty `{missing}`"),
+        ));
+    }
+    useful.add(from, Api::ItemGet, 1);
+    let idem = out_request_id(job_id, key);
+    let write_ctx = runner.call_context().with_idempotency_key(idem.clone());
+    let request = ApiRequest::ItemAdd {
+        title: item.title,
+        price: item.price,
+        quantity: item.quantity,
+        out_request_id: idem,
+    };
+    match runner.gateway.call(to, request, &write_ctx).await {
+        Ok(reply) => match reply.response {
+            ApiResponse::ItemAdded { item_id } => {
+                useful.add(to, Api::ItemAdd, 1);
+                match stale {
+                    Some(info) => ItemRun::Outcome(ItemOutcome::stale(
+                        key,
+                        Some(item_id),
+                        format!(
+                            "source read stale ({} s old): {}",
+                            info.age.as_secs(),
+                            info.reason
+                        ),
+                    )),
+                    None => ItemRun::Outcome(ItemOutcome::done(key, Some(item_id))),
+                }
+            }
+            other => ItemRun::Outcome(ItemOutcome::failed(
+                key,
+                ErrorClass::Unknown,
+                format!("{to} item_add answered with {other:?}"),
+            )),
+        },
+        Err(e) => ItemRun::from_link_error(key, &e),
+    }
+}
+
+fn missing_field(item: &Item) -> Option<&'static str> {
+    if item.title.trim().is_empty() {
+        Some("title")
+    } else if item.price.trim().is_empty() {
+        Some("price")
+    } else {
+        None
+    }
+}

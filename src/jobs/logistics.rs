@@ -1,0 +1,137 @@
+//! Logistics: one `logistics_trace` call per shipped order that is not signed and was not
+//! queried within the minimum interval. Events are stored with INSERT OR IGNORE, so only new
+//! steps count as useful data; a signed parcel is never queried again.
+
+use super::runner::{ItemRun, JobRunner, Useful};
+use crate::platform::model::{ApiRequest, ApiResponse};
+use crate::platform::{Api, ErrorClass, Platform};
+use crate::store::{ItemOutcome, LogisticsEvent};
+use chrono::Utc;
+use futures::StreamExt;
+use std::time::Duration;
+
+pub(crate) async fn run_chunk(
+    runner: &JobRunner,
+    platform: Platform,
+    keys: &[String],
+    useful: &Useful,
+) -> Result<Vec<(String, ItemRun)>, String> {
+    let min_interval = Duration::from_secs(runner.cfg.jobs.logistics_min_interval_s);
+    let now = Utc::now();
+    let mut to_call = Vec::with_capacity(keys.len());
+    let mut out = Vec::with_capacity(keys.len());
+    // Cut before calling: the ledger may have learned since the enqueue that an order is
+    // signed or was just queried (overlapping jobs, a re-delivered task).
+    for key in keys {
+        let order = runner
+            .store
+            .get_order(platform, key)
+            .await
+            .map_err(|e| e.to_string())?;
+        let skip = match &order {
+            Some(o) if o.signed => Some("signed"),
+            Some(o)
+                if o.last_queried_at.is_some_and(|t| {
+                    (now - t)
+                        .to_std()
+                        .map(|age| age < min_interval)
+                        .unwrap_or(true)
+                }) =>
+            {
+                Some("queried recently")
+            }
+            _ => None,
+        };
+        match skip {
+            Some(reason) => out.push((
+                key.clone(),
+                ItemRun::Outcome(ItemOutcome::skipped(key, reason)),
+            )),
+            None => to_call.push(key.clone()),
+        }
+    }
+    let traced: Vec<(String, ItemRun)> = futures::stream::iter(to_call)
+        .map(|key| async move {
+            let run = trace_one(runner, platform, &key, useful).await;
+            (key, run)
+        })
+        .buffer_unordered(super::runner::ITEM_PARALLELISM)
+        .collect()
+        .await;
+    let queried: Vec<String> = traced
+        .iter()
+        .filter(|(_, r)| matches!(r, ItemRun::Outcome(_)))
+        .map(|(k, _)| k.clone())
+        .collect();
+    if !queried.is_empty() {
+        runner
+            .store
+            .mark_queried(platform, &queried, Utc::now())
+            .await
+            .map_err(|e| e.to_string())?;
+    }
+    out.extend(traced);
+    Ok(out)
+}
+
+async fn trace_one(runner: &JobRunner, platform: Platform, key: &str, useful: &Useful) -> ItemRun {
+    let ctx = runner.call_context();
+    let reply = match runner
+        .gateway
+        .call(
+            platform,
+            ApiRequest::LogisticsTrace {
+                order_id: key.to_string(),
+            },
+            &ctx,
+        )
+        .await
+    {
+        Ok(r) => r,
+        Err(e) => return ItemRun::from_link_error(key, &e),
+    };
+    let ApiResponse::Trace(trace) = reply.response else {
+        return ItemRun::Outcome(ItemOutcome::failed(
+            key,
+            ErrorClass::Unknown,
+            "logistics_trace answered with something else",
+        ));
+    };
+    let events: Vec<LogisticsEvent> = trace
+        .events
+        .iter()
+        .map(|e| LogisticsEvent {
+            event_time: e.time.clone(),
+            status: e.status.clone(),
+            description: e.description.clone(),
+        })
+        .collect();
+    let stored = async {
+        let new = runner.store.insert_events(platform, key, &events).await?;
+        if let Some(last) = trace.events.last() {
+            runner
+                .store
+                .set_last_status(platform, key, &last.status, trace.signed)
+                .await?;
+        }
+        Ok::<u64, crate::store::StoreError>(new)
+    }
+    .await;
+    match stored {
+        Ok(new) => {
+            if new > 0 {
+                useful.add(platform, Api::LogisticsTrace, 1);
+            }
+            let result = format!("new_events={new} signed={}", trace.signed);
+            match reply.stale {
+                Some(info) => ItemRun::Outcome(ItemOutcome::stale(key, Some(result), info.reason)),
+                None => ItemRun::Outcome(ItemOutcome::done(key, Some(result))),
+            }
+        }
+        Err(e) => ItemRun::Outcome(ItemOutcome::attempted(
+            key,
+            ErrorClass::Retry,
+            e.to_string(),
+        )),
+    }
+}

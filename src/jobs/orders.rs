@@ -1,0 +1,196 @@
+//! Order sync: the window split into platform-sized slices (one item each); each slice walks
+//! `order_list` pages until `has_next` is false and upserts only orders whose `modified`
+//! advanced. A page that changes nothing is a call without useful data.
+
+use super::runner::{ItemRun, JobRunner, Useful};
+use crate::platform::model::{ApiRequest, ApiResponse, Order as PlatformOrder};
+use crate::platform::{Api, ErrorClass, Platform};
+use crate::store::{ItemOutcome, Order};
+use chrono::{DateTime, Duration as ChronoDuration, Utc};
+
+/// Pages walked per slice at most: a guard against a platform that never says "no more".
+const MAX_PAGES_PER_SLICE: u32 = 10_000;
+
+/// The item key of a slice: `start/end` in RFC 3339 UTC.
+pub fn slice_key(start: DateTime<Utc>, end: DateTime<Utc>) -> String {
+    format!("{}/{}", start.to_rfc3339(), end.to_rfc3339())
+}
+
+/// Parse a slice key back into its window.
+pub fn parse_slice_key(key: &str) -> Option<(DateTime<Utc>, DateTime<Utc>)> {
+    let (a, b) = key.split_once('/')?;
+    let start = DateTime::parse_from_rfc3339(a).ok()?.with_timezone(&Utc);
+    let end = DateTime::parse_from_rfc3339(b).ok()?.with_timezone(&Utc);
+    (start < end).then_some((start, end))
+}
+
+/// Split `[since, until)` into slices no longer than `slice` (the platform's max window).
+pub fn slices(
+    since: DateTime<Utc>,
+    until: DateTime<Utc>,
+    slice: std::time::Duration,
+) -> Vec<String> {
+    let step = ChronoDuration::from_std(slice).unwrap_or(ChronoDuration::days(1));
+    let step = step.max(ChronoDuration::seconds(1));
+    let mut out = Vec::new();
+    let mut start = since;
+    while start < until {
+        let end = (start + step).min(until);
+        out.push(slice_key(start, end));
+        start = end;
+    }
+    out
+}
+
+/// Whether a platform order status means "shipped, not yet received": a logistics candidate.
+/// Finished orders (received) are never candidates, which is what cuts logistics calls.
+pub fn is_shipped(platform: Platform, status: &str) -> bool {
+    match platform {
+        Platform::Taobao => matches!(status, "WAIT_BUYER_CONFIRM_GOODS" | "SELLER_CONSIGNED_PART"),
+        Platform::Jd => matches!(status, "WAIT_GOODS_RECEIVE_CONFIRM"),
+        Platform::Alibaba => matches!(status, "waitbuyerreceive" | "waitlogisticstakein"),
+    }
+}
+
+/// Decimal amount text ("99.00") to fen; None when it is not a plain decimal.
+fn amount_cents(text: &str) -> Option<i64> {
+    let (whole, frac) = text.trim().split_once('.').unwrap_or((text.trim(), "0"));
+    let whole: i64 = whole.parse().ok()?;
+    let mut frac = frac.to_string();
+    frac.truncate(2);
+    while frac.len() < 2 {
+        frac.push('0');
+    }
+    let cents: i64 = frac.parse().ok()?;
+    whole.checked_mul(100)?.checked_add(cents)
+}
+
+fn to_ledger(platform: Platform, shop: &str, o: &PlatformOrder) -> Order {
+    Order {
+        platform,
+        order_id: o.order_id.clone(),
+        shop: shop.to_string(),
+        status: o.status.clone(),
+        shipped: is_shipped(platform, &o.status),
+        modified: o.modified,
+        amount_cents: amount_cents(&o.amount).unwrap_or(0),
+    }
+}
+
+pub(crate) async fn run_chunk(
+    runner: &JobRunner,
+    platform: Platform,
+    shop: &str,
+    keys: &[String],
+    useful: &Useful,
+) -> Vec<(String, ItemRun)> {
+    let mut out = Vec::with_capacity(keys.len());
+    for key in keys {
+        let run = sync_slice(runner, platform, shop, key, useful).await;
+        out.push((key.clone(), run));
+    }
+    out
+}
+
+async fn sync_slice(
+    runner: &JobRunner,
+    platform: Platform,
+    shop: &str,
+    key: &str,
+    useful: &Useful,
+) -> ItemRun {
+    let Some((start, end)) = parse_slice_key(key) else {
+        return ItemRun::Outcome(ItemOutcome::failed(
+            key,
+            ErrorClass::Fatal,
+            format!("bad slice key `{key}`"),
+        ));
+    };
+    let page_size = runner.cfg.jobs.order_page_size.clamp(1, 100);
+    let (mut pages, mut seen, mut changed) = (0u32, 0u64, 0u64);
+    for page in 1..=MAX_PAGES_PER_SLICE {
+        let ctx = runner.call_context();
+        let req = ApiRequest::OrderList {
+            start,
+            end,
+            page,
+            page_size,
+        };
+        let reply = match runner.gateway.call(platform, req, &ctx).await {
+            Ok(r) => r,
+            // Upserts are idempotent: a re-queued slice simply walks its pages again.
+            Err(e) => return ItemRun::from_link_error(key, &e),
+        };
+        let ApiResponse::OrderPage(p) = reply.response else {
+            return ItemRun::Outcome(ItemOutcome::failed(
+                key,
+                ErrorClass::Unknown,
+                "order_list answered with something else",
+            ));
+        };
+        pages += 1;
+        seen += p.orders.len() as u64;
+        let batch: Vec<Order> = p
+            .orders
+            .iter()
+            .map(|o| to_ledger(platform, shop, o))
+            .collect();
+        let n = match runner.store.upsert_orders_if_advanced(&batch).await {
+            Ok(n) => n,
+            Err(e) => {
+                return ItemRun::Outcome(ItemOutcome::attempted(
+                    key,
+                    ErrorClass::Retry,
+                    e.to_string(),
+                ))
+            }
+        };
+        changed += n;
+        if n > 0 {
+            useful.add(platform, Api::OrderList, 1);
+        }
+        if !p.has_next || p.orders.is_empty() {
+            break;
+        }
+    }
+    let result = format!("pages={pages} orders={seen} changed={changed}");
+    if changed == 0 {
+        ItemRun::Outcome(ItemOutcome::skipped(key, format!("unchanged ({result})")))
+    } else {
+        ItemRun::Outcome(ItemOutcome::done(key, Some(result)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn slices_cover_the_window_without_gaps() {
+        let since: DateTime<Utc> = "2026-11-01T00:00:00Z".parse().unwrap();
+        let until: DateTime<Utc> = "2026-11-03T12:00:00Z".parse().unwrap();
+        let keys = slices(since, until, std::time::Duration::from_secs(86_400));
+        assert_eq!(keys.len(), 3);
+        let windows: Vec<_> = keys.iter().map(|k| parse_slice_key(k).unwrap()).collect();
+        assert_eq!(windows[0].0, since);
+        assert_eq!(windows[2].1, until);
+        assert!(windows.windows(2).all(|w| w[0].1 == w[1].0));
+    }
+
+    #[test]
+    fn amounts_parse_to_cents() {
+        assert_eq!(amount_cents("99.00"), Some(9900));
+        assert_eq!(amount_cents("12.5"), Some(1250));
+        assert_eq!(amount_cents("7"), Some(700));
+        assert_eq!(amount_cents("x"), None);
+    }
+
+    #[test]
+    fn shipped_statuses_per_platform() {
+        assert!(is_shipped(Platform::Taobao, "WAIT_BUYER_CONFIRM_GOODS"));
+        assert!(!is_shipped(Platform::Taobao, "TRADE_FINISHED"));
+        assert!(is_shipped(Platform::Jd, "WAIT_GOODS_RECEIVE_CONFIRM"));
+        assert!(is_shipped(Platform::Alibaba, "waitbuyerreceive"));
+        assert!(!is_shipped(Platform::Alibaba, "success"));
+    }
+}

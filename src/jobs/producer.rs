@@ -1,0 +1,150 @@
+//! Producers: write the job and all its items to the ledger in one transaction, then push
+//! one task per chunk of items. The ledger is the source of truth; the queue is transport,
+//! so `reconcile` can always rebuild the queue's share from the ledger.
+
+use super::orders::slices;
+use super::queue::{Queue, TaskMsg};
+use super::spec::{JobKind, JobSpec};
+use crate::config::Config;
+use crate::platform::ErrorClass;
+use crate::store::Store;
+use chrono::Utc;
+use std::time::Duration;
+
+/// What an enqueue did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EnqueueReport {
+    pub job_id: i64,
+    pub items: usize,
+    pub tasks: usize,
+}
+
+/// Tasks pushed per progress report.
+const PROGRESS_STEP: usize = 200;
+
+/// The item keys of a job: listing ids as given, order-sync time slices, or the logistics
+/// candidates the ledger has now (shipped, unsigned, not queried recently; distinct).
+pub async fn item_keys(
+    store: &Store,
+    cfg: &Config,
+    spec: &JobSpec,
+    listing_ids: Vec<String>,
+) -> anyhow::Result<Vec<String>> {
+    Ok(match spec {
+        JobSpec::Listing { .. } => listing_ids,
+        JobSpec::Orders { since, until, .. } => {
+            slices(*since, *until, Duration::from_secs(cfg.jobs.order_slice_s))
+        }
+        JobSpec::Logistics { platform, shop } => {
+            let min = Duration::from_secs(cfg.jobs.logistics_min_interval_s);
+            store
+                .logistics_candidates(*platform, shop, min, Utc::now())
+                .await?
+        }
+    })
+}
+
+/// Create the job with `keys` as its items, then push its tasks. `on_progress(tasks_pushed)`
+/// is called as tasks go out.
+pub async fn enqueue(
+    store: &Store,
+    queue: &Queue,
+    chunk_size: usize,
+    spec: &JobSpec,
+    keys: &[String],
+    mut on_progress: impl FnMut(usize),
+) -> anyhow::Result<EnqueueReport> {
+    // The spec stored in the ledger names the job; the items live in job_items, not in it.
+    let mut stored = spec.clone();
+    if let JobSpec::Listing { items, .. } = &mut stored {
+        items.clear();
+    }
+    let spec_json = serde_json::to_string(&stored)?;
+    let job_id = store.create_job(spec.kind(), &spec_json, keys).await?;
+    let tasks = chunk_tasks(job_id, spec.kind(), keys, chunk_size);
+    let mut pushed = 0;
+    for batch in tasks.chunks(PROGRESS_STEP) {
+        queue.push_bulk(batch).await.map_err(|e| {
+            anyhow::anyhow!(
+                "job {job_id} is in the ledger but pushing its tasks failed after {pushed} task(s): {e}; \
+                 run `syncfleet reconcile {job_id}` once the queue is reachable"
+            )
+        })?;
+        pushed += batch.len();
+        on_progress(pushed);
+    }
+    Ok(EnqueueReport {
+        job_id,
+        items: keys.len(),
+        tasks: tasks.len(),
+    })
+}
+
+/// One task per `chunk_size` keys, numbered from 0.
+pub fn chunk_tasks(job_id: i64, kind: JobKind, keys: &[String], chunk_size: usize) -> Vec<TaskMsg> {
+    keys.chunks(chunk_size.max(1))
+        .enumerate()
+        .map(|(i, chunk)| TaskMsg {
+            job_id,
+            kind: kind.as_str().to_string(),
+            chunk: u32::try_from(i).unwrap_or(u32::MAX),
+            keys: chunk.to_vec(),
+        })
+        .collect()
+}
+
+/// Re-push every item the ledger says is unfinished: a lost queue (flushed Redis, deleted
+/// queue file) loses no work. Items already queued run at most once more, harmlessly: the
+/// handler skips items the ledger shows terminal.
+pub async fn reconcile(
+    store: &Store,
+    queue: &Queue,
+    job_id: i64,
+    chunk_size: usize,
+) -> anyhow::Result<EnqueueReport> {
+    let status = store.job_status(job_id).await?;
+    let keys = store.pending_keys(job_id).await?;
+    let tasks = chunk_tasks(job_id, status.job.kind, &keys, chunk_size);
+    queue.push_bulk(&tasks).await?;
+    Ok(EnqueueReport {
+        job_id,
+        items: keys.len(),
+        tasks: tasks.len(),
+    })
+}
+
+/// Put a job's items that failed with `class` back to pending and push them again.
+pub async fn retry_class(
+    store: &Store,
+    queue: &Queue,
+    job_id: i64,
+    class: ErrorClass,
+    chunk_size: usize,
+) -> anyhow::Result<EnqueueReport> {
+    let status = store.job_status(job_id).await?;
+    let keys = store.items_by_class(job_id, class).await?;
+    store.reset_items_to_pending(job_id, &keys).await?;
+    let tasks = chunk_tasks(job_id, status.job.kind, &keys, chunk_size);
+    queue.push_bulk(&tasks).await?;
+    Ok(EnqueueReport {
+        job_id,
+        items: keys.len(),
+        tasks: tasks.len(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn chunks_cover_every_key_once() {
+        let keys: Vec<String> = (1..=250).map(|i| i.to_string()).collect();
+        let tasks = chunk_tasks(7, JobKind::Listing, &keys, 100);
+        assert_eq!(tasks.len(), 3);
+        assert_eq!(tasks[2].keys.len(), 50);
+        assert_eq!(tasks[1].chunk, 1);
+        let all: Vec<String> = tasks.into_iter().flat_map(|t| t.keys).collect();
+        assert_eq!(all, keys);
+    }
+}

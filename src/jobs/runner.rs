@@ -1,0 +1,222 @@
+//! The job runner: what a worker does with one task (a chunk of one job's items).
+//!
+//! Every platform call goes through the link layer ([`Gateway`]); this code never sees
+//! retries, limits or timeouts. It reads the ledger to skip items already terminal (so a
+//! re-delivered task is harmless), records each item's outcome, and when the link layer
+//! says "not now" (Slow, pause, a reservation beyond the wait limit, an open breaker) it
+//! re-queues the rest of the chunk for that time without consuming a task attempt.
+
+use super::queue::{Queue, TaskCtx, TaskMsg, TaskResult};
+use super::spec::JobSpec;
+use super::{listing, logistics, orders};
+use crate::config::Config;
+use crate::link::gateway::{CallContext, Gateway, LinkError};
+use crate::platform::{Api, Platform};
+use crate::store::{CallClass, CallRecord, ItemOutcome, Store};
+use chrono::Utc;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// Items of one chunk run at once. The gate's concurrency slots bound the real
+/// parallelism; this only keeps enough calls queued at the gate to use them.
+pub(crate) const ITEM_PARALLELISM: usize = 16;
+
+/// The result of running one item.
+pub(crate) enum ItemRun {
+    /// The item is finished (any terminal status) or recorded an attempt.
+    Outcome(ItemOutcome),
+    /// Not now: re-queue the item after this long (no attempt consumed).
+    Later(Duration),
+}
+
+impl ItemRun {
+    /// Map a link error: "not now" errors re-queue, the rest fail the item with their class.
+    pub(crate) fn from_link_error(key: &str, e: &LinkError) -> ItemRun {
+        match e.retry_at {
+            Some(after) => ItemRun::Later(after),
+            None => ItemRun::Outcome(ItemOutcome::failed(key, e.class, e.to_string())),
+        }
+    }
+}
+
+/// Useful-call tally of one task, written to the calls ledger once per task.
+#[derive(Default)]
+pub(crate) struct Useful(Mutex<HashMap<(Platform, Api), u64>>);
+
+impl Useful {
+    pub(crate) fn add(&self, platform: Platform, api: Api, n: u64) {
+        if n == 0 {
+            return;
+        }
+        if let Ok(mut m) = self.0.lock() {
+            *m.entry((platform, api)).or_default() += n;
+        }
+    }
+
+    fn records(&self) -> Vec<CallRecord> {
+        let now = Utc::now();
+        let map = self.0.lock().map(|m| m.clone()).unwrap_or_default();
+        map.into_iter()
+            .map(|((platform, api), useful)| CallRecord {
+                minute: now,
+                platform,
+                api,
+                class: CallClass::Ok,
+                // The gateway counts the calls themselves; this row only adds usefulness.
+                calls: 0,
+                useful,
+            })
+            .collect()
+    }
+}
+
+/// Everything a task needs: the ledger, the link layer, the queue (to re-queue), config.
+pub struct JobRunner {
+    pub(crate) store: Store,
+    pub(crate) gateway: Gateway,
+    pub(crate) queue: Queue,
+    pub(crate) cfg: Arc<Config>,
+    /// Specs are immutable once a job exists: read each once per process.
+    specs: Mutex<HashMap<i64, Arc<JobSpec>>>,
+}
+
+impl JobRunner {
+    pub fn new(store: Store, gateway: Gateway, queue: Queue, cfg: Arc<Config>) -> JobRunner {
+        JobRunner {
+            store,
+            gateway,
+            queue,
+            cfg,
+            specs: Mutex::new(HashMap::new()),
+        }
+    }
+
+    pub fn gateway(&self) -> &Gateway {
+        &self.gateway
+    }
+
+    /// A fresh call context whose budget is the configured per-item budget.
+    pub(crate) fn call_context(&self) -> CallContext {
+        CallContext::for_task(&self.cfg.link)
+    }
+
+    async fn spec(&self, job_id: i64) -> Result<Arc<JobSpec>, String> {
+        if let Some(s) = self.specs.lock().ok().and_then(|m| m.get(&job_id).cloned()) {
+            return Ok(s);
+        }
+        let status = self
+            .store
+            .job_status(job_id)
+            .await
+            .map_err(|e| e.to_string())?;
+        let spec: JobSpec = serde_json::from_str(&status.spec)
+            .map_err(|e| format!("job {job_id}: unreadable spec in the ledger: {e}"))?;
+        let spec = Arc::new(spec);
+        if let Ok(mut m) = self.specs.lock() {
+            m.insert(job_id, spec.clone());
+        }
+        Ok(spec)
+    }
+
+    /// Run one task. Failures of the ledger or queue count an attempt (the task is retried);
+    /// platform failures are item outcomes, recorded in the ledger.
+    pub async fn run_task(&self, task: TaskMsg, ctx: TaskCtx) -> TaskResult {
+        match self.try_run_task(&task, &ctx).await {
+            Ok(result) => result,
+            Err(message) => {
+                tracing::warn!(
+                    job = task.job_id,
+                    chunk = task.chunk,
+                    attempt = ctx.attempt,
+                    "task failed: {message}"
+                );
+                TaskResult::Failed(message)
+            }
+        }
+    }
+
+    async fn try_run_task(&self, task: &TaskMsg, _ctx: &TaskCtx) -> Result<TaskResult, String> {
+        let spec = self.spec(task.job_id).await?;
+        if spec.kind().as_str() != task.kind {
+            return Err(format!(
+                "task kind `{}` does not match job {} ({})",
+                task.kind,
+                task.job_id,
+                spec.kind()
+            ));
+        }
+        // A re-delivered task does only what the ledger still shows pending.
+        let keys = self
+            .store
+            .items_to_run(task.job_id, &task.keys)
+            .await
+            .map_err(|e| e.to_string())?;
+        if keys.is_empty() {
+            return Ok(TaskResult::Done);
+        }
+        let useful = Useful::default();
+        let runs: Vec<(String, ItemRun)> = match &*spec {
+            JobSpec::Listing { from, to, .. } => {
+                listing::run_chunk(self, task.job_id, *from, *to, &keys, &useful).await
+            }
+            JobSpec::Orders { platform, shop, .. } => {
+                orders::run_chunk(self, *platform, shop, &keys, &useful).await
+            }
+            JobSpec::Logistics { platform, .. } => {
+                logistics::run_chunk(self, *platform, &keys, &useful).await?
+            }
+        };
+        let mut outcomes = Vec::with_capacity(runs.len());
+        let mut later_keys = Vec::new();
+        let mut later_by = Duration::ZERO;
+        for (key, run) in runs {
+            match run {
+                ItemRun::Outcome(o) => outcomes.push(o),
+                ItemRun::Later(after) => {
+                    later_by = later_by.max(after);
+                    later_keys.push(key);
+                }
+            }
+        }
+        let records = useful.records();
+        if !records.is_empty() {
+            self.store
+                .record_calls(&records)
+                .await
+                .map_err(|e| e.to_string())?;
+        }
+        if !outcomes.is_empty() {
+            let report = self
+                .store
+                .finish_items(task.job_id, &outcomes)
+                .await
+                .map_err(|e| e.to_string())?;
+            if report.job_finished {
+                tracing::info!(job = task.job_id, "job finished: every item is terminal");
+            }
+        }
+        if !later_keys.is_empty() {
+            // A fresh task for the rest of the chunk: the gate's retry-at time, no attempt used.
+            let rest = TaskMsg {
+                job_id: task.job_id,
+                kind: task.kind.clone(),
+                chunk: task.chunk,
+                keys: later_keys,
+            };
+            let delay = later_by.max(Duration::from_millis(50));
+            self.queue
+                .push_delayed(&rest, delay)
+                .await
+                .map_err(|e| e.to_string())?;
+            tracing::debug!(
+                job = task.job_id,
+                chunk = task.chunk,
+                items = rest.keys.len(),
+                delay_ms = delay.as_millis() as u64,
+                "re-queued the rest of the chunk"
+            );
+        }
+        Ok(TaskResult::Done)
+    }
+}
