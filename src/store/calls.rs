@@ -1,0 +1,244 @@
+//! The calls ledger, the gate-change audit trail and the stale-response cache.
+
+use super::{from_ms, to_i64, to_ms, to_u64, QueryCtx, Store, StoreError};
+use super::{ApiCalls, CallRecord, CallReport, ClassCalls, GateChange, StaleEntry};
+use crate::platform::{Api, Platform};
+use crate::time::china_offset;
+use chrono::{DateTime, NaiveDate, TimeZone, Utc};
+
+/// The calls ledger's minute key: 'YYYY-MM-DD HH:MM' in UTC (sorts as time).
+pub fn minute_key(at: DateTime<Utc>) -> String {
+    at.format("%Y-%m-%d %H:%M").to_string()
+}
+
+type GateRow = (
+    i64,
+    i64,
+    String,
+    String,
+    String,
+    Option<f64>,
+    f64,
+    Option<i64>,
+    Option<i64>,
+    String,
+);
+
+impl Store {
+    /// Add a batch of call counts in one transaction (upsert-increment per
+    /// (minute, platform, api, class)). Called in batches by the link layer.
+    pub async fn record_calls(&self, batch: &[CallRecord]) -> Result<(), StoreError> {
+        if batch.is_empty() {
+            return Ok(());
+        }
+        let mut tx = self
+            .pool
+            .begin_with("BEGIN IMMEDIATE")
+            .await
+            .ctx(self, "record_calls: begin")?;
+        for r in batch {
+            sqlx::query(
+                "INSERT INTO api_calls (minute, platform, api, class, calls, useful)
+                 VALUES (?, ?, ?, ?, ?, ?)
+                 ON CONFLICT (minute, platform, api, class) DO UPDATE SET
+                     calls = calls + excluded.calls, useful = useful + excluded.useful",
+            )
+            .bind(minute_key(r.minute))
+            .bind(r.platform.as_str())
+            .bind(r.api.as_str())
+            .bind(r.class.as_str())
+            .bind(to_i64(r.calls))
+            .bind(to_i64(r.useful))
+            .execute(&mut *tx)
+            .await
+            .ctx(self, "record_calls: upsert")?;
+        }
+        tx.commit().await.ctx(self, "record_calls: commit")?;
+        Ok(())
+    }
+
+    /// Calls and useful calls per (platform, api) and per class, for minutes in `[from, to)`
+    /// (both truncated to the minute).
+    pub async fn report_calls(
+        &self,
+        from: DateTime<Utc>,
+        to: DateTime<Utc>,
+    ) -> Result<CallReport, StoreError> {
+        let rows: Vec<(String, String, String, i64, i64)> = sqlx::query_as(
+            "SELECT platform, api, class, SUM(calls), SUM(useful) FROM api_calls
+             WHERE minute >= ? AND minute < ?
+             GROUP BY platform, api, class ORDER BY platform, api, class",
+        )
+        .bind(minute_key(from))
+        .bind(minute_key(to))
+        .fetch_all(&self.pool)
+        .await
+        .ctx(self, "report_calls")?;
+        let mut report = CallReport {
+            from,
+            to,
+            by_api: Vec::new(),
+            by_class: Vec::new(),
+        };
+        for (platform, api, class, calls, useful) in rows {
+            let platform: Platform = self.parse(&platform, "api_calls.platform")?;
+            let api: Api = self.parse(&api, "api_calls.api")?;
+            let (calls, useful) = (to_u64(calls), to_u64(useful));
+            report.by_class.push(ClassCalls {
+                platform,
+                api,
+                class: self.parse(&class, "api_calls.class")?,
+                calls,
+            });
+            match report.by_api.last_mut() {
+                Some(last) if last.platform == platform && last.api == api => {
+                    last.calls += calls;
+                    last.useful += useful;
+                }
+                _ => report.by_api.push(ApiCalls {
+                    platform,
+                    api,
+                    calls,
+                    useful,
+                }),
+            }
+        }
+        Ok(report)
+    }
+
+    /// [`Store::report_calls`] for one platform day (00:00 to 24:00 GMT+8, the quota day).
+    pub async fn report_calls_for_day(&self, day: NaiveDate) -> Result<CallReport, StoreError> {
+        let start = |d: NaiveDate| {
+            china_offset()
+                .from_local_datetime(&d.and_hms_opt(0, 0, 0).unwrap_or_default())
+                .single()
+                .map(|t| t.with_timezone(&Utc))
+                .unwrap_or_default()
+        };
+        let next = day.succ_opt().unwrap_or(day);
+        self.report_calls(start(day), start(next)).await
+    }
+
+    /// Append a gate change to the audit trail; returns its id.
+    pub async fn record_gate_change(&self, change: &GateChange) -> Result<i64, StoreError> {
+        sqlx::query_scalar(
+            "INSERT INTO gate_changes
+                (at, who, platform, api, old_rate, new_rate, old_burst, new_burst, why)
+             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
+        )
+        .bind(to_ms(change.at))
+        .bind(&change.who)
+        .bind(change.platform.as_str())
+        .bind(change.api.as_str())
+        .bind(change.old_rate)
+        .bind(change.new_rate)
+        .bind(change.old_burst.map(i64::from))
+        .bind(change.new_burst.map(i64::from))
+        .bind(&change.why)
+        .fetch_one(&self.pool)
+        .await
+        .ctx(self, "record_gate_change")
+    }
+
+    /// The last `limit` gate changes, newest first, with their ids.
+    pub async fn gate_changes(&self, limit: u32) -> Result<Vec<(i64, GateChange)>, StoreError> {
+        let rows: Vec<GateRow> = sqlx::query_as(
+            "SELECT id, at, who, platform, api, old_rate, new_rate, old_burst, new_burst, why
+             FROM gate_changes ORDER BY id DESC LIMIT ?",
+        )
+        .bind(i64::from(limit))
+        .fetch_all(&self.pool)
+        .await
+        .ctx(self, "gate_changes")?;
+        let burst = |b: Option<i64>| b.map(|b| u32::try_from(b).unwrap_or(u32::MAX));
+        rows.into_iter()
+            .map(
+                |(id, at, who, platform, api, old_rate, new_rate, old_b, new_b, why)| {
+                    Ok((
+                        id,
+                        GateChange {
+                            at: from_ms(at),
+                            who,
+                            platform: self.parse(&platform, "gate_changes.platform")?,
+                            api: self.parse(&api, "gate_changes.api")?,
+                            old_rate,
+                            new_rate,
+                            old_burst: burst(old_b),
+                            new_burst: burst(new_b),
+                            why,
+                        },
+                    ))
+                },
+            )
+            .collect()
+    }
+
+    /// Keep `body_json` as the last good response for (platform, api, key).
+    pub async fn stale_put(
+        &self,
+        platform: Platform,
+        api: Api,
+        key: &str,
+        body_json: &str,
+        stored_at: DateTime<Utc>,
+    ) -> Result<(), StoreError> {
+        sqlx::query(
+            "INSERT INTO stale_cache (platform, api, key, body, stored_at) VALUES (?, ?, ?, ?, ?)
+             ON CONFLICT (platform, api, key) DO UPDATE SET
+                 body = excluded.body, stored_at = excluded.stored_at",
+        )
+        .bind(platform.as_str())
+        .bind(api.as_str())
+        .bind(key)
+        .bind(body_json)
+        .bind(to_ms(stored_at))
+        .execute(&self.pool)
+        .await
+        .ctx(self, "stale_put")?;
+        Ok(())
+    }
+
+    /// The last good response for (platform, api, key), if any.
+    pub async fn stale_get(
+        &self,
+        platform: Platform,
+        api: Api,
+        key: &str,
+    ) -> Result<Option<StaleEntry>, StoreError> {
+        let row: Option<(String, i64)> = sqlx::query_as(
+            "SELECT body, stored_at FROM stale_cache WHERE platform = ? AND api = ? AND key = ?",
+        )
+        .bind(platform.as_str())
+        .bind(api.as_str())
+        .bind(key)
+        .fetch_optional(&self.pool)
+        .await
+        .ctx(self, "stale_get")?;
+        Ok(row.map(|(body, stored_at)| StaleEntry {
+            body,
+            stored_at: from_ms(stored_at),
+        }))
+    }
+
+    /// Drop cached responses stored before `older_than` (retention); returns how many.
+    pub async fn stale_purge(&self, older_than: DateTime<Utc>) -> Result<u64, StoreError> {
+        let purged = sqlx::query("DELETE FROM stale_cache WHERE stored_at < ?")
+            .bind(to_ms(older_than))
+            .execute(&self.pool)
+            .await
+            .ctx(self, "stale_purge")?
+            .rows_affected();
+        Ok(purged)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn minute_key_drops_seconds() {
+        let t = Utc.with_ymd_and_hms(2026, 1, 2, 3, 4, 59).unwrap();
+        assert_eq!(minute_key(t), "2026-01-02 03:04");
+    }
+}

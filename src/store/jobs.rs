@@ -1,0 +1,433 @@
+//! Jobs and their items: creation, what to run, outcomes, progress.
+
+use super::{from_ms, json_list, to_i64, to_ms, to_u64, QueryCtx, Store, StoreError};
+use super::{
+    FinishReport, ItemOutcome, ItemRecord, ItemStatus, JobKind, JobState, JobStatus, JobSummary,
+    StatusCounts,
+};
+use crate::platform::ErrorClass;
+use chrono::Utc;
+use std::collections::HashSet;
+
+/// Longest error message kept per item (a platform body can be large; the class says enough).
+const MAX_ERROR_MESSAGE: usize = 2000;
+
+fn truncate(s: &str) -> &str {
+    if s.len() <= MAX_ERROR_MESSAGE {
+        return s;
+    }
+    let mut end = MAX_ERROR_MESSAGE;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    &s[..end]
+}
+
+type JobRow = (i64, String, String, i64, i64, Option<i64>);
+type ItemRow = (
+    String,
+    i64,
+    String,
+    Option<String>,
+    Option<String>,
+    Option<String>,
+    i64,
+    i64,
+);
+
+impl Store {
+    /// Create a job and all its items (status `pending`, `seq` = position in `item_keys`) in
+    /// one transaction: either the job exists with every item, or nothing was written.
+    /// A job without items is created finished. Duplicate keys fail with
+    /// [`StoreError::DuplicateItem`]. `spec_json` must be valid JSON.
+    pub async fn create_job(
+        &self,
+        kind: JobKind,
+        spec_json: &str,
+        item_keys: &[String],
+    ) -> Result<i64, StoreError> {
+        let now = to_ms(Utc::now());
+        let total = to_i64(item_keys.len() as u64);
+        let (state, finished_at) = if item_keys.is_empty() {
+            (JobState::Finished, Some(now))
+        } else {
+            (JobState::Running, None)
+        };
+        // IMMEDIATE: take the write lock up front so busy_timeout applies (a deferred
+        // transaction upgrading to a writer fails at once with SQLITE_BUSY under WAL).
+        let mut tx = self
+            .pool
+            .begin_with("BEGIN IMMEDIATE")
+            .await
+            .ctx(self, "create_job: begin")?;
+        let job_id: i64 = sqlx::query_scalar(
+            "INSERT INTO jobs (kind, spec, status, total_items, created_at, finished_at)
+             VALUES (?, ?, ?, ?, ?, ?) RETURNING id",
+        )
+        .bind(kind.as_str())
+        .bind(spec_json)
+        .bind(state.as_str())
+        .bind(total)
+        .bind(now)
+        .bind(finished_at)
+        .fetch_one(&mut *tx)
+        .await
+        .ctx(self, "create_job: insert job")?;
+        // One statement for all items: the keys travel as one JSON array and json_each
+        // numbers them (key = array index = seq). Measured in examples/ledger_bench.rs.
+        let inserted = sqlx::query(
+            "INSERT INTO job_items (job_id, item_key, seq, updated_at)
+             SELECT ?, value, key, ? FROM json_each(?)",
+        )
+        .bind(job_id)
+        .bind(now)
+        .bind(json_list(item_keys))
+        .execute(&mut *tx)
+        .await;
+        match inserted {
+            Ok(_) => {}
+            Err(e) if is_unique_violation(&e) => {
+                // Dropping `tx` rolls back; find the culprit only on this error path.
+                drop(tx);
+                let mut seen = HashSet::with_capacity(item_keys.len());
+                let key = item_keys
+                    .iter()
+                    .find(|k| !seen.insert(k.as_str()))
+                    .cloned()
+                    .unwrap_or_default();
+                return Err(StoreError::DuplicateItem {
+                    db: self.db.to_string(),
+                    key,
+                });
+            }
+            Err(e) => return Err(e).ctx(self, "create_job: insert items"),
+        }
+        tx.commit().await.ctx(self, "create_job: commit")?;
+        Ok(job_id)
+    }
+
+    /// Of `keys`, those still pending, in `seq` order: what a (re-)run task must do.
+    /// Keys that are terminal or not part of the job are left out.
+    pub async fn items_to_run(
+        &self,
+        job_id: i64,
+        keys: &[String],
+    ) -> Result<Vec<String>, StoreError> {
+        // CROSS JOIN keeps json_each as the outer loop: one primary-key lookup per key,
+        // instead of scanning every pending item of a large job.
+        sqlx::query_scalar(
+            "SELECT i.item_key FROM json_each(?) AS k
+             CROSS JOIN job_items AS i ON i.job_id = ? AND i.item_key = k.value
+             WHERE i.status = 'pending'
+             ORDER BY i.seq",
+        )
+        .bind(json_list(keys))
+        .bind(job_id)
+        .fetch_all(&self.pool)
+        .await
+        .ctx(self, "items_to_run")
+    }
+
+    /// Pending keys of chunk `chunk` (items with `chunk * chunk_size <= seq < (chunk + 1) *
+    /// chunk_size`), in `seq` order: lets a task carry (job, chunk) instead of its keys.
+    pub async fn chunk_pending_keys(
+        &self,
+        job_id: i64,
+        chunk: u64,
+        chunk_size: u64,
+    ) -> Result<Vec<String>, StoreError> {
+        let size = to_i64(chunk_size.max(1));
+        let from = to_i64(chunk).saturating_mul(size);
+        sqlx::query_scalar(
+            "SELECT item_key FROM job_items
+             WHERE job_id = ? AND seq >= ? AND seq < ? AND status = 'pending'
+             ORDER BY seq",
+        )
+        .bind(job_id)
+        .bind(from)
+        .bind(from.saturating_add(size))
+        .fetch_all(&self.pool)
+        .await
+        .ctx(self, "chunk_pending_keys")
+    }
+
+    /// Every pending key of the job in `seq` order (for `reconcile`).
+    pub async fn pending_keys(&self, job_id: i64) -> Result<Vec<String>, StoreError> {
+        sqlx::query_scalar(
+            "SELECT item_key FROM job_items WHERE job_id = ? AND status = 'pending' ORDER BY seq",
+        )
+        .bind(job_id)
+        .fetch_all(&self.pool)
+        .await
+        .ctx(self, "pending_keys")
+    }
+
+    /// Chunk numbers (`seq / chunk_size`) that still hold a pending item, ascending
+    /// (for `reconcile` to re-push one task per unfinished chunk).
+    pub async fn pending_chunks(
+        &self,
+        job_id: i64,
+        chunk_size: u64,
+    ) -> Result<Vec<u64>, StoreError> {
+        let chunks: Vec<i64> = sqlx::query_scalar(
+            "SELECT DISTINCT seq / ? FROM job_items
+             WHERE job_id = ? AND status = 'pending' ORDER BY 1",
+        )
+        .bind(to_i64(chunk_size.max(1)))
+        .bind(job_id)
+        .fetch_all(&self.pool)
+        .await
+        .ctx(self, "pending_chunks")?;
+        Ok(chunks.into_iter().map(to_u64).collect())
+    }
+
+    /// Keys of failed items with error class `class`, in `seq` order (`retry JOB --class`).
+    pub async fn items_by_class(
+        &self,
+        job_id: i64,
+        class: ErrorClass,
+    ) -> Result<Vec<String>, StoreError> {
+        sqlx::query_scalar(
+            "SELECT item_key FROM job_items
+             WHERE job_id = ? AND status = 'failed' AND error_class = ? ORDER BY seq",
+        )
+        .bind(job_id)
+        .bind(class.as_str())
+        .fetch_all(&self.pool)
+        .await
+        .ctx(self, "items_by_class")
+    }
+
+    /// Put `keys` back to `pending` (error and result cleared, attempts kept) and reopen the
+    /// job. Only `failed`, `stale` and `skipped` items are reset: a `done` item is never run
+    /// twice (for a write that would duplicate it on the platform). Returns how many were reset.
+    pub async fn reset_items_to_pending(
+        &self,
+        job_id: i64,
+        keys: &[String],
+    ) -> Result<u64, StoreError> {
+        let now = to_ms(Utc::now());
+        let mut tx = self
+            .pool
+            .begin_with("BEGIN IMMEDIATE")
+            .await
+            .ctx(self, "reset_items_to_pending: begin")?;
+        let reset = sqlx::query(
+            "UPDATE job_items
+             SET status = 'pending', error_class = NULL, error_message = NULL, result = NULL,
+                 updated_at = ?
+             WHERE job_id = ? AND status IN ('failed', 'stale', 'skipped')
+               AND item_key IN (SELECT value FROM json_each(?))",
+        )
+        .bind(now)
+        .bind(job_id)
+        .bind(json_list(keys))
+        .execute(&mut *tx)
+        .await
+        .ctx(self, "reset_items_to_pending: update items")?
+        .rows_affected();
+        if reset > 0 {
+            sqlx::query("UPDATE jobs SET status = 'running', finished_at = NULL WHERE id = ?")
+                .bind(job_id)
+                .execute(&mut *tx)
+                .await
+                .ctx(self, "reset_items_to_pending: reopen job")?;
+        }
+        tx.commit()
+            .await
+            .ctx(self, "reset_items_to_pending: commit")?;
+        Ok(reset)
+    }
+
+    /// Record outcomes in one transaction: status, error class/message, result, attempts + 1.
+    /// Only items still `pending` are updated (the first terminal outcome wins, so a duplicate
+    /// delivery of a task cannot overwrite a `done` with a `failed`). Marks the job finished
+    /// when no pending item remains; `job_finished` is true for exactly the call that did it.
+    pub async fn finish_items(
+        &self,
+        job_id: i64,
+        outcomes: &[ItemOutcome],
+    ) -> Result<FinishReport, StoreError> {
+        let now = to_ms(Utc::now());
+        let mut tx = self
+            .pool
+            .begin_with("BEGIN IMMEDIATE")
+            .await
+            .ctx(self, "finish_items: begin")?;
+        let mut recorded = 0;
+        for o in outcomes {
+            recorded += sqlx::query(
+                "UPDATE job_items
+                 SET status = ?, error_class = ?, error_message = ?, result = ?,
+                     attempts = attempts + 1, updated_at = ?
+                 WHERE job_id = ? AND item_key = ? AND status = 'pending'",
+            )
+            .bind(o.status.as_str())
+            .bind(o.error_class.map(ErrorClass::as_str))
+            .bind(o.error_message.as_deref().map(truncate))
+            .bind(o.result.as_deref())
+            .bind(now)
+            .bind(job_id)
+            .bind(&o.key)
+            .execute(&mut *tx)
+            .await
+            .ctx(self, "finish_items: update item")?
+            .rows_affected();
+        }
+        let job_finished = sqlx::query(
+            "UPDATE jobs SET status = 'finished', finished_at = ?
+             WHERE id = ? AND status = 'running'
+               AND NOT EXISTS (SELECT 1 FROM job_items WHERE job_id = ? AND status = 'pending')",
+        )
+        .bind(now)
+        .bind(job_id)
+        .bind(job_id)
+        .execute(&mut *tx)
+        .await
+        .ctx(self, "finish_items: finish job")?
+        .rows_affected()
+            == 1;
+        tx.commit().await.ctx(self, "finish_items: commit")?;
+        Ok(FinishReport {
+            recorded,
+            job_finished,
+        })
+    }
+
+    /// A job's counts per status, times, and its rate over the last minute (for the ETA).
+    pub async fn job_status(&self, job_id: i64) -> Result<JobStatus, StoreError> {
+        let row: Option<(i64, String, String, i64, i64, Option<i64>, String)> = sqlx::query_as(
+            "SELECT id, kind, status, total_items, created_at, finished_at, spec
+             FROM jobs WHERE id = ?",
+        )
+        .bind(job_id)
+        .fetch_optional(&self.pool)
+        .await
+        .ctx(self, "job_status: read job")?;
+        let Some((id, kind, state, total, created, finished, spec)) = row else {
+            return Err(StoreError::JobNotFound {
+                db: self.db.to_string(),
+                job_id,
+            });
+        };
+        let job = self
+            .summary((id, kind, state, total, created, finished))
+            .await?;
+        let since = to_ms(Utc::now()) - 60_000;
+        let last_minute: i64 = sqlx::query_scalar(
+            "SELECT COUNT(*) FROM job_items
+             WHERE job_id = ? AND status IN ('done', 'stale', 'failed', 'skipped')
+               AND updated_at >= ?",
+        )
+        .bind(job_id)
+        .bind(since)
+        .fetch_one(&self.pool)
+        .await
+        .ctx(self, "job_status: recent rate")?;
+        Ok(JobStatus {
+            job,
+            spec,
+            rate_per_sec: last_minute as f64 / 60.0,
+        })
+    }
+
+    /// The most recent jobs (newest first) with their counts.
+    pub async fn list_jobs(&self, limit: u32) -> Result<Vec<JobSummary>, StoreError> {
+        let rows: Vec<JobRow> = sqlx::query_as(
+            "SELECT id, kind, status, total_items, created_at, finished_at
+             FROM jobs ORDER BY id DESC LIMIT ?",
+        )
+        .bind(i64::from(limit))
+        .fetch_all(&self.pool)
+        .await
+        .ctx(self, "list_jobs")?;
+        let mut out = Vec::with_capacity(rows.len());
+        for row in rows {
+            out.push(self.summary(row).await?);
+        }
+        Ok(out)
+    }
+
+    /// Items of a job in `seq` order, optionally of one status, at most `limit`.
+    pub async fn items(
+        &self,
+        job_id: i64,
+        status: Option<ItemStatus>,
+        limit: u32,
+    ) -> Result<Vec<ItemRecord>, StoreError> {
+        let rows: Vec<ItemRow> = sqlx::query_as(
+            "SELECT item_key, seq, status, error_class, error_message, result, attempts, updated_at
+             FROM job_items
+             WHERE job_id = ? AND (? IS NULL OR status = ?)
+             ORDER BY seq LIMIT ?",
+        )
+        .bind(job_id)
+        .bind(status.map(ItemStatus::as_str))
+        .bind(status.map(ItemStatus::as_str))
+        .bind(i64::from(limit))
+        .fetch_all(&self.pool)
+        .await
+        .ctx(self, "items")?;
+        rows.into_iter()
+            .map(
+                |(key, seq, st, class, message, result, attempts, updated)| {
+                    Ok(ItemRecord {
+                        key,
+                        seq: to_u64(seq),
+                        status: self.parse(&st, "job_items.status")?,
+                        error_class: match class {
+                            Some(c) => Some(self.parse(&c, "job_items.error_class")?),
+                            None => None,
+                        },
+                        error_message: message,
+                        result,
+                        attempts: u32::try_from(attempts).unwrap_or(u32::MAX),
+                        updated_at: from_ms(updated),
+                    })
+                },
+            )
+            .collect()
+    }
+
+    async fn summary(&self, row: JobRow) -> Result<JobSummary, StoreError> {
+        let (id, kind, state, total, created, finished) = row;
+        let per_status: Vec<(String, i64)> = sqlx::query_as(
+            "SELECT status, COUNT(*) FROM job_items WHERE job_id = ? GROUP BY status",
+        )
+        .bind(id)
+        .fetch_all(&self.pool)
+        .await
+        .ctx(self, "count items per status")?;
+        let mut counts = StatusCounts::default();
+        for (status, n) in per_status {
+            counts.add(self.parse(&status, "job_items.status")?, to_u64(n));
+        }
+        Ok(JobSummary {
+            id,
+            kind: self.parse(&kind, "jobs.kind")?,
+            state: self.parse(&state, "jobs.status")?,
+            total: to_u64(total),
+            counts,
+            created_at: from_ms(created),
+            finished_at: finished.map(from_ms),
+        })
+    }
+
+    /// Parse a stored enum spelling, naming the column when it is not one we know.
+    pub(crate) fn parse<T: std::str::FromStr>(
+        &self,
+        value: &str,
+        what: &'static str,
+    ) -> Result<T, StoreError> {
+        value.parse().map_err(|_| StoreError::Corrupt {
+            db: self.db.to_string(),
+            what,
+            value: value.to_string(),
+        })
+    }
+}
+
+fn is_unique_violation(e: &sqlx::Error) -> bool {
+    e.as_database_error()
+        .is_some_and(|d| d.is_unique_violation())
+}

@@ -1,0 +1,492 @@
+//! Typed rows of the ledger: what callers pass in and get back.
+
+use crate::platform::{Api, ErrorClass, Platform};
+use chrono::{DateTime, Utc};
+use std::fmt;
+use std::str::FromStr;
+use std::time::Duration;
+
+/// Declares a string-backed enum with `as_str`, `Display` and `FromStr` (the stored spelling).
+macro_rules! text_enum {
+    ($(#[$m:meta])* $name:ident { $($(#[$vm:meta])* $variant:ident => $text:literal),+ $(,)? }) => {
+        $(#[$m])*
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+        pub enum $name { $($(#[$vm])* $variant),+ }
+
+        impl $name {
+            pub const ALL: &'static [$name] = &[$($name::$variant),+];
+
+            /// The spelling stored in the ledger.
+            pub fn as_str(self) -> &'static str {
+                match self { $($name::$variant => $text),+ }
+            }
+        }
+
+        impl fmt::Display for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(self.as_str())
+            }
+        }
+
+        impl FromStr for $name {
+            type Err = String;
+            fn from_str(s: &str) -> Result<Self, Self::Err> {
+                match s {
+                    $($text => Ok($name::$variant),)+
+                    other => Err(format!(
+                        concat!("unknown ", stringify!($name), " `{}` (expected one of: {})"),
+                        other,
+                        [$($text),+].join(", ")
+                    )),
+                }
+            }
+        }
+    };
+}
+
+text_enum! {
+    /// The three kinds of job.
+    JobKind {
+        /// Copy items from one platform to another (`item_get` then `item_add`).
+        Listing => "listing",
+        /// Sync orders modified in a window.
+        Orders => "orders",
+        /// Track logistics of shipped, unsigned orders.
+        Logistics => "logistics",
+    }
+}
+
+text_enum! {
+    /// Whether a job still has pending items.
+    JobState {
+        Running => "running",
+        Finished => "finished",
+    }
+}
+
+text_enum! {
+    /// Where an item stands. Every status but `Pending` is terminal.
+    ItemStatus {
+        /// Not finished yet (never run, or reset for a retry).
+        Pending => "pending",
+        /// Finished on fresh data.
+        Done => "done",
+        /// Finished on degraded (stale) data, flagged.
+        Stale => "stale",
+        /// Failed, with its error class and message.
+        Failed => "failed",
+        /// Cut before calling (signed, duplicate, unchanged).
+        Skipped => "skipped",
+    }
+}
+
+impl ItemStatus {
+    pub fn is_terminal(self) -> bool {
+        self != ItemStatus::Pending
+    }
+}
+
+text_enum! {
+    /// Outcome class of one platform call in the calls ledger: `ok`, the four error classes,
+    /// or `stale` (answered from the stale cache after the call could not succeed).
+    CallClass {
+        Ok => "ok",
+        Retry => "retry",
+        Slow => "slow",
+        Fatal => "fatal",
+        Unknown => "unknown",
+        Stale => "stale",
+    }
+}
+
+impl From<ErrorClass> for CallClass {
+    fn from(c: ErrorClass) -> Self {
+        match c {
+            ErrorClass::Retry => CallClass::Retry,
+            ErrorClass::Slow => CallClass::Slow,
+            ErrorClass::Fatal => CallClass::Fatal,
+            ErrorClass::Unknown => CallClass::Unknown,
+        }
+    }
+}
+
+/// The result of running one item, recorded by [`crate::store::Store::finish_items`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct ItemOutcome {
+    pub key: String,
+    /// `Pending` records an attempt without finishing the item (attempts is still bumped).
+    pub status: ItemStatus,
+    pub error_class: Option<ErrorClass>,
+    pub error_message: Option<String>,
+    /// What the item produced (e.g. the new item id), or why it was skipped.
+    pub result: Option<String>,
+}
+
+impl ItemOutcome {
+    /// Finished on fresh data, with an optional result (e.g. the new item id).
+    pub fn done(key: impl Into<String>, result: Option<String>) -> Self {
+        ItemOutcome {
+            key: key.into(),
+            status: ItemStatus::Done,
+            error_class: None,
+            error_message: None,
+            result,
+        }
+    }
+
+    /// Finished on degraded data; `reason` says why the fresh call failed.
+    pub fn stale(
+        key: impl Into<String>,
+        result: Option<String>,
+        reason: impl Into<String>,
+    ) -> Self {
+        ItemOutcome {
+            key: key.into(),
+            status: ItemStatus::Stale,
+            error_class: None,
+            error_message: Some(reason.into()),
+            result,
+        }
+    }
+
+    /// Failed with an error class and message.
+    pub fn failed(key: impl Into<String>, class: ErrorClass, message: impl Into<String>) -> Self {
+        ItemOutcome {
+            key: key.into(),
+            status: ItemStatus::Failed,
+            error_class: Some(class),
+            error_message: Some(message.into()),
+            result: None,
+        }
+    }
+
+    /// Cut before calling; `reason` (e.g. "signed", "unchanged") goes to `result`.
+    pub fn skipped(key: impl Into<String>, reason: impl Into<String>) -> Self {
+        ItemOutcome {
+            key: key.into(),
+            status: ItemStatus::Skipped,
+            error_class: None,
+            error_message: None,
+            result: Some(reason.into()),
+        }
+    }
+
+    /// An attempt that did not finish the item (it stays pending, attempts + 1).
+    pub fn attempted(
+        key: impl Into<String>,
+        class: ErrorClass,
+        message: impl Into<String>,
+    ) -> Self {
+        ItemOutcome {
+            key: key.into(),
+            status: ItemStatus::Pending,
+            error_class: Some(class),
+            error_message: Some(message.into()),
+            result: None,
+        }
+    }
+}
+
+/// What [`crate::store::Store::finish_items`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FinishReport {
+    /// Outcomes recorded (items that were pending; outcomes for already-terminal items are
+    /// ignored, so the first terminal outcome of an item wins).
+    pub recorded: u64,
+    /// True when this call finished the job (no pending item left): exactly one caller sees it.
+    pub job_finished: bool,
+}
+
+/// Item counts per status.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct StatusCounts {
+    pub pending: u64,
+    pub done: u64,
+    pub stale: u64,
+    pub failed: u64,
+    pub skipped: u64,
+}
+
+impl StatusCounts {
+    pub fn get(&self, status: ItemStatus) -> u64 {
+        match status {
+            ItemStatus::Pending => self.pending,
+            ItemStatus::Done => self.done,
+            ItemStatus::Stale => self.stale,
+            ItemStatus::Failed => self.failed,
+            ItemStatus::Skipped => self.skipped,
+        }
+    }
+
+    pub(crate) fn add(&mut self, status: ItemStatus, n: u64) {
+        match status {
+            ItemStatus::Pending => self.pending += n,
+            ItemStatus::Done => self.done += n,
+            ItemStatus::Stale => self.stale += n,
+            ItemStatus::Failed => self.failed += n,
+            ItemStatus::Skipped => self.skipped += n,
+        }
+    }
+
+    /// Items in a terminal status.
+    pub fn terminal(&self) -> u64 {
+        self.done + self.stale + self.failed + self.skipped
+    }
+}
+
+/// One job with its item counts.
+#[derive(Debug, Clone, PartialEq)]
+pub struct JobSummary {
+    pub id: i64,
+    pub kind: JobKind,
+    pub state: JobState,
+    pub total: u64,
+    pub counts: StatusCounts,
+    pub created_at: DateTime<Utc>,
+    pub finished_at: Option<DateTime<Utc>>,
+}
+
+impl JobSummary {
+    /// Share of items in a terminal status, 0..=100.
+    pub fn percent(&self) -> f64 {
+        if self.total == 0 {
+            return 100.0;
+        }
+        100.0 * self.counts.terminal() as f64 / self.total as f64
+    }
+}
+
+/// A job's full status, for `syncfleet status JOB`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct JobStatus {
+    pub job: JobSummary,
+    /// The job's spec as given to `create_job` (JSON text).
+    pub spec: String,
+    /// Items finished per second over the last minute.
+    pub rate_per_sec: f64,
+}
+
+impl JobStatus {
+    /// Time left at the last minute's rate; None when finished or nothing moved lately.
+    pub fn eta(&self) -> Option<Duration> {
+        let pending = self.job.counts.pending;
+        if pending == 0 {
+            return Some(Duration::ZERO);
+        }
+        if self.rate_per_sec <= 0.0 {
+            return None;
+        }
+        Some(Duration::from_secs_f64(pending as f64 / self.rate_per_sec))
+    }
+}
+
+/// One item row.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ItemRecord {
+    pub key: String,
+    pub seq: u64,
+    pub status: ItemStatus,
+    pub error_class: Option<ErrorClass>,
+    pub error_message: Option<String>,
+    pub result: Option<String>,
+    pub attempts: u32,
+    pub updated_at: DateTime<Utc>,
+}
+
+/// An order as read from a platform's order list, normalised by the adapter.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Order {
+    pub platform: Platform,
+    pub order_id: String,
+    pub shop: String,
+    /// The platform's own status text.
+    pub status: String,
+    /// The adapter's reading of `status`: shipped and not yet received (a logistics candidate).
+    pub shipped: bool,
+    /// When the platform last modified the order (stored to the millisecond).
+    pub modified: DateTime<Utc>,
+    /// Order amount in the smallest currency unit (fen).
+    pub amount_cents: i64,
+}
+
+/// An order row with its logistics state.
+#[derive(Debug, Clone, PartialEq)]
+pub struct OrderRecord {
+    pub order: Order,
+    /// Last logistics status seen (platform text).
+    pub last_status: Option<String>,
+    /// The parcel was signed for: never query its logistics again.
+    pub signed: bool,
+    pub last_queried_at: Option<DateTime<Utc>>,
+}
+
+/// One logistics trace step.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LogisticsEvent {
+    /// The platform's timestamp text, as given (part of the dedup key).
+    pub event_time: String,
+    pub status: String,
+    pub description: String,
+}
+
+/// Calls of one (minute, platform, api, class), added to the calls ledger.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CallRecord {
+    /// Any instant within the minute (seconds are dropped).
+    pub minute: DateTime<Utc>,
+    pub platform: Platform,
+    pub api: Api,
+    pub class: CallClass,
+    pub calls: u64,
+    /// Calls among `calls` that brought new data.
+    pub useful: u64,
+}
+
+/// Calls and useful calls of one (platform, api).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ApiCalls {
+    pub platform: Platform,
+    pub api: Api,
+    pub calls: u64,
+    pub useful: u64,
+}
+
+impl ApiCalls {
+    /// useful / calls (0 when no calls). Below 0.3: cache or go incremental.
+    pub fn useful_ratio(&self) -> f64 {
+        if self.calls == 0 {
+            0.0
+        } else {
+            self.useful as f64 / self.calls as f64
+        }
+    }
+}
+
+/// Calls of one (platform, api, class).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClassCalls {
+    pub platform: Platform,
+    pub api: Api,
+    pub class: CallClass,
+    pub calls: u64,
+}
+
+/// The calls ledger over a time range.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CallReport {
+    pub from: DateTime<Utc>,
+    pub to: DateTime<Utc>,
+    /// Per (platform, api), ordered by platform then api.
+    pub by_api: Vec<ApiCalls>,
+    /// Per (platform, api, class), same order.
+    pub by_class: Vec<ClassCalls>,
+}
+
+impl CallReport {
+    pub fn total_calls(&self) -> u64 {
+        self.by_api.iter().map(|a| a.calls).sum()
+    }
+    pub fn total_useful(&self) -> u64 {
+        self.by_api.iter().map(|a| a.useful).sum()
+    }
+    /// Useful-call ratio over all APIs.
+    pub fn useful_ratio(&self) -> f64 {
+        let calls = self.total_calls();
+        if calls == 0 {
+            0.0
+        } else {
+            self.total_useful() as f64 / calls as f64
+        }
+    }
+    /// Calls of one (platform, api), 0 when none (for the burn ratio per gate).
+    pub fn calls_of(&self, platform: Platform, api: Api) -> u64 {
+        self.by_api
+            .iter()
+            .find(|a| a.platform == platform && a.api == api)
+            .map_or(0, |a| a.calls)
+    }
+}
+
+/// A run-time gate change: who changed which gate, when, and why.
+#[derive(Debug, Clone, PartialEq)]
+pub struct GateChange {
+    pub at: DateTime<Utc>,
+    pub who: String,
+    pub platform: Platform,
+    pub api: Api,
+    pub old_rate: Option<f64>,
+    pub new_rate: f64,
+    pub old_burst: Option<u32>,
+    pub new_burst: Option<u32>,
+    pub why: String,
+}
+
+/// A stored last-good response.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StaleEntry {
+    /// The response body (JSON text).
+    pub body: String,
+    pub stored_at: DateTime<Utc>,
+}
+
+/// Who holds the embedded-worker lock.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HeldBy {
+    pub holder: String,
+    pub pid: u32,
+    pub since: DateTime<Utc>,
+    pub heartbeat_at: DateTime<Utc>,
+}
+
+impl fmt::Display for HeldBy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "another embedded worker is running on this ledger: `{}` (pid {}) since {}, \
+             last heartbeat {}; stop it, or use Redis (--redis) to run several workers",
+            self.holder,
+            self.pid,
+            self.since.format("%Y-%m-%d %H:%M:%S UTC"),
+            self.heartbeat_at.format("%Y-%m-%d %H:%M:%S%.3f UTC"),
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn text_enums_round_trip() {
+        for s in ItemStatus::ALL {
+            assert_eq!(s.as_str().parse::<ItemStatus>(), Ok(*s));
+        }
+        for k in JobKind::ALL {
+            assert_eq!(k.to_string().parse::<JobKind>(), Ok(*k));
+        }
+        assert!("bogus".parse::<CallClass>().is_err());
+    }
+
+    #[test]
+    fn eta_uses_rate() {
+        let status = JobStatus {
+            job: JobSummary {
+                id: 1,
+                kind: JobKind::Listing,
+                state: JobState::Running,
+                total: 100,
+                counts: StatusCounts {
+                    pending: 50,
+                    done: 50,
+                    ..Default::default()
+                },
+                created_at: Utc::now(),
+                finished_at: None,
+            },
+            spec: "{}".into(),
+            rate_per_sec: 10.0,
+        };
+        assert_eq!(status.eta(), Some(Duration::from_secs(5)));
+        assert!((status.job.percent() - 50.0).abs() < 1e-9);
+    }
+}
