@@ -937,9 +937,8 @@ impl Gateway {
                 Err(_) => c.failed += 1,
             }
         });
-        if stale {
-            self.ledger_add(platform, api, CallClass::Stale);
-        }
+        // The calls ledger counts platform calls only (what the quota saw); stale answers are
+        // counted in the snapshot and the log line, not as calls.
         let error = match result {
             Err(e) => e.to_string(),
             Ok(Reply { stale: Some(s), .. }) => s.reason.clone(),
