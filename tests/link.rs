@@ -166,7 +166,8 @@ async fn outage_trips_breaker_for_the_whole_fleet_and_half_open_probes_close_it(
     ));
     // It opened after the minimum samples, not before.
     let at_trip = sim_calls(&sim, Api::ItemGet);
-    assert!(at_trip >= 1 + 20, "tripped after {at_trip} simulator calls");
+    // One healthy call before the drill, then at least the 20 minimum samples.
+    assert!(at_trip > 20, "tripped after {at_trip} simulator calls");
 
     // Within a second every worker stops calling.
     tokio::time::sleep(Duration::from_secs(1)).await;

@@ -7,6 +7,7 @@ use std::path::PathBuf;
 
 pub mod call;
 pub mod config_cmd;
+pub mod probe;
 pub mod sim;
 
 /// syncfleet: spend the platforms' quota fully and only on useful calls.
@@ -46,6 +47,8 @@ pub enum Command {
     Config(config_cmd::ConfigCommand),
     /// One signed call: prints the response JSON and its error class.
     Call(call::CallArgs),
+    /// Probe every (platform, API class): auth, latency, required fields.
+    Probe(probe::ProbeArgs),
     /// The platform simulator: TOP, JOS and 1688 on one local listener.
     Sim(sim::SimArgs),
 }
@@ -103,6 +106,7 @@ pub async fn run(cli: Cli) -> Result<(), CliError> {
     match &cli.command {
         Command::Config(cmd) => config_cmd::run(&cli, cmd).await,
         Command::Call(args) => call::run(&cli, args).await,
+        Command::Probe(args) => probe::run(&cli, args).await,
         Command::Sim(args) => sim::run(args).await,
     }
 }
