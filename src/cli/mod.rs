@@ -7,6 +7,7 @@ use std::path::PathBuf;
 
 pub mod call;
 pub mod config_cmd;
+pub mod db;
 pub mod probe;
 pub mod sim;
 
@@ -45,6 +46,9 @@ pub enum Command {
     /// Configuration commands.
     #[command(subcommand)]
     Config(config_cmd::ConfigCommand),
+    /// The SQL ledger: `db migrate` creates or upgrades it.
+    #[command(subcommand)]
+    Db(db::DbCommand),
     /// One signed call: prints the response JSON and its error class.
     Call(call::CallArgs),
     /// Probe every (platform, API class): auth, latency, required fields.
@@ -105,6 +109,7 @@ impl Cli {
 pub async fn run(cli: Cli) -> Result<(), CliError> {
     match &cli.command {
         Command::Config(cmd) => config_cmd::run(&cli, cmd).await,
+        Command::Db(cmd) => db::run(&cli, cmd).await,
         Command::Call(args) => call::run(&cli, args).await,
         Command::Probe(args) => probe::run(&cli, args).await,
         Command::Sim(args) => sim::run(args).await,

@@ -1,0 +1,64 @@
+//! `syncfleet db migrate`: create or upgrade the SQL ledger named by `--db`.
+
+use super::{Cli, CliError};
+use crate::store::{Store, StoreError};
+use clap::Subcommand;
+
+#[derive(Debug, Subcommand)]
+pub enum DbCommand {
+    /// Apply the ledger migrations not yet applied to the database named by --db
+    /// (created if missing); prints what it did and the connection settings in effect.
+    Migrate,
+}
+
+/// Bad URLs and duplicate item keys are the caller's input (exit 2); the rest is runtime (1).
+impl From<StoreError> for CliError {
+    fn from(e: StoreError) -> Self {
+        if e.is_input_error() {
+            CliError::input(e.to_string())
+        } else {
+            CliError::runtime(e.to_string())
+        }
+    }
+}
+
+pub async fn run(cli: &Cli, cmd: &DbCommand) -> Result<(), CliError> {
+    match cmd {
+        DbCommand::Migrate => {
+            let store = Store::connect(&cli.db).await?;
+            let report = store.migrate().await?;
+            let db = store.db_name();
+            if report.applied.is_empty() {
+                println!(
+                    "{db}: up to date ({} migration(s) already applied)",
+                    report.already_applied
+                );
+            } else {
+                for (version, description) in &report.applied {
+                    println!("{db}: applied migration {version} {description}");
+                }
+                println!(
+                    "{db}: {} migration(s) applied, {} already in place",
+                    report.applied.len(),
+                    report.already_applied
+                );
+            }
+            let p = store.pragmas().await?;
+            let synchronous = match p.synchronous {
+                0 => "OFF",
+                1 => "NORMAL",
+                2 => "FULL",
+                3 => "EXTRA",
+                _ => "?",
+            };
+            println!(
+                "{db}: journal_mode={} synchronous={synchronous} busy_timeout={}ms foreign_keys={}",
+                p.journal_mode,
+                p.busy_timeout_ms,
+                if p.foreign_keys { "on" } else { "off" }
+            );
+            store.close().await;
+            Ok(())
+        }
+    }
+}

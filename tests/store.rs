@@ -1,0 +1,734 @@
+//! The SQL ledger against real SQLite files in temporary directories.
+
+use chrono::{Duration as ChronoDuration, TimeZone, Utc};
+use std::time::Duration;
+use syncfleet::platform::{Api, ErrorClass, Platform};
+use syncfleet::store::*;
+use tempfile::TempDir;
+
+async fn fresh() -> (TempDir, Store) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let url = format!("sqlite://{}", dir.path().join("ledger.db").display());
+    let store = Store::connect(&url).await.expect("connect");
+    store.migrate().await.expect("migrate");
+    (dir, store)
+}
+
+fn keys(n: usize) -> Vec<String> {
+    (0..n).map(|i| format!("item-{i:06}")).collect()
+}
+
+/// Plain SQL against the same file, as an operator would inspect it.
+async fn raw(dir: &TempDir) -> sqlx::SqlitePool {
+    let url = format!("sqlite://{}", dir.path().join("ledger.db").display());
+    sqlx::SqlitePool::connect(&url).await.expect("raw connect")
+}
+
+#[tokio::test]
+async fn migrations_apply_twice_idempotently() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("sqlite://{}", dir.path().join("new.db").display());
+    let store = Store::connect(&url).await.unwrap();
+    let first = store.migrate().await.unwrap();
+    assert_eq!(first.applied.len(), 1, "{first:?}");
+    assert_eq!(first.already_applied, 0);
+    let second = store.migrate().await.unwrap();
+    assert!(second.applied.is_empty(), "{second:?}");
+    assert_eq!(second.already_applied, 1);
+    store.close().await;
+    // A new process opening the same file finds everything in place, data included.
+    let again = Store::connect(&url).await.unwrap();
+    let id = again
+        .create_job(JobKind::Listing, "{}", &keys(3))
+        .await
+        .unwrap();
+    let third = again.migrate().await.unwrap();
+    assert!(third.applied.is_empty());
+    assert_eq!(again.job_status(id).await.unwrap().job.total, 3);
+}
+
+#[tokio::test]
+async fn pragmas_in_effect_on_every_pooled_connection() {
+    let (_dir, store) = fresh().await;
+    let all = store.pragmas_per_connection(4).await.unwrap();
+    assert_eq!(all.len(), 4);
+    for p in all {
+        assert_eq!(p.journal_mode, "wal");
+        assert_eq!(p.synchronous, 1, "synchronous=NORMAL");
+        assert_eq!(p.busy_timeout_ms, 5000);
+        assert!(p.foreign_keys);
+    }
+}
+
+#[tokio::test]
+async fn bad_urls_are_input_errors_naming_the_url() {
+    for url in ["postgres://u:pw@localhost/x", "sqlite://", "mysql://h/db"] {
+        let err = Store::connect(url).await.unwrap_err();
+        assert!(err.is_input_error(), "{url}: {err}");
+        let msg = err.to_string();
+        assert!(!msg.contains("pw@"), "password leaked: {msg}");
+        assert!(msg.contains(url.split("://").next().unwrap()), "{msg}");
+    }
+    let missing = "sqlite:///nonexistent-dir-for-syncfleet/ledger.db";
+    let err = Store::connect(missing).await.unwrap_err();
+    assert!(!err.is_input_error());
+    assert!(
+        err.to_string()
+            .contains("/nonexistent-dir-for-syncfleet/ledger.db"),
+        "{err}"
+    );
+}
+
+#[tokio::test]
+async fn in_memory_ledger_works() {
+    let store = Store::connect("sqlite::memory:").await.unwrap();
+    store.migrate().await.unwrap();
+    let id = store
+        .create_job(JobKind::Orders, "{}", &keys(5))
+        .await
+        .unwrap();
+    assert_eq!(store.pending_keys(id).await.unwrap().len(), 5);
+}
+
+#[tokio::test]
+async fn create_job_is_atomic() {
+    let (dir, store) = fresh().await;
+    let mut ks = keys(5000);
+    // A duplicate deep in the list: the job row and thousands of items are already written
+    // inside the transaction when the insert fails.
+    ks[4000] = ks[10].clone();
+    let err = store
+        .create_job(JobKind::Listing, r#"{"from":"alibaba"}"#, &ks)
+        .await
+        .unwrap_err();
+    match &err {
+        StoreError::DuplicateItem { key, .. } => assert_eq!(key, "item-000010"),
+        other => panic!("unexpected {other}"),
+    }
+    assert!(err.is_input_error());
+    assert!(store.list_jobs(10).await.unwrap().is_empty());
+    let pool = raw(&dir).await;
+    let items: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM job_items")
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    assert_eq!(items, 0);
+    // Invalid spec JSON is refused by the schema, also leaving nothing.
+    assert!(store
+        .create_job(JobKind::Listing, "{not json", &keys(3))
+        .await
+        .is_err());
+    assert!(store.list_jobs(10).await.unwrap().is_empty());
+    // A valid job afterwards gets everything, numbered in order.
+    let id = store
+        .create_job(JobKind::Listing, r#"{"from":"alibaba"}"#, &keys(5000))
+        .await
+        .unwrap();
+    let items = store.items(id, None, 3).await.unwrap();
+    assert_eq!(
+        items
+            .iter()
+            .map(|i| (i.key.as_str(), i.seq))
+            .collect::<Vec<_>>(),
+        vec![("item-000000", 0), ("item-000001", 1), ("item-000002", 2)]
+    );
+    let st = store.job_status(id).await.unwrap();
+    assert_eq!(st.job.total, 5000);
+    assert_eq!(st.job.counts.pending, 5000);
+    assert_eq!(st.job.state, JobState::Running);
+    assert_eq!(st.spec, r#"{"from":"alibaba"}"#);
+}
+
+#[tokio::test]
+async fn empty_job_is_created_finished() {
+    let (_dir, store) = fresh().await;
+    let id = store
+        .create_job(JobKind::Logistics, "{}", &[])
+        .await
+        .unwrap();
+    let st = store.job_status(id).await.unwrap();
+    assert_eq!(st.job.state, JobState::Finished);
+    assert!(st.job.finished_at.is_some());
+    assert_eq!(st.eta(), Some(Duration::ZERO));
+}
+
+#[tokio::test]
+async fn rerun_skips_terminal_items() {
+    let (_dir, store) = fresh().await;
+    let ks = keys(10);
+    let id = store.create_job(JobKind::Listing, "{}", &ks).await.unwrap();
+    store
+        .finish_items(
+            id,
+            &[
+                ItemOutcome::done(&ks[1], Some("9001".into())),
+                ItemOutcome::failed(&ks[3], ErrorClass::Fatal, "bad param"),
+                ItemOutcome::skipped(&ks[5], "unchanged"),
+                ItemOutcome::attempted(&ks[7], ErrorClass::Retry, "timeout"),
+            ],
+        )
+        .await
+        .unwrap();
+    // Asked in reverse order plus an unknown key: pending ones come back in seq order.
+    let mut asked: Vec<String> = ks.iter().rev().cloned().collect();
+    asked.push("not-in-job".into());
+    let run = store.items_to_run(id, &asked).await.unwrap();
+    let expect: Vec<String> = [0, 2, 4, 6, 7, 8, 9]
+        .iter()
+        .map(|&i| ks[i].clone())
+        .collect();
+    assert_eq!(run, expect);
+    assert_eq!(store.pending_keys(id).await.unwrap(), expect);
+    // Chunks of 4: chunk 0 = seq 0..4 (0, 2 pending), chunk 1 = 4..8, chunk 2 = 8..10.
+    assert_eq!(store.pending_chunks(id, 4).await.unwrap(), vec![0, 1, 2]);
+    assert_eq!(
+        store.chunk_pending_keys(id, 1, 4).await.unwrap(),
+        vec![ks[4].clone(), ks[6].clone(), ks[7].clone()]
+    );
+    let done = store.items(id, Some(ItemStatus::Done), 10).await.unwrap();
+    assert_eq!(done.len(), 1);
+    assert_eq!(done[0].result.as_deref(), Some("9001"));
+    assert_eq!(done[0].attempts, 1);
+    let attempted = store
+        .items(id, Some(ItemStatus::Pending), 100)
+        .await
+        .unwrap();
+    let seven = attempted.iter().find(|i| i.key == ks[7]).unwrap();
+    assert_eq!(seven.attempts, 1);
+    assert_eq!(seven.error_class, Some(ErrorClass::Retry));
+}
+
+#[tokio::test]
+async fn finish_items_finishes_job_only_when_all_terminal() {
+    let (_dir, store) = fresh().await;
+    let ks = keys(4);
+    let id = store.create_job(JobKind::Listing, "{}", &ks).await.unwrap();
+    let r = store
+        .finish_items(
+            id,
+            &[
+                ItemOutcome::done(&ks[0], None),
+                ItemOutcome::stale(&ks[1], None, "breaker open"),
+                ItemOutcome::attempted(&ks[2], ErrorClass::Slow, "limited"),
+            ],
+        )
+        .await
+        .unwrap();
+    assert_eq!(r.recorded, 3);
+    assert!(!r.job_finished, "ks[2] and ks[3] are still pending");
+    let r = store
+        .finish_items(id, &[ItemOutcome::failed(&ks[2], ErrorClass::Fatal, "x")])
+        .await
+        .unwrap();
+    assert!(!r.job_finished);
+    assert_eq!(
+        store.job_status(id).await.unwrap().job.state,
+        JobState::Running
+    );
+    let r = store
+        .finish_items(id, &[ItemOutcome::skipped(&ks[3], "signed")])
+        .await
+        .unwrap();
+    assert_eq!(r.recorded, 1);
+    assert!(r.job_finished);
+    // A duplicate delivery: nothing recorded, the first outcome stays, not "finished" twice.
+    let r = store
+        .finish_items(
+            id,
+            &[ItemOutcome::failed(&ks[0], ErrorClass::Retry, "late")],
+        )
+        .await
+        .unwrap();
+    assert_eq!(r.recorded, 0);
+    assert!(!r.job_finished);
+    let st = store.job_status(id).await.unwrap();
+    assert_eq!(st.job.state, JobState::Finished);
+    assert!(st.job.finished_at.is_some());
+    assert_eq!(
+        st.job.counts,
+        StatusCounts {
+            pending: 0,
+            done: 1,
+            stale: 1,
+            failed: 1,
+            skipped: 1
+        }
+    );
+    assert!((st.job.percent() - 100.0).abs() < 1e-9);
+    assert!(st.rate_per_sec > 0.0, "4 items finished within the minute");
+}
+
+#[tokio::test]
+async fn concurrent_finishers_see_job_finished_exactly_once() {
+    let (dir, store) = fresh().await;
+    let ks = keys(800);
+    let id = store.create_job(JobKind::Listing, "{}", &ks).await.unwrap();
+    // A second pool on the same file stands in for a second worker process.
+    let url = format!("sqlite://{}", dir.path().join("ledger.db").display());
+    let other = Store::connect(&url).await.unwrap();
+    let mut tasks = Vec::new();
+    for (i, chunk) in ks.chunks(50).enumerate() {
+        let s = if i % 2 == 0 {
+            store.clone()
+        } else {
+            other.clone()
+        };
+        let outcomes: Vec<ItemOutcome> = chunk.iter().map(|k| ItemOutcome::done(k, None)).collect();
+        tasks.push(tokio::spawn(
+            async move { s.finish_items(id, &outcomes).await },
+        ));
+    }
+    let mut finished = 0;
+    for t in tasks {
+        let r = t.await.unwrap().unwrap();
+        assert_eq!(r.recorded, 50);
+        finished += usize::from(r.job_finished);
+    }
+    assert_eq!(finished, 1);
+    assert_eq!(store.job_status(id).await.unwrap().job.counts.done, 800);
+}
+
+#[tokio::test]
+async fn retry_by_class_resets_failed_items_and_reopens_job() {
+    let (_dir, store) = fresh().await;
+    let ks = keys(5);
+    let id = store.create_job(JobKind::Listing, "{}", &ks).await.unwrap();
+    store
+        .finish_items(
+            id,
+            &[
+                ItemOutcome::done(&ks[0], Some("1".into())),
+                ItemOutcome::failed(&ks[1], ErrorClass::Slow, "limited"),
+                ItemOutcome::failed(&ks[2], ErrorClass::Fatal, "bad sign"),
+                ItemOutcome::failed(&ks[3], ErrorClass::Slow, "limited"),
+                ItemOutcome::skipped(&ks[4], "dup"),
+            ],
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        store.job_status(id).await.unwrap().job.state,
+        JobState::Finished
+    );
+    let slow = store.items_by_class(id, ErrorClass::Slow).await.unwrap();
+    assert_eq!(slow, vec![ks[1].clone(), ks[3].clone()]);
+    // `done` is never reset, even when asked.
+    let mut asked = slow.clone();
+    asked.push(ks[0].clone());
+    assert_eq!(store.reset_items_to_pending(id, &asked).await.unwrap(), 2);
+    let st = store.job_status(id).await.unwrap();
+    assert_eq!(st.job.state, JobState::Running);
+    assert!(st.job.finished_at.is_none());
+    assert_eq!(st.job.counts.pending, 2);
+    assert_eq!(st.job.counts.done, 1);
+    assert_eq!(store.items_to_run(id, &ks).await.unwrap(), slow);
+    let r = store
+        .finish_items(
+            id,
+            &slow
+                .iter()
+                .map(|k| ItemOutcome::done(k, None))
+                .collect::<Vec<_>>(),
+        )
+        .await
+        .unwrap();
+    assert!(r.job_finished);
+    let items = store.items(id, Some(ItemStatus::Done), 10).await.unwrap();
+    let one = items.iter().find(|i| i.key == ks[1]).unwrap();
+    assert_eq!(one.attempts, 2, "attempts survive the reset");
+    assert_eq!(one.error_class, None);
+}
+
+#[tokio::test]
+async fn job_status_of_unknown_job_is_not_found() {
+    let (_dir, store) = fresh().await;
+    match store.job_status(42).await {
+        Err(StoreError::JobNotFound { job_id: 42, .. }) => {}
+        other => panic!("{other:?}"),
+    }
+}
+
+fn order(id: &str, modified_s: i64, status: &str) -> Order {
+    Order {
+        platform: Platform::Taobao,
+        order_id: id.into(),
+        shop: "shop1".into(),
+        status: status.into(),
+        shipped: true,
+        modified: Utc.timestamp_opt(1_767_225_600 + modified_s, 0).unwrap(),
+        amount_cents: 9900,
+    }
+}
+
+#[tokio::test]
+async fn upsert_order_only_when_modified_advances() {
+    let (_dir, store) = fresh().await;
+    let o = order("1001", 0, "WAIT_SELLER_SEND_GOODS");
+    assert!(store.upsert_order_if_advanced(&o).await.unwrap(), "new");
+    assert!(
+        !store.upsert_order_if_advanced(&o).await.unwrap(),
+        "unchanged"
+    );
+    let older = order("1001", -60, "TRADE_CLOSED");
+    assert!(
+        !store.upsert_order_if_advanced(&older).await.unwrap(),
+        "older"
+    );
+    store
+        .set_last_status(Platform::Taobao, "1001", "运输中", false)
+        .await
+        .unwrap();
+    let newer = order("1001", 60, "WAIT_BUYER_CONFIRM_GOODS");
+    assert!(
+        store.upsert_order_if_advanced(&newer).await.unwrap(),
+        "advanced"
+    );
+    let rec = store
+        .get_order(Platform::Taobao, "1001")
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(rec.order, newer);
+    assert_eq!(rec.last_status.as_deref(), Some("运输中"), "logistics kept");
+    // Same order id on another platform is another order.
+    let mut jd = o.clone();
+    jd.platform = Platform::Jd;
+    assert!(store.upsert_order_if_advanced(&jd).await.unwrap());
+    // A page: one new, one unchanged, one advanced.
+    let page = vec![
+        order("2002", 0, "A"),
+        newer.clone(),
+        order("1001", 120, "B"),
+    ];
+    assert_eq!(store.upsert_orders_if_advanced(&page).await.unwrap(), 2);
+}
+
+#[tokio::test]
+async fn logistics_events_dedup_with_insert_or_ignore() {
+    let (_dir, store) = fresh().await;
+    let ev = |t: &str, s: &str| LogisticsEvent {
+        event_time: t.into(),
+        status: s.into(),
+        description: "…".into(),
+    };
+    let a = ev("2026-01-01 10:00:00", "TRANSPORT");
+    assert!(store.insert_event(Platform::Jd, "1", &a).await.unwrap());
+    assert!(!store.insert_event(Platform::Jd, "1", &a).await.unwrap());
+    // Same step for another order or platform is new data.
+    assert!(store.insert_event(Platform::Jd, "2", &a).await.unwrap());
+    assert!(store.insert_event(Platform::Taobao, "1", &a).await.unwrap());
+    let trace = vec![
+        a.clone(),
+        ev("2026-01-01 12:00:00", "TRANSPORT"),
+        ev("2026-01-01 12:00:00", "SIGNED"),
+    ];
+    assert_eq!(
+        store
+            .insert_events(Platform::Jd, "1", &trace)
+            .await
+            .unwrap(),
+        2
+    );
+    assert_eq!(
+        store
+            .insert_events(Platform::Jd, "1", &trace)
+            .await
+            .unwrap(),
+        0
+    );
+    assert_eq!(store.events(Platform::Jd, "1").await.unwrap().len(), 3);
+}
+
+#[tokio::test]
+async fn logistics_candidates_skip_signed_recent_and_unshipped() {
+    let (_dir, store) = fresh().await;
+    let now = Utc::now();
+    let rec = |id: &str, shop: &str, shipped: bool, signed: bool, queried_min_ago: Option<i64>| {
+        let mut o = order(id, 0, "WAIT_BUYER_CONFIRM_GOODS");
+        o.shop = shop.into();
+        o.shipped = shipped;
+        OrderRecord {
+            order: o,
+            last_status: None,
+            signed,
+            last_queried_at: queried_min_ago.map(|m| now - ChronoDuration::minutes(m)),
+        }
+    };
+    let mut jd_order = rec("j1", "shop1", true, false, None);
+    jd_order.order.platform = Platform::Jd;
+    let seeded = store
+        .insert_orders(&[
+            rec("a-never", "shop1", true, false, None),
+            rec("b-old", "shop1", true, false, Some(120)),
+            rec("c-recent", "shop1", true, false, Some(5)),
+            rec("d-signed", "shop1", true, true, None),
+            rec("e-unshipped", "shop1", false, false, None),
+            rec("f-other-shop", "shop2", true, false, None),
+            jd_order,
+        ])
+        .await
+        .unwrap();
+    assert_eq!(seeded, 7);
+    let interval = Duration::from_secs(30 * 60);
+    let c = store
+        .logistics_candidates(Platform::Taobao, "shop1", interval, now)
+        .await
+        .unwrap();
+    assert_eq!(c, vec!["a-never".to_string(), "b-old".to_string()]);
+    // Queried now: no longer candidates until the interval passes.
+    assert_eq!(
+        store.mark_queried(Platform::Taobao, &c, now).await.unwrap(),
+        2
+    );
+    assert!(store
+        .logistics_candidates(Platform::Taobao, "shop1", interval, now)
+        .await
+        .unwrap()
+        .is_empty());
+    let later = now + ChronoDuration::minutes(31);
+    assert_eq!(
+        store
+            .logistics_candidates(Platform::Taobao, "shop1", interval, later)
+            .await
+            .unwrap()
+            .len(),
+        3,
+        "a-never, b-old and c-recent are due again"
+    );
+    // Signed is final, even if a later trace says otherwise.
+    assert!(store
+        .set_last_status(Platform::Taobao, "a-never", "对方已签收", true)
+        .await
+        .unwrap());
+    assert!(store
+        .set_last_status(Platform::Taobao, "a-never", "运输中", false)
+        .await
+        .unwrap());
+    let c = store
+        .logistics_candidates(Platform::Taobao, "shop1", interval, later)
+        .await
+        .unwrap();
+    assert_eq!(c, vec!["b-old".to_string(), "c-recent".to_string()]);
+    assert!(!store
+        .set_last_status(Platform::Taobao, "missing", "x", false)
+        .await
+        .unwrap());
+}
+
+#[tokio::test]
+async fn record_calls_increments_and_reports() {
+    let (_dir, store) = fresh().await;
+    // 15:59 UTC is 23:59 GMT+8 on Jan 1; 16:00 UTC is Jan 2 in GMT+8.
+    let t = Utc.with_ymd_and_hms(2026, 1, 1, 15, 59, 10).unwrap();
+    let next_day = Utc.with_ymd_and_hms(2026, 1, 1, 16, 0, 0).unwrap();
+    let rec = |at, api, class, calls, useful| CallRecord {
+        minute: at,
+        platform: Platform::Taobao,
+        api,
+        class,
+        calls,
+        useful,
+    };
+    let batch = vec![
+        rec(t, Api::ItemGet, CallClass::Ok, 10, 8),
+        rec(t, Api::ItemGet, CallClass::Slow, 2, 0),
+        rec(t, Api::LogisticsTrace, CallClass::Ok, 5, 1),
+    ];
+    store.record_calls(&batch).await.unwrap();
+    store.record_calls(&batch).await.unwrap();
+    store
+        .record_calls(&[rec(next_day, Api::ItemGet, CallClass::Ok, 100, 100)])
+        .await
+        .unwrap();
+    let day1 = store
+        .report_calls_for_day(chrono::NaiveDate::from_ymd_opt(2026, 1, 1).unwrap())
+        .await
+        .unwrap();
+    assert_eq!(day1.calls_of(Platform::Taobao, Api::ItemGet), 24);
+    assert_eq!(day1.calls_of(Platform::Taobao, Api::LogisticsTrace), 10);
+    assert_eq!(day1.total_calls(), 34);
+    assert_eq!(day1.total_useful(), 18);
+    let item_get = &day1.by_api[0];
+    assert_eq!((item_get.api, item_get.useful), (Api::ItemGet, 16));
+    assert!((item_get.useful_ratio() - 16.0 / 24.0).abs() < 1e-9);
+    assert!(day1
+        .by_class
+        .iter()
+        .any(|c| c.api == Api::ItemGet && c.class == CallClass::Slow && c.calls == 4));
+    let day2 = store
+        .report_calls_for_day(chrono::NaiveDate::from_ymd_opt(2026, 1, 2).unwrap())
+        .await
+        .unwrap();
+    assert_eq!(day2.total_calls(), 100);
+    assert_eq!(minute_key(t), "2026-01-01 15:59");
+}
+
+#[tokio::test]
+async fn embedded_lock_refuses_second_holder_until_stale() {
+    let (dir, store) = fresh().await;
+    let url = format!("sqlite://{}", dir.path().join("ledger.db").display());
+    let other = Store::connect(&url).await.unwrap();
+    let stale = Duration::from_millis(400);
+    store
+        .try_acquire_embedded_lock("worker-a", stale)
+        .await
+        .unwrap();
+    match other.try_acquire_embedded_lock("worker-b", stale).await {
+        Err(StoreError::LockHeld { held, .. }) => {
+            assert_eq!(held.holder, "worker-a");
+            assert_eq!(held.pid, std::process::id());
+            let msg = StoreError::LockHeld {
+                db: "x".into(),
+                held,
+            }
+            .to_string();
+            assert!(msg.contains("worker-a"), "{msg}");
+        }
+        other => panic!("second holder not refused: {other:?}"),
+    }
+    // The holder may re-take and heartbeat its own lock.
+    store
+        .try_acquire_embedded_lock("worker-a", stale)
+        .await
+        .unwrap();
+    store.heartbeat_embedded_lock("worker-a").await.unwrap();
+    // Without heartbeats the lease goes stale and another process takes it over.
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    other
+        .try_acquire_embedded_lock("worker-b", stale)
+        .await
+        .unwrap();
+    match store.heartbeat_embedded_lock("worker-a").await {
+        Err(StoreError::LockLost { .. }) => {}
+        other => panic!("old holder must learn it lost the lock: {other:?}"),
+    }
+    assert!(!store.release_embedded_lock("worker-a").await.unwrap());
+    assert_eq!(
+        store.embedded_lock_holder().await.unwrap().unwrap().holder,
+        "worker-b"
+    );
+    assert!(other.release_embedded_lock("worker-b").await.unwrap());
+    store
+        .try_acquire_embedded_lock("worker-a", stale)
+        .await
+        .unwrap();
+}
+
+#[tokio::test]
+async fn gate_changes_and_stale_cache_round_trip() {
+    let (_dir, store) = fresh().await;
+    let at = Utc.with_ymd_and_hms(2026, 1, 1, 0, 0, 0).unwrap();
+    let change = GateChange {
+        at,
+        who: "ops@host".into(),
+        platform: Platform::Taobao,
+        api: Api::ItemGet,
+        old_rate: Some(80.0),
+        new_rate: 60.0,
+        old_burst: Some(300),
+        new_burst: Some(200),
+        why: "429s at noon".into(),
+    };
+    let id1 = store.record_gate_change(&change).await.unwrap();
+    let mut second = change.clone();
+    second.new_rate = 70.0;
+    second.old_burst = None;
+    let id2 = store.record_gate_change(&second).await.unwrap();
+    let list = store.gate_changes(10).await.unwrap();
+    assert_eq!(list, vec![(id2, second), (id1, change)]);
+    assert_eq!(store.gate_changes(1).await.unwrap().len(), 1);
+
+    assert!(store
+        .stale_get(Platform::Jd, Api::ItemGet, "42")
+        .await
+        .unwrap()
+        .is_none());
+    store
+        .stale_put(Platform::Jd, Api::ItemGet, "42", r#"{"v":1}"#, at)
+        .await
+        .unwrap();
+    let later = at + ChronoDuration::hours(1);
+    store
+        .stale_put(Platform::Jd, Api::ItemGet, "42", r#"{"v":2}"#, later)
+        .await
+        .unwrap();
+    let got = store
+        .stale_get(Platform::Jd, Api::ItemGet, "42")
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        got,
+        StaleEntry {
+            body: r#"{"v":2}"#.into(),
+            stored_at: later
+        }
+    );
+    assert!(store
+        .stale_put(Platform::Jd, Api::ItemGet, "43", "not json", at)
+        .await
+        .is_err());
+    assert_eq!(store.stale_purge(later).await.unwrap(), 0);
+    assert_eq!(
+        store
+            .stale_purge(later + ChronoDuration::seconds(1))
+            .await
+            .unwrap(),
+        1
+    );
+}
+
+#[tokio::test]
+async fn views_report_progress_and_useful_ratio() {
+    let (dir, store) = fresh().await;
+    let ks = keys(4);
+    let id = store.create_job(JobKind::Listing, "{}", &ks).await.unwrap();
+    store
+        .finish_items(
+            id,
+            &[
+                ItemOutcome::done(&ks[0], None),
+                ItemOutcome::failed(&ks[1], ErrorClass::Fatal, "x"),
+            ],
+        )
+        .await
+        .unwrap();
+    let minute = Utc::now();
+    store
+        .record_calls(&[
+            CallRecord {
+                minute,
+                platform: Platform::Alibaba,
+                api: Api::OrderList,
+                class: CallClass::Ok,
+                calls: 8,
+                useful: 2,
+            },
+            CallRecord {
+                minute,
+                platform: Platform::Alibaba,
+                api: Api::OrderList,
+                class: CallClass::Retry,
+                calls: 2,
+                useful: 0,
+            },
+        ])
+        .await
+        .unwrap();
+    let pool = raw(&dir).await;
+    let row: (i64, String, i64, i64, i64, i64, i64, i64, f64) = sqlx::query_as(
+        "SELECT job_id, kind, total, pending, done, stale, failed, skipped, percent
+         FROM job_progress WHERE job_id = ?",
+    )
+    .bind(id)
+    .fetch_one(&pool)
+    .await
+    .unwrap();
+    assert_eq!(row, (id, "listing".into(), 4, 2, 1, 0, 1, 0, 50.0));
+    let calls: (String, String, i64, i64, f64) =
+        sqlx::query_as("SELECT platform, api, calls, useful, useful_ratio FROM calls_by_api")
+            .fetch_one(&pool)
+            .await
+            .unwrap();
+    assert_eq!(calls, ("alibaba".into(), "order_list".into(), 10, 2, 0.2));
+}
