@@ -1,0 +1,451 @@
+//! Link-layer benchmarks (BENCHMARKS.md, link section) and the second-worker process of the
+//! fleet breaker test (tests/link_process.rs).
+//!
+//! Every figure is measured against the in-process simulator in the same run as its baseline,
+//! a naive client: the same signed HTTP client and read timeout, up to 3 attempts with the
+//! same full-jitter backoff, but no breaker, no retry budget, no stale degrade.
+//!
+//! ```text
+//! cargo build --release --bin linkbench
+//! target/release/linkbench outage [--rate 80] [--seconds 25]
+//! target/release/linkbench amplification [--calls 3000] [--concurrency 16]
+//! target/release/linkbench worker --endpoint URL --redis URL --namespace NS --seconds S --every-ms M
+//! ```
+
+use clap::{Parser, Subcommand};
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use syncfleet::config::{Config, LinkConfig};
+use syncfleet::link::backoff::Backoff;
+use syncfleet::link::{CallContext, FleetLink, Gateway};
+use syncfleet::platform::{Api, ApiRequest, ErrorClass, Platform, PlatformClient};
+use syncfleet::sim::{self, DrillPatch, SimConfig, SimHandle};
+use syncfleet::throttle::Gates;
+
+const TB: Platform = Platform::Taobao;
+
+#[derive(Parser)]
+#[command(
+    name = "linkbench",
+    about = "Link-layer benchmarks against the simulator"
+)]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// p99 logical-call latency during an outage drill: gateway vs naive client.
+    Outage {
+        /// Logical calls started per second (open loop).
+        #[arg(long, default_value_t = 80)]
+        rate: u64,
+        #[arg(long, default_value_t = 25)]
+        seconds: u64,
+        /// Hold calls instead of failing them at once (`outage_hang`): a hanging upstream.
+        #[arg(long)]
+        hang: bool,
+    },
+    /// Retry amplification (simulator calls / logical calls) under a 10% error drill.
+    Amplification {
+        #[arg(long, default_value_t = 3000)]
+        calls: u64,
+        #[arg(long, default_value_t = 16)]
+        concurrency: usize,
+        /// Error ratio of the drill.
+        #[arg(long, default_value_t = 0.1)]
+        errors: f64,
+    },
+    /// A worker process for the fleet test: calls item_get every `every_ms` through a fleet
+    /// gateway and prints `<unix_ms> <ok|kind>` per call.
+    Worker {
+        #[arg(long)]
+        endpoint: String,
+        #[arg(long)]
+        redis: String,
+        #[arg(long)]
+        namespace: String,
+        #[arg(long, default_value_t = 5)]
+        seconds: u64,
+        #[arg(long, default_value_t = 20)]
+        every_ms: u64,
+        /// Breaker minimum samples of this worker (high: only a fleet trip can stop it).
+        #[arg(long, default_value_t = 20)]
+        min_samples: u32,
+    },
+}
+
+fn config(endpoint: &str, extra: &str) -> anyhow::Result<Config> {
+    let text = format!(
+        r#"
+[platforms.taobao]
+endpoint = "{endpoint}"
+app_key = "10000001"
+secret_env = "LINKBENCH_UNUSED"
+
+[gates.default]
+rate = 100000
+burst = 100000
+concurrency = 256
+max_wait_ms = 5000
+
+{extra}
+"#
+    );
+    Config::parse(Path::new("linkbench.toml"), &text).map_err(|e| anyhow::anyhow!("{e}"))
+}
+
+fn client(cfg: &Config) -> anyhow::Result<PlatformClient> {
+    let demo = SimConfig::demo();
+    let app = demo
+        .app(TB)
+        .ok_or_else(|| anyhow::anyhow!("no demo taobao app"))?;
+    let pc = cfg
+        .platform(TB)
+        .ok_or_else(|| anyhow::anyhow!("no taobao config"))?;
+    PlatformClient::with_credentials(TB, pc, app.secret.clone(), Some(app.session.clone()))
+        .map_err(anyhow::Error::msg)
+}
+
+fn gateway(cfg: &Config, fleet: Option<FleetLink>, gates: Gates) -> anyhow::Result<Gateway> {
+    let pc = cfg
+        .platform(TB)
+        .ok_or_else(|| anyhow::anyhow!("no taobao config"))?;
+    let mut b = Gateway::builder(cfg.link.clone(), gates).platform(client(cfg)?, pc);
+    if let Some(f) = fleet {
+        b = b.fleet(f);
+    }
+    Ok(b.build())
+}
+
+/// The baseline: 3 attempts, the same backoff, nothing else.
+struct Naive {
+    client: PlatformClient,
+    backoff: Backoff,
+    read_timeout: Duration,
+}
+
+impl Naive {
+    fn new(cfg: &Config) -> anyhow::Result<Naive> {
+        Ok(Naive {
+            client: client(cfg)?,
+            backoff: Backoff::from_config(&cfg.link.retry),
+            read_timeout: Duration::from_millis(
+                cfg.link.timeouts.for_class(Api::ItemGet.class()).read_ms,
+            ),
+        })
+    }
+
+    async fn call(&self, req: &ApiRequest) -> bool {
+        for attempt in 0..3u32 {
+            match self.client.call(req, self.read_timeout).await {
+                Ok(_) => return true,
+                Err(e) if matches!(e.class, ErrorClass::Fatal | ErrorClass::Unknown) => {
+                    return false
+                }
+                Err(_) if attempt < 2 => tokio::time::sleep(self.backoff.delay(attempt)).await,
+                Err(_) => return false,
+            }
+        }
+        false
+    }
+}
+
+async fn start_sim(latency: (u64, u64)) -> anyhow::Result<SimHandle> {
+    let mut cfg = SimConfig::demo().with_all_limits(10_000_000, 1_000_000_000);
+    cfg.default_limit.latency_median_ms = latency.0;
+    cfg.default_limit.latency_p95_ms = latency.1;
+    cfg.idle_hold_s = 60;
+    sim::spawn(cfg, "127.0.0.1:0".parse()?).await
+}
+
+fn sim_calls(sim: &SimHandle) -> u64 {
+    sim.stats()
+        .for_platform(TB, Api::ItemGet)
+        .map_or(0, |s| s.calls)
+}
+
+fn pct(sorted: &[Duration], p: f64) -> Duration {
+    if sorted.is_empty() {
+        return Duration::ZERO;
+    }
+    let i = ((sorted.len() as f64 * p).ceil() as usize).clamp(1, sorted.len()) - 1;
+    sorted[i]
+}
+
+/// Start `rate` logical calls per second for `seconds` (open loop) and collect latencies.
+async fn open_loop<F, Fut>(rate: u64, seconds: u64, call: F) -> (Vec<Duration>, u64)
+where
+    F: Fn(u64) -> Fut + Clone + Send + 'static,
+    Fut: std::future::Future<Output = bool> + Send + 'static,
+{
+    let lat = Arc::new(Mutex::new(Vec::new()));
+    let ok = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let mut tick = tokio::time::interval(Duration::from_nanos(1_000_000_000 / rate.max(1)));
+    let mut tasks = Vec::new();
+    for i in 0..rate * seconds {
+        tick.tick().await;
+        let (lat, ok, call) = (lat.clone(), ok.clone(), call.clone());
+        tasks.push(tokio::spawn(async move {
+            let t = Instant::now();
+            if call(i).await {
+                ok.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            }
+            if let Ok(mut l) = lat.lock() {
+                l.push(t.elapsed());
+            }
+        }));
+    }
+    for t in tasks {
+        let _ = t.await;
+    }
+    let mut v = lat.lock().map(|l| l.clone()).unwrap_or_default();
+    v.sort();
+    (v, ok.load(std::sync::atomic::Ordering::Relaxed))
+}
+
+fn line(name: &str, lat: &[Duration], ok: u64, sim: u64) {
+    println!(
+        "{name:<10} calls {:>5}  ok {:>5}  p50 {:>8.1} ms  p99 {:>8.1} ms  max {:>8.1} ms  simulator calls {:>6} ({:.2} per call)",
+        lat.len(),
+        ok,
+        pct(lat, 0.5).as_secs_f64() * 1000.0,
+        pct(lat, 0.99).as_secs_f64() * 1000.0,
+        lat.last().copied().unwrap_or_default().as_secs_f64() * 1000.0,
+        sim,
+        sim as f64 / lat.len().max(1) as f64
+    );
+}
+
+async fn outage(rate: u64, seconds: u64, hang: bool) -> anyhow::Result<()> {
+    let sim = start_sim((20, 60)).await?;
+    let cfg = config(&sim.endpoint(TB), "")?;
+    println!(
+        "outage drill{}: {rate} logical item_get calls/s for {seconds} s, sim latency median 20 ms p95 60 ms, read timeout {} ms",
+        if hang { " (hanging upstream)" } else { "" },
+        cfg.link.timeouts.detail.read_ms
+    );
+    let drill = DrillPatch {
+        outage: Some(true),
+        outage_hang: Some(hang),
+        ..Default::default()
+    };
+    // Baseline first, on a fresh simulator state.
+    let naive = Arc::new(Naive::new(&cfg)?);
+    sim.set_drill(drill.clone()).map_err(anyhow::Error::msg)?;
+    let (lat, ok) = open_loop(rate, seconds, move |i| {
+        let naive = naive.clone();
+        async move {
+            naive
+                .call(&ApiRequest::ItemGet {
+                    item_id: (i + 1).to_string(),
+                })
+                .await
+        }
+    })
+    .await;
+    let baseline_p99 = pct(&lat, 0.99);
+    line("naive", &lat, ok, sim_calls(&sim));
+
+    sim.clear_drills();
+    sim.reset();
+    let gw = gateway(&cfg, None, Gates::embedded(&cfg))?;
+    sim.set_drill(drill).map_err(anyhow::Error::msg)?;
+    let link = cfg.link.clone();
+    let g = gw.clone();
+    let (lat, ok) = open_loop(rate, seconds, move |i| {
+        let (gw, link) = (g.clone(), link.clone());
+        async move {
+            let ctx = CallContext::for_task(&link);
+            gw.call(
+                TB,
+                ApiRequest::ItemGet {
+                    item_id: (i + 1).to_string(),
+                },
+                &ctx,
+            )
+            .await
+            .is_ok()
+        }
+    })
+    .await;
+    let p99 = pct(&lat, 0.99);
+    line("gateway", &lat, ok, sim_calls(&sim));
+    let snap = gw.snapshot().total;
+    println!(
+        "gateway: breaker rejects {}, availability {:.3}; p99 ratio gateway/naive = {:.3}",
+        snap.breaker_rejects,
+        snap.availability(),
+        p99.as_secs_f64() / baseline_p99.as_secs_f64().max(1e-9)
+    );
+    sim.shutdown().await;
+    Ok(())
+}
+
+async fn amplification(calls: u64, concurrency: usize, errors: f64) -> anyhow::Result<()> {
+    use futures::stream::{self, StreamExt};
+    let sim = start_sim((0, 0)).await?;
+    println!(
+        "{:.0}% error drill: {calls} logical item_get calls, {concurrency} at a time",
+        errors * 100.0
+    );
+    let drill = DrillPatch {
+        error_ratio: Some(errors),
+        ..Default::default()
+    };
+    let run =
+        |name: &'static str,
+         f: Arc<dyn Fn(u64) -> futures::future::BoxFuture<'static, bool> + Send + Sync>| {
+            let sim = &sim;
+            let drill = drill.clone();
+            async move {
+                sim.clear_drills();
+                sim.reset();
+                sim.set_drill(drill).map_err(anyhow::Error::msg)?;
+                let ok = stream::iter(0..calls)
+                    .map(|i| f(i))
+                    .buffer_unordered(concurrency)
+                    .filter(|ok| futures::future::ready(*ok))
+                    .count()
+                    .await;
+                let amp = sim_calls(sim) as f64 / calls as f64;
+                println!(
+                    "{name:<28} amplification {amp:.3}x  success {:.4}",
+                    ok as f64 / calls as f64
+                );
+                anyhow::Ok(amp)
+            }
+        };
+    let cfg = config(&sim.endpoint(TB), "")?;
+    let naive = Arc::new(Naive::new(&cfg)?);
+    let base = run(
+        "naive 3-attempt client",
+        Arc::new(move |i| {
+            let n = naive.clone();
+            Box::pin(async move {
+                n.call(&ApiRequest::ItemGet {
+                    item_id: (i + 1).to_string(),
+                })
+                .await
+            })
+        }),
+    )
+    .await?;
+    for (name, ratio) in [
+        ("gateway (budget_ratio 0.10)", 0.10),
+        ("gateway (budget_ratio 0.05)", 0.05),
+    ] {
+        let cfg = config(
+            &sim.endpoint(TB),
+            &format!("[link.retry]\nbudget_ratio = {ratio}\n"),
+        )?;
+        let gw = gateway(&cfg, None, Gates::embedded(&cfg))?;
+        let link: LinkConfig = cfg.link.clone();
+        let amp = run(
+            name,
+            Arc::new(move |i| {
+                let (gw, link) = (gw.clone(), link.clone());
+                Box::pin(async move {
+                    let ctx = CallContext::for_task(&link);
+                    gw.call(
+                        TB,
+                        ApiRequest::ItemGet {
+                            item_id: (i + 1).to_string(),
+                        },
+                        &ctx,
+                    )
+                    .await
+                    .is_ok()
+                })
+            }),
+        )
+        .await?;
+        println!("{:<28} ratio to naive {:.3}", "", amp / base);
+    }
+    sim.shutdown().await;
+    Ok(())
+}
+
+async fn worker(
+    endpoint: &str,
+    redis: &str,
+    namespace: &str,
+    seconds: u64,
+    every_ms: u64,
+    min_samples: u32,
+) -> anyhow::Result<()> {
+    let cfg = config(
+        endpoint,
+        &format!("[link.breaker]\nopen_s = 3\nmin_samples = {min_samples}\n"),
+    )?;
+    let gates = Gates::redis_with_namespace(&cfg, redis, namespace).await?;
+    let fleet = FleetLink::connect(redis, namespace).await?;
+    let gw = gateway(&cfg, Some(fleet), gates)?;
+    let end = Instant::now() + Duration::from_secs(seconds);
+    let mut i = 0u64;
+    println!("ready");
+    while Instant::now() < end {
+        i += 1;
+        let ctx = CallContext::new(syncfleet::link::Budget::starting_now(Duration::from_secs(
+            5,
+        )));
+        let kind = match gw
+            .call(
+                TB,
+                ApiRequest::ItemGet {
+                    item_id: (50_000 + i).to_string(),
+                },
+                &ctx,
+            )
+            .await
+        {
+            Ok(r) if r.stale.is_some() => "stale".to_string(),
+            Ok(_) => "ok".to_string(),
+            Err(e) => e.kind.as_str().to_string(),
+        };
+        let ms = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map(|d| d.as_millis())
+            .unwrap_or(0);
+        println!("{ms} {kind}");
+        tokio::time::sleep(Duration::from_millis(every_ms)).await;
+    }
+    Ok(())
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let cli = Cli::parse();
+    match cli.cmd {
+        Cmd::Outage {
+            rate,
+            seconds,
+            hang,
+        } => outage(rate, seconds, hang).await,
+        Cmd::Amplification {
+            calls,
+            concurrency,
+            errors,
+        } => amplification(calls, concurrency, errors).await,
+        Cmd::Worker {
+            endpoint,
+            redis,
+            namespace,
+            seconds,
+            every_ms,
+            min_samples,
+        } => {
+            worker(
+                &endpoint,
+                &redis,
+                &namespace,
+                seconds,
+                every_ms,
+                min_samples,
+            )
+            .await
+        }
+    }
+}
