@@ -125,7 +125,15 @@ impl EmbeddedQueue {
     fn task(&self, s: Stored, delay: Option<Duration>) -> apalis::prelude::Task<Stored> {
         let b = TaskBuilder::new(s).max_attempts(1);
         match delay {
-            Some(d) if !d.is_zero() => b.run_after(d).build(),
+            // apalis-sqlite compares whole seconds: round the due time up, never down.
+            Some(d) if !d.is_zero() => {
+                let due = std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .unwrap_or_default()
+                    + d;
+                let secs = due.as_secs() + u64::from(due.subsec_nanos() > 0);
+                b.run_at_timestamp(secs).build()
+            }
             _ => b.build(),
         }
     }

@@ -1,0 +1,210 @@
+//! The embedded queue (apalis-sqlite in its own SQLite file) with real files in temp dirs.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use syncfleet::jobs::queue::{
+    EmbeddedQueue, Queue, QueueError, QueueOptions, Shutdown, TaskCtx, TaskMsg, TaskResult,
+    WorkerOptions, WorkerReport,
+};
+use syncfleet::store::Store;
+use tokio::task::JoinHandle;
+
+fn opts() -> QueueOptions {
+    QueueOptions {
+        name: "syncfleet-test".into(),
+        poll_interval: Duration::from_millis(20),
+        heartbeat: Duration::from_millis(500),
+        max_attempts: 3,
+        retry_base: Duration::from_millis(10),
+        retry_cap: Duration::from_millis(10),
+        ..QueueOptions::default()
+    }
+}
+
+fn msgs(range: std::ops::Range<u32>) -> Vec<TaskMsg> {
+    range
+        .map(|i| TaskMsg {
+            job_id: 1,
+            kind: "listing".into(),
+            chunk: i,
+            keys: vec![format!("k{i}")],
+        })
+        .collect()
+}
+
+type Worker = (JoinHandle<Result<WorkerReport, QueueError>>, Shutdown);
+
+fn spawn_worker<H, Fut>(q: &Queue, handler: H) -> Worker
+where
+    H: Fn(TaskMsg, TaskCtx) -> Fut + Send + Sync + 'static,
+    Fut: std::future::Future<Output = TaskResult> + Send + 'static,
+{
+    let q = q.clone();
+    let s = Shutdown::new();
+    let s2 = s.clone();
+    let h = tokio::spawn(async move {
+        q.run_worker(
+            WorkerOptions {
+                concurrency: 4,
+                name: None,
+            },
+            handler,
+            s2,
+        )
+        .await
+    });
+    (h, s)
+}
+
+async fn stop(w: Worker) -> WorkerReport {
+    w.1.trigger();
+    tokio::time::timeout(Duration::from_secs(10), w.0)
+        .await
+        .expect("worker stops")
+        .expect("no panic")
+        .expect("worker Ok")
+}
+
+async fn wait_for<F: FnMut() -> bool>(secs: u64, what: &str, mut cond: F) {
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    while !cond() {
+        assert!(Instant::now() < deadline, "timed out waiting for: {what}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+type Runs = Arc<Mutex<HashMap<u32, Vec<(u32, Instant)>>>>;
+
+fn record(r: &Runs, m: &TaskMsg, ctx: &TaskCtx) -> usize {
+    let mut g = r.lock().unwrap();
+    let v = g.entry(m.chunk).or_default();
+    v.push((ctx.attempt, Instant::now()));
+    v.len()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn push_and_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let q = Queue::open(None, &dir.path().join("queue.db"), opts())
+        .await
+        .unwrap();
+    assert_eq!(q.push_bulk(&msgs(0..200)).await.unwrap(), 200);
+    assert_eq!(q.len().await.unwrap().total(), 200);
+    let runs: Runs = Arc::default();
+    let r = runs.clone();
+    let w = spawn_worker(&q, move |m, ctx| {
+        record(&r, &m, &ctx);
+        async { TaskResult::Done }
+    });
+    wait_for(30, "200 runs", || runs.lock().unwrap().len() == 200).await;
+    let report = stop(w).await;
+    assert_eq!(report.done, 200);
+    assert!(runs.lock().unwrap().values().all(|v| v.len() == 1));
+    assert_eq!(q.len().await.unwrap().total(), 0);
+}
+
+/// apalis-sqlite leaves a task stuck forever on `RetryAfterError`; ours re-runs it after the
+/// delay (whole seconds in apalis-sqlite) with the same attempt number.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn retry_after_is_not_stuck() {
+    let dir = tempfile::tempdir().unwrap();
+    let q = Queue::open(None, &dir.path().join("queue.db"), opts())
+        .await
+        .unwrap();
+    let runs: Runs = Arc::default();
+    let r = runs.clone();
+    let w = spawn_worker(&q, move |m, ctx| {
+        let n = record(&r, &m, &ctx);
+        async move {
+            if n == 1 {
+                TaskResult::RetryAfter(Duration::from_millis(300))
+            } else {
+                TaskResult::Done
+            }
+        }
+    });
+    q.push_bulk(&msgs(0..1)).await.unwrap();
+    wait_for(15, "second run", || {
+        runs.lock().unwrap().get(&0).is_some_and(|v| v.len() == 2)
+    })
+    .await;
+    let report = stop(w).await;
+    let v = runs.lock().unwrap()[&0].clone();
+    assert_eq!((v[0].0, v[1].0), (1, 1), "no attempt consumed");
+    assert!(v[1].1 - v[0].1 >= Duration::from_millis(300));
+    assert_eq!((report.retry_after, report.done), (1, 1));
+    assert_eq!(q.len().await.unwrap().total(), 0);
+}
+
+/// Failures and panics count attempts; after max_attempts the task is dead, not looping.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn failures_and_panics_count_attempts_then_dead() {
+    let dir = tempfile::tempdir().unwrap();
+    let q = Queue::open(None, &dir.path().join("queue.db"), opts())
+        .await
+        .unwrap();
+    let runs: Runs = Arc::default();
+    let r = runs.clone();
+    let w = spawn_worker(&q, move |m, ctx| {
+        record(&r, &m, &ctx);
+        async move {
+            if m.chunk == 0 {
+                panic!("bug");
+            }
+            if ctx.attempt < 2 {
+                TaskResult::Failed("flaky".into())
+            } else {
+                TaskResult::Done
+            }
+        }
+    });
+    q.push_bulk(&msgs(0..2)).await.unwrap();
+    wait_for(15, "chunk 0 dead and chunk 1 done", || {
+        let g = runs.lock().unwrap();
+        g.get(&0).is_some_and(|v| v.len() == 3) && g.get(&1).is_some_and(|v| v.len() == 2)
+    })
+    .await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let report = stop(w).await;
+    let g = runs.lock().unwrap().clone();
+    let attempts = |c: u32| g[&c].iter().map(|x| x.0).collect::<Vec<_>>();
+    assert_eq!(attempts(0), vec![1, 2, 3]);
+    assert_eq!(attempts(1), vec![1, 2]);
+    assert_eq!((report.panicked, report.dead, report.done), (3, 1, 1));
+    let len = q.len().await.unwrap();
+    assert_eq!(len.total(), 0);
+}
+
+/// A second embedded worker process is refused through the ledger's embedded-worker lock.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn second_embedded_worker_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let ledger = format!("sqlite://{}", dir.path().join("ledger.db").display());
+    let store = Store::connect(&ledger).await.unwrap();
+    store.migrate().await.unwrap();
+    let q1 = EmbeddedQueue::open(&dir.path().join("queue.db"), opts())
+        .await
+        .unwrap()
+        .with_ledger_lock(store.clone());
+    let q2 = EmbeddedQueue::open(&dir.path().join("queue.db"), opts())
+        .await
+        .unwrap()
+        .with_ledger_lock(Store::connect(&ledger).await.unwrap());
+    let w1 = spawn_worker(&Queue::Embedded(q1), |_m, _| async { TaskResult::Done });
+    // Let the first worker take the lock.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let second = q2
+        .run_worker(
+            WorkerOptions::default(),
+            |_m, _| async { TaskResult::Done },
+            Shutdown::new(),
+        )
+        .await;
+    let err = second.expect_err("second embedded worker refused");
+    assert!(err.to_string().contains("another embedded worker"), "{err}");
+    stop(w1).await;
+    // Released on shutdown: a new worker may start.
+    assert!(store.embedded_lock_holder().await.unwrap().is_none());
+}
