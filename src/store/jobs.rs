@@ -24,6 +24,8 @@ fn truncate(s: &str) -> &str {
 }
 
 type JobRow = (i64, String, String, i64, i64, Option<i64>);
+/// A job row followed by its spec.
+type JobSpecRow = (i64, String, String, i64, i64, Option<i64>, String);
 type ItemRow = (
     String,
     i64,
@@ -101,6 +103,53 @@ impl Store {
                 });
             }
             Err(e) => return Err(e).ctx(self, "create_job: insert items"),
+        }
+        tx.commit().await.ctx(self, "create_job: commit")?;
+        Ok(job_id)
+    }
+
+    /// Baseline for `examples/ledger_bench.rs` only: the same job written with multi-row
+    /// INSERTs of `rows_per_statement` bound rows, to compare against [`Store::create_job`].
+    #[doc(hidden)]
+    pub async fn create_job_multirow_baseline(
+        &self,
+        kind: JobKind,
+        spec_json: &str,
+        item_keys: &[String],
+        rows_per_statement: usize,
+    ) -> Result<i64, StoreError> {
+        let now = to_ms(Utc::now());
+        let mut tx = self
+            .pool
+            .begin_with("BEGIN IMMEDIATE")
+            .await
+            .ctx(self, "create_job: begin")?;
+        let job_id: i64 = sqlx::query_scalar(
+            "INSERT INTO jobs (kind, spec, status, total_items, created_at)
+             VALUES (?, ?, 'running', ?, ?) RETURNING id",
+        )
+        .bind(kind.as_str())
+        .bind(spec_json)
+        .bind(to_i64(item_keys.len() as u64))
+        .bind(now)
+        .fetch_one(&mut *tx)
+        .await
+        .ctx(self, "create_job: insert job")?;
+        for (chunk_no, chunk) in item_keys.chunks(rows_per_statement.max(1)).enumerate() {
+            let base = chunk_no * rows_per_statement.max(1);
+            let mut qb = sqlx::QueryBuilder::<sqlx::Sqlite>::new(
+                "INSERT INTO job_items (job_id, item_key, seq, updated_at) ",
+            );
+            qb.push_values(chunk.iter().enumerate(), |mut row, (i, key)| {
+                row.push_bind(job_id)
+                    .push_bind(key.as_str())
+                    .push_bind(to_i64((base + i) as u64))
+                    .push_bind(now);
+            });
+            qb.build()
+                .execute(&mut *tx)
+                .await
+                .ctx(self, "create_job: insert items")?;
         }
         tx.commit().await.ctx(self, "create_job: commit")?;
         Ok(job_id)
@@ -296,7 +345,7 @@ impl Store {
 
     /// A job's counts per status, times, and its rate over the last minute (for the ETA).
     pub async fn job_status(&self, job_id: i64) -> Result<JobStatus, StoreError> {
-        let row: Option<(i64, String, String, i64, i64, Option<i64>, String)> = sqlx::query_as(
+        let row: Option<JobSpecRow> = sqlx::query_as(
             "SELECT id, kind, status, total_items, created_at, finished_at, spec
              FROM jobs WHERE id = ?",
         )
