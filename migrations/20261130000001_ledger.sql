@@ -49,8 +49,9 @@ CREATE TABLE orders (
     PRIMARY KEY (platform, order_id)
 ) WITHOUT ROWID;
 
--- Serves logistics_candidates: unsigned shipped orders of one shop by last query time.
-CREATE INDEX orders_logistics ON orders (platform, shop, signed, shipped, last_queried_at);
+-- Serves logistics_candidates: unsigned shipped orders of one shop, in order_id order,
+-- with last_queried_at in the index so the interval filter reads no table rows.
+CREATE INDEX orders_logistics ON orders (platform, shop, signed, shipped, order_id, last_queried_at);
 
 -- Trace events, deduplicated by the UNIQUE key (INSERT OR IGNORE: one affected row = new data).
 -- event_time is the platform's own timestamp text.

@@ -732,3 +732,29 @@ async fn views_report_progress_and_useful_ratio() {
             .unwrap();
     assert_eq!(calls, ("alibaba".into(), "order_list".into(), 10, 2, 0.2));
 }
+
+#[test]
+fn db_migrate_command_reports_and_uses_exit_codes() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("sqlite://{}", dir.path().join("cli.db").display());
+    let run = |db: &str| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_syncfleet"))
+            .args(["--db", db, "db", "migrate"])
+            .output()
+            .expect("run syncfleet")
+    };
+    let first = run(&url);
+    let out = String::from_utf8_lossy(&first.stdout);
+    assert_eq!(first.status.code(), Some(0), "{out}");
+    assert!(out.contains("applied migration"), "{out}");
+    assert!(out.contains("journal_mode=wal"), "{out}");
+    let second = run(&url);
+    let out = String::from_utf8_lossy(&second.stdout);
+    assert_eq!(second.status.code(), Some(0));
+    assert!(out.contains("up to date"), "{out}");
+    let bad = run("postgres://app:hunter2@db/ledger");
+    let err = String::from_utf8_lossy(&bad.stderr);
+    assert_eq!(bad.status.code(), Some(2), "{err}");
+    assert!(err.contains("postgres://app:***@db/ledger"), "{err}");
+    assert!(!err.contains("hunter2"), "{err}");
+}
