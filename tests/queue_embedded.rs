@@ -208,3 +208,51 @@ async fn second_embedded_worker_is_refused() {
     // Released on shutdown: a new worker may start.
     assert!(store.embedded_lock_holder().await.unwrap().is_none());
 }
+
+/// A task whose worker died is re-enqueued by apalis-sqlite (heartbeat timeout) and counts an
+/// attempt, so a task that crashes its process every time ends dead instead of looping.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn orphans_count_attempts() {
+    let dir = tempfile::tempdir().unwrap();
+    let o = QueueOptions {
+        heartbeat: Duration::from_millis(300),
+        missed_heartbeats: 2,
+        max_attempts: 2,
+        ..opts()
+    };
+    let q = Queue::open(None, &dir.path().join("queue.db"), o)
+        .await
+        .unwrap();
+    q.push_bulk(&msgs(0..1)).await.unwrap();
+    let runs: Runs = Arc::default();
+    let hang = |r: Runs| {
+        move |m: TaskMsg, ctx: TaskCtx| {
+            record(&r, &m, &ctx);
+            std::future::pending::<TaskResult>()
+        }
+    };
+    let a = spawn_worker(&q, hang(runs.clone()));
+    wait_for(10, "first run", || runs.lock().unwrap().len() == 1).await;
+    a.0.abort();
+    let b = spawn_worker(&q, hang(runs.clone()));
+    wait_for(20, "recovered run", || {
+        runs.lock().unwrap().get(&0).is_some_and(|v| v.len() == 2)
+    })
+    .await;
+    b.0.abort();
+    let attempts: Vec<u32> = runs.lock().unwrap()[&0].iter().map(|x| x.0).collect();
+    assert_eq!(attempts, vec![1, 2]);
+    let c = spawn_worker(&q, hang(runs.clone()));
+    let mut dead = 0;
+    for _ in 0..500 {
+        dead = q.len().await.unwrap().dead;
+        if dead == 1 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(dead, 1, "dead, not run a third time");
+    let report = stop(c).await;
+    assert_eq!(report.dead, 1);
+    assert_eq!(runs.lock().unwrap()[&0].len(), 2);
+}

@@ -22,7 +22,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use apalis::prelude::{
-    BackendExt, BoxDynError, Metrics, TaskBuilder, TaskSink, WorkerBuilder, WorkerBuilderExt,
+    Attempt, BackendExt, BoxDynError, Metrics, TaskBuilder, TaskSink, WorkerBuilder,
+    WorkerBuilderExt,
 };
 use apalis_sqlite::{Config as SqliteConfig, SqliteStorage};
 use futures::FutureExt;
@@ -226,14 +227,17 @@ impl EmbeddedQueue {
         let handler = Arc::new(handler);
         let me = self.clone();
         let (svc_stats, svc_name) = (stats.clone(), Arc::<str>::from(name.as_str()));
-        let service = move |s: Stored| {
+        // apalis-sqlite bumps a row's attempts when it re-enqueues an orphan (its worker
+        // stopped heartbeating): those runs count as attempts too.
+        let service = move |s: Stored, runs: Attempt| {
             let (q, h, st, w) = (
                 me.clone(),
                 handler.clone(),
                 svc_stats.clone(),
                 svc_name.clone(),
             );
-            async move { q.execute(s, &*h, &st, w).await }.boxed()
+            let attempt = s.prior_attempts + (runs.current().max(1) as u32);
+            async move { q.execute(s, attempt, &*h, &st, w).await }.boxed()
         };
         // Finished rows are only deleted by vacuum; do it at start and exit.
         let _ = apalis_core::backend::Vacuum::vacuum(&mut self.storage()).await;
@@ -291,6 +295,7 @@ impl EmbeddedQueue {
     async fn execute<H, Fut>(
         &self,
         s: Stored,
+        attempt: u32,
         handler: &H,
         stats: &WorkerStats,
         worker: Arc<str>,
@@ -299,7 +304,12 @@ impl EmbeddedQueue {
         H: Fn(TaskMsg, TaskCtx) -> Fut,
         Fut: Future<Output = TaskResult>,
     {
-        let attempt = s.prior_attempts + 1;
+        if attempt > self.opts.max_attempts {
+            // Its worker died on every allowed attempt: do not run it again.
+            warn!(worker = %worker, attempt, "orphaned task dead after max attempts");
+            WorkerStats::bump(&stats.dead);
+            return Err("worker lost on every attempt".into());
+        }
         let ctx = TaskCtx {
             attempt,
             worker: worker.clone(),
