@@ -343,7 +343,10 @@ async fn retry_by_class_resets_failed_items_and_reopens_job() {
 async fn job_status_of_unknown_job_is_not_found() {
     let (_dir, store) = fresh().await;
     match store.job_status(42).await {
-        Err(StoreError::JobNotFound { job_id: 42, .. }) => {}
+        Err(e @ StoreError::JobNotFound { job_id: 42, .. }) => {
+            assert!(e.is_input_error());
+            assert!(e.to_string().contains("no job 42"), "{e}");
+        }
         other => panic!("{other:?}"),
     }
 }

@@ -78,11 +78,14 @@ pub enum StoreError {
 }
 
 impl StoreError {
-    /// True for errors caused by the caller's input (bad URL, duplicate item keys): exit 2.
+    /// True for errors caused by the caller's input (bad URL, duplicate item keys, a job id
+    /// that does not exist): exit 2.
     pub fn is_input_error(&self) -> bool {
         matches!(
             self,
-            StoreError::BadUrl { .. } | StoreError::DuplicateItem { .. }
+            StoreError::BadUrl { .. }
+                | StoreError::DuplicateItem { .. }
+                | StoreError::JobNotFound { .. }
         )
     }
 }
