@@ -8,6 +8,7 @@ use std::path::PathBuf;
 pub mod call;
 pub mod config_cmd;
 pub mod db;
+pub mod gate;
 pub mod probe;
 pub mod sim;
 
@@ -46,6 +47,9 @@ pub enum Command {
     /// Configuration commands.
     #[command(subcommand)]
     Config(config_cmd::ConfigCommand),
+    /// Fleet-wide gates: show their state, or set a rate at run time.
+    #[command(subcommand)]
+    Gate(gate::GateCommand),
     /// The SQL ledger: `db migrate` creates or upgrades it.
     #[command(subcommand)]
     Db(db::DbCommand),
@@ -109,6 +113,7 @@ impl Cli {
 pub async fn run(cli: Cli) -> Result<(), CliError> {
     match &cli.command {
         Command::Config(cmd) => config_cmd::run(&cli, cmd).await,
+        Command::Gate(cmd) => gate::run(&cli, cmd).await,
         Command::Db(cmd) => db::run(&cli, cmd).await,
         Command::Call(args) => call::run(&cli, args).await,
         Command::Probe(args) => probe::run(&cli, args).await,

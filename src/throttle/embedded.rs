@@ -25,6 +25,8 @@ struct Gate {
     limiter_rate: f64,
     quota_day: NaiveDate,
     used: u64,
+    /// Resume from a pause with an empty bucket, not a burst into the platform that banned us.
+    drain_after_pause: bool,
 }
 
 fn limiter(rate: f64, burst: f64, drained: bool) -> Arc<DefaultDirectRateLimiter> {
@@ -56,6 +58,7 @@ impl Gate {
             overridden: false,
             quota_day: crate::time::platform_day(chrono::Utc::now()),
             used: 0,
+            drain_after_pause: false,
         }
     }
 
@@ -106,6 +109,10 @@ impl EmbeddedGates {
                 if let Some((ms, reason)) = g.state.paused(self.now_ms()) {
                     return Reservation::Paused(Duration::from_millis(ms), reason.to_string());
                 }
+                if g.drain_after_pause {
+                    g.drain_after_pause = false;
+                    g.limiter = limiter(g.limiter_rate, g.burst, true);
+                }
                 g.sync_limiter();
                 g.limiter.clone()
             };
@@ -154,6 +161,7 @@ impl EmbeddedGates {
         }
         if let Some((d, reason)) = pause {
             g.state.pause_until(now + d.as_millis() as u64, &reason);
+            g.drain_after_pause = true;
         }
         g.used
     }

@@ -62,6 +62,21 @@ pub enum GateOutcome {
     Failure,
 }
 
+impl GateOutcome {
+    /// The outcome of a platform call as the gate sees it: a `Slow` error is a rate-limit
+    /// answer (with the platform's ban and spent-quota flag), any other error a failure.
+    pub fn of<T>(result: &Result<T, crate::platform::classify::CallError>) -> GateOutcome {
+        match result {
+            Ok(_) => GateOutcome::Success,
+            Err(e) if e.class == crate::platform::ErrorClass::Slow => GateOutcome::RateLimited {
+                ban: e.ban,
+                quota_spent: e.quota_spent,
+            },
+            Err(_) => GateOutcome::Failure,
+        }
+    }
+}
+
 /// A permission to make one call: holds the concurrency slot until dropped.
 #[derive(Debug)]
 pub struct Permit {
@@ -136,6 +151,28 @@ enum Backend {
 struct Local {
     cfg: GateConfig,
     slots: Arc<Semaphore>,
+    /// A pause this process reported: its own sleeping reservations must not fire into it
+    /// (other processes learn of it on their next acquisition).
+    hold: Mutex<Option<(Instant, String)>>,
+}
+
+impl Local {
+    fn held(&self) -> Option<GateRefusal> {
+        let hold = self.hold.lock().unwrap_or_else(|e| e.into_inner());
+        let (until, reason) = hold.as_ref()?;
+        let remaining = until.saturating_duration_since(Instant::now());
+        (!remaining.is_zero()).then(|| GateRefusal::Paused {
+            remaining,
+            reason: reason.clone(),
+        })
+    }
+
+    fn hold_until(&self, until: Instant, reason: &str) {
+        let mut hold = self.hold.lock().unwrap_or_else(|e| e.into_inner());
+        if hold.as_ref().is_none_or(|(u, _)| *u < until) {
+            *hold = Some((until, reason.to_string()));
+        }
+    }
 }
 
 pub(crate) struct Inner {
@@ -166,7 +203,14 @@ fn locals(cfg: &Config) -> HashMap<(Platform, Api), Local> {
         for a in Api::ALL {
             let g = cfg.gate(p, a);
             let slots = Arc::new(Semaphore::new(g.concurrency.max(1) as usize));
-            out.insert((p, a), Local { cfg: g, slots });
+            out.insert(
+                (p, a),
+                Local {
+                    cfg: g,
+                    slots,
+                    hold: Mutex::new(None),
+                },
+            );
         }
     }
     out
@@ -251,6 +295,9 @@ impl Gates {
             // Timed out (or the semaphore closed, which never happens here).
             _ => return Err(GateRefusal::Busy),
         };
+        if let Some(refusal) = local.held() {
+            return Err(refusal);
+        }
         let left = max_wait.saturating_sub(start.elapsed());
         let answer = match &self.inner.backend {
             Backend::Redis(r) => r.reserve(platform, api, &local.cfg, left).await,
@@ -259,7 +306,13 @@ impl Gates {
         match answer {
             Reservation::Now => {}
             // Reserved: sleep exactly once, holding the slot (slot first, then token).
-            Reservation::After(wait) => tokio::time::sleep(wait).await,
+            Reservation::After(wait) => {
+                tokio::time::sleep(wait).await;
+                // Paused while asleep (by this process's report): the token is forfeit.
+                if let Some(refusal) = local.held() {
+                    return Err(refusal);
+                }
+            }
             Reservation::Refused(retry) => return Err(GateRefusal::RetryAt(retry)),
             Reservation::Paused(remaining, reason) => {
                 return Err(GateRefusal::Paused { remaining, reason })
@@ -303,6 +356,11 @@ impl Gates {
             }
         );
         let success = matches!(outcome, GateOutcome::Success);
+        if let Some((d, reason)) = &pause {
+            self.inner
+                .local_gate(platform, api)
+                .hold_until(Instant::now() + *d, reason);
+        }
         match &self.inner.backend {
             Backend::Redis(r) => r.note(platform, api, success, hit, pause),
             Backend::Embedded(e) => {

@@ -1,10 +1,10 @@
 -- Outcomes of one gate, batched: daily quota count, AIMD (same rules as throttle::aimd), pause.
 -- KEYS: 1 aimd (hash: rate, ceiling, last_hit, succ), 2 pause (hash: until, reason),
---       3 conf (hash: rate, burst), 4 quota counter of the day (GMT+8).
+--       3 conf (hash: rate, burst), 4 quota counter of the day (GMT+8), 5 bucket (hash: tat, iv).
 -- ARGV: 1 successes, 2 calls (for the quota), 3 rate-limit hit (0/1), 4 pause ms (0 = none),
 --       5 pause reason, 6 configured rate, 7 step, 8 successes per step,
 --       9 ceiling window us, 10 ceiling factor, 11 hit cooldown us, 12 quota key ttl s,
---       13 optional "now" in us (tests only; empty = TIME).
+--       13 optional "now" in us (tests only; empty = TIME), 14 configured burst.
 -- Returns {calls today, rate, ceiling or '', hit effect (0 none/absorbed, 1 halved, 2 + ceiling)}.
 if redis.replicate_commands then pcall(redis.replicate_commands) end
 local now
@@ -85,6 +85,19 @@ if pause_ms > 0 then
   if cur == nil or cur < untl then
     redis.call('HSET', KEYS[2], 'until', fmt(untl), 'reason', ARGV[5])
     redis.call('PEXPIRE', KEYS[2], math.ceil(pause_ms) + 1000)
+    -- Resume with an empty bucket: a burst into a platform that just banned us would be
+    -- refused again. Debt of `burst` calls at the current rate, due at the pause's end.
+    local burst = tonumber(redis.call('HGET', KEYS[3], 'burst')) or tonumber(ARGV[14])
+    local r = rate
+    if r > base then r = base end
+    if r < min_rate then r = min_rate end
+    local iv = 1000000 / r
+    local tat = tonumber(redis.call('HGET', KEYS[5], 'tat')) or 0
+    local want = untl + burst * iv
+    if tat < want then
+      redis.call('HSET', KEYS[5], 'tat', fmt(want), 'iv', tostring(iv))
+      redis.call('PEXPIRE', KEYS[5], math.ceil((want - now) / 1000) + 60000)
+    end
   end
 end
 

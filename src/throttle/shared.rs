@@ -274,6 +274,7 @@ impl RedisGates {
             .key(&k.pause)
             .key(&k.conf)
             .key(k.quota(day))
+            .key(&k.bucket)
             .arg(p.successes)
             .arg(p.calls)
             .arg(u8::from(p.hit))
@@ -286,7 +287,8 @@ impl RedisGates {
             .arg(params.ceiling_factor)
             .arg(params.hit_cooldown_ms * 1000)
             .arg(QUOTA_TTL_S)
-            .arg(""); // ARGV[13]: the server's clock
+            .arg("") // ARGV[13]: the server's clock
+            .arg(cfg.burst);
         let mut conn = self.conn.clone();
         let (used, rate, ceiling, effect): (i64, String, String, i64) =
             inv.invoke_async(&mut conn).await?;

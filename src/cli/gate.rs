@@ -1,0 +1,789 @@
+//! `syncfleet gate show | set`, and the hidden `gate hammer` load generator used by the
+//! multi-process tests and the gate benchmarks (BENCHMARKS.md).
+
+use super::{Cli, CliError};
+use crate::config::Config;
+use crate::platform::ApiRequest;
+use crate::platform::{Api, Platform};
+use crate::store::{GateChange, Store};
+use crate::throttle::{GateLimits, GateRefusal, Gates, DEFAULT_NAMESPACE};
+use clap::{Args, Subcommand};
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+#[derive(Debug, Subcommand)]
+pub enum GateCommand {
+    /// Every gate: rate, burst, adaptive rate, ceiling, pause, calls today, burn ratio.
+    Show {
+        /// Redis key namespace of the gates (separate fleets or tests on one Redis).
+        #[arg(long, hide = true, env = "SYNCFLEET_GATE_NAMESPACE", default_value = DEFAULT_NAMESPACE)]
+        namespace: String,
+    },
+    /// Set a gate's rate (and burst) for the whole fleet; recorded in gate_changes.
+    Set {
+        /// taobao, jd or alibaba.
+        platform: Platform,
+        /// item_get, item_add, order_list or logistics_trace.
+        api: Api,
+        /// Calls per second, fleet-wide.
+        #[arg(long)]
+        rate: f64,
+        /// Instant burst (calls); unchanged when absent.
+        #[arg(long)]
+        burst: Option<f64>,
+        /// Why (kept in the audit trail).
+        #[arg(long)]
+        why: String,
+        #[arg(long, hide = true, env = "SYNCFLEET_GATE_NAMESPACE", default_value = DEFAULT_NAMESPACE)]
+        namespace: String,
+    },
+    /// Load generator for tests and benchmarks (needs --redis).
+    #[command(hide = true)]
+    Hammer(HammerArgs),
+    /// Benchmark: the adaptive rate against the in-process simulator (BENCHMARKS.md).
+    #[command(hide = true)]
+    SimBench(SimBenchArgs),
+}
+
+pub async fn run(cli: &Cli, cmd: &GateCommand) -> Result<(), CliError> {
+    match cmd {
+        GateCommand::Show { namespace } => show(cli, namespace).await,
+        GateCommand::Set {
+            platform,
+            api,
+            rate,
+            burst,
+            why,
+            namespace,
+        } => set(cli, *platform, *api, *rate, *burst, why, namespace).await,
+        GateCommand::Hammer(args) => hammer(cli, args).await,
+        GateCommand::SimBench(args) => sim_bench(cli, args).await,
+    }
+}
+
+async fn gates_for(cli: &Cli, cfg: &Config, namespace: &str) -> Result<Gates, CliError> {
+    match &cli.redis {
+        Some(url) => Ok(Gates::redis_with_namespace(cfg, url, namespace).await?),
+        None => Ok(Gates::embedded(cfg)),
+    }
+}
+
+fn fmt_opt(v: Option<f64>) -> String {
+    v.map(|x| format!("{x:.1}")).unwrap_or_else(|| "-".into())
+}
+
+async fn show(cli: &Cli, namespace: &str) -> Result<(), CliError> {
+    let cfg = cli.load_config()?;
+    let gates = gates_for(cli, &cfg, namespace).await?;
+    let snaps = gates.snapshot().await?;
+    println!(
+        "{:<24} {:>8} {:>7} {:>5} {:>9} {:>8} {:>10} {:>12} {:>6}  pause",
+        "gate", "rate", "burst", "conc", "adaptive", "ceiling", "used", "quota", "burn"
+    );
+    for s in &snaps {
+        let pause = match &s.pause {
+            Some((d, why)) => format!("{:.0} s: {why}", d.as_secs_f64().ceil()),
+            None => "-".into(),
+        };
+        println!(
+            "{:<24} {:>8} {:>7} {:>5} {:>9.1} {:>8} {:>10} {:>12} {:>6}  {pause}",
+            format!("{}.{}", s.platform, s.api),
+            format!("{}{}", s.limits.rate, if s.overridden { "*" } else { "" }),
+            s.limits.burst,
+            s.concurrency,
+            s.adaptive_rate,
+            fmt_opt(s.ceiling),
+            s.used_today,
+            s.daily_quota
+                .map(|q| q.to_string())
+                .unwrap_or_else(|| "-".into()),
+            s.burn
+                .map(|b| format!("{b:.2}"))
+                .unwrap_or_else(|| "-".into()),
+        );
+    }
+    if snaps.iter().any(|s| s.overridden) {
+        println!("* set at run time by `syncfleet gate set` (see gate_changes)");
+    }
+    if gates.mode() == "embedded" {
+        println!(
+            "note: embedded mode (no --redis): these are the configured values; a running embedded \
+             worker keeps its live state (adaptive rate, pauses, usage) in its own memory"
+        );
+    }
+    Ok(())
+}
+
+/// `$USER@hostname`, for the audit trail.
+fn who() -> String {
+    let user = std::env::var("USER")
+        .or_else(|_| std::env::var("LOGNAME"))
+        .unwrap_or_else(|_| "unknown".into());
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .or_else(|_| std::fs::read_to_string("/etc/hostname"))
+        .map(|h| h.trim().to_string())
+        .ok()
+        .filter(|h| !h.is_empty())
+        .or_else(|| std::env::var("HOSTNAME").ok())
+        .unwrap_or_else(|| "unknown-host".into());
+    format!("{user}@{host}")
+}
+
+async fn set(
+    cli: &Cli,
+    platform: Platform,
+    api: Api,
+    rate: f64,
+    burst: Option<f64>,
+    why: &str,
+    namespace: &str,
+) -> Result<(), CliError> {
+    if !(rate > 0.0 && rate.is_finite()) {
+        return Err(CliError::input(format!(
+            "--rate must be a positive number, got {rate}"
+        )));
+    }
+    if let Some(b) = burst {
+        if !(b >= 1.0 && b.is_finite()) {
+            return Err(CliError::input(format!(
+                "--burst must be at least 1, got {b}"
+            )));
+        }
+    }
+    if why.trim().is_empty() {
+        return Err(CliError::input(
+            "--why must say why the rate changes (it is kept in gate_changes)",
+        ));
+    }
+    let cfg = cli.load_config()?;
+    let configured = cfg.gate(platform, api);
+    let effective_burst = burst.unwrap_or(configured.burst);
+    if let Some(cap) = cfg.platform(platform).and_then(|p| p.per_second_cap) {
+        if effective_burst + rate > cap {
+            return Err(CliError::input(format!(
+                "burst {effective_burst} + rate {rate} per second exceeds {platform}'s per-second cap {cap} \
+                 (platforms.{platform}.per_second_cap in {})",
+                cfg.file.display()
+            )));
+        }
+    }
+    let change = match &cli.redis {
+        Some(url) => {
+            let gates = Gates::redis_with_namespace(&cfg, url, namespace).await?;
+            gates.set_rate(platform, api, rate, burst).await?
+        }
+        None => {
+            let old = GateLimits {
+                rate: configured.rate,
+                burst: configured.burst,
+            };
+            crate::throttle::RateChange {
+                old,
+                new: GateLimits {
+                    rate,
+                    burst: effective_burst,
+                },
+            }
+        }
+    };
+    let store = Store::connect(&cli.db)
+        .await
+        .map_err(|e| CliError::runtime(e.to_string()))?;
+    store
+        .migrate()
+        .await
+        .map_err(|e| CliError::runtime(e.to_string()))?;
+    let record = GateChange {
+        at: chrono::Utc::now(),
+        who: who(),
+        platform,
+        api,
+        old_rate: Some(change.old.rate),
+        new_rate: change.new.rate,
+        old_burst: Some(change.old.burst.round() as u32),
+        new_burst: Some(change.new.burst.round() as u32),
+        why: why.to_string(),
+    };
+    let id = store.record_gate_change(&record).await.map_err(|e| {
+        CliError::runtime(format!(
+            "the new rate is in effect but recording it in gate_changes failed: {e}"
+        ))
+    })?;
+    println!(
+        "{platform}.{api}: {} -> {} (gate_changes #{id}, by {})",
+        change.old, change.new, record.who
+    );
+    if cli.redis.is_none() {
+        println!(
+            "note: embedded mode (no --redis): recorded only. A running embedded worker keeps its \
+             current rate until restarted; to make the change permanent set \
+             [gates.\"{platform}.{api}\"] rate = {rate} in {}",
+            cfg.file.display()
+        );
+    } else {
+        println!("every worker of the fleet obeys it on its next acquisition");
+    }
+    Ok(())
+}
+
+/// Hidden load generator. As a worker it acquires from one gate with `concurrency` tasks until
+/// `--seconds` have passed and prints what it got; with `--processes` it spawns that many
+/// workers of itself (for each count in the list) and prints a table.
+#[derive(Debug, Args)]
+pub struct HammerArgs {
+    #[arg(long, default_value = "taobao")]
+    pub platform: Platform,
+    #[arg(long, default_value = "item_get")]
+    pub api: Api,
+    #[arg(long, default_value_t = 100.0)]
+    pub rate: f64,
+    #[arg(long, default_value_t = 20.0)]
+    pub burst: f64,
+    /// Acquiring tasks per process.
+    #[arg(long, default_value_t = 8)]
+    pub concurrency: u32,
+    #[arg(long, default_value_t = 5.0)]
+    pub seconds: f64,
+    #[arg(long, default_value_t = 1000)]
+    pub max_wait_ms: u64,
+    /// `gate` (acquisitions) or `ping` (plain Redis round trips, the baseline).
+    #[arg(long, default_value = "gate")]
+    pub mode: String,
+    /// Run as one worker (print results) instead of spawning workers.
+    #[arg(long)]
+    pub worker: bool,
+    /// Worker: print each admission's wall-clock time (us since the epoch).
+    #[arg(long)]
+    pub timestamps: bool,
+    /// Worker: start at this wall-clock time (us since the epoch), so workers start together.
+    #[arg(long)]
+    pub start_at_us: Option<u64>,
+    /// Spawner: process counts to run, e.g. 1,2,4,8.
+    #[arg(long, value_delimiter = ',', default_value = "1")]
+    pub processes: Vec<u32>,
+    /// Spawner: also run the PING baseline with the same processes and tasks.
+    #[arg(long)]
+    pub baseline: bool,
+    #[arg(long, env = "SYNCFLEET_GATE_NAMESPACE", default_value = "sf_hammer")]
+    pub namespace: String,
+    /// Spawner: run an in-process simulator; every admission calls it (taobao item_get), and
+    /// the table shows the simulator's own count of the busiest wall-clock second.
+    #[arg(long)]
+    pub sim: bool,
+    /// Worker: the simulator's TOP endpoint to call after each admission.
+    #[arg(long)]
+    pub sim_endpoint: Option<String>,
+}
+
+/// A client of the simulator's demo taobao app (test-double credentials, not real ones).
+fn sim_client(endpoint: &str) -> Result<crate::platform::PlatformClient, CliError> {
+    use crate::config::Secret;
+    let demo = crate::sim::SimConfig::demo();
+    let app = demo
+        .app(Platform::Taobao)
+        .ok_or_else(|| CliError::runtime("no demo taobao app"))?;
+    let toml = format!(
+        "[platforms.taobao]\nendpoint = \"{endpoint}\"\napp_key = \"{}\"\nsecret_env = \"UNUSED\"\nsign_method = \"md5\"\n",
+        app.app_key
+    );
+    let cfg = Config::parse(Path::new("<sim-client>"), &toml)?;
+    let pc = cfg
+        .platform(Platform::Taobao)
+        .ok_or_else(|| CliError::runtime("no taobao platform config"))?;
+    crate::platform::PlatformClient::with_credentials(
+        Platform::Taobao,
+        pc,
+        Secret::new(app.secret.expose()),
+        Some(Secret::new(app.session.expose())),
+    )
+    .map_err(CliError::runtime)
+}
+
+fn now_us() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_micros() as u64)
+        .unwrap_or(0)
+}
+
+async fn hammer(cli: &Cli, a: &HammerArgs) -> Result<(), CliError> {
+    let url = cli
+        .redis
+        .clone()
+        .ok_or_else(|| CliError::input("gate hammer needs --redis URL"))?;
+    if a.worker {
+        hammer_worker(&url, a).await
+    } else {
+        hammer_spawn(cli, &url, a).await
+    }
+}
+
+async fn hammer_worker(url: &str, a: &HammerArgs) -> Result<(), CliError> {
+    let toml = format!(
+        "[gates.\"{}.{}\"]\nrate = {}\nburst = {}\nconcurrency = {}\nmax_wait_ms = {}\n",
+        a.platform, a.api, a.rate, a.burst, a.concurrency, a.max_wait_ms
+    );
+    let cfg = Config::parse(Path::new("<hammer>"), &toml)?;
+    let gates = Gates::redis_with_namespace(&cfg, url, &a.namespace).await?;
+    let conn = redis::Client::open(url)
+        .map_err(|e| CliError::input(e.to_string()))?
+        .get_connection_manager()
+        .await
+        .map_err(|e| CliError::runtime(e.to_string()))?;
+    // With --sim-endpoint every admission makes a real call to the simulator (its demo app).
+    let client = match &a.sim_endpoint {
+        Some(endpoint) => Some(sim_client(endpoint)?),
+        None => None,
+    };
+    if let Some(start) = a.start_at_us {
+        let wait = start.saturating_sub(now_us());
+        tokio::time::sleep(Duration::from_micros(wait)).await;
+    }
+    let start_us = now_us();
+    let end = Instant::now() + Duration::from_secs_f64(a.seconds);
+    let admitted = Arc::new(Mutex::new(Vec::<u64>::new()));
+    let counts = Arc::new(Mutex::new((0u64, 0u64, 0u64))); // ok, refused/paused, busy/errors
+    let ping = a.mode == "ping";
+    let mut tasks = Vec::new();
+    for _ in 0..a.concurrency.max(1) {
+        let gates = gates.clone();
+        let mut conn = conn.clone();
+        let admitted = admitted.clone();
+        let counts = counts.clone();
+        let (platform, api, keep) = (a.platform, a.api, a.timestamps);
+        let max_wait = Duration::from_millis(a.max_wait_ms);
+        let client = client.clone();
+        tasks.push(tokio::spawn(async move {
+            let (mut ok, mut refused, mut other, mut mine) = (0u64, 0u64, 0u64, Vec::new());
+            let mut i = 0u64;
+            loop {
+                let left = end.saturating_duration_since(Instant::now());
+                if left.is_zero() {
+                    break;
+                }
+                if ping {
+                    match redis::cmd("PING").query_async::<String>(&mut conn).await {
+                        Ok(_) if Instant::now() <= end => ok += 1,
+                        Ok(_) => {}
+                        Err(_) => other += 1,
+                    }
+                    continue;
+                }
+                match gates.acquire(platform, api, max_wait.min(left)).await {
+                    Ok(_permit) => {
+                        // Admissions after the end (a reservation that slept past it) do not count.
+                        if Instant::now() <= end {
+                            ok += 1;
+                            if keep {
+                                mine.push(now_us());
+                            }
+                            if let Some(client) = &client {
+                                i += 1;
+                                let req = ApiRequest::ItemGet {
+                                    item_id: (1 + i % 50_000).to_string(),
+                                };
+                                if client.call(&req, Duration::from_secs(6)).await.is_err() {
+                                    other += 1;
+                                }
+                            }
+                        }
+                    }
+                    Err(GateRefusal::Paused { remaining, reason }) => {
+                        // The gate's own state unreachable (a response timeout) is an error.
+                        if reason.starts_with("gate state unreachable") {
+                            other += 1;
+                        } else {
+                            refused += 1;
+                        }
+                        tokio::time::sleep(remaining.min(left)).await;
+                    }
+                    Err(GateRefusal::RetryAt(d)) => {
+                        refused += 1;
+                        tokio::time::sleep(d.min(left)).await;
+                    }
+                    Err(GateRefusal::Busy) => other += 1,
+                }
+            }
+            let mut c = counts.lock().unwrap_or_else(|e| e.into_inner());
+            c.0 += ok;
+            c.1 += refused;
+            c.2 += other;
+            admitted
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .extend(mine);
+        }));
+    }
+    for t in tasks {
+        let _ = t.await;
+    }
+    let (ok, refused, other) = *counts.lock().unwrap_or_else(|e| e.into_inner());
+    let mut out = String::new();
+    for t in admitted.lock().unwrap_or_else(|e| e.into_inner()).iter() {
+        out.push_str(&format!("a {t}\n"));
+    }
+    out.push_str(&format!(
+        "done start_us={start_us} admitted={ok} refused={refused} other={other}\n"
+    ));
+    print!("{out}");
+    Ok(())
+}
+
+/// Parsed output of one worker.
+#[derive(Debug, Default)]
+struct WorkerResult {
+    admitted: u64,
+    other: u64,
+    times: Vec<u64>,
+}
+
+fn parse_worker(out: &str) -> WorkerResult {
+    let mut r = WorkerResult::default();
+    for line in out.lines() {
+        if let Some(t) = line.strip_prefix("a ") {
+            if let Ok(t) = t.trim().parse() {
+                r.times.push(t);
+            }
+        } else if let Some(rest) = line.strip_prefix("done ") {
+            for kv in rest.split_whitespace() {
+                match kv.split_once('=') {
+                    Some(("admitted", v)) => r.admitted = v.parse().unwrap_or(0),
+                    Some(("other", v)) => r.other = v.parse().unwrap_or(0),
+                    _ => {}
+                }
+            }
+        }
+    }
+    r
+}
+
+/// Most admissions in any window of `window_us` (sorted input).
+pub fn busiest_window(sorted: &[u64], window_us: u64) -> usize {
+    let (mut best, mut lo) = (0, 0);
+    for hi in 0..sorted.len() {
+        while sorted[hi] - sorted[lo] >= window_us {
+            lo += 1;
+        }
+        best = best.max(hi - lo + 1);
+    }
+    best
+}
+
+async fn run_workers(
+    sim_endpoint: Option<&str>,
+    cli: &Cli,
+    url: &str,
+    a: &HammerArgs,
+    n: u32,
+    mode: &str,
+    namespace: &str,
+) -> Result<Vec<WorkerResult>, CliError> {
+    let exe = std::env::current_exe().map_err(|e| CliError::runtime(e.to_string()))?;
+    // Half a second for the workers to start and connect before the common start.
+    let start = now_us() + 500_000;
+    let mut children = Vec::new();
+    for _ in 0..n {
+        let mut cmd = tokio::process::Command::new(&exe);
+        cmd.arg("--redis")
+            .arg(url)
+            .arg("--config")
+            .arg(&cli.config)
+            .args(["gate", "hammer", "--worker"]);
+        cmd.args(["--platform", a.platform.as_str(), "--api", a.api.as_str()]);
+        cmd.args([
+            "--rate",
+            &a.rate.to_string(),
+            "--burst",
+            &a.burst.to_string(),
+        ]);
+        cmd.args([
+            "--concurrency",
+            &a.concurrency.to_string(),
+            "--seconds",
+            &a.seconds.to_string(),
+        ]);
+        cmd.args([
+            "--max-wait-ms",
+            &a.max_wait_ms.to_string(),
+            "--mode",
+            mode,
+            "--namespace",
+            namespace,
+        ]);
+        cmd.args(["--start-at-us", &start.to_string()]);
+        if a.timestamps || mode == "gate" {
+            cmd.arg("--timestamps");
+        }
+        if let Some(e) = sim_endpoint {
+            cmd.args(["--sim-endpoint", e]);
+        }
+        cmd.stdout(std::process::Stdio::piped()).kill_on_drop(true);
+        children.push(
+            cmd.spawn()
+                .map_err(|e| CliError::runtime(format!("spawning a worker: {e}")))?,
+        );
+    }
+    let mut results = Vec::new();
+    for c in children {
+        let out = c
+            .wait_with_output()
+            .await
+            .map_err(|e| CliError::runtime(e.to_string()))?;
+        if !out.status.success() {
+            return Err(CliError::runtime(format!(
+                "a hammer worker failed: {}",
+                out.status
+            )));
+        }
+        results.push(parse_worker(&String::from_utf8_lossy(&out.stdout)));
+    }
+    Ok(results)
+}
+
+async fn hammer_spawn(cli: &Cli, url: &str, a: &HammerArgs) -> Result<(), CliError> {
+    // The simulator's limits are far above the gate's: it only counts what arrives.
+    let sim = if a.sim {
+        let cfg = crate::sim::SimConfig::demo().with_all_limits(1_000_000, 1_000_000_000);
+        let addr = "127.0.0.1:0"
+            .parse()
+            .map_err(|e| CliError::runtime(format!("{e}")))?;
+        Some(crate::sim::spawn(cfg, addr).await?)
+    } else {
+        None
+    };
+    let endpoint = sim.as_ref().map(|s| s.endpoint(Platform::Taobao));
+    println!(
+        "gate {}.{} rate {} burst {}, {} task(s) per process, {} s per run{}",
+        a.platform,
+        a.api,
+        a.rate,
+        a.burst,
+        a.concurrency,
+        a.seconds,
+        if a.sim {
+            ", each admission calls the simulator"
+        } else {
+            ""
+        }
+    );
+    println!("| processes | PING/s | acquisitions/s | ratio | admitted | ideal R*T+B | admitted/ideal | busiest 1 s, gate side (cap B+R) | sim calls | sim busiest second | busy/errors |");
+    println!("|---|---|---|---|---|---|---|---|---|---|---|");
+    for (i, &n) in a.processes.iter().enumerate() {
+        let ping = if a.baseline {
+            let r = run_workers(None, cli, url, a, n, "ping", &a.namespace).await?;
+            Some(r.iter().map(|w| w.admitted).sum::<u64>() as f64 / a.seconds)
+        } else {
+            None
+        };
+        if let Some(s) = &sim {
+            s.reset();
+        }
+        // A fresh namespace per run: every run starts from a full bucket.
+        let ns = format!("{}_{}_{}", a.namespace, std::process::id(), i);
+        let r = run_workers(endpoint.as_deref(), cli, url, a, n, "gate", &ns).await?;
+        let admitted: u64 = r.iter().map(|w| w.admitted).sum();
+        let other: u64 = r.iter().map(|w| w.other).sum();
+        let mut times: Vec<u64> = r.into_iter().flat_map(|w| w.times).collect();
+        times.sort_unstable();
+        let per_s = admitted as f64 / a.seconds;
+        let ideal = a.rate * a.seconds + a.burst;
+        let seen = sim.as_ref().and_then(|s| {
+            s.stats()
+                .for_platform(Platform::Taobao, Api::ItemGet)
+                .map(|st| (st.calls, st.peak_per_second))
+        });
+        let dash = || "-".to_string();
+        println!(
+            "| {n} | {} | {per_s:.0} | {} | {admitted} | {ideal:.0} | {:.3} | {} (cap {:.0}) | {} | {} | {other} |",
+            ping.map(|p| format!("{p:.0}")).unwrap_or_else(dash),
+            ping.map(|p| format!("{:.2}", per_s / p)).unwrap_or_else(dash),
+            admitted as f64 / ideal,
+            busiest_window(&times, 1_000_000),
+            a.burst + a.rate,
+            seen.map(|s| s.0.to_string()).unwrap_or_else(dash),
+            seen.map(|s| s.1.to_string()).unwrap_or_else(dash),
+        );
+    }
+    Ok(())
+}
+
+/// The client configured at `factor` x the simulator's real per-second limit: does the adaptive
+/// rate settle below the limit, how many calls are rejected, how much of the limit is used?
+#[derive(Debug, Args)]
+pub struct SimBenchArgs {
+    /// The simulator's real per-second limit of taobao item_get.
+    #[arg(long, default_value_t = 100)]
+    pub limit: u64,
+    /// Client rate = factor x limit.
+    #[arg(long, default_value_t = 2.0)]
+    pub factor: f64,
+    /// Client burst (default: limit / 5).
+    #[arg(long)]
+    pub burst: Option<f64>,
+    #[arg(long, default_value_t = 16)]
+    pub concurrency: u32,
+    #[arg(long, default_value_t = 30.0)]
+    pub seconds: f64,
+    /// The steady rate is measured over the last this many seconds.
+    #[arg(long, default_value_t = 20.0)]
+    pub steady_seconds: f64,
+    /// Simulated latency median / p95, ms.
+    #[arg(long, default_value_t = 20)]
+    pub latency_ms: u64,
+    #[arg(long, default_value_t = 60)]
+    pub latency_p95_ms: u64,
+}
+
+async fn sim_bench(cli: &Cli, a: &SimBenchArgs) -> Result<(), CliError> {
+    use crate::config::Secret;
+    use crate::platform::{ApiRequest, PlatformClient};
+    use crate::sim::{self, SimConfig};
+    use crate::throttle::GateOutcome;
+
+    let (p, api) = (Platform::Taobao, Api::ItemGet);
+    let mut sim_cfg = SimConfig::demo().with_limit(p, api, a.limit, 100_000_000);
+    if let Some(l) = sim_cfg.limits.get_mut(&(p, api)) {
+        l.latency_median_ms = a.latency_ms;
+        l.latency_p95_ms = a.latency_p95_ms.max(a.latency_ms);
+    }
+    let addr = "127.0.0.1:0"
+        .parse()
+        .map_err(|e| CliError::runtime(format!("{e}")))?;
+    let simh = sim::spawn(sim_cfg, addr).await?;
+    let app = simh
+        .config()
+        .app(p)
+        .cloned()
+        .ok_or_else(|| CliError::runtime("simulator has no taobao app"))?;
+    let rate = a.factor * a.limit as f64;
+    let burst = a.burst.unwrap_or((a.limit as f64 / 5.0).max(1.0));
+    let toml = format!(
+        "[platforms.taobao]\nendpoint = \"{}\"\napp_key = \"{}\"\nsecret_env = \"UNUSED\"\nsign_method = \"md5\"\n\
+         [gates.\"taobao.item_get\"]\nrate = {rate}\nburst = {burst}\nconcurrency = {}\nmax_wait_ms = 2000\n",
+        simh.endpoint(p),
+        app.app_key,
+        a.concurrency
+    );
+    let cfg = Config::parse(Path::new("<sim-bench>"), &toml)?;
+    let pc = cfg
+        .platform(p)
+        .ok_or_else(|| CliError::runtime("no taobao platform config"))?;
+    let client = PlatformClient::with_credentials(
+        p,
+        pc,
+        Secret::new(app.secret.expose()),
+        Some(Secret::new(app.session.expose())),
+    )
+    .map_err(CliError::runtime)?;
+    let ns = format!("sf_simbench_{}", std::process::id());
+    let gates = match &cli.redis {
+        Some(url) => Gates::redis_with_namespace(&cfg, url, &ns).await?,
+        None => Gates::embedded(&cfg),
+    };
+    let start = Instant::now();
+    let end = start + Duration::from_secs_f64(a.seconds);
+    // Client-side successes per 100 ms slot, for the steady rate.
+    let slots = Arc::new(Mutex::new(vec![
+        0u64;
+        (a.seconds * 10.0).ceil() as usize + 1
+    ]));
+    let mut tasks = Vec::new();
+    for t in 0..a.concurrency {
+        let (gates, client, slots) = (gates.clone(), client.clone(), slots.clone());
+        tasks.push(tokio::spawn(async move {
+            let mut i = u64::from(t);
+            loop {
+                let left = end.saturating_duration_since(Instant::now());
+                if left.is_zero() {
+                    break;
+                }
+                match gates
+                    .acquire(p, api, Duration::from_secs(2).min(left))
+                    .await
+                {
+                    Ok(permit) => {
+                        i += 1;
+                        let req = ApiRequest::ItemGet {
+                            item_id: (1 + i % 50_000).to_string(),
+                        };
+                        let res = client.call(&req, Duration::from_secs(6)).await;
+                        if res.is_ok() {
+                            let slot = (start.elapsed().as_millis() / 100) as usize;
+                            if let Some(c) = slots
+                                .lock()
+                                .unwrap_or_else(|e| e.into_inner())
+                                .get_mut(slot)
+                            {
+                                *c += 1;
+                            }
+                        }
+                        gates.report(p, api, GateOutcome::of(&res));
+                        drop(permit);
+                    }
+                    Err(GateRefusal::RetryAt(d))
+                    | Err(GateRefusal::Paused { remaining: d, .. }) => {
+                        tokio::time::sleep(d.min(left)).await
+                    }
+                    Err(GateRefusal::Busy) => {}
+                }
+            }
+        }));
+    }
+    // Sample the adaptive rate once a second.
+    let mut trace = Vec::new();
+    while Instant::now() < end {
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        if let Ok(s) = gates.snapshot().await {
+            if let Some(s) = s.into_iter().find(|s| s.platform == p && s.api == api) {
+                trace.push((s.adaptive_rate, s.ceiling));
+            }
+        }
+    }
+    for t in tasks {
+        let _ = t.await;
+    }
+    gates.flush().await;
+    let stats = simh.stats();
+    let st = stats
+        .for_platform(p, api)
+        .ok_or_else(|| CliError::runtime("simulator saw no calls"))?;
+    let slots = slots.lock().unwrap_or_else(|e| e.into_inner()).clone();
+    let steady_from = ((a.seconds - a.steady_seconds).max(0.0) * 10.0) as usize;
+    let steady_ok: u64 = slots
+        .iter()
+        .skip(steady_from)
+        .take((a.steady_seconds * 10.0) as usize)
+        .sum();
+    let steady_rate = steady_ok as f64 / a.steady_seconds;
+    let rejected = st.rejected_limit + st.rejected_quota;
+    println!(
+        "mode {} | sim limit {}/s | client rate {rate}/s burst {burst} concurrency {} | {} s, latency {}/{} ms",
+        gates.mode(), a.limit, a.concurrency, a.seconds, a.latency_ms, a.latency_p95_ms
+    );
+    println!(
+        "simulator: calls {} ok {} rejected {} ({:.3}% of calls) busiest second {} (limit {})",
+        st.calls,
+        st.ok,
+        rejected,
+        100.0 * rejected as f64 / st.calls.max(1) as f64,
+        st.peak_per_second,
+        a.limit
+    );
+    println!(
+        "steady rate over the last {} s: {steady_rate:.1}/s = {:.3} of the limit; whole run {:.1}/s",
+        a.steady_seconds,
+        steady_rate / a.limit as f64,
+        st.ok as f64 / a.seconds
+    );
+    let fmt_trace: Vec<String> = trace
+        .iter()
+        .map(|(r, c)| match c {
+            Some(c) => format!("{r:.0}(c{c:.0})"),
+            None => format!("{r:.0}"),
+        })
+        .collect();
+    println!("adaptive rate each second: {}", fmt_trace.join(" "));
+    simh.shutdown().await;
+    Ok(())
+}

@@ -1,0 +1,535 @@
+//! Fleet gates against a real Redis (a private redis-server, or REDIS_URL).
+
+mod support;
+
+use redis::Script;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use support::redis::TestRedis;
+use syncfleet::config::Config;
+use syncfleet::platform::{Api, Platform};
+use syncfleet::throttle::aimd::{AimdParams, AimdState};
+use syncfleet::throttle::{gate_keys, GateOutcome, GateRefusal, Gates};
+
+const P: Platform = Platform::Taobao;
+const A: Api = Api::ItemGet;
+
+fn cfg(rate: f64, burst: f64, concurrency: u32) -> Config {
+    let text = format!(
+        "[gates.\"taobao.item_get\"]\nrate = {rate}\nburst = {burst}\nconcurrency = {concurrency}\nmax_wait_ms = 5000\naimd_step = 5\naimd_successes = 10\n"
+    );
+    Config::parse(Path::new("test.toml"), &text).expect("test config")
+}
+
+fn now_us() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_micros() as u64
+}
+
+fn hammer_worker(
+    redis: &TestRedis,
+    ns: &str,
+    rate: f64,
+    burst: f64,
+    seconds: f64,
+    start_at: u64,
+) -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_syncfleet"));
+    cmd.args([
+        "--redis",
+        &redis.url,
+        "gate",
+        "hammer",
+        "--worker",
+        "--timestamps",
+    ])
+    .args(["--rate", &rate.to_string(), "--burst", &burst.to_string()])
+    .args([
+        "--concurrency",
+        "8",
+        "--seconds",
+        &seconds.to_string(),
+        "--max-wait-ms",
+        "1000",
+    ])
+    .args(["--namespace", ns, "--start-at-us", &start_at.to_string()])
+    .stdout(Stdio::piped())
+    .stderr(Stdio::inherit());
+    cmd
+}
+
+fn admissions(out: &[u8]) -> Vec<u64> {
+    String::from_utf8_lossy(out)
+        .lines()
+        .filter_map(|l| l.strip_prefix("a ").and_then(|t| t.parse().ok()))
+        .collect()
+}
+
+fn busiest_window(sorted: &[u64], window_us: u64) -> usize {
+    let (mut best, mut lo) = (0, 0);
+    for hi in 0..sorted.len() {
+        while sorted[hi] - sorted[lo] >= window_us {
+            lo += 1;
+        }
+        best = best.max(hi - lo + 1);
+    }
+    best
+}
+
+#[test]
+fn four_processes_share_one_gate_within_rate_and_burst() {
+    let redis = TestRedis::start();
+    let (rate, burst, seconds) = (200.0, 20.0, 4.0);
+    let start = now_us() + 1_500_000;
+    let children: Vec<_> = (0..4)
+        .map(|_| {
+            hammer_worker(&redis, &redis.prefix, rate, burst, seconds, start)
+                .spawn()
+                .expect("spawn hammer")
+        })
+        .collect();
+    let mut all = Vec::new();
+    let mut per_process = Vec::new();
+    for c in children {
+        let out = c.wait_with_output().expect("hammer output");
+        assert!(out.status.success(), "hammer failed: {}", out.status);
+        let a = admissions(&out.stdout);
+        per_process.push(a.len());
+        all.extend(a);
+    }
+    all.sort_unstable();
+    let ideal = rate * seconds + burst;
+    let admitted = all.len() as f64;
+    assert!(
+        admitted <= ideal + 1.0,
+        "admitted {admitted} > R*T+B = {ideal}"
+    );
+    assert!(
+        admitted >= 0.97 * ideal,
+        "admitted {admitted} < 97% of {ideal} (per process {per_process:?})"
+    );
+    let busiest = busiest_window(&all, 1_000_000);
+    assert!(
+        busiest as f64 <= burst + rate + 1.0,
+        "busiest 1 s window {busiest} > B+R = {}",
+        burst + rate
+    );
+    assert!(
+        per_process.iter().all(|&n| n > 0),
+        "every process got a share: {per_process:?}"
+    );
+    assert!(
+        all.first().copied().unwrap_or(0) >= start,
+        "no admission before the common start"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn script_flush_mid_run_and_acquisition_continues() {
+    let redis = TestRedis::start();
+    let gates = Gates::redis_with_namespace(&cfg(5_000.0, 5_000.0, 8), &redis.url, &redis.prefix)
+        .await
+        .unwrap();
+    let sha = Script::new(include_str!("../src/throttle/acquire.lua"))
+        .get_hash()
+        .to_string();
+    let mut con = redis.connection();
+    let end = Instant::now() + Duration::from_millis(1200);
+    let flush_at = Instant::now() + Duration::from_millis(400);
+    let (mut before, mut after, mut flushed) = (0, 0, false);
+    while Instant::now() < end {
+        if !flushed && Instant::now() >= flush_at {
+            let _: () = redis::cmd("SCRIPT").arg("FLUSH").query(&mut con).unwrap();
+            let exists: Vec<i64> = redis::cmd("SCRIPT")
+                .arg("EXISTS")
+                .arg(&sha)
+                .query(&mut con)
+                .unwrap();
+            assert_eq!(exists, vec![0], "the flush removed the script");
+            flushed = true;
+        }
+        match gates.acquire(P, A, Duration::from_millis(500)).await {
+            Ok(_) if flushed => after += 1,
+            Ok(_) => before += 1,
+            Err(e) => panic!("acquisition failed after {before} + {after}: {e}"),
+        }
+    }
+    assert!(before > 10 && after > 10, "before {before}, after {after}");
+    let exists: Vec<i64> = redis::cmd("SCRIPT")
+        .arg("EXISTS")
+        .arg(&sha)
+        .query(&mut con)
+        .unwrap();
+    assert_eq!(exists, vec![1], "the script was loaded again on NOSCRIPT");
+}
+
+#[test]
+fn gate_set_is_obeyed_by_a_running_process_within_a_second() {
+    let redis = TestRedis::start();
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("syncfleet.toml");
+    std::fs::write(
+        &config,
+        "[gates.\"taobao.item_get\"]\nrate = 100\nburst = 10\n",
+    )
+    .unwrap();
+    let db = format!("sqlite://{}", dir.path().join("ledger.db").display());
+    let start = now_us() + 1_000_000;
+    let child = hammer_worker(&redis, &redis.prefix, 100.0, 10.0, 5.0, start)
+        .spawn()
+        .unwrap();
+    // Let it run at 100/s for a while, then set 10/s from another process.
+    std::thread::sleep(
+        Duration::from_micros(start.saturating_sub(now_us())) + Duration::from_millis(1500),
+    );
+    let set_started = now_us();
+    let out = Command::new(env!("CARGO_BIN_EXE_syncfleet"))
+        .args(["--redis", &redis.url, "--db", &db, "--config"])
+        .arg(&config)
+        .args([
+            "gate",
+            "set",
+            "taobao",
+            "item_get",
+            "--rate",
+            "10",
+            "--burst",
+            "2",
+            "--why",
+            "test: slow down",
+        ])
+        .args(["--namespace", &redis.prefix])
+        .output()
+        .unwrap();
+    let set_done = now_us();
+    assert!(
+        out.status.success(),
+        "gate set failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains("rate 100 burst 10 -> rate 10 burst 2"),
+        "{stdout}"
+    );
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success());
+    let times = admissions(&out.stdout);
+    let end = start + 5_000_000;
+    let fast = times
+        .iter()
+        .filter(|&&t| t >= start + 200_000 && t < set_started)
+        .count() as f64;
+    let fast_rate = fast / ((set_started - start - 200_000) as f64 / 1e6);
+    assert!(
+        fast_rate > 60.0,
+        "ran at {fast_rate:.1}/s before the change"
+    );
+    // From one second after the change: 10/s plus the new burst of 2 (one call of slack).
+    let from = set_done + 1_000_000;
+    let slow = times.iter().filter(|&&t| t >= from && t <= end).count() as f64;
+    let allowed = 10.0 * (end - from) as f64 / 1e6 + 2.0 + 1.0;
+    assert!(
+        slow <= allowed,
+        "{slow} admissions in the last {:.1} s, allowed {allowed}",
+        (end - from) as f64 / 1e6
+    );
+    assert!(
+        slow >= 0.5 * allowed,
+        "still running after the change: {slow}"
+    );
+
+    // The audit trail has it.
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let changes = rt.block_on(async {
+        let store = syncfleet::store::Store::connect(&db).await.unwrap();
+        store.gate_changes(10).await.unwrap()
+    });
+    let (_, c) = changes.first().expect("one gate change recorded");
+    assert_eq!(
+        (c.platform, c.api, c.old_rate, c.new_rate),
+        (P, A, Some(100.0), 10.0)
+    );
+    assert_eq!((c.old_burst, c.new_burst), (Some(10), Some(2)));
+    assert_eq!(c.why, "test: slow down");
+    assert!(c.who.contains('@'), "{}", c.who);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_workers_rate_limit_slows_every_worker_and_a_ban_pauses_all() {
+    let redis = TestRedis::start();
+    let config = cfg(100.0, 5.0, 8);
+    let a = Gates::redis_with_namespace(&config, &redis.url, &redis.prefix)
+        .await
+        .unwrap();
+    let b = Gates::redis_with_namespace(&config, &redis.url, &redis.prefix)
+        .await
+        .unwrap();
+    a.report(
+        P,
+        A,
+        GateOutcome::RateLimited {
+            ban: None,
+            quota_spent: false,
+        },
+    );
+    a.flush().await;
+    let snap = b.snapshot().await.unwrap();
+    let s = snap.iter().find(|s| s.platform == P && s.api == A).unwrap();
+    assert_eq!(s.adaptive_rate, 50.0, "worker b sees the halved rate");
+    // b's acquisitions are now paced at 50/s: after the burst of 5, 10 more take ~200 ms.
+    let t = Instant::now();
+    for _ in 0..15 {
+        b.acquire(P, A, Duration::from_secs(2)).await.unwrap();
+    }
+    assert!(
+        t.elapsed() >= Duration::from_millis(150),
+        "paced at the new rate: {:?}",
+        t.elapsed()
+    );
+
+    a.report(
+        P,
+        A,
+        GateOutcome::RateLimited {
+            ban: Some(Duration::from_secs(3)),
+            quota_spent: false,
+        },
+    );
+    a.flush().await;
+    match b.acquire(P, A, Duration::from_secs(1)).await {
+        Err(GateRefusal::Paused { remaining, reason }) => {
+            assert!(
+                remaining > Duration::from_millis(2500) && remaining <= Duration::from_secs(3),
+                "{remaining:?}"
+            );
+            assert!(reason.contains("ban"), "{reason}");
+        }
+        other => panic!("expected a pause, got {other:?}"),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn spent_quota_pauses_until_the_reset_and_every_call_counts() {
+    let redis = TestRedis::start();
+    let gates = Gates::redis_with_namespace(&cfg(100.0, 5.0, 8), &redis.url, &redis.prefix)
+        .await
+        .unwrap();
+    for _ in 0..3 {
+        gates.report(P, A, GateOutcome::Success);
+    }
+    gates.report(P, A, GateOutcome::Failure);
+    gates.report(P, A, GateOutcome::Failure);
+    gates.flush().await;
+    let used = |snaps: Vec<syncfleet::throttle::GateSnapshot>| {
+        snaps
+            .into_iter()
+            .find(|s| s.platform == P && s.api == A)
+            .unwrap()
+            .used_today
+    };
+    assert_eq!(
+        used(gates.snapshot().await.unwrap()),
+        5,
+        "failed calls count too"
+    );
+    gates.report(
+        P,
+        A,
+        GateOutcome::RateLimited {
+            ban: None,
+            quota_spent: true,
+        },
+    );
+    gates.flush().await;
+    assert_eq!(used(gates.snapshot().await.unwrap()), 6);
+    let now = chrono::Utc::now();
+    let to_reset = (syncfleet::time::next_quota_reset(now) - now)
+        .to_std()
+        .unwrap();
+    match gates.acquire(P, A, Duration::from_secs(1)).await {
+        Err(GateRefusal::Paused { remaining, reason }) => {
+            let diff = to_reset.as_secs_f64() - remaining.as_secs_f64();
+            assert!(
+                diff.abs() < 5.0,
+                "paused {remaining:?}, reset in {to_reset:?}"
+            );
+            assert!(reason.contains("quota"), "{reason}");
+        }
+        other => panic!("expected a pause until the reset, got {other:?}"),
+    }
+    // A spent quota is not a rate signal: the adaptive rate is untouched.
+    let s = gates
+        .snapshot()
+        .await
+        .unwrap()
+        .into_iter()
+        .find(|s| s.platform == P && s.api == A)
+        .unwrap();
+    assert_eq!(s.adaptive_rate, 100.0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reservation_beyond_max_wait_is_refused_and_not_taken() {
+    let redis = TestRedis::start();
+    let gates = Gates::redis_with_namespace(&cfg(10.0, 1.0, 8), &redis.url, &redis.prefix)
+        .await
+        .unwrap();
+    gates.acquire(P, A, Duration::ZERO).await.unwrap();
+    let first = match gates.acquire(P, A, Duration::from_millis(20)).await {
+        Err(GateRefusal::RetryAt(d)) => d,
+        other => panic!("expected RetryAt, got {other:?}"),
+    };
+    let second = match gates.acquire(P, A, Duration::from_millis(20)).await {
+        Err(GateRefusal::RetryAt(d)) => d,
+        other => panic!("expected RetryAt, got {other:?}"),
+    };
+    assert!(
+        first > Duration::from_millis(50) && first <= Duration::from_millis(100),
+        "{first:?}"
+    );
+    // Not taken: the second refusal names (about) the same time, not one interval later.
+    assert!(second <= first, "{second:?} vs {first:?}");
+    // Within the max wait, the caller sleeps once and goes.
+    let p = gates
+        .acquire(P, A, Duration::from_millis(500))
+        .await
+        .unwrap();
+    assert!(p.waited() >= Duration::from_millis(40), "{:?}", p.waited());
+}
+
+/// The GCRA script with an injected clock: burst, pacing, refusal not taken, the debt kept in
+/// calls when the rate halves, and pauses.
+#[test]
+fn acquire_script_reserves_on_an_injected_clock() {
+    let redis = TestRedis::start();
+    let mut con = redis.connection();
+    let k = gate_keys(&redis.prefix, P, A);
+    let script = Script::new(include_str!("../src/throttle/acquire.lua"));
+    let t0: u64 = 1_700_000_000_000_000;
+    let mut call = |now: u64, max_wait: u64| -> (i64, i64, String) {
+        let (code, wait, reason, _rate): (i64, i64, String, String) = script
+            .key(&k.bucket)
+            .key(&k.aimd)
+            .key(&k.pause)
+            .key(&k.conf)
+            .arg(10.0)
+            .arg(3.0)
+            .arg(max_wait)
+            .arg(now)
+            .invoke(&mut con)
+            .unwrap();
+        (code, wait, reason)
+    };
+    for _ in 0..3 {
+        assert_eq!(call(t0, 1_000_000).0, 0, "burst of 3 goes now");
+    }
+    assert_eq!(call(t0, 1_000_000), (1, 100_000, String::new()));
+    assert_eq!(call(t0, 1_000_000), (1, 200_000, String::new()));
+    assert_eq!(call(t0, 1_000_000), (1, 300_000, String::new()));
+    assert_eq!(
+        call(t0, 150_000),
+        (2, 400_000, String::new()),
+        "beyond max wait: refused"
+    );
+    assert_eq!(
+        call(t0, 150_000),
+        (2, 400_000, String::new()),
+        "and not taken"
+    );
+    // Halve the rate: 3 calls of debt now cost 3 x 200 ms, so no extra burst appears.
+    let mut con2 = redis.connection();
+    let _: () = redis::cmd("HSET")
+        .arg(&k.aimd)
+        .arg("rate")
+        .arg("5")
+        .query(&mut con2)
+        .unwrap();
+    assert_eq!(call(t0, 10_000_000), (1, 800_000, String::new()));
+    let until = t0 + 5_000_000;
+    let _: () = redis::cmd("HSET")
+        .arg(&k.pause)
+        .arg("until")
+        .arg(until)
+        .arg("reason")
+        .arg("ban")
+        .query(&mut con2)
+        .unwrap();
+    assert_eq!(
+        call(t0 + 1_000_000, 1_000_000),
+        (3, 4_000_000, "ban".into())
+    );
+}
+
+/// report.lua implements the rules of the reference type `throttle::aimd`: one event sequence
+/// through both, on one injected clock, gives the same rate and ceiling after every event.
+#[test]
+fn report_script_matches_the_reference_aimd_type() {
+    let redis = TestRedis::start();
+    let mut con = redis.connection();
+    let k = gate_keys(&redis.prefix, P, A);
+    let script = Script::new(include_str!("../src/throttle/report.lua"));
+    let params = AimdParams::new(100.0, 5.0, 10);
+    let mut reference = AimdState::new(&params);
+    let t0: u64 = 1_700_000_000_000_000;
+    // (ms after t0, successes, hit)
+    let events: &[(u64, u32, bool)] = &[
+        (0, 30, false),
+        (1_000, 0, true),   // halve
+        (1_300, 0, true),   // echo: absorbed
+        (1_500, 25, false), // in cooldown: not counted
+        (2_500, 25, false), // +10
+        (4_000, 0, true),   // second hit within 5 s: ceiling
+        (5_500, 7, false),
+        (5_600, 500, false), // recovery capped at 0.9 x ceiling
+        (20_000, 0, true),   // lone spike, long after: ceiling kept
+        (30_000, 1_000, false),
+    ];
+    for &(ms, successes, hit) in events {
+        let now_ms = ms;
+        if hit {
+            reference.on_rate_limited(&params, now_ms);
+        } else {
+            reference.on_successes(&params, successes, now_ms);
+        }
+        let now_us = t0 + ms * 1000;
+        let (_used, rate, ceiling, _effect): (i64, String, String, i64) = script
+            .key(&k.aimd)
+            .key(&k.pause)
+            .key(&k.conf)
+            .key(k.quota(chrono::NaiveDate::from_ymd_opt(2026, 1, 1).unwrap()))
+            .key(&k.bucket)
+            .arg(successes)
+            .arg(successes as u64 + u64::from(hit))
+            .arg(u8::from(hit))
+            .arg(0)
+            .arg("")
+            .arg(params.max_rate)
+            .arg(params.step)
+            .arg(params.successes)
+            .arg(params.ceiling_window_ms * 1000)
+            .arg(params.ceiling_factor)
+            .arg(params.hit_cooldown_ms * 1000)
+            .arg(60)
+            .arg(now_us)
+            .arg(5.0)
+            .invoke(&mut con)
+            .unwrap();
+        let rate: f64 = rate.parse().unwrap();
+        let ceiling: Option<f64> = ceiling.parse().ok();
+        assert!(
+            (rate - reference.rate).abs() < 1e-9,
+            "at {ms} ms: lua {rate}, reference {}",
+            reference.rate
+        );
+        assert_eq!(ceiling, reference.ceiling, "at {ms} ms");
+    }
+    assert_eq!(
+        reference.ceiling,
+        Some(60.0),
+        "the sequence exercised the ceiling"
+    );
+}
