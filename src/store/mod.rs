@@ -315,8 +315,11 @@ impl Store {
     }
 
     /// The settings of `n` connections held at the same time (so the pool must open `n`
-    /// distinct connections, up to its size): proves the pragmas are per connection.
+    /// distinct connections; `n` is capped at the pool size): proves the pragmas are per
+    /// connection.
     pub async fn pragmas_per_connection(&self, n: usize) -> Result<Vec<Pragmas>, StoreError> {
+        let max = usize::try_from(self.pool.options().get_max_connections()).unwrap_or(1);
+        let n = n.min(max);
         let mut held = Vec::with_capacity(n);
         for _ in 0..n {
             held.push(self.pool.acquire().await.ctx(self, "acquire connection")?);
