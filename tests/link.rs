@@ -635,3 +635,134 @@ async fn fleet_lease_is_exclusive_and_renewable() {
     f.release("probe", "a").await.unwrap();
     assert!(f.lease("probe", "b", Duration::from_secs(5)).await.unwrap());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rate_limit_goes_back_to_the_gate_not_to_an_immediate_retry() {
+    let sim = start_sim(|_| {}).await;
+    let cfg = config(&sim.endpoint(TB), "", "");
+    let gw = gateway(&cfg, &sim, None, None).await;
+    gw.call(TB, item(1), &ctx())
+        .await
+        .expect("read before the limit");
+    // The platform now allows 1 call per second for item_get; our gate thinks 5000.
+    let limit = syncfleet::sim::LimitOverride {
+        api: Api::ItemGet,
+        platform: None,
+        per_second: Some(1),
+        daily: None,
+    };
+    drill(
+        &sim,
+        DrillPatch {
+            limit: Some(limit),
+            ..Default::default()
+        },
+    );
+    let before = sim_calls(&sim, Api::ItemGet);
+    let mut slow = None;
+    for i in 0..5u64 {
+        match gw.call(TB, item(1 + i), &ctx()).await {
+            Ok(r) => assert!(
+                r.stale.is_none(),
+                "a rate limit is not a reason for stale data"
+            ),
+            Err(e) => {
+                slow = Some(e);
+                break;
+            }
+        }
+    }
+    let e = slow.expect("the platform's limit surfaces");
+    assert_eq!(e.class, ErrorClass::Slow, "{e}");
+    assert!(e.retry_at.is_some(), "the job re-queues it: {e}");
+    // The ban paused the gate: the rejected call was not hammered again.
+    assert!(
+        sim_calls(&sim, Api::ItemGet) - before <= 3,
+        "{}",
+        sim_calls(&sim, Api::ItemGet) - before
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_attempt_starts_when_the_budget_cannot_cover_it() {
+    let sim = start_sim(|_| {}).await;
+    let cfg = config(&sim.endpoint(TB), "", "");
+    let gw = gateway(&cfg, &sim, None, None).await;
+    let tight = CallContext::new(Budget::starting_now(Duration::from_millis(300)));
+    let err = gw
+        .call(TB, item(1), &tight)
+        .await
+        .expect_err("300 ms cannot cover an attempt");
+    assert_eq!(err.kind, LinkErrorKind::BudgetExhausted, "{err}");
+    assert_eq!(err.attempts, 0);
+    assert_eq!(sim_calls(&sim, Api::ItemGet), 0);
+}
+
+/// A `Write` into a shared buffer, for capturing log lines.
+#[derive(Clone, Default)]
+struct Captured(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+
+impl std::io::Write for Captured {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn one_json_line_per_call() {
+    let sim = start_sim(|_| {}).await;
+    let cfg = config(&sim.endpoint(TB), "", "");
+    let gw = gateway(&cfg, &sim, None, None).await;
+    let out = Captured::default();
+    let writer = out.clone();
+    let subscriber = tracing_subscriber::fmt()
+        .json()
+        .flatten_event(true)
+        .with_writer(move || writer.clone())
+        .with_max_level(tracing::Level::INFO)
+        .finish();
+    let _guard = tracing::subscriber::set_default(subscriber);
+    gw.call(TB, item(3), &ctx().with_trace_id("trace-ok"))
+        .await
+        .expect("ok");
+    drill(
+        &sim,
+        DrillPatch {
+            expired_session: Some(true),
+            ..Default::default()
+        },
+    );
+    gw.call(TB, item(4), &ctx().with_trace_id("trace-fatal"))
+        .await
+        .expect_err("fatal");
+    let text = String::from_utf8(out.0.lock().unwrap().clone()).unwrap();
+    let calls: Vec<serde_json::Value> = text
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter(|v| v["target"] == "syncfleet::call")
+        .collect();
+    assert_eq!(calls.len(), 2, "{text}");
+    for key in [
+        "ts", "trace_id", "platform", "api", "ok", "class", "cost_ms", "retries", "stale",
+    ] {
+        assert!(
+            calls.iter().all(|c| !c[key].is_null()),
+            "field {key} missing: {calls:?}"
+        );
+    }
+    assert_eq!(calls[0]["trace_id"], "trace-ok");
+    assert_eq!(calls[0]["ok"], true);
+    assert_eq!(calls[0]["class"], "ok");
+    assert_eq!(calls[1]["trace_id"], "trace-fatal");
+    assert_eq!(calls[1]["ok"], false);
+    assert_eq!(calls[1]["class"], "fatal");
+    assert_eq!(calls[1]["retries"], 0);
+    assert!(
+        !text.contains("sim-taobao-secret") && !text.contains("sim-taobao-session"),
+        "no secrets in logs"
+    );
+}

@@ -460,7 +460,17 @@ impl Gateway {
         let inner = &self.inner;
         let api = req.api();
         let fail = |kind, class, message: String, retry_at, last: Option<CallError>, sends: u32| {
-            let degradable = !matches!(class, ErrorClass::Fatal | ErrorClass::Unknown);
+            // Stale data stands in only when the upstream cannot answer (failures, open
+            // breaker, budgets). Caller errors must surface, and a gate refusal is "not now":
+            // the job re-queues it for fresh data.
+            let degradable = class == ErrorClass::Retry
+                && matches!(
+                    kind,
+                    LinkErrorKind::Platform
+                        | LinkErrorKind::BreakerOpen
+                        | LinkErrorKind::BudgetExhausted
+                        | LinkErrorKind::RetryBudget
+                );
             Failed {
                 err: LinkError {
                     platform,
@@ -708,10 +718,12 @@ impl Gateway {
                         (Some(e), r) => format!("{e} ({})", r.as_str()),
                         (None, r) => r.as_str().to_string(),
                     };
+                    // A rate limit is "not now", never a failure of the item: come back after
+                    // the ban, or after a second when the platform named none.
                     let retry_at = last
                         .as_ref()
                         .filter(|e| e.class == ErrorClass::Slow)
-                        .and_then(|e| e.ban);
+                        .map(|e| e.ban.unwrap_or(Duration::from_secs(1)));
                     return Err(fail(
                         LinkErrorKind::Platform,
                         class,
