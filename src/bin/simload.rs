@@ -3,9 +3,11 @@
 //! Starts `syncfleet sim` as a child process on a free loopback port with a bench config
 //! (huge limits, no latency, no drills), then drives it with N concurrent keep-alive HTTP/1
 //! connections for a bounded time:
-//!   1. baseline: `GET /admin/drill` (the same server, listener and serve loop, no platform work);
-//!   2. platform: signed TOP `taobao.item.seller.get` calls (parse, verify HMAC-SHA256,
-//!      window + quota, data, JSON answer).
+//!
+//! 1. baseline: `GET /admin/drill` (the same server, listener and serve loop, no platform work);
+//! 2. platform: signed TOP `taobao.item.seller.get` calls (parse, verify HMAC-SHA256,
+//!    window + quota, data, JSON answer).
+//!
 //! Prints calls/s of both and their ratio, and cross-checks the count the simulator saw.
 //!
 //! Usage: `target/release/simload [--connections 64] [--seconds 10] [--sim-bin PATH]`
