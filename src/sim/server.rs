@@ -12,7 +12,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::Router;
 use http_body_util::BodyExt;
-use hyper_util::rt::TokioIo;
+use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::service::TowerToHyperService;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, OnceLock};
@@ -82,7 +82,13 @@ pub async fn run(sim: Arc<Sim>, listener: TcpListener, mut shutdown: watch::Rece
                         res
                     }
                 });
+            // A client that never finishes its headers is cut, not held forever. hyper runs this
+            // timer while a keep-alive connection idles too, so it is set well above any
+            // client keep-alive (25 s configured, reqwest's default 90 s): idle closes are the
+            // idle-close drill's business, not a default.
             let served = hyper::server::conn::http1::Builder::new()
+                .timer(TokioTimer::new())
+                .header_read_timeout(Duration::from_secs(120))
                 .keep_alive(true)
                 .serve_connection(TokioIo::new(stream), service);
             tokio::pin!(served);
