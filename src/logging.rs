@@ -13,7 +13,14 @@ pub enum LogFormat {
 /// Install the global subscriber. Logs go to stderr so command output on stdout stays clean.
 /// `RUST_LOG` overrides the default `info` filter.
 pub fn init(format: LogFormat) {
-    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
+    init_with_default(format, "info")
+}
+
+/// Like [`init`], with another default filter when `RUST_LOG` is unset (the demo keeps the
+/// per-call lines out of its results table).
+pub fn init_with_default(format: LogFormat, default_filter: &str) {
+    let filter =
+        EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default_filter));
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr);

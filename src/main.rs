@@ -3,7 +3,12 @@ use syncfleet::cli::{self, Cli};
 
 fn main() {
     let cli = Cli::parse();
-    syncfleet::logging::init(cli.log_format);
+    // The demo prints a results table: keep per-call lines and routine info out of it.
+    let default_filter = match cli.command {
+        cli::Command::Demo(_) => "warn",
+        _ => "info",
+    };
+    syncfleet::logging::init_with_default(cli.log_format, default_filter);
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

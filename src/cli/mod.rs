@@ -8,7 +8,9 @@ use std::path::PathBuf;
 pub mod call;
 pub mod config_cmd;
 pub mod db;
+pub mod demo;
 pub mod gate;
+pub mod jobs;
 pub mod probe;
 pub mod sim;
 
@@ -44,21 +46,38 @@ pub struct Cli {
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
-    /// Configuration commands.
-    #[command(subcommand)]
-    Config(config_cmd::ConfigCommand),
+    /// The main job end to end on the embedded default: simulator, queue and worker in one
+    /// process; prints items by status, calls, rejections, quota utilisation and duration.
+    Demo(demo::DemoArgs),
+    /// The platform simulator: TOP, JOS and 1688 on one local listener.
+    Sim(sim::SimArgs),
+    /// One signed call: prints the response JSON and its error class.
+    Call(call::CallArgs),
+    /// Enqueue a job: the job and all its items go to the ledger in one transaction, then
+    /// one task per chunk of items goes to the queue.
+    Enqueue(jobs::EnqueueArgs),
+    /// Run a worker: pulls tasks, calls the platforms through the gates and the link layer,
+    /// records every outcome. SIGTERM finishes in-flight tasks, then exits.
+    Work(jobs::WorkArgs),
+    /// Progress of a job (counts per status, rate, ETA), or the latest jobs.
+    Status(jobs::StatusArgs),
+    /// The calls ledger of a day: calls vs useful data per API, useful-call ratio, burn ratio.
+    Report(jobs::ReportArgs),
+    /// Re-push the items the ledger says are unfinished (after a lost queue).
+    Reconcile(jobs::ReconcileArgs),
+    /// Put a job's items that failed with one error class back to pending and push them.
+    Retry(jobs::RetryArgs),
     /// Fleet-wide gates: show their state, or set a rate at run time.
     #[command(subcommand)]
     Gate(gate::GateCommand),
+    /// Probe every (platform, API class): auth, latency, required fields.
+    Probe(probe::ProbeArgs),
+    /// Configuration commands.
+    #[command(subcommand)]
+    Config(config_cmd::ConfigCommand),
     /// The SQL ledger: `db migrate` creates or upgrades it.
     #[command(subcommand)]
     Db(db::DbCommand),
-    /// One signed call: prints the response JSON and its error class.
-    Call(call::CallArgs),
-    /// Probe every (platform, API class): auth, latency, required fields.
-    Probe(probe::ProbeArgs),
-    /// The platform simulator: TOP, JOS and 1688 on one local listener.
-    Sim(sim::SimArgs),
 }
 
 /// A command failure with its exit code: 1 runtime failure, 2 bad input.
@@ -113,10 +132,17 @@ impl Cli {
 pub async fn run(cli: Cli) -> Result<(), CliError> {
     match &cli.command {
         Command::Config(cmd) => config_cmd::run(&cli, cmd).await,
-        Command::Gate(cmd) => gate::run(&cli, cmd).await,
         Command::Db(cmd) => db::run(&cli, cmd).await,
+        Command::Gate(cmd) => gate::run(&cli, cmd).await,
         Command::Call(args) => call::run(&cli, args).await,
         Command::Probe(args) => probe::run(&cli, args).await,
+        Command::Demo(a) => demo::run(&cli, a).await,
+        Command::Enqueue(a) => jobs::enqueue(&cli, a).await,
+        Command::Work(a) => jobs::work(&cli, a).await,
+        Command::Status(a) => jobs::status(&cli, a).await,
+        Command::Reconcile(a) => jobs::reconcile(&cli, a).await,
+        Command::Retry(a) => jobs::retry(&cli, a).await,
+        Command::Report(a) => jobs::report(&cli, a).await,
         Command::Sim(args) => sim::run(args).await,
     }
 }

@@ -1,6 +1,7 @@
 //! Jobs: specs and producers, the handlers a worker runs, and the task queue (transport
 //! between producers and workers).
 
+pub mod demo;
 pub mod listing;
 pub mod logistics;
 pub mod orders;

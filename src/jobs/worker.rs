@@ -15,6 +15,7 @@ use std::sync::Arc;
 pub const FLEET_NAMESPACE: &str = "sf";
 
 /// The pieces a command needs, opened once.
+#[derive(Clone)]
 pub struct Runtime {
     pub cfg: Arc<Config>,
     pub store: Store,

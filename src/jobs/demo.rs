@@ -1,0 +1,234 @@
+//! The demo: the main job end to end in one process on the embedded default — the platform
+//! simulator, the embedded queue (apalis-sqlite), embedded gates and the SQLite ledger — a
+//! 1688 → Taobao listing job of N items, measured from the simulator's side.
+
+use super::producer;
+use super::queue::Shutdown;
+use super::spec::JobSpec;
+use super::worker::Runtime;
+use crate::config::{Config, Secret};
+use crate::link::gateway::Gateway;
+use crate::platform::{Api, Platform, PlatformClient};
+use crate::sim::{self, SimConfig};
+use crate::store::{CallReport, JobStatus, Store};
+use crate::throttle::Gates;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+/// What the demo runs.
+#[derive(Debug, Clone)]
+pub struct DemoOptions {
+    pub items: u64,
+    /// Where the ledger and queue files go (recreated).
+    pub dir: PathBuf,
+    /// Target duration: the simulator's per-second limit is scaled to items / this.
+    pub target: Duration,
+    /// Tasks a worker runs at once.
+    pub concurrency: usize,
+}
+
+/// One API's figures, measured at the simulator.
+#[derive(Debug, Clone)]
+pub struct ApiFigures {
+    pub platform: Platform,
+    pub api: Api,
+    pub calls: u64,
+    pub ok: u64,
+    pub rejected: u64,
+    pub duplicate_writes: u64,
+    pub peak_per_second: u64,
+    pub limit_per_second: u64,
+}
+
+/// What the demo measured.
+#[derive(Debug, Clone)]
+pub struct DemoReport {
+    pub status: JobStatus,
+    pub calls: CallReport,
+    pub apis: Vec<ApiFigures>,
+    /// From the first call to the job's last item.
+    pub duration: Duration,
+    /// Calls needed / the per-second limit: the fastest the job can physically go.
+    pub physical_limit: Duration,
+    /// Simulator-side calls / calls the limit allowed over the run, per API, the lower.
+    pub quota_utilisation: f64,
+    pub ledger: PathBuf,
+}
+
+/// The simulator's per-second limit for `items` in about `target`.
+pub fn scaled_limit(items: u64, target: Duration) -> u64 {
+    let secs = target.as_secs_f64().max(1.0);
+    ((items as f64 / secs).ceil() as u64).clamp(20, 5_000)
+}
+
+/// The client configuration of the demo: the two gates set just under the app's granted
+/// rate (what an operator writes from the platform console), a burst of 1 so no aligned
+/// one-second window can exceed the grant, and concurrency well above rate x latency.
+fn client_config(sim: &sim::SimHandle, limit: u64, dir: &Path) -> anyhow::Result<Config> {
+    let rate = (limit as f64 - 3.0).max(limit as f64 * 0.9);
+    let mut text = String::new();
+    for (platform, app) in [
+        (Platform::Alibaba, "1000001"),
+        (Platform::Taobao, "10000001"),
+    ] {
+        text.push_str(&format!(
+            "[platforms.{platform}]\nendpoint = \"{}\"\napp_key = \"{app}\"\nsecret_env = \"SYNCFLEET_DEMO_{}_SECRET\"\nmax_in_flight = 256\n\n",
+            sim.endpoint(platform),
+            platform.as_str().to_uppercase()
+        ));
+    }
+    text.push_str(&format!(
+        "[gates.default]\nrate = {rate}\nburst = 1\nconcurrency = 128\nmax_wait_ms = 5000\n\n[queue]\nchunk_size = 100\npoll_interval_ms = 20\n"
+    ));
+    Config::parse(&dir.join("demo-client.toml"), &text)
+        .map_err(|e| anyhow::anyhow!("demo config: {e}"))
+}
+
+/// A gateway whose credentials come from the simulator's demo apps (the demo plays the
+/// operator who holds them), not from environment variables.
+fn demo_gateway(cfg: &Config, sim_cfg: &SimConfig, store: &Store) -> anyhow::Result<Gateway> {
+    let mut b = Gateway::builder(cfg.link.clone(), Gates::embedded(cfg)).store(store.clone());
+    for (&platform, pc) in &cfg.platforms {
+        let app = sim_cfg
+            .apps
+            .iter()
+            .find(|a| a.platform == platform)
+            .ok_or_else(|| anyhow::anyhow!("the simulator has no {platform} app"))?;
+        let client = PlatformClient::with_credentials(
+            platform,
+            pc,
+            Secret::new(app.secret.expose()),
+            Some(Secret::new(app.session.expose())),
+        )
+        .map_err(anyhow::Error::msg)?;
+        b = b.platform(client, pc);
+    }
+    Ok(b.build())
+}
+
+/// Run the demo; `on_progress(status)` is called about every 2 s.
+pub async fn run(
+    opts: &DemoOptions,
+    mut on_progress: impl FnMut(&JobStatus),
+) -> anyhow::Result<DemoReport> {
+    if opts.dir.exists() {
+        std::fs::remove_dir_all(&opts.dir)
+            .map_err(|e| anyhow::anyhow!("cannot clear {}: {e}", opts.dir.display()))?;
+    }
+    std::fs::create_dir_all(&opts.dir)
+        .map_err(|e| anyhow::anyhow!("cannot create {}: {e}", opts.dir.display()))?;
+    let limit = scaled_limit(opts.items, opts.target);
+    let mut sim_cfg = SimConfig::demo();
+    sim_cfg.catalog_items = sim_cfg.catalog_items.max(opts.items);
+    for (platform, api) in [
+        (Platform::Alibaba, Api::ItemGet),
+        (Platform::Taobao, Api::ItemAdd),
+    ] {
+        let l = sim_cfg
+            .limits
+            .entry((platform, api))
+            .or_insert(sim_cfg.default_limit);
+        l.per_second = limit;
+        l.daily = l.daily.max(opts.items * 2);
+    }
+    let sim = sim::spawn(sim_cfg.clone(), "127.0.0.1:0".parse()?).await?;
+    let cfg = client_config(&sim, limit, &opts.dir)?;
+    let ledger = opts.dir.join("ledger.db");
+    let db_url = format!("sqlite://{}", ledger.display());
+    let rt = Runtime::open(cfg, &db_url, None).await?;
+    let gateway = demo_gateway(&rt.cfg, &sim_cfg, &rt.store)?;
+
+    let keys: Vec<String> = (1..=opts.items).map(|i| i.to_string()).collect();
+    let spec = JobSpec::Listing {
+        from: Platform::Alibaba,
+        to: Platform::Taobao,
+        items_file: None,
+        items: Vec::new(),
+    };
+    let enq = producer::enqueue(
+        &rt.store,
+        &rt.queue,
+        rt.cfg.queue.chunk_size,
+        &spec,
+        &keys,
+        |_| {},
+    )
+    .await?;
+
+    let shutdown = Shutdown::new();
+    let started = Instant::now();
+    let worker = {
+        let (rt, gateway, shutdown) = (rt.clone(), gateway.clone(), shutdown.clone());
+        let concurrency = opts.concurrency;
+        tokio::spawn(async move { rt.work(gateway, concurrency, shutdown).await })
+    };
+    let mut last_print = Instant::now();
+    let status = loop {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        let status = rt.store.job_status(enq.job_id).await?;
+        if status.job.counts.pending == 0 {
+            break status;
+        }
+        if last_print.elapsed() >= Duration::from_secs(2) {
+            on_progress(&status);
+            last_print = Instant::now();
+        }
+        if worker.is_finished() {
+            anyhow::bail!("the worker stopped before the job finished");
+        }
+    };
+    let duration = started.elapsed();
+    shutdown.trigger();
+    match worker.await {
+        Ok(Ok(_)) => {}
+        Ok(Err(e)) => tracing::warn!("worker ended with an error: {e:#}"),
+        Err(e) => tracing::warn!("worker task failed: {e}"),
+    }
+    gateway.flush().await;
+    let stats = sim.stats();
+    let apis: Vec<ApiFigures> = [
+        (Platform::Alibaba, Api::ItemGet),
+        (Platform::Taobao, Api::ItemAdd),
+    ]
+    .into_iter()
+    .filter_map(|(p, a)| stats.for_platform(p, a))
+    .map(|s| ApiFigures {
+        platform: s.platform,
+        api: s.api,
+        calls: s.calls,
+        ok: s.ok,
+        rejected: s.rejected_limit + s.rejected_quota,
+        duplicate_writes: s.duplicate_writes,
+        peak_per_second: s.peak_per_second,
+        limit_per_second: s.limit_per_second,
+    })
+    .collect();
+    let allowed = limit as f64 * duration.as_secs_f64();
+    let quota_utilisation = apis
+        .iter()
+        .map(|a| a.calls as f64 / allowed)
+        .fold(f64::INFINITY, f64::min);
+    let physical_limit = Duration::from_secs_f64(opts.items as f64 / limit as f64);
+    let calls = rt
+        .store
+        .report_calls(
+            chrono::Utc::now() - chrono::Duration::hours(1),
+            chrono::Utc::now() + chrono::Duration::minutes(1),
+        )
+        .await?;
+    let status = rt.store.job_status(enq.job_id).await.unwrap_or(status);
+    sim.shutdown().await;
+    Ok(DemoReport {
+        status,
+        calls,
+        apis,
+        duration,
+        physical_limit,
+        quota_utilisation: if quota_utilisation.is_finite() {
+            quota_utilisation
+        } else {
+            0.0
+        },
+        ledger,
+    })
+}
