@@ -171,8 +171,26 @@ async fn good_signatures_are_answered_on_all_three_platforms() {
     assert_eq!(status, 200, "{b}");
     assert_eq!(b["result"]["toReturn"]["subject"], item["title"]);
 
+    // A signed GET with the params in the query is answered the same way.
+    let query =
+        serde_urlencoded::to_string(top_form(TOP_GET, &[("num_iid", "123")], TOP_SECRET)).unwrap();
+    let r = c
+        .get(format!("{}?{query}", s.endpoint(Platform::Taobao)))
+        .send()
+        .await
+        .unwrap();
+    let b: Value = r.json().await.unwrap();
+    assert_eq!(
+        b["item_seller_get_response"]["item"]["title"],
+        item["title"]
+    );
+
     let st = s.stats();
-    for p in Platform::ALL {
+    assert_eq!(
+        st.for_platform(Platform::Taobao, Api::ItemGet).unwrap().ok,
+        2
+    );
+    for p in [Platform::Jd, Platform::Alibaba] {
         assert_eq!(st.for_platform(p, Api::ItemGet).unwrap().ok, 1, "{p}");
     }
     // The admin endpoint shows the same counters.
@@ -184,7 +202,7 @@ async fn good_signatures_are_answered_on_all_three_platforms() {
         .json()
         .await
         .unwrap();
-    assert_eq!(admin["totals"]["ok"], 3);
+    assert_eq!(admin["totals"]["ok"], 4);
 }
 
 #[tokio::test]

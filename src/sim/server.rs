@@ -109,9 +109,11 @@ pub async fn run(sim: Arc<Sim>, listener: TcpListener, mut shutdown: watch::Rece
 
 fn router(sim: Arc<Sim>) -> Router {
     Router::new()
-        .route("/router/rest", post(top))
-        .route("/routerjson", post(jd))
-        .route("/openapi/{*rest}", post(alibaba))
+        // POST is the contract; GET with query params is answered too (TOP SDKs allow it),
+        // so a client using it gets a platform answer rather than a bare 405.
+        .route("/router/rest", post(top).get(top))
+        .route("/routerjson", post(jd).get(jd))
+        .route("/openapi/{*rest}", post(alibaba).get(alibaba))
         .route("/admin/stats", get(stats))
         .route("/admin/reset", post(reset))
         .route("/admin/drill", get(drill_get).post(drill_post))
