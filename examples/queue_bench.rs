@@ -157,6 +157,92 @@ async fn bare_apalis(url: &str, n: usize, concurrency: usize, round: usize) -> a
     Ok(n as f64 / secs)
 }
 
+async fn ours_embedded(dir: &std::path::Path, n: usize, concurrency: usize) -> anyhow::Result<f64> {
+    let q = syncfleet::jobs::queue::EmbeddedQueue::open(
+        &dir.join("ours.queue.db"),
+        QueueOptions {
+            poll_interval: Duration::from_millis(10),
+            ..QueueOptions::default()
+        },
+    )
+    .await?;
+    q.push_bulk(&tasks(n, 1)).await?;
+    let done = Arc::new(AtomicU64::new(0));
+    let d2 = done.clone();
+    let shutdown = Shutdown::new();
+    let s2 = shutdown.clone();
+    let q2 = q.clone();
+    let start = Instant::now();
+    let w = tokio::spawn(async move {
+        q2.run_worker(
+            WorkerOptions {
+                concurrency,
+                name: None,
+            },
+            move |_m, _ctx| {
+                d2.fetch_add(1, Ordering::Relaxed);
+                async { TaskResult::Done }
+            },
+            s2,
+        )
+        .await
+    });
+    while done.load(Ordering::Relaxed) < n as u64 {
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    let secs = start.elapsed().as_secs_f64();
+    shutdown.trigger();
+    w.await??;
+    Ok(n as f64 / secs)
+}
+
+async fn bare_sqlite(dir: &std::path::Path, n: usize, concurrency: usize) -> anyhow::Result<f64> {
+    use apalis_sqlite::SqliteStorage;
+    let url = format!("sqlite://{}?mode=rwc", dir.join("bare.queue.db").display());
+    let pool = sqlx::SqlitePool::connect(&url).await?;
+    SqliteStorage::setup(&pool).await?;
+    let mut storage = SqliteStorage::<TaskMsg>::new(&pool);
+    for chunk in tasks(n, 1).chunks(1000) {
+        storage.push_bulk(chunk.to_vec()).await?;
+    }
+    let done = Arc::new(AtomicU64::new(0));
+    let d2 = done.clone();
+    let handler = move |_m: TaskMsg| {
+        let d = d2.clone();
+        async move {
+            d.fetch_add(1, Ordering::Relaxed);
+            Ok::<(), apalis::prelude::BoxDynError>(())
+        }
+    };
+    let worker = WorkerBuilder::new(format!("bare-sqlite-{}", std::process::id()))
+        .backend(storage.poll_with_interval(Duration::from_millis(10)))
+        .concurrency(concurrency)
+        .build(handler);
+    let start = Instant::now();
+    let stop = Shutdown::new();
+    let s2 = stop.clone();
+    let w = tokio::spawn(
+        worker
+            .run_until(async move {
+                s2.wait().await;
+                Ok::<(), std::io::Error>(())
+            })
+            .boxed_local_free(),
+    );
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while done.load(Ordering::Relaxed) < n as u64 {
+        anyhow::ensure!(
+            Instant::now() < deadline,
+            "bare apalis-sqlite worker stalled"
+        );
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    let secs = start.elapsed().as_secs_f64();
+    stop.trigger();
+    let _ = tokio::time::timeout(Duration::from_secs(10), w).await;
+    Ok(n as f64 / secs)
+}
+
 /// `.boxed()` where the worker's types are concrete (see src/jobs/queue/redis.rs).
 trait BoxedFree: std::future::Future + Send + Sized + 'static {
     fn boxed_local_free(self) -> futures::future::BoxFuture<'static, Self::Output> {
@@ -224,6 +310,16 @@ async fn main() -> anyhow::Result<()> {
     println!(
         "no-op handler, {n} tasks, concurrency {concurrency}, median of {rounds}: syncfleet {ma:.0} tasks/s, bare apalis-redis {mb:.0} tasks/s, ratio {:.2}",
         ma / mb
+    );
+
+    // Embedded mode: our apalis-sqlite queue vs a bare apalis-sqlite worker, same run.
+    let dir = tempfile::tempdir()?;
+    let m = n.min(3000);
+    let e_ours = ours_embedded(dir.path(), m, concurrency).await?;
+    let e_bare = bare_sqlite(dir.path(), m, concurrency).await?;
+    println!(
+        "embedded, no-op handler, {m} tasks, concurrency {concurrency}: syncfleet {e_ours:.0} tasks/s, bare apalis-sqlite {e_bare:.0} tasks/s, ratio {:.2}",
+        e_ours / e_bare
     );
     Ok(())
 }
