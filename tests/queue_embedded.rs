@@ -256,3 +256,48 @@ async fn orphans_count_attempts() {
     assert_eq!(report.dead, 1);
     assert_eq!(runs.lock().unwrap()[&0].len(), 2);
 }
+
+/// Queue length counts running tasks as in flight until they finish.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn len_counts_in_flight() {
+    let dir = tempfile::tempdir().unwrap();
+    let q = Queue::open(None, &dir.path().join("queue.db"), opts())
+        .await
+        .unwrap();
+    q.push_bulk(&msgs(0..10)).await.unwrap();
+    let started = Arc::new(std::sync::atomic::AtomicU32::new(0));
+    let s2 = started.clone();
+    let w = spawn_worker(&q, move |_m, _ctx| {
+        s2.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        async {
+            tokio::time::sleep(Duration::from_millis(500)).await;
+            TaskResult::Done
+        }
+    });
+    wait_for(10, "4 running", || {
+        started.load(std::sync::atomic::Ordering::Relaxed) == 4
+    })
+    .await;
+    let len = q.len().await.unwrap();
+    assert!(len.in_flight >= 4, "{len:?}");
+    assert_eq!(len.total(), 10);
+    let first = stop(w).await;
+    // Fetched-but-unstarted tasks are not charged an attempt by the restart.
+    let runs: Runs = Arc::default();
+    let r = runs.clone();
+    let w2 = spawn_worker(&q, move |m, ctx| {
+        record(&r, &m, &ctx);
+        async { TaskResult::Done }
+    });
+    let rest = 10 - first.done as usize;
+    wait_for(15, "the rest after a restart", || {
+        runs.lock().unwrap().len() == rest
+    })
+    .await;
+    stop(w2).await;
+    assert!(runs
+        .lock()
+        .unwrap()
+        .values()
+        .all(|v| v.len() == 1 && v[0].0 == 1));
+}

@@ -117,7 +117,9 @@ impl EmbeddedQueue {
     fn storage(&self) -> SqliteStorage<Stored> {
         let cfg = SqliteConfig::default()
             .queue(&self.opts.name)
-            .batch_size(16)
+            // Rows fetched but not started when a worker stops are re-enqueued as orphans
+            // with an attempt charged: fetch one at a time, only when a slot is free.
+            .batch_size(1)
             .heartbeat_interval(self.opts.heartbeat)
             .missed_heartbeats(self.opts.missed_heartbeats as usize);
         SqliteStorage::new(&self.pool).with_config(cfg)
@@ -195,7 +197,8 @@ impl EmbeddedQueue {
         };
         Ok(QueueLen {
             ready: get("PENDING_JOBS"),
-            in_flight: get("RUNNING_JOBS") + get("QUEUED_JOBS"),
+            // ACTIVE = Pending + Queued (fetched, not started) + Running.
+            in_flight: get("ACTIVE_JOBS").saturating_sub(get("PENDING_JOBS")),
             delayed: 0,
             dead: get("FAILED_JOBS") + get("KILLED_JOBS"),
         })
