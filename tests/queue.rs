@@ -598,3 +598,40 @@ async fn worker_survives_a_redis_restart() {
     assert!(report.backend_errors >= 1, "{report:?}");
     assert_eq!(report.done, 200);
 }
+
+/// A worker started before Redis is up waits for it instead of failing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connect_retrying_waits_for_redis() {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let url = format!("redis://127.0.0.1:{port}/");
+    assert!(RedisQueue::connect(&url, QueueOptions::default())
+        .await
+        .is_err());
+    let s = Shutdown::new();
+    let u2 = url.clone();
+    let s2 = s.clone();
+    let pending = tokio::spawn(async move {
+        RedisQueue::connect_retrying(&u2, QueueOptions::default(), &s2).await
+    });
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert!(!pending.is_finished(), "still waiting for Redis");
+    let _server = Restartable::start(port);
+    let q = tokio::time::timeout(Duration::from_secs(10), pending)
+        .await
+        .expect("connected after Redis came up")
+        .unwrap()
+        .unwrap();
+    assert_eq!(q.push_bulk(&msgs(0..3)).await.unwrap(), 3);
+    // With shutdown triggered and Redis gone, it gives up instead of waiting forever.
+    drop(_server);
+    s.trigger();
+    assert!(
+        RedisQueue::connect_retrying(&url, QueueOptions::default(), &s)
+            .await
+            .is_err()
+    );
+}

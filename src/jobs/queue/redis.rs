@@ -297,6 +297,37 @@ impl RedisQueue {
         Ok(q)
     }
 
+    /// [`RedisQueue::connect`], retried with backoff (100 ms doubling to 5 s, logged) while
+    /// Redis is unreachable, until it answers or `shutdown` is triggered. For workers
+    /// started before Redis is up. A malformed URL fails at once.
+    pub async fn connect_retrying(
+        url: &str,
+        opts: QueueOptions,
+        shutdown: &Shutdown,
+    ) -> Result<RedisQueue, QueueError> {
+        if let Err(e) = redis::Client::open(url) {
+            return Err(QueueError::Redis {
+                url: redact(url),
+                msg: e.to_string(),
+            });
+        }
+        let mut backoff = Duration::from_millis(100);
+        loop {
+            match RedisQueue::connect(url, opts.clone()).await {
+                Ok(q) => return Ok(q),
+                Err(e) if shutdown.is_triggered() => return Err(e),
+                Err(e) => {
+                    warn!(error = %e, retry_in = ?backoff, "redis queue unreachable; retrying");
+                    tokio::select! {
+                        _ = tokio::time::sleep(backoff) => {}
+                        _ = shutdown.wait() => {}
+                    }
+                    backoff = (backoff * 2).min(Duration::from_secs(5));
+                }
+            }
+        }
+    }
+
     pub fn options(&self) -> &QueueOptions {
         &self.opts
     }
