@@ -1,19 +1,17 @@
-//! Embedded gates: governor's in-process GCRA plus the pure AIMD type, for one process.
+//! Embedded gates: an in-process GCRA reservation bucket ([`Gcra`]) plus the pure AIMD type,
+//! for one process.
 //!
-//! governor's quota is fixed per limiter, so a new adaptive rate swaps in a new limiter. The new
-//! one starts drained (its burst already spent): a halving must not hand out a fresh burst, and
-//! under load the old bucket was near empty anyway.
+//! When the adaptive rate drops the bucket is drained (its burst spent): a halving must not
+//! hand out a fresh burst, and under load the bucket was near empty anyway.
 
 use super::aimd::{AimdParams, AimdState};
+use super::gcra::Gcra;
 use super::{GateLimits, GateSnapshot, RateChange, Reservation};
 use crate::config::GateConfig;
 use crate::platform::{Api, Platform};
 use chrono::NaiveDate;
-use governor::clock::Clock;
-use governor::{DefaultDirectRateLimiter, Quota, RateLimiter};
 use std::collections::HashMap;
-use std::num::NonZeroU32;
-use std::sync::{Arc, Mutex};
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 struct Gate {
@@ -21,7 +19,7 @@ struct Gate {
     state: AimdState,
     burst: f64,
     overridden: bool,
-    limiter: Arc<DefaultDirectRateLimiter>,
+    bucket: Gcra,
     limiter_rate: f64,
     quota_day: NaiveDate,
     used: u64,
@@ -29,28 +27,12 @@ struct Gate {
     drain_after_pause: bool,
 }
 
-fn limiter(rate: f64, burst: f64, drained: bool) -> Arc<DefaultDirectRateLimiter> {
-    let period = Duration::from_secs_f64(1.0 / rate.max(1e-6));
-    let burst_cells = NonZeroU32::new(burst.round().clamp(1.0, u32::MAX as f64) as u32)
-        .unwrap_or(NonZeroU32::MIN);
-    // `with_period` is None only for a zero period, which a finite rate never gives.
-    let quota = Quota::with_period(period)
-        .unwrap_or(Quota::per_second(NonZeroU32::MIN))
-        .allow_burst(burst_cells);
-    let l = RateLimiter::direct(quota);
-    if drained {
-        // Spends the whole burst; cannot fail for n == burst.
-        let _ = l.check_n(burst_cells);
-    }
-    Arc::new(l)
-}
-
 impl Gate {
     fn new(cfg: &GateConfig) -> Gate {
         let params = AimdParams::new(cfg.rate, cfg.aimd_step, cfg.aimd_successes);
         let state = AimdState::new(&params);
         Gate {
-            limiter: limiter(cfg.rate, cfg.burst, false),
+            bucket: Gcra::new(),
             limiter_rate: cfg.rate,
             params,
             state,
@@ -62,11 +44,13 @@ impl Gate {
         }
     }
 
-    /// Swap in a limiter when the adaptive rate moved.
-    fn sync_limiter(&mut self) {
+    /// Follow the adaptive rate; a cut drains the bucket.
+    fn sync_rate(&mut self, now_us: f64) {
         let rate = self.state.effective_rate(&self.params);
         if (rate - self.limiter_rate).abs() > 1e-9 {
-            self.limiter = limiter(rate, self.burst, true);
+            if rate < self.limiter_rate {
+                self.bucket.drain(now_us, rate, self.burst);
+            }
             self.limiter_rate = rate;
         }
     }
@@ -102,37 +86,25 @@ impl EmbeddedGates {
         api: Api,
         max_wait: Duration,
     ) -> Reservation {
-        let start = Instant::now();
-        loop {
-            let limiter = {
-                let mut g = self.gate(platform, api);
-                if let Some((ms, reason)) = g.state.paused(self.now_ms()) {
-                    return Reservation::Paused(Duration::from_millis(ms), reason.to_string());
-                }
-                if g.drain_after_pause {
-                    g.drain_after_pause = false;
-                    g.limiter = limiter(g.limiter_rate, g.burst, true);
-                }
-                g.sync_limiter();
-                g.limiter.clone()
-            };
-            let wait = match limiter.check() {
-                Ok(_) => {
-                    let waited = start.elapsed();
-                    return if waited.is_zero() {
-                        Reservation::Now
-                    } else {
-                        Reservation::After(Duration::ZERO)
-                    };
-                }
-                Err(not_until) => not_until.wait_time_from(limiter.clock().now()),
-            };
-            // governor checks, it does not reserve: several waiters of one process may race
-            // for the same cell, so the loser waits again, within its max wait.
-            if start.elapsed() + wait > max_wait {
-                return Reservation::Refused(wait);
-            }
-            tokio::time::sleep(wait).await;
+        let mut g = self.gate(platform, api);
+        if let Some((ms, reason)) = g.state.paused(self.now_ms()) {
+            return Reservation::Paused(Duration::from_millis(ms), reason.to_string());
+        }
+        let now_us = self.epoch.elapsed().as_secs_f64() * 1e6;
+        if g.drain_after_pause {
+            g.drain_after_pause = false;
+            let (rate, burst) = (g.limiter_rate, g.burst);
+            g.bucket.drain(now_us, rate, burst);
+        }
+        g.sync_rate(now_us);
+        let (rate, burst) = (g.limiter_rate, g.burst);
+        match g
+            .bucket
+            .reserve(now_us, rate, burst, max_wait.as_secs_f64() * 1e6)
+        {
+            Ok(wait) if wait <= 0.0 => Reservation::Now,
+            Ok(wait) => Reservation::After(Duration::from_secs_f64(wait / 1e6)),
+            Err(wait) => Reservation::Refused(Duration::from_secs_f64(wait / 1e6)),
         }
     }
 
@@ -217,7 +189,8 @@ impl EmbeddedGates {
         g.state.pause_until(pause.0, &pause.1);
         g.burst = new.burst;
         g.overridden = true;
-        g.limiter = limiter(rate, new.burst, true);
+        let now_us = self.epoch.elapsed().as_secs_f64() * 1e6;
+        g.bucket.drain(now_us, rate, new.burst);
         g.limiter_rate = rate;
         RateChange { old, new }
     }

@@ -5,7 +5,7 @@
 //! the adaptive rate (AIMD with ceiling memory), pauses, operator overrides and the daily quota
 //! counter live in Redis next to each other under one hash tag per gate, and one Lua script call
 //! per acquisition answers "go now", "go after T" (the caller sleeps once) or "not within your
-//! max wait: retry at T". In embedded mode (no Redis) the same interface runs on governor and the
+//! max wait: retry at T". In embedded mode (no Redis) the same interface runs on an in-process GCRA reservation bucket and the
 //! pure [`aimd`] type in-process.
 //!
 //! Outcomes come back through [`Gates::report`]: non-blocking, batched (successes flush every
@@ -15,6 +15,7 @@
 pub mod aimd;
 pub mod burn;
 mod embedded;
+pub mod gcra;
 mod shared;
 
 use crate::config::{Config, GateConfig};
@@ -248,7 +249,7 @@ impl Gates {
         Ok(Gates { inner })
     }
 
-    /// In-process gates (governor + in-process AIMD): one process only, nothing shared.
+    /// In-process gates (GCRA reservation + in-process AIMD): one process only, nothing shared.
     pub fn embedded(cfg: &Config) -> Gates {
         let local = locals(cfg);
         let backend = embedded::EmbeddedGates::new(local.iter().map(|(k, l)| (*k, l.cfg.clone())));
