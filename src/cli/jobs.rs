@@ -17,7 +17,9 @@ use std::time::Duration;
 #[derive(Debug, Args)]
 pub struct EnqueueArgs {
     /// A job spec file (TOML; examples in jobs/) instead of a subcommand.
-    #[arg(long, conflicts_with = "what")]
+    // Not `conflicts_with = "what"`: a subcommand is no argument, and clap's debug assertion
+    // panics on it (every debug-build enqueue aborted); spec_from_args refuses both instead.
+    #[arg(long)]
     pub spec: Option<PathBuf>,
     /// Items per task (default: queue.chunk_size of the config).
     #[arg(long)]
@@ -81,7 +83,10 @@ pub fn parse_time(s: &str) -> Result<DateTime<Utc>, String> {
 
 fn spec_from_args(args: &EnqueueArgs) -> Result<JobSpec, CliError> {
     match (&args.spec, &args.what) {
-        (Some(path), _) => JobSpec::load(path).map_err(|e| CliError::input(e.to_string())),
+        (Some(_), Some(_)) => Err(CliError::input(
+            "give either --spec FILE or a job subcommand (listing, orders, logistics), not both",
+        )),
+        (Some(path), None) => JobSpec::load(path).map_err(|e| CliError::input(e.to_string())),
         (None, Some(EnqueueWhat::Listing { from, to, items })) => Ok(JobSpec::Listing {
             from: *from,
             to: *to,

@@ -2,7 +2,7 @@
 //! queried within the minimum interval. Events are stored with INSERT OR IGNORE, so only new
 //! steps count as useful data; a signed parcel is never queried again.
 
-use super::runner::{ItemRun, JobRunner, Useful};
+use super::runner::{ledger_write, ItemRun, JobRunner, Useful};
 use crate::platform::model::{ApiRequest, ApiResponse};
 use crate::platform::{Api, ErrorClass, Platform};
 use crate::store::{ItemOutcome, LogisticsEvent};
@@ -64,11 +64,11 @@ pub(crate) async fn run_chunk(
         .map(|(k, _)| k.clone())
         .collect();
     if !queried.is_empty() {
-        runner
-            .store
-            .mark_queried(platform, &queried, Utc::now())
-            .await
-            .map_err(|e| e.to_string())?;
+        let now = Utc::now();
+        ledger_write("mark_queried", || {
+            runner.store.mark_queried(platform, &queried, now)
+        })
+        .await?;
     }
     out.extend(traced);
     Ok(out)
@@ -107,14 +107,19 @@ async fn trace_one(runner: &JobRunner, platform: Platform, key: &str, useful: &U
         })
         .collect();
     let stored = async {
-        let new = runner.store.insert_events(platform, key, &events).await?;
+        let new = ledger_write("insert_events", || {
+            runner.store.insert_events(platform, key, &events)
+        })
+        .await?;
         if let Some(last) = trace.events.last() {
-            runner
-                .store
-                .set_last_status(platform, key, &last.status, trace.signed)
-                .await?;
+            ledger_write("set_last_status", || {
+                runner
+                    .store
+                    .set_last_status(platform, key, &last.status, trace.signed)
+            })
+            .await?;
         }
-        Ok::<u64, crate::store::StoreError>(new)
+        Ok::<u64, String>(new)
     }
     .await;
     match stored {
@@ -128,10 +133,6 @@ async fn trace_one(runner: &JobRunner, platform: Platform, key: &str, useful: &U
                 None => ItemRun::Outcome(ItemOutcome::done(key, Some(result))),
             }
         }
-        Err(e) => ItemRun::Outcome(ItemOutcome::attempted(
-            key,
-            ErrorClass::Retry,
-            e.to_string(),
-        )),
+        Err(e) => ItemRun::Outcome(ItemOutcome::attempted(key, ErrorClass::Retry, e)),
     }
 }

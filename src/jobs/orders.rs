@@ -2,7 +2,7 @@
 //! `order_list` pages until `has_next` is false and upserts only orders whose `modified`
 //! advanced. A page that changes nothing is a call without useful data.
 
-use super::runner::{ItemRun, JobRunner, Useful};
+use super::runner::{ledger_write, ItemRun, JobRunner, Useful};
 use crate::platform::model::{ApiRequest, ApiResponse, Order as PlatformOrder};
 use crate::platform::{Api, ErrorClass, Platform};
 use crate::store::{ItemOutcome, Order};
@@ -135,15 +135,13 @@ async fn sync_slice(
             .iter()
             .map(|o| to_ledger(platform, shop, o))
             .collect();
-        let n = match runner.store.upsert_orders_if_advanced(&batch).await {
+        let upsert = ledger_write("upsert_orders", || {
+            runner.store.upsert_orders_if_advanced(&batch)
+        })
+        .await;
+        let n = match upsert {
             Ok(n) => n,
-            Err(e) => {
-                return ItemRun::Outcome(ItemOutcome::attempted(
-                    key,
-                    ErrorClass::Retry,
-                    e.to_string(),
-                ))
-            }
+            Err(e) => return ItemRun::Outcome(ItemOutcome::attempted(key, ErrorClass::Retry, e)),
         };
         changed += n;
         if n > 0 {

@@ -12,7 +12,7 @@ use super::{listing, logistics, orders};
 use crate::config::Config;
 use crate::link::gateway::{CallContext, Gateway, LinkError};
 use crate::platform::{Api, Platform};
-use crate::store::{CallClass, CallRecord, ItemOutcome, Store};
+use crate::store::{CallClass, CallRecord, ItemOutcome, ItemStatus, Store, StoreError};
 use chrono::Utc;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -179,21 +179,31 @@ impl JobRunner {
                 }
             }
         }
-        let records = useful.records();
-        if !records.is_empty() {
-            self.store
-                .record_calls(&records)
-                .await
-                .map_err(|e| e.to_string())?;
-        }
+        // Outcomes first: they are what a re-run would otherwise repeat at the platform.
+        let unfinished = outcomes
+            .iter()
+            .filter(|o| o.status == ItemStatus::Pending)
+            .count();
         if !outcomes.is_empty() {
-            let report = self
-                .store
-                .finish_items(task.job_id, &outcomes)
-                .await
-                .map_err(|e| e.to_string())?;
+            let report = ledger_write("finish_items", || {
+                self.store.finish_items(task.job_id, &outcomes)
+            })
+            .await?;
             if report.job_finished {
                 tracing::info!(job = task.job_id, "job finished: every item is terminal");
+            }
+        }
+        let records = useful.records();
+        if !records.is_empty() {
+            // Not worth failing the task for: a re-run finds its items terminal and could
+            // not recount their usefulness anyway.
+            if let Err(e) = ledger_write("record_calls", || self.store.record_calls(&records)).await
+            {
+                tracing::warn!(
+                    job = task.job_id,
+                    chunk = task.chunk,
+                    "useful calls not recorded: {e}"
+                );
             }
         }
         if !later_keys.is_empty() {
@@ -217,6 +227,55 @@ impl JobRunner {
                 "re-queued the rest of the chunk"
             );
         }
+        if unfinished > 0 {
+            // An attempt that left items pending (a ledger write of the handler failed):
+            // the task must run again, or those items would wait for a reconcile.
+            return Ok(TaskResult::Failed(format!(
+                "{unfinished} item(s) attempted but not finished"
+            )));
+        }
         Ok(TaskResult::Done)
+    }
+}
+
+/// Whether a ledger error is SQLite's "busy"/"locked": another process held the write lock
+/// past `busy_timeout`. SQLite's busy handler polls with growing sleeps, so with several
+/// worker processes writing, one waiter can lose every race for the whole timeout.
+pub(crate) fn is_busy(e: &StoreError) -> bool {
+    let StoreError::Query {
+        source: sqlx::Error::Database(db),
+        ..
+    } = e
+    else {
+        return false;
+    };
+    db.code()
+        .and_then(|c| c.parse::<i64>().ok())
+        .is_some_and(|c| matches!(c & 0xff, 5 | 6))
+}
+
+/// Ledger write attempts on "busy" before the task fails.
+const LEDGER_WRITE_ATTEMPTS: u32 = 6;
+
+/// Run a ledger write, retrying "database is locked" with jittered backoff: failing the task
+/// instead would repeat its platform calls (and its writes) on the re-run.
+pub(crate) async fn ledger_write<T, F, Fut>(what: &str, mut op: F) -> Result<T, String>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<T, StoreError>>,
+{
+    let mut attempt = 0;
+    loop {
+        attempt += 1;
+        match op().await {
+            Ok(v) => return Ok(v),
+            Err(e) if is_busy(&e) && attempt < LEDGER_WRITE_ATTEMPTS => {
+                let base = 20u64 << attempt.min(6);
+                let wait = base + rand::random::<u64>() % base;
+                tracing::debug!(attempt, wait_ms = wait, "{what}: ledger busy, retrying");
+                tokio::time::sleep(Duration::from_millis(wait)).await;
+            }
+            Err(e) => return Err(e.to_string()),
+        }
     }
 }
