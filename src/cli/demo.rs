@@ -38,6 +38,7 @@ pub async fn run(_cli: &Cli, args: &DemoArgs) -> Result<(), CliError> {
          against the simulator limited to {limit} calls/s per API",
         opts.items
     );
+    let started = std::time::Instant::now();
     let report = demo::run(&opts, |s| {
         let c = &s.job.counts;
         println!(
@@ -45,7 +46,7 @@ pub async fn run(_cli: &Cli, args: &DemoArgs) -> Result<(), CliError> {
             s.job.percent(),
             c.terminal(),
             s.job.total,
-            s.rate_per_sec
+            c.terminal() as f64 / started.elapsed().as_secs_f64().max(1e-3)
         );
     })
     .await?;
