@@ -153,3 +153,54 @@ async fn beyond_max_wait_is_refused_with_the_retry_time() {
         other => panic!("expected RetryAt, got {other:?}"),
     }
 }
+
+#[test]
+fn gate_set_without_redis_records_and_says_what_happens() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("syncfleet.toml");
+    std::fs::write(
+        &config,
+        "[platforms.jd]\nendpoint = \"http://127.0.0.1:1/routerjson\"\napp_key = \"k\"\nsecret_env = \"X\"\nper_second_cap = 100\n[gates.\"jd.item_get\"]\nrate = 40\nburst = 20\n",
+    )
+    .unwrap();
+    let db = format!("sqlite://{}", dir.path().join("ledger.db").display());
+    let run = |rate: &str| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_syncfleet"))
+            .env_remove("SYNCFLEET_REDIS_URL")
+            .args(["--db", &db, "--config"])
+            .arg(&config)
+            .args([
+                "gate",
+                "set",
+                "jd",
+                "item_get",
+                "--rate",
+                rate,
+                "--why",
+                "quota raised",
+            ])
+            .output()
+            .unwrap()
+    };
+    let out = run("30");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains("rate 40 burst 20 -> rate 30 burst 20"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("recorded only"), "{stdout}");
+    // burst 20 + rate 90 is above the platform's per-second cap of 100: bad input, exit 2.
+    let out = run("90");
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    assert!(String::from_utf8_lossy(&out.stderr).contains("per_second_cap"));
+}

@@ -533,3 +533,52 @@ fn report_script_matches_the_reference_aimd_type() {
         "the sequence exercised the ceiling"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn gate_show_lists_the_override_and_the_adaptive_state() {
+    let redis = TestRedis::start();
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("syncfleet.toml");
+    std::fs::write(
+        &config,
+        "[gates.\"taobao.item_get\"]\nrate = 100\nburst = 10\n",
+    )
+    .unwrap();
+    let cfg = Config::load(&config).unwrap();
+    let gates = Gates::redis_with_namespace(&cfg, &redis.url, &redis.prefix)
+        .await
+        .unwrap();
+    gates.set_rate(P, A, 40.0, None).await.unwrap();
+    gates.report(
+        P,
+        A,
+        GateOutcome::RateLimited {
+            ban: Some(Duration::from_secs(30)),
+            quota_spent: false,
+        },
+    );
+    gates.flush().await;
+    let out = Command::new(env!("CARGO_BIN_EXE_syncfleet"))
+        .args(["--redis", &redis.url, "--config"])
+        .arg(&config)
+        .args(["gate", "show", "--namespace", &redis.prefix])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let line = stdout
+        .lines()
+        .find(|l| l.starts_with("taobao.item_get"))
+        .expect("a line per gate");
+    let cols: Vec<&str> = line.split_whitespace().collect();
+    assert_eq!(&cols[1..5], &["40*", "10", "30", "20.0"], "{line}");
+    assert!(line.contains("platform ban"), "{line}");
+    assert!(
+        stdout.contains("jd.order_list"),
+        "every gate is listed:\n{stdout}"
+    );
+}

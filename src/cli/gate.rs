@@ -77,16 +77,19 @@ async fn show(cli: &Cli, namespace: &str) -> Result<(), CliError> {
     let cfg = cli.load_config()?;
     let gates = gates_for(cli, &cfg, namespace).await?;
     let snaps = gates.snapshot().await?;
-    println!(
+    // Written with errors ignored: `gate show | head` must not panic on a closed pipe.
+    let mut out = String::new();
+    out.push_str(&format!(
         "{:<24} {:>8} {:>7} {:>5} {:>9} {:>8} {:>10} {:>12} {:>6}  pause",
         "gate", "rate", "burst", "conc", "adaptive", "ceiling", "used", "quota", "burn"
-    );
+    ));
+    out.push('\n');
     for s in &snaps {
         let pause = match &s.pause {
             Some((d, why)) => format!("{:.0} s: {why}", d.as_secs_f64().ceil()),
             None => "-".into(),
         };
-        println!(
+        out.push_str(&format!(
             "{:<24} {:>8} {:>7} {:>5} {:>9.1} {:>8} {:>10} {:>12} {:>6}  {pause}",
             format!("{}.{}", s.platform, s.api),
             format!("{}{}", s.limits.rate, if s.overridden { "*" } else { "" }),
@@ -101,17 +104,20 @@ async fn show(cli: &Cli, namespace: &str) -> Result<(), CliError> {
             s.burn
                 .map(|b| format!("{b:.2}"))
                 .unwrap_or_else(|| "-".into()),
-        );
+        ));
+        out.push('\n');
     }
     if snaps.iter().any(|s| s.overridden) {
-        println!("* set at run time by `syncfleet gate set` (see gate_changes)");
+        out.push_str("* set at run time by `syncfleet gate set` (see gate_changes)\n");
     }
     if gates.mode() == "embedded" {
-        println!(
+        out.push_str(
             "note: embedded mode (no --redis): these are the configured values; a running embedded \
-             worker keeps its live state (adaptive rate, pauses, usage) in its own memory"
+             worker keeps its live state (adaptive rate, pauses, usage) in its own memory\n",
         );
     }
+    use std::io::Write;
+    let _ = std::io::stdout().lock().write_all(out.as_bytes());
     Ok(())
 }
 
@@ -626,13 +632,19 @@ pub struct SimBenchArgs {
     #[arg(long, default_value_t = 30.0)]
     pub seconds: f64,
     /// The steady rate is measured over the last this many seconds.
-    #[arg(long, default_value_t = 20.0)]
+    #[arg(long, default_value_t = 10.0)]
     pub steady_seconds: f64,
     /// Simulated latency median / p95, ms.
     #[arg(long, default_value_t = 20)]
     pub latency_ms: u64,
     #[arg(long, default_value_t = 60)]
     pub latency_p95_ms: u64,
+    /// AIMD step (calls/s); default: the config's default (5% of the rate).
+    #[arg(long)]
+    pub aimd_step: Option<f64>,
+    /// Consecutive successes per step; default: the config's default.
+    #[arg(long)]
+    pub aimd_successes: Option<u32>,
 }
 
 async fn sim_bench(cli: &Cli, a: &SimBenchArgs) -> Result<(), CliError> {
@@ -660,10 +672,12 @@ async fn sim_bench(cli: &Cli, a: &SimBenchArgs) -> Result<(), CliError> {
     let burst = a.burst.unwrap_or((a.limit as f64 / 5.0).max(1.0));
     let toml = format!(
         "[platforms.taobao]\nendpoint = \"{}\"\napp_key = \"{}\"\nsecret_env = \"UNUSED\"\nsign_method = \"md5\"\n\
-         [gates.\"taobao.item_get\"]\nrate = {rate}\nburst = {burst}\nconcurrency = {}\nmax_wait_ms = 2000\n",
+         [gates.\"taobao.item_get\"]\nrate = {rate}\nburst = {burst}\nconcurrency = {}\nmax_wait_ms = 2000\n{}{}",
         simh.endpoint(p),
         app.app_key,
-        a.concurrency
+        a.concurrency,
+        a.aimd_step.map(|s| format!("aimd_step = {s}\n")).unwrap_or_default(),
+        a.aimd_successes.map(|n| format!("aimd_successes = {n}\n")).unwrap_or_default(),
     );
     let cfg = Config::parse(Path::new("<sim-bench>"), &toml)?;
     let pc = cfg
@@ -757,6 +771,11 @@ async fn sim_bench(cli: &Cli, a: &SimBenchArgs) -> Result<(), CliError> {
         .sum();
     let steady_rate = steady_ok as f64 / a.steady_seconds;
     let rejected = st.rejected_limit + st.rejected_quota;
+    let g = cfg.gate(p, api);
+    println!(
+        "aimd: +{} per {} consecutive successes, halve on a rate limit, ceiling on a second hit within 5 s",
+        g.aimd_step, g.aimd_successes
+    );
     println!(
         "mode {} | sim limit {}/s | client rate {rate}/s burst {burst} concurrency {} | {} s, latency {}/{} ms",
         gates.mode(), a.limit, a.concurrency, a.seconds, a.latency_ms, a.latency_p95_ms
@@ -784,6 +803,11 @@ async fn sim_bench(cli: &Cli, a: &SimBenchArgs) -> Result<(), CliError> {
         })
         .collect();
     println!("adaptive rate each second: {}", fmt_trace.join(" "));
+    let per_second: Vec<String> = slots
+        .chunks(10)
+        .map(|c| c.iter().sum::<u64>().to_string())
+        .collect();
+    println!("successful calls each second: {}", per_second.join(" "));
     simh.shutdown().await;
     Ok(())
 }
