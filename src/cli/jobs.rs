@@ -278,16 +278,36 @@ pub async fn work(cli: &Cli, args: &WorkArgs) -> Result<(), CliError> {
             shutdown.clone(),
         );
     }
-    // Probes: in a fleet only the holder of the probe lease runs them.
-    let probe_stop = shutdown.clone();
-    let probes = tokio::spawn(crate::link::probe::run_probe_loop(
-        gateway.clone(),
-        rt.cfg.probe.clone(),
-        None,
-        async move { probe_stop.wait().await },
-    ));
-    let report = rt.work(gateway, args.concurrency, shutdown).await;
-    probes.abort();
+    // Probes: in a fleet only the holder of the probe lease runs them. `[probe] interval_s
+    // = 0` turns them off (their sample calls would otherwise land in exact call counts).
+    let probes = (rt.cfg.probe.interval_s > 0).then(|| {
+        let probe_stop = shutdown.clone();
+        tokio::spawn(crate::link::probe::run_probe_loop(
+            gateway.clone(),
+            rt.cfg.probe.clone(),
+            None,
+            async move { probe_stop.wait().await },
+        ))
+    });
+    // A hung handler must not hold a stopping worker forever: after the signal, in-flight
+    // tasks get one task budget (plus a margin) to finish; past that the process exits and
+    // orphan recovery hands their tasks to another worker, counting the attempt.
+    let grace = Duration::from_millis(rt.cfg.link.task_budget_ms) + Duration::from_secs(10);
+    let stopping = shutdown.clone();
+    let work = rt.work(gateway, args.concurrency, shutdown);
+    tokio::pin!(work);
+    let report = tokio::select! {
+        r = &mut work => r,
+        _ = async { stopping.wait().await; tokio::time::sleep(grace).await } => {
+            return Err(CliError::runtime(format!(
+                "in-flight tasks did not finish within {} s of the stop signal; exiting (their tasks will be recovered by another worker)",
+                grace.as_secs()
+            )));
+        }
+    };
+    if let Some(p) = probes {
+        p.abort();
+    }
     let report = report.map_err(|e| {
         let msg = format!("{e:#}");
         // A second embedded worker is refused: that is bad input, not a crash.
