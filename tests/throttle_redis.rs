@@ -611,3 +611,41 @@ async fn gate_show_lists_the_override_and_the_adaptive_state() {
         "every gate is listed:\n{stdout}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn measured_p95_latency_is_shared_with_the_fleet() {
+    let redis = TestRedis::start();
+    let config = cfg(10_000.0, 10_000.0, 16);
+    let worker = Gates::redis_with_namespace(&config, &redis.url, &redis.prefix)
+        .await
+        .unwrap();
+    let observer = Gates::redis_with_namespace(&config, &redis.url, &redis.prefix)
+        .await
+        .unwrap();
+    let mut tasks = Vec::new();
+    for _ in 0..8 {
+        let worker = worker.clone();
+        tasks.push(tokio::spawn(async move {
+            for _ in 0..8 {
+                let permit = worker.acquire(P, A, Duration::from_secs(1)).await.unwrap();
+                tokio::time::sleep(Duration::from_millis(30)).await; // the "call"
+                drop(permit);
+                worker.report(P, A, GateOutcome::Success);
+            }
+        }));
+    }
+    for t in tasks {
+        t.await.unwrap();
+    }
+    worker.flush().await;
+    let s = observer
+        .snapshot()
+        .await
+        .unwrap()
+        .into_iter()
+        .find(|s| s.platform == P && s.api == A)
+        .unwrap();
+    let p95 = s.p95_ms_measured.expect("64 calls are enough for a p95");
+    assert!((30..1_000).contains(&p95), "p95 {p95} ms for 30 ms calls");
+    assert_eq!(s.used_today, 64);
+}

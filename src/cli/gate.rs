@@ -80,8 +80,8 @@ async fn show(cli: &Cli, namespace: &str) -> Result<(), CliError> {
     // Written with errors ignored: `gate show | head` must not panic on a closed pipe.
     let mut out = String::new();
     out.push_str(&format!(
-        "{:<24} {:>8} {:>7} {:>5} {:>9} {:>8} {:>10} {:>12} {:>6}  pause",
-        "gate", "rate", "burst", "conc", "adaptive", "ceiling", "used", "quota", "burn"
+        "{:<24} {:>8} {:>7} {:>5} {:>9} {:>8} {:>10} {:>12} {:>6} {:>7}  pause",
+        "gate", "rate", "burst", "conc", "adaptive", "ceiling", "used", "quota", "burn", "p95 ms"
     ));
     out.push('\n');
     for s in &snaps {
@@ -90,7 +90,7 @@ async fn show(cli: &Cli, namespace: &str) -> Result<(), CliError> {
             None => "-".into(),
         };
         out.push_str(&format!(
-            "{:<24} {:>8} {:>7} {:>5} {:>9.1} {:>8} {:>10} {:>12} {:>6}  {pause}",
+            "{:<24} {:>8} {:>7} {:>5} {:>9.1} {:>8} {:>10} {:>12} {:>6} {:>7}  {pause}",
             format!("{}.{}", s.platform, s.api),
             format!("{}{}", s.limits.rate, if s.overridden { "*" } else { "" }),
             s.limits.burst,
@@ -104,12 +104,19 @@ async fn show(cli: &Cli, namespace: &str) -> Result<(), CliError> {
             s.burn
                 .map(|b| format!("{b:.2}"))
                 .unwrap_or_else(|| "-".into()),
+            s.p95_ms_measured
+                .map(|p| p.to_string())
+                .unwrap_or_else(|| "-".into()),
         ));
         out.push('\n');
     }
     if snaps.iter().any(|s| s.overridden) {
         out.push_str("* set at run time by `syncfleet gate set` (see gate_changes)\n");
     }
+    out.push_str(
+        "p95 ms: measured call latency (the last reporting worker's); concurrency should be at \
+         least rate x p95\n",
+    );
     if gates.mode() == "embedded" {
         out.push_str(
             "note: embedded mode (no --redis): these are the configured values; a running embedded \

@@ -163,6 +163,7 @@ impl EmbeddedGates {
             burn: cfg
                 .daily_quota
                 .map(|q| crate::time::burn_ratio(used_today, q, chrono::Utc::now())),
+            p95_ms_measured: None,
         }
     }
 

@@ -16,6 +16,7 @@ pub mod aimd;
 pub mod burn;
 mod embedded;
 pub mod gcra;
+pub mod latency;
 mod shared;
 
 use crate::config::{Config, GateConfig};
@@ -78,11 +79,24 @@ impl GateOutcome {
     }
 }
 
-/// A permission to make one call: holds the concurrency slot until dropped.
+/// A permission to make one call: holds the concurrency slot until dropped. How long it is
+/// held is recorded as the gate's call latency (hold it for the call, drop it right after).
 #[derive(Debug)]
 pub struct Permit {
     _slot: OwnedSemaphorePermit,
     waited: Duration,
+    granted: Instant,
+    latency: Arc<Mutex<latency::LatencyWindow>>,
+}
+
+impl Drop for Permit {
+    fn drop(&mut self) {
+        let ms = self.granted.elapsed().as_millis().min(u32::MAX as u128) as u32;
+        self.latency
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .record(ms);
+    }
 }
 
 impl Permit {
@@ -126,7 +140,12 @@ pub struct GateSnapshot {
     pub daily_quota: Option<u64>,
     /// Burn ratio, when a daily quota is configured.
     pub burn: Option<f64>,
+    /// Measured p95 call latency (ms) over recent calls (fleet: the last reporting process's).
+    pub p95_ms_measured: Option<u64>,
 }
+
+/// Samples before a measured p95 is trusted.
+pub const P95_MIN_SAMPLES: usize = 50;
 
 /// Gate settings before and after [`Gates::set_rate`].
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -152,12 +171,52 @@ enum Backend {
 struct Local {
     cfg: GateConfig,
     slots: Arc<Semaphore>,
+    /// Latency of this process's recent calls through the gate.
+    latency: Arc<Mutex<latency::LatencyWindow>>,
+    /// When the slots were last checked against rate x measured p95, and last warned about.
+    last_concurrency_warn: Mutex<(Option<Instant>, Option<Instant>)>,
     /// A pause this process reported: its own sleeping reservations must not fire into it
     /// (other processes learn of it on their next acquisition).
     hold: Mutex<Option<(Instant, String)>>,
 }
 
 impl Local {
+    /// p95 of this process's recent calls, once there are enough of them.
+    fn p95_ms(&self) -> Option<u64> {
+        let w = self.latency.lock().unwrap_or_else(|e| e.into_inner());
+        w.p95(P95_MIN_SAMPLES).map(u64::from)
+    }
+
+    /// Warn (at most once a minute) when the slots cannot carry the rate at the measured p95:
+    /// in-flight = rate x latency, so fewer slots cap throughput silently.
+    fn check_concurrency(&self, platform: Platform, api: Api, rate: f64) {
+        let mut last = self
+            .last_concurrency_warn
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        // The p95 sorts the window: look at most every 5 s; say it at most once a minute.
+        if last.0.is_some_and(|t| t.elapsed() < Duration::from_secs(5)) {
+            return;
+        }
+        last.0 = Some(Instant::now());
+        let Some(p95) = self.p95_ms() else { return };
+        let needed = latency::concurrency_for(rate, p95);
+        if self.cfg.concurrency >= needed
+            || last
+                .1
+                .is_some_and(|t| t.elapsed() < Duration::from_secs(60))
+        {
+            return;
+        }
+        last.1 = Some(Instant::now());
+        tracing::warn!(
+            %platform, %api, concurrency = self.cfg.concurrency, needed, p95_ms = p95,
+            "concurrency {} is below rate {rate} x measured p95 {p95} ms = {needed}: throughput is capped at {:.1}/s",
+            self.cfg.concurrency,
+            self.cfg.concurrency as f64 * 1000.0 / p95.max(1) as f64
+        );
+    }
+
     fn held(&self) -> Option<GateRefusal> {
         let hold = self.hold.lock().unwrap_or_else(|e| e.into_inner());
         let (until, reason) = hold.as_ref()?;
@@ -210,6 +269,8 @@ fn locals(cfg: &Config) -> HashMap<(Platform, Api), Local> {
                     cfg: g,
                     slots,
                     hold: Mutex::new(None),
+                    latency: Arc::new(Mutex::new(latency::LatencyWindow::new(512))),
+                    last_concurrency_warn: Mutex::new((None, None)),
                 },
             );
         }
@@ -322,6 +383,8 @@ impl Gates {
         Ok(Permit {
             _slot: slot,
             waited: start.elapsed(),
+            granted: Instant::now(),
+            latency: local.latency.clone(),
         })
     }
 
@@ -388,6 +451,10 @@ impl Gates {
                     Backend::Redis(r) => r.snapshot(p, a, cfg).await?,
                     Backend::Embedded(e) => e.snapshot(p, a, cfg),
                 };
+                let mut snap = snap;
+                if snap.p95_ms_measured.is_none() {
+                    snap.p95_ms_measured = self.inner.local_gate(p, a).p95_ms();
+                }
                 out.push(snap);
             }
         }
@@ -434,6 +501,8 @@ impl Inner {
 
     /// Log the burn ratio of a gate when it is out of the 0.5..=1.3 band (rate-limited).
     fn burn_check(&self, platform: Platform, api: Api, used: u64) {
+        let local = self.local_gate(platform, api);
+        local.check_concurrency(platform, api, local.cfg.rate);
         let Some(quota) = self.local_gate(platform, api).cfg.daily_quota else {
             return;
         };

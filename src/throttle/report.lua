@@ -4,7 +4,8 @@
 -- ARGV: 1 successes, 2 calls (for the quota), 3 rate-limit hit (0/1), 4 pause ms (0 = none),
 --       5 pause reason, 6 configured rate, 7 step, 8 successes per step,
 --       9 ceiling window us, 10 ceiling factor, 11 hit cooldown us, 12 quota key ttl s,
---       13 optional "now" in us (tests only; empty = TIME), 14 configured burst.
+--       13 optional "now" in us (tests only; empty = TIME), 14 configured burst,
+--       15 the reporting process's measured p95 latency in ms ('' = not yet known).
 -- Returns {calls today, rate, ceiling or '', hit effect (0 none/absorbed, 1 halved, 2 + ceiling)}.
 if redis.replicate_commands then pcall(redis.replicate_commands) end
 local now
@@ -99,6 +100,10 @@ if pause_ms > 0 then
       redis.call('PEXPIRE', KEYS[5], math.ceil((want - now) / 1000) + 60000)
     end
   end
+end
+
+if ARGV[15] and ARGV[15] ~= '' then
+  redis.call('HSET', KEYS[1], 'p95_ms', ARGV[15])
 end
 
 local c = ''

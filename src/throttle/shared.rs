@@ -237,8 +237,11 @@ impl RedisGates {
     /// Write every gate's pending outcomes; a failed write is kept for the next flush.
     pub(crate) async fn flush_all(&self, inner: &Inner) {
         for ((platform, api), p) in self.take_pending() {
-            let cfg = &inner.local_gate(platform, api).cfg;
-            match self.write(platform, api, cfg, &p).await {
+            let local = inner.local_gate(platform, api);
+            match self
+                .write(platform, api, &local.cfg, &p, local.p95_ms())
+                .await
+            {
                 Ok(out) => inner.burn_check(platform, api, out.used),
                 Err(e) => {
                     self.log_error("report", &e);
@@ -255,6 +258,7 @@ impl RedisGates {
         api: Api,
         cfg: &GateConfig,
         p: &Pending,
+        p95_ms: Option<u64>,
     ) -> redis::RedisResult<ReportOut> {
         let k = self.keys(platform, api);
         let params = AimdParams::new(cfg.rate, cfg.aimd_step, cfg.aimd_successes);
@@ -288,7 +292,8 @@ impl RedisGates {
             .arg(params.hit_cooldown_ms * 1000)
             .arg(QUOTA_TTL_S)
             .arg("") // ARGV[13]: the server's clock
-            .arg(cfg.burst);
+            .arg(cfg.burst)
+            .arg(p95_ms.map(|v| v.to_string()).unwrap_or_default());
         let mut conn = self.conn.clone();
         let (used, rate, ceiling, effect): (i64, String, String, i64) =
             inv.invoke_async(&mut conn).await?;
@@ -316,7 +321,7 @@ impl RedisGates {
         type Row = (
             (u64, u64),
             (Option<f64>, Option<f64>),
-            (Option<f64>, Option<f64>),
+            (Option<f64>, Option<f64>, Option<u64>),
             (Option<String>, Option<String>),
             Option<u64>,
         );
@@ -330,6 +335,7 @@ impl RedisGates {
             .arg(&k.aimd)
             .arg("rate")
             .arg("ceiling")
+            .arg("p95_ms")
             .cmd("HMGET")
             .arg(&k.pause)
             .arg("until")
@@ -368,6 +374,7 @@ impl RedisGates {
             burn: cfg
                 .daily_quota
                 .map(|q| crate::time::burn_ratio(used_today, q, chrono::Utc::now())),
+            p95_ms_measured: aimd.2,
         })
     }
 
