@@ -30,6 +30,9 @@ pub(crate) async fn run_chunk(
             .map_err(|e| e.to_string())?;
         let skip = match &order {
             Some(o) if o.signed => Some("signed"),
+            // Unshipped or already received (e.g. TRADE_FINISHED): no parcel to follow. The
+            // candidates query filters these, but a job's keys may be older than the ledger.
+            Some(o) if !o.order.shipped => Some("not shipped or received"),
             Some(o)
                 if o.last_queried_at.is_some_and(|t| {
                     (now - t)

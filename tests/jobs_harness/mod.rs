@@ -45,6 +45,14 @@ impl Default for ClientOpts {
     }
 }
 
+/// One heavy test at a time per test binary: each starts several worker processes, and on a
+/// small machine parallel tests would only make each other slow.
+/// (An async mutex: a panicking test releases it without poisoning the others.)
+pub async fn serial() -> tokio::sync::MutexGuard<'static, ()> {
+    static LOCK: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+    LOCK.lock().await
+}
+
 pub struct Harness {
     pub dir: tempfile::TempDir,
     pub sim: SimHandle,
@@ -57,7 +65,7 @@ pub struct Harness {
 
 /// The client config text for `sim`: every platform of the simulator's demo apps, secrets from
 /// the environment, one default gate, a fast-polling queue whose orphans are claimed after 2 s,
-/// and probes once an hour (each fleet probes once, at its first worker's start).
+/// and probes off (their sample calls would land in the simulator's exact counts).
 pub fn client_toml(sim: &SimHandle, o: &ClientOpts) -> String {
     let mut t = String::new();
     for app in &sim.config().apps {
@@ -73,7 +81,7 @@ pub fn client_toml(sim: &SimHandle, o: &ClientOpts) -> String {
     t.push_str(&format!(
         "[gates.default]\nrate = {}\nburst = {}\nconcurrency = {}\np95_ms = 20\nmax_wait_ms = 5000\n\n\
          [queue]\nchunk_size = {}\npoll_interval_ms = 20\nheartbeat_s = 1\nmissed_heartbeats = 2\n\n\
-         [jobs]\nlogistics_min_interval_s = {}\n\n[probe]\ninterval_s = 3600\n",
+         [jobs]\nlogistics_min_interval_s = {}\n\n[probe]\ninterval_s = 0\n",
         o.rate, o.burst, o.concurrency, o.chunk_size, o.logistics_min_interval_s
     ));
     t

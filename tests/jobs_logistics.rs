@@ -1,0 +1,255 @@
+//! Logistics: calls are cut before they are throttled (issue 5's done-when). A simulated shop
+//! of 10,000 shipped orders, 70% already signed, synced twice through the real `orders` job
+//! over overlapping windows (so every order appears twice in the input); then logistics passes
+//! through `syncfleet enqueue logistics` + `syncfleet work`, counted at the simulator, against
+//! a naive one-trace-per-input-row baseline run in the same test.
+
+mod jobs_harness;
+mod support;
+
+use futures::StreamExt;
+use jobs_harness::{ClientOpts, Harness};
+use std::time::{Duration, Instant};
+use syncfleet::config::Config;
+use syncfleet::jobs::producer;
+use syncfleet::jobs::spec::JobSpec;
+use syncfleet::jobs::worker::Runtime;
+use syncfleet::platform::{Api, ApiRequest, ApiResponse, Platform, PlatformClient};
+use syncfleet::sim::SimConfig;
+
+const TB: Platform = Platform::Taobao;
+const SHOP: &str = "shop-1";
+
+fn sim_config() -> SimConfig {
+    let mut cfg = SimConfig::demo()
+        .with_limit(TB, Api::OrderList, 5_000, 10_000_000)
+        .with_limit(TB, Api::LogisticsTrace, 20_000, 10_000_000);
+    cfg.orders.per_shop = 10_000;
+    cfg.orders.shipped_share = 1.0;
+    cfg.orders.signed_share = 0.7;
+    // No trace gains a step during the test: a later pass has nothing new to find.
+    cfg.orders.event_every_s = 10_000_000;
+    cfg.orders.sign_after_events = 0;
+    cfg
+}
+
+async fn count(h: &Harness, sql: &str) -> i64 {
+    let pool = sqlx::SqlitePool::connect(&h.db).await.expect("open ledger");
+    let n = sqlx::query_scalar(sqlx::AssertSqlSafe(sql.to_string()))
+        .fetch_one(&pool)
+        .await
+        .expect("count");
+    pool.close().await;
+    n
+}
+
+fn trace_calls(h: &Harness) -> u64 {
+    h.sim
+        .stats()
+        .for_platform(TB, Api::LogisticsTrace)
+        .map(|s| s.calls)
+        .unwrap_or(0)
+}
+
+/// The naive way: list each window's orders (1-day slices, every page) and query the trace of
+/// every row, through the platform adapter. Returns the rows traced.
+async fn naive_baseline(h: &Harness, windows: &[(&str, &str)]) -> u64 {
+    let cfg = Config::load(&h.config).expect("config");
+    let app = h.sim.config().app(TB).expect("taobao app").clone();
+    let client = PlatformClient::with_credentials(
+        TB,
+        cfg.platform(TB).expect("taobao config"),
+        app.secret,
+        Some(app.session),
+    )
+    .expect("client");
+    let timeout = Duration::from_secs(10);
+    let mut rows = Vec::new();
+    for (since, until) in windows {
+        let since = syncfleet::cli::jobs::parse_time(since).unwrap();
+        let until = syncfleet::cli::jobs::parse_time(until).unwrap();
+        let mut start = since;
+        while start < until {
+            let end = (start + chrono::Duration::days(1)).min(until);
+            for page in 1.. {
+                let req = ApiRequest::OrderList {
+                    start,
+                    end,
+                    page,
+                    page_size: 100,
+                };
+                let ApiResponse::OrderPage(p) = client.call(&req, timeout).await.expect("page")
+                else {
+                    panic!("order_list answered with something else");
+                };
+                rows.extend(p.orders.iter().map(|o| o.order_id.clone()));
+                if !p.has_next || p.orders.is_empty() {
+                    break;
+                }
+            }
+            start = end;
+        }
+    }
+    let client = &client;
+    let traced = futures::stream::iter(rows)
+        .map(|order_id| async move {
+            client
+                .call(&ApiRequest::LogisticsTrace { order_id }, timeout)
+                .await
+                .expect("trace")
+        })
+        .buffer_unordered(32)
+        .count()
+        .await;
+    traced as u64
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn logistics_queries_each_unsigned_order_once_and_nothing_within_the_interval() {
+    let _serial = jobs_harness::serial().await;
+    let mut h = Harness::start(sim_config(), &ClientOpts::default()).await;
+    // The simulator's orders span 2026-01-01 .. 01-08 (GMT+8); both windows cover all of them.
+    let windows = [("2025-12-31", "2026-01-08"), ("2026-01-01", "2026-01-09")];
+    let mut order_jobs = Vec::new();
+    for (since, until) in windows {
+        order_jobs.push(h.enqueue(&[
+            "orders",
+            "--platform",
+            "taobao",
+            "--shop",
+            SHOP,
+            "--since",
+            since,
+            "--until",
+            until,
+        ]));
+    }
+    h.spawn_worker(4, 2);
+    for job in &order_jobs {
+        let s = h.wait_job(*job, Duration::from_secs(60)).await;
+        assert_eq!(s.job.counts.failed, 0, "{:?}", s.job.counts);
+    }
+    h.wait_workers(Duration::from_secs(30));
+    // Every order was listed twice; the ledger keeps one row per order.
+    assert_eq!(count(&h, "SELECT count(*) FROM orders").await, 10_000);
+    let unsigned = count(
+        &h,
+        "SELECT count(*) FROM orders WHERE shipped = 1 AND signed = 0",
+    )
+    .await as u64;
+    assert!((2_700..=3_300).contains(&unsigned), "{unsigned} unsigned");
+    // Both jobs listed all 10,000 orders (20,000 rows); each order was new exactly once, and
+    // the second sighting changed nothing (upserts only when `modified` advanced).
+    let jobs = format!("{}, {}", order_jobs[0], order_jobs[1]);
+    let seen = count(
+        &h,
+        &format!(
+            "SELECT sum(CAST(substr(result, instr(result, 'orders=') + 7) AS INTEGER)) \
+             FROM job_items WHERE job_id IN ({jobs})"
+        ),
+    )
+    .await;
+    let changed = count(
+        &h,
+        &format!(
+            "SELECT sum(CAST(substr(result, instr(result, 'changed=') + 8) AS INTEGER)) \
+             FROM job_items WHERE job_id IN ({jobs})"
+        ),
+    )
+    .await;
+    assert_eq!((seen, changed), (20_000, 10_000));
+
+    // Baseline, same run: one trace per input row of both windows.
+    let before = trace_calls(&h);
+    let rows = naive_baseline(&h, &windows).await;
+    let naive_calls = trace_calls(&h) - before;
+    assert_eq!(rows, 20_000);
+    assert_eq!(naive_calls, 20_000);
+
+    // Pass 1: one call per distinct unsigned order at most.
+    let before = trace_calls(&h);
+    let pass1 = h.enqueue(&["logistics", "--platform", "taobao", "--shop", SHOP]);
+    assert_eq!(h.store.job_status(pass1).await.unwrap().job.total, unsigned);
+    h.spawn_worker(8, 2);
+    let s1 = h.wait_job(pass1, Duration::from_secs(60)).await;
+    h.wait_workers(Duration::from_secs(30));
+    let pass1_end = Instant::now();
+    let pass1_calls = trace_calls(&h) - before;
+    println!(
+        "logistics: naive baseline {naive_calls} trace calls, syncfleet first pass {pass1_calls} \
+         ({unsigned} distinct unsigned orders; ratio {:.3})",
+        pass1_calls as f64 / naive_calls as f64
+    );
+    assert!(
+        pass1_calls <= unsigned,
+        "{pass1_calls} calls > {unsigned} orders"
+    );
+    assert_eq!(s1.job.counts.done, unsigned, "{:?}", s1.job.counts);
+    let events = count(&h, "SELECT count(*) FROM logistics_events").await;
+    assert_eq!(events as u64, 2 * unsigned, "two steps per unsigned parcel");
+
+    // Pass 2, within the minimum interval (1 h): the enqueue finds nothing ...
+    let before = trace_calls(&h);
+    let pass2 = h.enqueue(&["logistics", "--platform", "taobao", "--shop", SHOP]);
+    assert_eq!(h.store.job_status(pass2).await.unwrap().job.total, 0);
+    // ... and a job whose keys were taken before pass 1 (an overlapping enqueue) is cut by the
+    // worker: every item skipped, no call.
+    let keys: Vec<String> = sqlx::query_scalar(
+        "SELECT order_id FROM orders WHERE platform = 'taobao' ORDER BY order_id",
+    )
+    .fetch_all(&sqlx::SqlitePool::connect(&h.db).await.unwrap())
+    .await
+    .unwrap();
+    {
+        let cfg = Config::load(&h.config).unwrap();
+        let rt = Runtime::open(cfg, &h.db, Some(&h.redis.url)).await.unwrap();
+        let spec = JobSpec::Logistics {
+            platform: TB,
+            shop: SHOP.into(),
+        };
+        let r = producer::enqueue(&rt.store, &rt.queue, 100, &spec, &keys, |_| {})
+            .await
+            .unwrap();
+        h.spawn_worker(8, 2);
+        let s = h.wait_job(r.job_id, Duration::from_secs(60)).await;
+        assert_eq!(s.job.counts.skipped, 10_000, "{:?}", s.job.counts);
+        h.wait_workers(Duration::from_secs(30));
+    }
+    assert_eq!(trace_calls(&h) - before, 0, "calls within the interval");
+
+    // Pass 3, after the interval (1 s in this config): the traces have no new step, so
+    // nothing new is stored.
+    let short = h.write_config(
+        "short-interval.toml",
+        &ClientOpts {
+            logistics_min_interval_s: 1,
+            ..ClientOpts::default()
+        },
+    );
+    let wait = Duration::from_millis(1_200).saturating_sub(pass1_end.elapsed());
+    tokio::time::sleep(wait).await;
+    let before = trace_calls(&h);
+    let pass3 = h.enqueue_with(
+        &short,
+        &["logistics", "--platform", "taobao", "--shop", SHOP],
+    );
+    assert_eq!(h.store.job_status(pass3).await.unwrap().job.total, unsigned);
+    h.spawn_worker_with(&short, 8, 2);
+    let s3 = h.wait_job(pass3, Duration::from_secs(60)).await;
+    h.wait_workers(Duration::from_secs(30));
+    assert_eq!(s3.job.counts.done, unsigned, "{:?}", s3.job.counts);
+    assert!(trace_calls(&h) - before <= unsigned);
+    assert_eq!(
+        count(&h, "SELECT count(*) FROM logistics_events").await,
+        events,
+        "a pass without new events stored something"
+    );
+    let new_events = count(
+        &h,
+        &format!(
+            "SELECT count(*) FROM job_items WHERE job_id = {pass3} AND result LIKE 'new_events=0 %'"
+        ),
+    )
+    .await;
+    assert_eq!(new_events as u64, unsigned);
+}
