@@ -652,3 +652,37 @@ async fn measured_p95_latency_is_shared_with_the_fleet() {
     assert!((30..1_000).contains(&p95), "p95 {p95} ms for 30 ms calls");
     assert_eq!(s.used_today, 64);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_ban_cancels_reservations_other_workers_are_sleeping_on() {
+    let redis = TestRedis::start();
+    let config = cfg(2.0, 1.0, 8);
+    let a = Gates::redis_with_namespace(&config, &redis.url, &redis.prefix)
+        .await
+        .unwrap();
+    let b = Gates::redis_with_namespace(&config, &redis.url, &redis.prefix)
+        .await
+        .unwrap();
+    // Let b's pause listener subscribe.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    b.acquire(P, A, Duration::ZERO).await.unwrap();
+    // The next token is 500 ms away: b reserves it and sleeps.
+    let sleeper = {
+        let b = b.clone();
+        tokio::spawn(async move { b.acquire(P, A, Duration::from_secs(2)).await })
+    };
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    a.report(
+        P,
+        A,
+        GateOutcome::RateLimited {
+            ban: Some(Duration::from_secs(3)),
+            quota_spent: false,
+        },
+    );
+    a.flush().await;
+    match sleeper.await.unwrap() {
+        Err(GateRefusal::Paused { reason, .. }) => assert!(reason.contains("ban"), "{reason}"),
+        other => panic!("the sleeping reservation fired into the ban: {other:?}"),
+    }
+}

@@ -6,7 +6,7 @@ use crate::config::Config;
 use crate::platform::ApiRequest;
 use crate::platform::{Api, Platform};
 use crate::store::{GateChange, Store};
-use crate::throttle::{GateLimits, GateRefusal, Gates, DEFAULT_NAMESPACE};
+use crate::throttle::{GateLimits, GateOutcome, GateRefusal, Gates, DEFAULT_NAMESPACE};
 use clap::{Args, Subcommand};
 use std::path::Path;
 use std::sync::{Arc, Mutex};
@@ -284,6 +284,10 @@ pub struct HammerArgs {
     /// the table shows the simulator's own count of the busiest wall-clock second.
     #[arg(long)]
     pub sim: bool,
+    /// Spawner (implies --sim): the simulator's real per-second limit of taobao item_get, for
+    /// the adaptive rate across processes (refused calls come back as bans and halve the rate).
+    #[arg(long)]
+    pub sim_limit: Option<u64>,
     /// Worker: the simulator's TOP endpoint to call after each admission.
     #[arg(long)]
     pub sim_endpoint: Option<String>,
@@ -332,12 +336,16 @@ async fn hammer(cli: &Cli, a: &HammerArgs) -> Result<(), CliError> {
     }
 }
 
-async fn hammer_worker(url: &str, a: &HammerArgs) -> Result<(), CliError> {
+fn hammer_config(a: &HammerArgs) -> Result<Config, CliError> {
     let toml = format!(
         "[gates.\"{}.{}\"]\nrate = {}\nburst = {}\nconcurrency = {}\nmax_wait_ms = {}\n",
         a.platform, a.api, a.rate, a.burst, a.concurrency, a.max_wait_ms
     );
-    let cfg = Config::parse(Path::new("<hammer>"), &toml)?;
+    Ok(Config::parse(Path::new("<hammer>"), &toml)?)
+}
+
+async fn hammer_worker(url: &str, a: &HammerArgs) -> Result<(), CliError> {
+    let cfg = hammer_config(a)?;
     let gates = Gates::redis_with_namespace(&cfg, url, &a.namespace).await?;
     let conn = redis::Client::open(url)
         .map_err(|e| CliError::input(e.to_string()))?
@@ -356,6 +364,8 @@ async fn hammer_worker(url: &str, a: &HammerArgs) -> Result<(), CliError> {
     let start_us = now_us();
     let end = Instant::now() + Duration::from_secs_f64(a.seconds);
     let admitted = Arc::new(Mutex::new(Vec::<u64>::new()));
+    // Wall-clock times of the simulator calls that succeeded (with --sim-endpoint).
+    let ok_times = Arc::new(Mutex::new(Vec::<u64>::new()));
     let counts = Arc::new(Mutex::new((0u64, 0u64, 0u64))); // ok, refused/paused, busy/errors
     let ping = a.mode == "ping";
     let mut tasks = Vec::new();
@@ -367,9 +377,11 @@ async fn hammer_worker(url: &str, a: &HammerArgs) -> Result<(), CliError> {
         let (platform, api, keep) = (a.platform, a.api, a.timestamps);
         let max_wait = Duration::from_millis(a.max_wait_ms);
         let client = client.clone();
+        let ok_times = ok_times.clone();
         tasks.push(tokio::spawn(async move {
             let (mut ok, mut refused, mut other, mut mine) = (0u64, 0u64, 0u64, Vec::new());
             let mut i = 0u64;
+            let mut oks = Vec::new();
             loop {
                 let left = end.saturating_duration_since(Instant::now());
                 if left.is_zero() {
@@ -396,8 +408,12 @@ async fn hammer_worker(url: &str, a: &HammerArgs) -> Result<(), CliError> {
                                 let req = ApiRequest::ItemGet {
                                     item_id: (1 + i % 50_000).to_string(),
                                 };
-                                if client.call(&req, Duration::from_secs(6)).await.is_err() {
-                                    other += 1;
+                                let res = client.call(&req, Duration::from_secs(6)).await;
+                                gates.report(platform, api, GateOutcome::of(&res));
+                                match res {
+                                    Ok(_) if keep => oks.push(now_us()),
+                                    Ok(_) => {}
+                                    Err(_) => other += 1,
                                 }
                             }
                         }
@@ -426,6 +442,10 @@ async fn hammer_worker(url: &str, a: &HammerArgs) -> Result<(), CliError> {
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())
                 .extend(mine);
+            ok_times
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .extend(oks);
         }));
     }
     for t in tasks {
@@ -433,8 +453,12 @@ async fn hammer_worker(url: &str, a: &HammerArgs) -> Result<(), CliError> {
     }
     let (ok, refused, other) = *counts.lock().unwrap_or_else(|e| e.into_inner());
     let mut out = String::new();
+    gates.flush().await;
     for t in admitted.lock().unwrap_or_else(|e| e.into_inner()).iter() {
         out.push_str(&format!("a {t}\n"));
+    }
+    for t in ok_times.lock().unwrap_or_else(|e| e.into_inner()).iter() {
+        out.push_str(&format!("s {t}\n"));
     }
     out.push_str(&format!(
         "done start_us={start_us} admitted={ok} refused={refused} other={other}\n"
@@ -449,6 +473,7 @@ struct WorkerResult {
     admitted: u64,
     other: u64,
     times: Vec<u64>,
+    ok_times: Vec<u64>,
 }
 
 fn parse_worker(out: &str) -> WorkerResult {
@@ -457,6 +482,10 @@ fn parse_worker(out: &str) -> WorkerResult {
         if let Some(t) = line.strip_prefix("a ") {
             if let Ok(t) = t.trim().parse() {
                 r.times.push(t);
+            }
+        } else if let Some(t) = line.strip_prefix("s ") {
+            if let Ok(t) = t.trim().parse() {
+                r.ok_times.push(t);
             }
         } else if let Some(rest) = line.strip_prefix("done ") {
             for kv in rest.split_whitespace() {
@@ -555,6 +584,9 @@ async fn run_workers(
 }
 
 async fn hammer_spawn(cli: &Cli, url: &str, a: &HammerArgs) -> Result<(), CliError> {
+    if let Some(limit) = a.sim_limit {
+        return hammer_adaptive(cli, url, a, limit).await;
+    }
     // The simulator's limits are far above the gate's: it only counts what arrives.
     let sim = if a.sim {
         let cfg = crate::sim::SimConfig::demo().with_all_limits(1_000_000, 1_000_000_000);
@@ -618,6 +650,61 @@ async fn hammer_spawn(cli: &Cli, url: &str, a: &HammerArgs) -> Result<(), CliErr
             seen.map(|s| s.1.to_string()).unwrap_or_else(dash),
         );
     }
+    Ok(())
+}
+
+/// Several worker processes against a simulator whose real limit is below the gate's rate:
+/// the fleet-wide adaptive rate, rejections and the steady rate per process count.
+async fn hammer_adaptive(cli: &Cli, url: &str, a: &HammerArgs, limit: u64) -> Result<(), CliError> {
+    let (p, api) = (Platform::Taobao, Api::ItemGet);
+    let mut sim_cfg = crate::sim::SimConfig::demo().with_limit(p, api, limit, 1_000_000_000);
+    if let Some(l) = sim_cfg.limits.get_mut(&(p, api)) {
+        l.latency_median_ms = 20;
+        l.latency_p95_ms = 60;
+    }
+    let addr = "127.0.0.1:0"
+        .parse()
+        .map_err(|e| CliError::runtime(format!("{e}")))?;
+    let sim = crate::sim::spawn(sim_cfg, addr).await?;
+    let endpoint = sim.endpoint(p);
+    let cfg = hammer_config(a)?;
+    println!(
+        "gate {p}.{api} rate {} burst {} (simulator limit {limit}/s, latency 20/60 ms), {} task(s) per process, {} s per run",
+        a.rate, a.burst, a.concurrency, a.seconds
+    );
+    println!("| processes | sim calls | rejected (share) | sim busiest second | steady ok/s, last 10 s (/ limit) | whole-run ok/s | adaptive rate at the end (ceiling) |");
+    println!("|---|---|---|---|---|---|---|");
+    for (i, &n) in a.processes.iter().enumerate() {
+        sim.reset();
+        let ns = format!("{}_{}_a{}", a.namespace, std::process::id(), i);
+        let r = run_workers(Some(&endpoint), cli, url, a, n, "gate", &ns).await?;
+        let mut oks: Vec<u64> = r.into_iter().flat_map(|w| w.ok_times).collect();
+        oks.sort_unstable();
+        let last = oks.last().copied().unwrap_or(0);
+        let steady = oks.iter().filter(|&&t| t + 10_000_000 > last).count() as f64 / 10.0;
+        let stats = sim.stats();
+        let st = stats
+            .for_platform(p, api)
+            .ok_or_else(|| CliError::runtime("the simulator saw no calls"))?;
+        let rejected = st.rejected_limit + st.rejected_quota;
+        let gates = Gates::redis_with_namespace(&cfg, url, &ns).await?;
+        let snap = gates
+            .snapshot()
+            .await?
+            .into_iter()
+            .find(|s| s.platform == p && s.api == api);
+        println!(
+            "| {n} | {} | {rejected} ({:.2}%) | {} | {steady:.1} ({:.3}) | {:.1} | {} |",
+            st.calls,
+            100.0 * rejected as f64 / st.calls.max(1) as f64,
+            st.peak_per_second,
+            steady / limit as f64,
+            st.ok as f64 / a.seconds,
+            snap.map(|s| format!("{:.1} ({})", s.adaptive_rate, fmt_opt(s.ceiling)))
+                .unwrap_or_else(|| "-".into()),
+        );
+    }
+    sim.shutdown().await;
     Ok(())
 }
 

@@ -307,6 +307,7 @@ impl Gates {
             platforms: listed_platforms(cfg),
         });
         shared::spawn_flusher(Arc::downgrade(&inner));
+        shared::spawn_pause_listener(Arc::downgrade(&inner));
         Ok(Gates { inner })
     }
 

@@ -5,7 +5,8 @@
 --       5 pause reason, 6 configured rate, 7 step, 8 successes per step,
 --       9 ceiling window us, 10 ceiling factor, 11 hit cooldown us, 12 quota key ttl s,
 --       13 optional "now" in us (tests only; empty = TIME), 14 configured burst,
---       15 the reporting process's measured p95 latency in ms ('' = not yet known).
+--       15 the reporting process's measured p95 latency in ms ('' = not yet known),
+--       16 pause channel ('' = none), 17 gate id "platform:api" for the pause message.
 -- Returns {calls today, rate, ceiling or '', hit effect (0 none/absorbed, 1 halved, 2 + ceiling)}.
 if redis.replicate_commands then pcall(redis.replicate_commands) end
 local now
@@ -86,6 +87,11 @@ if pause_ms > 0 then
   if cur == nil or cur < untl then
     redis.call('HSET', KEYS[2], 'until', fmt(untl), 'reason', ARGV[5])
     redis.call('PEXPIRE', KEYS[2], math.ceil(pause_ms) + 1000)
+    -- Tell every worker now, so reservations already granted and sleeping do not fire into the
+    -- ban (the workers check their local hold after the sleep).
+    if ARGV[16] and ARGV[16] ~= '' then
+      redis.call('PUBLISH', ARGV[16], ARGV[17] .. '|' .. fmt(pause_ms) .. '|' .. ARGV[5])
+    end
     -- Resume with an empty bucket: a burst into a platform that just banned us would be
     -- refused again. Debt of `burst` calls at the current rate, due at the pause's end.
     local burst = tonumber(redis.call('HGET', KEYS[3], 'burst')) or tonumber(ARGV[14])

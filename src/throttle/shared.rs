@@ -46,6 +46,12 @@ impl GateKeys {
     }
 }
 
+/// The pub/sub channel on which a new pause of any gate of `namespace` is announced:
+/// `gate|pause ms|reason`.
+pub fn pause_channel(namespace: &str) -> String {
+    format!("{namespace}:gates:pause")
+}
+
 /// Keys of the gate (platform, api) under `namespace`, e.g. `sf:{taobao:item_get}:tat`.
 pub fn gate_keys(namespace: &str, platform: Platform, api: Api) -> GateKeys {
     let base = format!("{namespace}:{{{platform}:{api}}}");
@@ -104,6 +110,7 @@ pub(crate) struct RedisGates {
     pending: Mutex<HashMap<(Platform, Api), Pending>>,
     kick: mpsc::UnboundedSender<()>,
     kick_rx: Mutex<Option<mpsc::UnboundedReceiver<()>>>,
+    client: redis::Client,
     /// Last time (ms since start) an error of the gate state was logged: at most one per 10 s.
     last_error_log: AtomicU64,
     started: Instant,
@@ -126,6 +133,7 @@ impl RedisGates {
             pending: Mutex::new(HashMap::new()),
             kick,
             kick_rx: Mutex::new(Some(rx)),
+            client,
             last_error_log: AtomicU64::new(0),
             started: Instant::now(),
         })
@@ -293,7 +301,9 @@ impl RedisGates {
             .arg(QUOTA_TTL_S)
             .arg("") // ARGV[13]: the server's clock
             .arg(cfg.burst)
-            .arg(p95_ms.map(|v| v.to_string()).unwrap_or_default());
+            .arg(p95_ms.map(|v| v.to_string()).unwrap_or_default())
+            .arg(pause_channel(&self.namespace))
+            .arg(format!("{platform}:{api}"));
         let mut conn = self.conn.clone();
         let (used, rate, ceiling, effect): (i64, String, String, i64) =
             inv.invoke_async(&mut conn).await?;
@@ -438,4 +448,98 @@ pub(crate) fn spawn_flusher(inner: Weak<Inner>) {
             }
         }
     });
+}
+
+/// Parse a pause announcement: `platform:api|ms|reason`.
+fn parse_pause(payload: &str) -> Option<(Platform, Api, Duration, String)> {
+    let mut parts = payload.splitn(3, '|');
+    let (p, a) = parts.next()?.split_once(':')?;
+    let ms: u64 = parts.next()?.parse().ok()?;
+    let reason = parts.next().unwrap_or("paused").to_string();
+    Some((
+        p.parse().ok()?,
+        a.parse().ok()?,
+        Duration::from_millis(ms),
+        reason,
+    ))
+}
+
+/// Listens for pause announcements and holds the local gate, so this process's reservations
+/// that are already granted and sleeping do not fire into a ban another worker just met.
+/// Best effort (the script's pause check is the guarantee); reconnects every second; ends with
+/// the last `Gates` clone.
+pub(crate) fn spawn_pause_listener(inner: Weak<Inner>) {
+    let target = inner.upgrade().and_then(|i| match &i.backend {
+        super::Backend::Redis(r) => Some((r.client.clone(), pause_channel(&r.namespace))),
+        super::Backend::Embedded(_) => None,
+    });
+    let Some((client, channel)) = target else {
+        return;
+    };
+    tokio::spawn(async move {
+        use futures::StreamExt;
+        while inner.strong_count() > 0 {
+            let mut pubsub = match client.get_async_pubsub().await {
+                Ok(p) => p,
+                Err(_) => {
+                    tokio::time::sleep(Duration::from_secs(1)).await;
+                    continue;
+                }
+            };
+            if pubsub.subscribe(&channel).await.is_err() {
+                tokio::time::sleep(Duration::from_secs(1)).await;
+                continue;
+            }
+            let mut messages = pubsub.into_on_message();
+            loop {
+                let msg = tokio::select! {
+                    m = messages.next() => m,
+                    // Wake up now and then to notice that the gates are gone.
+                    _ = tokio::time::sleep(Duration::from_secs(1)) => {
+                        if inner.strong_count() == 0 { return; }
+                        continue;
+                    }
+                };
+                let Some(msg) = msg else { break }; // connection lost: reconnect
+                let Ok(payload) = msg.get_payload::<String>() else {
+                    continue;
+                };
+                let (Some(i), Some((p, a, d, reason))) = (inner.upgrade(), parse_pause(&payload))
+                else {
+                    continue;
+                };
+                i.local_gate(p, a).hold_until(Instant::now() + d, &reason);
+            }
+        }
+    });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pause_announcements_parse() {
+        let (p, a, d, r) = parse_pause("taobao:item_get|1500|platform ban for 2 s").unwrap();
+        assert_eq!(
+            (p, a, d, r.as_str()),
+            (
+                Platform::Taobao,
+                Api::ItemGet,
+                Duration::from_millis(1500),
+                "platform ban for 2 s"
+            )
+        );
+        assert!(parse_pause("nope|1|x").is_none());
+        assert!(parse_pause("taobao:item_get|x|y").is_none());
+    }
+
+    #[test]
+    fn keys_share_one_hash_tag() {
+        let k = gate_keys("sf", Platform::Jd, Api::OrderList);
+        assert_eq!(k.bucket, "sf:{jd:order_list}:tat");
+        for key in [&k.aimd, &k.pause, &k.conf, &k.quota_prefix] {
+            assert!(key.starts_with("sf:{jd:order_list}:"), "{key}");
+        }
+    }
 }
