@@ -1,4 +1,4 @@
-//! Embedded gates (no Redis): same interface, governor + in-process AIMD.
+//! Embedded gates (no Redis): same interface, in-process GCRA reservation + AIMD.
 
 use std::path::Path;
 use std::time::{Duration, Instant};

@@ -520,7 +520,7 @@ async fn run_workers(
     n: u32,
     mode: &str,
     namespace: &str,
-) -> Result<Vec<WorkerResult>, CliError> {
+) -> Result<(Vec<WorkerResult>, u64), CliError> {
     let exe = std::env::current_exe().map_err(|e| CliError::runtime(e.to_string()))?;
     // Half a second for the workers to start and connect before the common start.
     let start = now_us() + 500_000;
@@ -580,7 +580,7 @@ async fn run_workers(
         }
         results.push(parse_worker(&String::from_utf8_lossy(&out.stdout)));
     }
-    Ok(results)
+    Ok((results, start))
 }
 
 async fn hammer_spawn(cli: &Cli, url: &str, a: &HammerArgs) -> Result<(), CliError> {
@@ -616,7 +616,7 @@ async fn hammer_spawn(cli: &Cli, url: &str, a: &HammerArgs) -> Result<(), CliErr
     println!("|---|---|---|---|---|---|---|---|---|---|---|");
     for (i, &n) in a.processes.iter().enumerate() {
         let ping = if a.baseline {
-            let r = run_workers(None, cli, url, a, n, "ping", &a.namespace).await?;
+            let (r, _) = run_workers(None, cli, url, a, n, "ping", &a.namespace).await?;
             Some(r.iter().map(|w| w.admitted).sum::<u64>() as f64 / a.seconds)
         } else {
             None
@@ -626,11 +626,17 @@ async fn hammer_spawn(cli: &Cli, url: &str, a: &HammerArgs) -> Result<(), CliErr
         }
         // A fresh namespace per run: every run starts from a full bucket.
         let ns = format!("{}_{}_{}", a.namespace, std::process::id(), i);
-        let r = run_workers(endpoint.as_deref(), cli, url, a, n, "gate", &ns).await?;
-        let admitted: u64 = r.iter().map(|w| w.admitted).sum();
+        let (r, start) = run_workers(endpoint.as_deref(), cli, url, a, n, "gate", &ns).await?;
         let other: u64 = r.iter().map(|w| w.other).sum();
-        let mut times: Vec<u64> = r.into_iter().flat_map(|w| w.times).collect();
+        // Admissions inside the common window only: a worker that started late also ends late.
+        let end = start + (a.seconds * 1e6) as u64;
+        let mut times: Vec<u64> = r
+            .into_iter()
+            .flat_map(|w| w.times)
+            .filter(|&t| t >= start && t <= end)
+            .collect();
         times.sort_unstable();
+        let admitted = times.len() as u64;
         let per_s = admitted as f64 / a.seconds;
         let ideal = a.rate * a.seconds + a.burst;
         let seen = sim.as_ref().and_then(|s| {
@@ -677,7 +683,7 @@ async fn hammer_adaptive(cli: &Cli, url: &str, a: &HammerArgs, limit: u64) -> Re
     for (i, &n) in a.processes.iter().enumerate() {
         sim.reset();
         let ns = format!("{}_{}_a{}", a.namespace, std::process::id(), i);
-        let r = run_workers(Some(&endpoint), cli, url, a, n, "gate", &ns).await?;
+        let (r, _) = run_workers(Some(&endpoint), cli, url, a, n, "gate", &ns).await?;
         let mut oks: Vec<u64> = r.into_iter().flat_map(|w| w.ok_times).collect();
         oks.sort_unstable();
         let last = oks.last().copied().unwrap_or(0);

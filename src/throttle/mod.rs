@@ -5,8 +5,10 @@
 //! the adaptive rate (AIMD with ceiling memory), pauses, operator overrides and the daily quota
 //! counter live in Redis next to each other under one hash tag per gate, and one Lua script call
 //! per acquisition answers "go now", "go after T" (the caller sleeps once) or "not within your
-//! max wait: retry at T". In embedded mode (no Redis) the same interface runs on an in-process GCRA reservation bucket and the
-//! pure [`aimd`] type in-process.
+//! max wait: retry at T". In embedded mode (no Redis) the same interface runs in-process on a
+//! GCRA reservation bucket ([`gcra`]) and the pure [`aimd`] type. A pause (a platform ban, a
+//! spent quota) is also announced on a pub/sub channel so every worker cancels reservations
+//! it is already sleeping on.
 //!
 //! Outcomes come back through [`Gates::report`]: non-blocking, batched (successes flush every
 //! 100 ms or 50 calls), a rate-limit answer flushed at once so every worker slows on its next
@@ -371,7 +373,8 @@ impl Gates {
             // Reserved: sleep exactly once, holding the slot (slot first, then token).
             Reservation::After(wait) => {
                 tokio::time::sleep(wait).await;
-                // Paused while asleep (by this process's report): the token is forfeit.
+                // Paused while asleep (reported here, or announced by another worker): the
+                // token is forfeit rather than spent into a ban.
                 if let Some(refusal) = local.held() {
                     return Err(refusal);
                 }
