@@ -7,23 +7,22 @@ use crate::platform::{Api, ErrorClass, Platform};
 use crate::store::ItemOutcome;
 use futures::StreamExt;
 
-/// Run the pending items of one chunk; returns each item's outcome.
-pub(crate) async fn run_chunk(
-    runner: &JobRunner,
+/// Run the pending items of one chunk, [`super::runner::ITEM_PARALLELISM`] at a time; yields
+/// each item's outcome as it finishes.
+pub(crate) fn stream_chunk<'a>(
+    runner: &'a JobRunner,
     job_id: i64,
     from: Platform,
     to: Platform,
-    keys: &[String],
-    useful: &Useful,
-) -> Vec<(String, ItemRun)> {
+    keys: &'a [String],
+    useful: &'a Useful,
+) -> impl futures::Stream<Item = (String, ItemRun)> + 'a {
     futures::stream::iter(keys.iter().cloned())
-        .map(|key| async move {
+        .map(move |key| async move {
             let run = list_one(runner, job_id, from, to, &key, useful).await;
             (key, run)
         })
         .buffer_unordered(super::runner::ITEM_PARALLELISM)
-        .collect()
-        .await
 }
 
 /// The idempotency key of copying `item` in `job_id`: repeats are answered with the first

@@ -14,9 +14,10 @@ use crate::link::gateway::{CallContext, Gateway, LinkError};
 use crate::platform::{Api, Platform};
 use crate::store::{CallClass, CallRecord, ItemOutcome, ItemStatus, Store, StoreError};
 use chrono::Utc;
+use futures::StreamExt;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// Items of one chunk run at once. The gate's concurrency slots bound the real
 /// parallelism; this only keeps enough calls queued at the gate to use them.
@@ -70,6 +71,20 @@ impl Useful {
             .collect()
     }
 }
+
+/// What a task's recorded groups left to do.
+#[derive(Default)]
+struct Tally {
+    /// Items attempted but left pending (a ledger write of the handler failed).
+    unfinished: usize,
+    /// Items to re-queue ("not now"), and after how long.
+    later_keys: Vec<String>,
+    later_by: Duration,
+}
+
+/// A write chunk records its finished items at least this often (and every
+/// [`ITEM_PARALLELISM`] items).
+const RECORD_EVERY: Duration = Duration::from_millis(100);
 
 /// Everything a task needs: the ledger, the link layer, the queue (to re-queue), config.
 pub struct JobRunner {
@@ -136,6 +151,41 @@ impl JobRunner {
         }
     }
 
+    /// Record finished outcomes in the ledger (one transaction); note the items to re-queue
+    /// and those left pending.
+    async fn record(
+        &self,
+        job_id: i64,
+        runs: Vec<(String, ItemRun)>,
+        tally: &mut Tally,
+    ) -> Result<(), String> {
+        let mut outcomes = Vec::with_capacity(runs.len());
+        for (key, run) in runs {
+            match run {
+                ItemRun::Outcome(o) => outcomes.push(o),
+                ItemRun::Later(after) => {
+                    tally.later_by = tally.later_by.max(after);
+                    tally.later_keys.push(key);
+                }
+            }
+        }
+        if outcomes.is_empty() {
+            return Ok(());
+        }
+        tally.unfinished += outcomes
+            .iter()
+            .filter(|o| o.status == ItemStatus::Pending)
+            .count();
+        let report = ledger_write("finish_items", || {
+            self.store.finish_items(job_id, &outcomes)
+        })
+        .await?;
+        if report.job_finished {
+            tracing::info!(job = job_id, "job finished: every item is terminal");
+        }
+        Ok(())
+    }
+
     async fn try_run_task(&self, task: &TaskMsg, _ctx: &TaskCtx) -> Result<TaskResult, String> {
         let spec = self.spec(task.job_id).await?;
         if spec.kind().as_str() != task.kind {
@@ -156,43 +206,46 @@ impl JobRunner {
             return Ok(TaskResult::Done);
         }
         let useful = Useful::default();
-        let runs: Vec<(String, ItemRun)> = match &*spec {
+        let mut tally = Tally::default();
+        match &*spec {
             JobSpec::Listing { from, to, .. } => {
-                listing::run_chunk(self, task.job_id, *from, *to, &keys, &useful).await
+                // Writes: outcomes go to the ledger as they land (small groups), so a killed
+                // worker leaves only its last few items unrecorded; each of those repeats its
+                // write, with the same idempotency key, when the task is recovered.
+                let runs = listing::stream_chunk(self, task.job_id, *from, *to, &keys, &useful);
+                futures::pin_mut!(runs);
+                let mut group = Vec::with_capacity(ITEM_PARALLELISM);
+                let mut last = Instant::now();
+                loop {
+                    match tokio::time::timeout(RECORD_EVERY, runs.next()).await {
+                        Ok(Some(run)) => group.push(run),
+                        Ok(None) => break,
+                        Err(_) => {}
+                    }
+                    if group.len() >= ITEM_PARALLELISM
+                        || (!group.is_empty() && last.elapsed() >= RECORD_EVERY)
+                    {
+                        self.record(task.job_id, std::mem::take(&mut group), &mut tally)
+                            .await?;
+                        last = Instant::now();
+                    }
+                }
+                self.record(task.job_id, group, &mut tally).await?;
             }
             JobSpec::Orders { platform, shop, .. } => {
-                orders::run_chunk(self, *platform, shop, &keys, &useful).await
+                let runs = orders::run_chunk(self, *platform, shop, &keys, &useful).await;
+                self.record(task.job_id, runs, &mut tally).await?;
             }
             JobSpec::Logistics { platform, .. } => {
-                logistics::run_chunk(self, *platform, &keys, &useful).await?
-            }
-        };
-        let mut outcomes = Vec::with_capacity(runs.len());
-        let mut later_keys = Vec::new();
-        let mut later_by = Duration::ZERO;
-        for (key, run) in runs {
-            match run {
-                ItemRun::Outcome(o) => outcomes.push(o),
-                ItemRun::Later(after) => {
-                    later_by = later_by.max(after);
-                    later_keys.push(key);
-                }
+                let runs = logistics::run_chunk(self, *platform, &keys, &useful).await?;
+                self.record(task.job_id, runs, &mut tally).await?;
             }
         }
-        // Outcomes first: they are what a re-run would otherwise repeat at the platform.
-        let unfinished = outcomes
-            .iter()
-            .filter(|o| o.status == ItemStatus::Pending)
-            .count();
-        if !outcomes.is_empty() {
-            let report = ledger_write("finish_items", || {
-                self.store.finish_items(task.job_id, &outcomes)
-            })
-            .await?;
-            if report.job_finished {
-                tracing::info!(job = task.job_id, "job finished: every item is terminal");
-            }
-        }
+        let Tally {
+            unfinished,
+            later_keys,
+            later_by,
+        } = tally;
         let records = useful.records();
         if !records.is_empty() {
             // Not worth failing the task for: a re-run finds its items terminal and could
