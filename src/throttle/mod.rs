@@ -146,6 +146,9 @@ pub struct GateSnapshot {
     pub p95_ms_measured: Option<u64>,
 }
 
+/// Longest local hold of a gate after a pause (see `Local::hold_until`).
+pub const HOLD_CAP: Duration = Duration::from_secs(10);
+
 /// Samples before a measured p95 is trusted.
 pub const P95_MIN_SAMPLES: usize = 50;
 
@@ -179,7 +182,8 @@ struct Local {
     last_concurrency_warn: Mutex<(Option<Instant>, Option<Instant>)>,
     /// A pause this process reported: its own sleeping reservations must not fire into it
     /// (other processes learn of it on their next acquisition).
-    hold: Mutex<Option<(Instant, String)>>,
+    /// (held until, the pause's own end, reason).
+    hold: Mutex<Option<(Instant, Instant, String)>>,
 }
 
 impl Local {
@@ -221,18 +225,22 @@ impl Local {
 
     fn held(&self) -> Option<GateRefusal> {
         let hold = self.hold.lock().unwrap_or_else(|e| e.into_inner());
-        let (until, reason) = hold.as_ref()?;
-        let remaining = until.saturating_duration_since(Instant::now());
-        (!remaining.is_zero()).then(|| GateRefusal::Paused {
-            remaining,
+        let (held_until, pause_end, reason) = hold.as_ref()?;
+        let now = Instant::now();
+        (*held_until > now).then(|| GateRefusal::Paused {
+            remaining: pause_end.saturating_duration_since(now),
             reason: reason.clone(),
         })
     }
 
+    /// Hold the gate locally. Capped at [`HOLD_CAP`]: the hold only has to outlast the
+    /// reservations already sleeping; a longer pause is the backend's to keep, so an operator
+    /// who lifts it there is obeyed within the cap.
     fn hold_until(&self, until: Instant, reason: &str) {
+        let held = until.min(Instant::now() + HOLD_CAP);
         let mut hold = self.hold.lock().unwrap_or_else(|e| e.into_inner());
-        if hold.as_ref().is_none_or(|(u, _)| *u < until) {
-            *hold = Some((until, reason.to_string()));
+        if hold.as_ref().is_none_or(|(_, end, _)| *end < until) {
+            *hold = Some((held, until, reason.to_string()));
         }
     }
 }
