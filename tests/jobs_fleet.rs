@@ -113,8 +113,8 @@ async fn sigkilled_worker_loses_no_item_and_writes_none_twice() {
     );
     assert_eq!(distinct_writes(&h), 10_000, "no item written twice");
     // Only the killed worker's in-flight tasks run again, and a listing task records its items
-    // as they finish (every 16 items or 100 ms): what repeats its write (same idempotency key)
-    // is at most, per task, the 16 items running plus the 16 not yet recorded.
+    // as they finish: at most 32 items per task are started and not yet recorded (the
+    // runner's UNRECORDED_MAX), and only those repeat their write (same idempotency key).
     let bound = (concurrency * 2 * 16) as u64;
     assert!(
         add.duplicate_writes <= bound,

@@ -8,18 +8,26 @@ use crate::store::ItemOutcome;
 use futures::StreamExt;
 
 /// Run the pending items of one chunk, [`super::runner::ITEM_PARALLELISM`] at a time; yields
-/// each item's outcome as it finishes.
+/// each item's outcome as it finishes. An item starts only with a permit of `unrecorded`
+/// (the runner returns permits as it records outcomes); a closed semaphore ends the chunk
+/// without calling (the outcomes yielded then are discarded).
 pub(crate) fn stream_chunk<'a>(
     runner: &'a JobRunner,
     job_id: i64,
-    from: Platform,
-    to: Platform,
+    (from, to): (Platform, Platform),
     keys: &'a [String],
     useful: &'a Useful,
+    unrecorded: &'a tokio::sync::Semaphore,
 ) -> impl futures::Stream<Item = (String, ItemRun)> + 'a {
     futures::stream::iter(keys.iter().cloned())
         .map(move |key| async move {
-            let run = list_one(runner, job_id, from, to, &key, useful).await;
+            let run = match unrecorded.acquire().await {
+                Ok(permit) => {
+                    permit.forget();
+                    list_one(runner, job_id, from, to, &key, useful).await
+                }
+                Err(_) => ItemRun::Later(std::time::Duration::ZERO),
+            };
             (key, run)
         })
         .buffer_unordered(super::runner::ITEM_PARALLELISM)

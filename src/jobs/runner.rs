@@ -86,6 +86,10 @@ struct Tally {
 /// [`ITEM_PARALLELISM`] items).
 const RECORD_EVERY: Duration = Duration::from_millis(100);
 
+/// Items of one write chunk started and not yet recorded, at most: what a killed worker can
+/// leave to repeat (with the same idempotency key) per task.
+pub(crate) const UNRECORDED_MAX: usize = 2 * ITEM_PARALLELISM;
+
 /// Everything a task needs: the ledger, the link layer, the queue (to re-queue), config.
 pub struct JobRunner {
     pub(crate) store: Store,
@@ -212,25 +216,62 @@ impl JobRunner {
                 // Writes: outcomes go to the ledger as they land (small groups), so a killed
                 // worker leaves only its last few items unrecorded; each of those repeats its
                 // write, with the same idempotency key, when the task is recovered.
-                let runs = listing::stream_chunk(self, task.job_id, *from, *to, &keys, &useful);
-                futures::pin_mut!(runs);
-                let mut group = Vec::with_capacity(ITEM_PARALLELISM);
-                let mut last = Instant::now();
-                loop {
-                    match tokio::time::timeout(RECORD_EVERY, runs.next()).await {
-                        Ok(Some(run)) => group.push(run),
-                        Ok(None) => break,
-                        Err(_) => {}
+                // The items keep running while a group is written: a stream left unpolled
+                // would starve its in-flight items, which may hold ledger connections (the
+                // link layer's stale cache), and the pool would run dry. Instead an item
+                // waits for a permit before it starts; permits come back once recorded, so
+                // at most UNRECORDED_MAX items of a task are started and not yet recorded.
+                let unrecorded = tokio::sync::Semaphore::new(UNRECORDED_MAX);
+                let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+                let produce = async {
+                    let runs = listing::stream_chunk(
+                        self,
+                        task.job_id,
+                        (*from, *to),
+                        &keys,
+                        &useful,
+                        &unrecorded,
+                    );
+                    futures::pin_mut!(runs);
+                    while let Some(run) = runs.next().await {
+                        if tx.send(run).is_err() {
+                            break; // recording failed: stop calling
+                        }
                     }
-                    if group.len() >= ITEM_PARALLELISM
-                        || (!group.is_empty() && last.elapsed() >= RECORD_EVERY)
-                    {
+                    drop(tx);
+                };
+                let consume = async {
+                    let mut group = Vec::with_capacity(ITEM_PARALLELISM);
+                    let mut last = Instant::now();
+                    let result = async {
+                        loop {
+                            match tokio::time::timeout(RECORD_EVERY, rx.recv()).await {
+                                Ok(Some(run)) => group.push(run),
+                                Ok(None) => break,
+                                Err(_) => {}
+                            }
+                            if group.len() >= ITEM_PARALLELISM
+                                || (!group.is_empty() && last.elapsed() >= RECORD_EVERY)
+                            {
+                                let n = group.len();
+                                self.record(task.job_id, std::mem::take(&mut group), &mut tally)
+                                    .await?;
+                                unrecorded.add_permits(n);
+                                last = Instant::now();
+                            }
+                        }
                         self.record(task.job_id, std::mem::take(&mut group), &mut tally)
-                            .await?;
-                        last = Instant::now();
+                            .await
                     }
-                }
-                self.record(task.job_id, group, &mut tally).await?;
+                    .await;
+                    if result.is_err() {
+                        // Waiting items give up instead of calling.
+                        unrecorded.close();
+                    }
+                    result
+                };
+                let ((), recorded) = futures::join!(produce, consume);
+                recorded?;
             }
             JobSpec::Orders { platform, shop, .. } => {
                 let runs = orders::run_chunk(self, *platform, shop, &keys, &useful).await;
