@@ -159,6 +159,36 @@ async fn logistics_queries_each_unsigned_order_once_and_nothing_within_the_inter
     .await;
     assert_eq!((seen, changed), (20_000, 10_000));
 
+    // The calls ledger agrees with the simulator, and counts the pages that changed nothing
+    // (every page of a slice's second sighting) as calls without useful data.
+    let report = h
+        .store
+        .report_calls(
+            chrono::Utc::now() - chrono::Duration::hours(1),
+            chrono::Utc::now() + chrono::Duration::minutes(2),
+        )
+        .await
+        .unwrap();
+    let pages = report
+        .by_api
+        .iter()
+        .find(|a| a.platform == TB && a.api == Api::OrderList)
+        .cloned()
+        .expect("order_list in the calls ledger");
+    assert_eq!(pages.calls, h.stats(TB, Api::OrderList).calls);
+    println!(
+        "order sync: {} order_list calls, {} useful ({:.0}%)",
+        pages.calls,
+        pages.useful,
+        pages.useful_ratio() * 100.0
+    );
+    // 10,000 orders, 100 per page: at least 100 pages brought new orders, and the second
+    // sighting of each day's orders brought nothing.
+    assert!(
+        pages.useful >= 100 && pages.useful < pages.calls,
+        "{pages:?}"
+    );
+
     // Baseline, same run: one trace per input row of both windows.
     let before = trace_calls(&h);
     let rows = naive_baseline(&h, &windows).await;
