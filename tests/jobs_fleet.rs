@@ -221,3 +221,45 @@ async fn backlog_of_20k_tasks_is_processed_once_workers_start() {
         assert!(line.contains("exit status: 0"), "{line}");
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_finishes_in_flight_tasks_and_repeats_nothing() {
+    let _serial = jobs_harness::serial().await;
+    let mut h = Harness::start(sim_config(), &ClientOpts::default()).await;
+    let items = h.item_file(8_000);
+    let job = h.enqueue(&[
+        "listing",
+        "--from",
+        "alibaba",
+        "--to",
+        "taobao",
+        "--items",
+        items.to_str().unwrap(),
+    ]);
+    let leaving = h.spawn_worker(8, 3);
+    h.spawn_worker(8, 3);
+    h.wait_terminal(job, 1_500, Duration::from_secs(60)).await;
+    h.terminate_worker(leaving);
+    assert!(h.wait_worker(leaving, Duration::from_secs(30)), "exit code");
+    let at_exit = h.store.job_status(job).await.unwrap().job.counts;
+    println!(
+        "SIGTERM'd worker gone at {} terminal items",
+        at_exit.terminal()
+    );
+    assert!(at_exit.pending > 0, "it left only after the job ended");
+    let status = h.wait_job(job, Duration::from_secs(90)).await;
+    let exits = h.wait_workers(Duration::from_secs(30));
+    println!("{}", exits.join("\n"));
+    // The terminated worker exited on its own, cleanly, after finishing what it held.
+    assert!(exits[0].contains("exit status: 0"), "{}", exits[0]);
+    assert!(!exits[0].contains(" 0 task(s) done"), "{}", exits[0]);
+    assert_eq!(status.job.counts.done, 8_000, "{:?}", status.job.counts);
+    let add = h.stats(TO, Api::ItemAdd);
+    assert_eq!(distinct_writes(&h), 8_000);
+    // Nothing was abandoned mid-task, so nothing was written twice.
+    assert_eq!(add.duplicate_writes, 0, "repeats after a graceful stop");
+    assert!(
+        exits.iter().all(|l| l.contains(", 0 recovered")),
+        "a graceful stop left orphans: {exits:?}"
+    );
+}

@@ -246,6 +246,32 @@ impl Harness {
         }
     }
 
+    /// SIGTERM the worker with this pid (graceful: it finishes its in-flight tasks).
+    pub fn terminate_worker(&self, pid: u32) {
+        let status = Command::new("kill")
+            .args(["-TERM", &pid.to_string()])
+            .status()
+            .expect("run kill");
+        assert!(status.success(), "kill -TERM {pid}");
+    }
+
+    /// Wait (bounded) for the worker with this pid to exit; returns whether it exited 0.
+    pub fn wait_worker(&mut self, pid: u32, timeout: Duration) -> bool {
+        let deadline = Instant::now() + timeout;
+        loop {
+            for (_, c) in self.workers.iter_mut().filter(|(_, c)| c.id() == pid) {
+                if let Some(status) = c.try_wait().expect("try_wait") {
+                    return status.success();
+                }
+            }
+            assert!(
+                Instant::now() < deadline,
+                "worker {pid} still running after {timeout:?}"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
     /// Logs of every worker started so far (for failure messages).
     pub fn worker_logs(&self) -> String {
         let mut s = String::new();
