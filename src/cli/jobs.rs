@@ -305,8 +305,16 @@ pub async fn work(cli: &Cli, args: &WorkArgs) -> Result<(), CliError> {
             )));
         }
     };
-    if let Some(p) = probes {
-        p.abort();
+    if let Some(mut p) = probes {
+        // Let the probe loop see the stop and release the fleet's probe lease (aborting it
+        // left the lease held for 1.5 intervals by a worker that was gone).
+        stopping.trigger();
+        if tokio::time::timeout(Duration::from_secs(2), &mut p)
+            .await
+            .is_err()
+        {
+            p.abort();
+        }
     }
     let report = report.map_err(|e| {
         let msg = format!("{e:#}");
