@@ -38,13 +38,18 @@ pub async fn run(cli: &Cli, args: &CallArgs) -> Result<(), CliError> {
     let params = parse_params(&args.params)?;
     let cfg = cli.load_config()?;
     let pc = cfg.platform(platform).ok_or_else(|| {
-        CliError::input(format!("{}: no [platforms.{platform}] section", cfg.file.display()))
+        CliError::input(format!(
+            "{}: no [platforms.{platform}] section",
+            cfg.file.display()
+        ))
     })?;
     // The error names the missing environment variable, never a value.
-    let client = PlatformClient::new(platform, pc)
-        .map_err(|e| CliError::input(format!("{}: platforms.{platform}: {e}", cfg.file.display())))?;
+    let client = PlatformClient::new(platform, pc).map_err(|e| {
+        CliError::input(format!("{}: platforms.{platform}: {e}", cfg.file.display()))
+    })?;
     let timeout = Duration::from_millis(
-        args.timeout_ms.unwrap_or(cfg.link.timeouts.for_class(api.class()).read_ms),
+        args.timeout_ms
+            .unwrap_or(cfg.link.timeouts.for_class(api.class()).read_ms),
     );
     let raw = match client.exchange(api, &params, timeout).await {
         Ok(raw) => raw,
