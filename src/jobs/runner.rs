@@ -332,22 +332,6 @@ impl JobRunner {
     }
 }
 
-/// Whether a ledger error is SQLite's "busy"/"locked": another process held the write lock
-/// past `busy_timeout`. SQLite's busy handler polls with growing sleeps, so with several
-/// worker processes writing, one waiter can lose every race for the whole timeout.
-pub(crate) fn is_busy(e: &StoreError) -> bool {
-    let StoreError::Query {
-        source: sqlx::Error::Database(db),
-        ..
-    } = e
-    else {
-        return false;
-    };
-    db.code()
-        .and_then(|c| c.parse::<i64>().ok())
-        .is_some_and(|c| matches!(c & 0xff, 5 | 6))
-}
-
 /// Ledger write attempts on "busy" before the task fails.
 const LEDGER_WRITE_ATTEMPTS: u32 = 6;
 
@@ -363,7 +347,7 @@ where
         attempt += 1;
         match op().await {
             Ok(v) => return Ok(v),
-            Err(e) if is_busy(&e) && attempt < LEDGER_WRITE_ATTEMPTS => {
+            Err(e) if e.is_busy() && attempt < LEDGER_WRITE_ATTEMPTS => {
                 let base = 20u64 << attempt.min(6);
                 let wait = base + rand::random::<u64>() % base;
                 tracing::debug!(attempt, wait_ms = wait, "{what}: ledger busy, retrying");

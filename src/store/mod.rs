@@ -88,6 +88,25 @@ impl StoreError {
                 | StoreError::JobNotFound { .. }
         )
     }
+
+    /// True when SQLite answered "busy"/"locked": another process held the write lock past
+    /// `busy_timeout`. SQLite's busy handler polls with growing sleeps, so with several worker
+    /// processes writing, one waiter can lose every race for the whole timeout; the write is
+    /// worth retrying.
+    pub fn is_busy(&self) -> bool {
+        let StoreError::Query {
+            source: sqlx::Error::Database(db),
+            ..
+        } = self
+        else {
+            return false;
+        };
+        // Primary result codes SQLITE_BUSY (5) and SQLITE_LOCKED (6); extended codes keep
+        // them in the low byte.
+        db.code()
+            .and_then(|c| c.parse::<i64>().ok())
+            .is_some_and(|c| matches!(c & 0xff, 5 | 6))
+    }
 }
 
 /// Handle to the ledger: a connection pool. Cheap to clone; share one per process.
