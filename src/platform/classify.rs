@@ -117,6 +117,11 @@ impl CallError {
     }
 
     /// A body we could not understand (not JSON, a missing field): `Unknown`, alert.
+    /// A success body (HTTP 200) without a field the typed response needs.
+    pub fn missing_field(platform: Platform, api: Api, what: &str) -> Self {
+        CallError::parse(platform, api, 200, format!("missing or malformed `{what}`"))
+    }
+
     pub fn parse(platform: Platform, api: Api, http_status: u16, message: String) -> Self {
         CallError {
             class: ErrorClass::Unknown,

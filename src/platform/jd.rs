@@ -164,7 +164,7 @@ pub fn check_body(
 }
 
 fn missing(api: Api, what: &str) -> CallError {
-    CallError::parse(P, api, 200, format!("missing or malformed `{what}`"))
+    CallError::missing_field(P, api, what)
 }
 
 /// The typed response of a success body (after [`check_body`]).
