@@ -376,6 +376,7 @@ pub async fn status(cli: &Cli, args: &StatusArgs) -> Result<(), CliError> {
             .map_err(|e| CliError::runtime(e.to_string()))?;
         if jobs.is_empty() {
             println!("no jobs in {}", store.db_name());
+            return Ok(());
         }
         println!(
             "{:>6}  {:<9}  {:<8}  {:>8}  {:>7}  {:>8}  {:>7}  {:>7}  {:>7}",
