@@ -318,8 +318,8 @@ pub async fn work(cli: &Cli, args: &WorkArgs) -> Result<(), CliError> {
     }
     let report = report.map_err(|e| {
         let msg = format!("{e:#}");
-        // A second embedded worker is refused: that is bad input, not a crash.
-        if msg.contains("embedded") && msg.contains("lock") {
+        // A second embedded worker is refused: an operator error (exit 2), not a crash.
+        if msg.contains("another embedded worker") {
             CliError::input(msg)
         } else {
             CliError::runtime(msg)
