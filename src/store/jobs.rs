@@ -373,10 +373,13 @@ impl Store {
         .fetch_one(&self.pool)
         .await
         .ctx(self, "job_status: recent rate")?;
+        // Over the last minute, or over the job's life when it is younger than that (a young
+        // job's rate would otherwise read low).
+        let window_s = ((to_ms(Utc::now()) - created) as f64 / 1000.0).clamp(1.0, 60.0);
         Ok(JobStatus {
             job,
             spec,
-            rate_per_sec: last_minute as f64 / 60.0,
+            rate_per_sec: last_minute as f64 / window_s,
         })
     }
 
