@@ -23,7 +23,6 @@
 //! simulator runs in this process; workers are the `syncfleet` binary next to this example's
 //! directory (`target/release/syncfleet`) unless `--bin PATH` says otherwise.
 
-use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -41,41 +40,10 @@ use syncfleet::platform::{Api, Platform};
 use syncfleet::sim::{self, SimConfig, SimHandle};
 use syncfleet::store::Store;
 
-struct Server(Option<Child>, String);
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        if let Some(c) = self.0.as_mut() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
-}
-
-fn redis_server() -> anyhow::Result<Server> {
-    if let Ok(url) = std::env::var("REDIS_URL") {
-        return Ok(Server(None, url));
-    }
-    let port = TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
-    let child = Command::new("redis-server")
-        .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
-        .args(["--save", "", "--appendonly", "no"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()?;
-    let url = format!("redis://127.0.0.1:{port}/");
-    let server = Server(Some(child), url.clone());
-    let client = redis::Client::open(url.as_str())?;
-    for _ in 0..200 {
-        if let Ok(mut c) = client.get_connection() {
-            if redis::cmd("PING").query::<String>(&mut c).is_ok() {
-                return Ok(server);
-            }
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    anyhow::bail!("redis-server did not start")
-}
+// The tests' Redis helper: `REDIS_URL`, or a private redis-server on a free port, killed on drop.
+#[allow(dead_code)]
+#[path = "../tests/support/redis.rs"]
+mod test_redis;
 
 fn flushall(url: &str) -> anyhow::Result<()> {
     let mut c = redis::Client::open(url)?.get_connection()?;
@@ -509,8 +477,8 @@ async fn overhead_bench(url: &str) -> anyhow::Result<()> {
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let what = std::env::args().nth(1).unwrap_or_default();
-    let server = redis_server()?;
-    let url = server.1.clone();
+    let server = test_redis::TestRedis::start();
+    let url = server.url.clone();
     match what.as_str() {
         "enqueue" => enqueue_bench(&url).await,
         "fleet" => fleet_bench(&url).await,

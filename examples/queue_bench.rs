@@ -8,8 +8,6 @@
 //! TASKS stays below ~8,000 by default: a larger due backlog kills every apalis-redis 1.0.0
 //! worker (DESIGN section 10, defect 1), which would end the baseline rather than measure it.
 
-use std::net::TcpListener;
-use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -20,41 +18,10 @@ use syncfleet::jobs::queue::{
     QueueOptions, RedisQueue, Shutdown, TaskMsg, TaskResult, WorkerOptions,
 };
 
-struct Server(Option<Child>, String);
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        if let Some(c) = self.0.as_mut() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
-}
-
-fn redis_server() -> anyhow::Result<Server> {
-    if let Ok(url) = std::env::var("REDIS_URL") {
-        return Ok(Server(None, url));
-    }
-    let port = TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
-    let child = Command::new("redis-server")
-        .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
-        .args(["--save", "", "--appendonly", "no"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()?;
-    let url = format!("redis://127.0.0.1:{port}/");
-    let server = Server(Some(child), url.clone());
-    let client = redis::Client::open(url.as_str())?;
-    for _ in 0..200 {
-        if let Ok(mut c) = client.get_connection() {
-            if redis::cmd("PING").query::<String>(&mut c).is_ok() {
-                return Ok(server);
-            }
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    anyhow::bail!("redis-server did not start")
-}
+// The tests' Redis helper: `REDIS_URL`, or a private redis-server on a free port, killed on drop.
+#[allow(dead_code)]
+#[path = "../tests/support/redis.rs"]
+mod test_redis;
 
 fn tasks(n: usize, keys: usize) -> Vec<TaskMsg> {
     (0..n)
@@ -265,8 +232,8 @@ async fn main() -> anyhow::Result<()> {
     let n = args.first().copied().unwrap_or(5000);
     let concurrency = args.get(1).copied().unwrap_or(32);
     let rounds = args.get(2).copied().unwrap_or(3).max(1);
-    let server = redis_server()?;
-    let url = server.1.clone();
+    let server = test_redis::TestRedis::start();
+    let url = server.url.clone();
 
     // push_bulk: 1,000 tasks x 100 keys = 100k items.
     let q = RedisQueue::connect(
