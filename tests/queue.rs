@@ -8,11 +8,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use support::queue::{spawn_worker, stop, wait_for, Worker};
 use support::redis::TestRedis;
-use syncfleet::jobs::queue::{
-    QueueOptions, RedisQueue, Shutdown, TaskCtx, TaskMsg, TaskResult, WorkerOptions, WorkerReport,
-};
-use tokio::task::JoinHandle;
+use syncfleet::jobs::queue::{QueueOptions, RedisQueue, Shutdown, TaskCtx, TaskMsg, TaskResult};
 
 fn opts(redis: &TestRedis) -> QueueOptions {
     QueueOptions {
@@ -29,59 +27,7 @@ fn opts(redis: &TestRedis) -> QueueOptions {
 }
 
 fn msgs(range: std::ops::Range<u32>) -> Vec<TaskMsg> {
-    range
-        .map(|i| TaskMsg {
-            job_id: 7,
-            kind: "listing".into(),
-            chunk: i,
-            keys: vec![format!("item-{i}")],
-        })
-        .collect()
-}
-
-type Worker = (
-    JoinHandle<Result<WorkerReport, syncfleet::jobs::queue::QueueError>>,
-    Shutdown,
-);
-
-fn spawn_worker<H, Fut>(q: &RedisQueue, concurrency: usize, handler: H) -> Worker
-where
-    H: Fn(TaskMsg, TaskCtx) -> Fut + Send + Sync + 'static,
-    Fut: std::future::Future<Output = TaskResult> + Send + 'static,
-{
-    let q = q.clone();
-    let s = Shutdown::new();
-    let s2 = s.clone();
-    let h = tokio::spawn(async move {
-        q.run_worker(
-            WorkerOptions {
-                concurrency,
-                name: None,
-            },
-            handler,
-            s2,
-        )
-        .await
-    });
-    (h, s)
-}
-
-async fn stop(w: Worker) -> WorkerReport {
-    w.1.trigger();
-    tokio::time::timeout(Duration::from_secs(10), w.0)
-        .await
-        .expect("worker stops within 10 s of shutdown")
-        .expect("worker task did not panic")
-        .expect("worker returned Ok")
-}
-
-/// Poll `cond` until true or panic after `secs`.
-async fn wait_for<F: FnMut() -> bool>(secs: u64, what: &str, mut cond: F) {
-    let deadline = Instant::now() + Duration::from_secs(secs);
-    while !cond() {
-        assert!(Instant::now() < deadline, "timed out waiting for: {what}");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    support::queue::msgs(7, "item-", range)
 }
 
 /// Per-chunk run counts.

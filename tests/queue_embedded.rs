@@ -1,15 +1,16 @@
 //! The embedded queue (apalis-sqlite in its own SQLite file) with real files in temp dirs.
 
+mod support;
+
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use support::queue::{spawn_worker, stop, wait_for};
 use syncfleet::jobs::queue::{
-    EmbeddedQueue, Queue, QueueError, QueueOptions, Shutdown, TaskCtx, TaskMsg, TaskResult,
-    WorkerOptions, WorkerReport,
+    EmbeddedQueue, Queue, QueueOptions, Shutdown, TaskCtx, TaskMsg, TaskResult, WorkerOptions,
 };
 use syncfleet::store::Store;
-use tokio::task::JoinHandle;
 
 fn opts() -> QueueOptions {
     QueueOptions {
@@ -24,55 +25,7 @@ fn opts() -> QueueOptions {
 }
 
 fn msgs(range: std::ops::Range<u32>) -> Vec<TaskMsg> {
-    range
-        .map(|i| TaskMsg {
-            job_id: 1,
-            kind: "listing".into(),
-            chunk: i,
-            keys: vec![format!("k{i}")],
-        })
-        .collect()
-}
-
-type Worker = (JoinHandle<Result<WorkerReport, QueueError>>, Shutdown);
-
-fn spawn_worker<H, Fut>(q: &Queue, handler: H) -> Worker
-where
-    H: Fn(TaskMsg, TaskCtx) -> Fut + Send + Sync + 'static,
-    Fut: std::future::Future<Output = TaskResult> + Send + 'static,
-{
-    let q = q.clone();
-    let s = Shutdown::new();
-    let s2 = s.clone();
-    let h = tokio::spawn(async move {
-        q.run_worker(
-            WorkerOptions {
-                concurrency: 4,
-                name: None,
-            },
-            handler,
-            s2,
-        )
-        .await
-    });
-    (h, s)
-}
-
-async fn stop(w: Worker) -> WorkerReport {
-    w.1.trigger();
-    tokio::time::timeout(Duration::from_secs(10), w.0)
-        .await
-        .expect("worker stops")
-        .expect("no panic")
-        .expect("worker Ok")
-}
-
-async fn wait_for<F: FnMut() -> bool>(secs: u64, what: &str, mut cond: F) {
-    let deadline = Instant::now() + Duration::from_secs(secs);
-    while !cond() {
-        assert!(Instant::now() < deadline, "timed out waiting for: {what}");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    support::queue::msgs(1, "k", range)
 }
 
 type Runs = Arc<Mutex<HashMap<u32, Vec<(u32, Instant)>>>>;
@@ -94,7 +47,7 @@ async fn push_and_run() {
     assert_eq!(q.len().await.unwrap().total(), 200);
     let runs: Runs = Arc::default();
     let r = runs.clone();
-    let w = spawn_worker(&q, move |m, ctx| {
+    let w = spawn_worker(&q, 4, move |m, ctx| {
         record(&r, &m, &ctx);
         async { TaskResult::Done }
     });
@@ -115,7 +68,7 @@ async fn retry_after_is_not_stuck() {
         .unwrap();
     let runs: Runs = Arc::default();
     let r = runs.clone();
-    let w = spawn_worker(&q, move |m, ctx| {
+    let w = spawn_worker(&q, 4, move |m, ctx| {
         let n = record(&r, &m, &ctx);
         async move {
             if n == 1 {
@@ -147,7 +100,7 @@ async fn failures_and_panics_count_attempts_then_dead() {
         .unwrap();
     let runs: Runs = Arc::default();
     let r = runs.clone();
-    let w = spawn_worker(&q, move |m, ctx| {
+    let w = spawn_worker(&q, 4, move |m, ctx| {
         record(&r, &m, &ctx);
         async move {
             if m.chunk == 0 {
@@ -192,7 +145,7 @@ async fn second_embedded_worker_is_refused() {
         .await
         .unwrap()
         .with_ledger_lock(Store::connect(&ledger).await.unwrap());
-    let w1 = spawn_worker(&Queue::Embedded(q1), |_m, _| async { TaskResult::Done });
+    let w1 = spawn_worker(&Queue::Embedded(q1), 4, |_m, _| async { TaskResult::Done });
     // Let the first worker take the lock.
     tokio::time::sleep(Duration::from_millis(300)).await;
     let second = q2
@@ -231,10 +184,10 @@ async fn orphans_count_attempts() {
             std::future::pending::<TaskResult>()
         }
     };
-    let a = spawn_worker(&q, hang(runs.clone()));
+    let a = spawn_worker(&q, 4, hang(runs.clone()));
     wait_for(10, "first run", || runs.lock().unwrap().len() == 1).await;
     a.0.abort();
-    let b = spawn_worker(&q, hang(runs.clone()));
+    let b = spawn_worker(&q, 4, hang(runs.clone()));
     wait_for(20, "recovered run", || {
         runs.lock().unwrap().get(&0).is_some_and(|v| v.len() == 2)
     })
@@ -242,7 +195,7 @@ async fn orphans_count_attempts() {
     b.0.abort();
     let attempts: Vec<u32> = runs.lock().unwrap()[&0].iter().map(|x| x.0).collect();
     assert_eq!(attempts, vec![1, 2]);
-    let c = spawn_worker(&q, hang(runs.clone()));
+    let c = spawn_worker(&q, 4, hang(runs.clone()));
     let mut dead = 0;
     for _ in 0..500 {
         dead = q.len().await.unwrap().dead;
@@ -267,7 +220,7 @@ async fn len_counts_in_flight() {
     q.push_bulk(&msgs(0..10)).await.unwrap();
     let started = Arc::new(std::sync::atomic::AtomicU32::new(0));
     let s2 = started.clone();
-    let w = spawn_worker(&q, move |_m, _ctx| {
+    let w = spawn_worker(&q, 4, move |_m, _ctx| {
         s2.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         async {
             tokio::time::sleep(Duration::from_millis(500)).await;
@@ -285,7 +238,7 @@ async fn len_counts_in_flight() {
     // Fetched-but-unstarted tasks are not charged an attempt by the restart.
     let runs: Runs = Arc::default();
     let r = runs.clone();
-    let w2 = spawn_worker(&q, move |m, ctx| {
+    let w2 = spawn_worker(&q, 4, move |m, ctx| {
         record(&r, &m, &ctx);
         async { TaskResult::Done }
     });

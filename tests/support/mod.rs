@@ -1,4 +1,5 @@
 //! Shared test support. Each integration test file that needs it says `mod support;`.
 #![allow(dead_code)]
 
+pub mod queue;
 pub mod redis;

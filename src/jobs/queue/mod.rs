@@ -312,6 +312,18 @@ pub enum Queue {
     Embedded(EmbeddedQueue),
 }
 
+impl From<RedisQueue> for Queue {
+    fn from(q: RedisQueue) -> Queue {
+        Queue::Redis(q)
+    }
+}
+
+impl From<EmbeddedQueue> for Queue {
+    fn from(q: EmbeddedQueue) -> Queue {
+        Queue::Embedded(q)
+    }
+}
+
 impl Queue {
     /// Fleet mode when `redis_url` is given, else the embedded queue in `embedded_path`
     /// (a SQLite file of its own, never the ledger file).

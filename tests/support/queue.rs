@@ -1,0 +1,66 @@
+//! Queue test helpers shared by the Redis and embedded queue tests.
+
+use std::time::{Duration, Instant};
+
+use syncfleet::jobs::queue::{
+    Queue, QueueError, Shutdown, TaskCtx, TaskMsg, TaskResult, WorkerOptions, WorkerReport,
+};
+use tokio::task::JoinHandle;
+
+/// One-key tasks `chunk = i` of job `job_id`, keys `{key_prefix}{i}`.
+pub fn msgs(job_id: i64, key_prefix: &str, range: std::ops::Range<u32>) -> Vec<TaskMsg> {
+    range
+        .map(|i| TaskMsg {
+            job_id,
+            kind: "listing".into(),
+            chunk: i,
+            keys: vec![format!("{key_prefix}{i}")],
+        })
+        .collect()
+}
+
+/// A running worker and the signal that stops it.
+pub type Worker = (JoinHandle<Result<WorkerReport, QueueError>>, Shutdown);
+
+/// Run a worker of `q` in the background.
+pub fn spawn_worker<Q, H, Fut>(q: &Q, concurrency: usize, handler: H) -> Worker
+where
+    Q: Clone + Into<Queue>,
+    H: Fn(TaskMsg, TaskCtx) -> Fut + Send + Sync + 'static,
+    Fut: std::future::Future<Output = TaskResult> + Send + 'static,
+{
+    let q: Queue = q.clone().into();
+    let s = Shutdown::new();
+    let s2 = s.clone();
+    let h = tokio::spawn(async move {
+        q.run_worker(
+            WorkerOptions {
+                concurrency,
+                name: None,
+            },
+            handler,
+            s2,
+        )
+        .await
+    });
+    (h, s)
+}
+
+/// Stop a worker and return its report; it must stop within 10 s.
+pub async fn stop(w: Worker) -> WorkerReport {
+    w.1.trigger();
+    tokio::time::timeout(Duration::from_secs(10), w.0)
+        .await
+        .expect("worker stops within 10 s of shutdown")
+        .expect("worker task did not panic")
+        .expect("worker returned Ok")
+}
+
+/// Poll `cond` until true or panic after `secs`.
+pub async fn wait_for<F: FnMut() -> bool>(secs: u64, what: &str, mut cond: F) {
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    while !cond() {
+        assert!(Instant::now() < deadline, "timed out waiting for: {what}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
