@@ -14,7 +14,7 @@ use syncfleet::config::Config;
 use syncfleet::jobs::producer;
 use syncfleet::jobs::spec::JobSpec;
 use syncfleet::jobs::worker::Runtime;
-use syncfleet::platform::{Api, ApiRequest, ApiResponse, Platform, PlatformClient};
+use syncfleet::platform::{Api, ApiRequest, ApiResponse, Platform};
 use syncfleet::sim::SimConfig;
 
 const TB: Platform = Platform::Taobao;
@@ -55,14 +55,11 @@ fn trace_calls(h: &Harness) -> u64 {
 /// every row, through the platform adapter. Returns the rows traced.
 async fn naive_baseline(h: &Harness, windows: &[(&str, &str)]) -> u64 {
     let cfg = Config::load(&h.config).expect("config");
-    let app = h.sim.config().app(TB).expect("taobao app").clone();
-    let client = PlatformClient::with_credentials(
-        TB,
-        cfg.platform(TB).expect("taobao config"),
-        app.secret,
-        Some(app.session),
-    )
-    .expect("client");
+    let client = h
+        .sim
+        .config()
+        .client(TB, cfg.platform(TB).expect("taobao config"))
+        .expect("client");
     let timeout = Duration::from_secs(10);
     let mut rows = Vec::new();
     for (since, until) in windows {

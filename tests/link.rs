@@ -12,7 +12,7 @@ use syncfleet::config::Config;
 use syncfleet::link::breaker::State;
 use syncfleet::link::probe::run_probes;
 use syncfleet::link::{Budget, CallContext, FleetLink, Gateway, LinkErrorKind};
-use syncfleet::platform::{Api, ApiRequest, ErrorClass, Platform, PlatformClient, TransportError};
+use syncfleet::platform::{Api, ApiRequest, ErrorClass, Platform, TransportError};
 use syncfleet::sim::{self, DrillPatch, SimConfig, SimHandle};
 use syncfleet::store::Store;
 use syncfleet::throttle::Gates;
@@ -60,11 +60,8 @@ async fn gateway(
     fleet: Option<Fleet<'_>>,
     store: Option<Store>,
 ) -> Gateway {
-    let app = sim.config().app(TB).expect("taobao app").clone();
     let pc = cfg.platform(TB).expect("taobao config");
-    let client =
-        PlatformClient::with_credentials(TB, pc, app.secret.clone(), Some(app.session.clone()))
-            .expect("client");
+    let client = sim.config().client(TB, pc).expect("client");
     let gates = match &fleet {
         Some(f) => Gates::redis_with_namespace(cfg, &f.redis.url, &f.redis.prefix)
             .await

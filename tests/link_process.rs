@@ -12,7 +12,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use support::redis::TestRedis;
 use syncfleet::config::Config;
 use syncfleet::link::{Budget, CallContext, FleetLink, Gateway, LinkErrorKind};
-use syncfleet::platform::{Api, ApiRequest, Platform, PlatformClient};
+use syncfleet::platform::{Api, ApiRequest, Platform};
 use syncfleet::sim::{self, DrillPatch, SimConfig};
 use syncfleet::throttle::Gates;
 
@@ -86,9 +86,8 @@ async fn trip_in_one_process_stops_another_process_within_a_second() {
          [gates.default]\nrate = 5000\nburst = 5000\nconcurrency = 64\n[link.breaker]\nopen_s = 3\n"
     );
     let cfg = Config::parse(Path::new("t.toml"), &text).unwrap();
-    let app = sim.config().app(TB).unwrap().clone();
     let pc = cfg.platform(TB).unwrap();
-    let client = PlatformClient::with_credentials(TB, pc, app.secret, Some(app.session)).unwrap();
+    let client = sim.config().client(TB, pc).unwrap();
     let gates = Gates::redis_with_namespace(&cfg, &redis.url, &redis.prefix)
         .await
         .unwrap();

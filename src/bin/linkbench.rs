@@ -99,14 +99,10 @@ max_wait_ms = 5000
 
 fn client(cfg: &Config) -> anyhow::Result<PlatformClient> {
     let demo = SimConfig::demo();
-    let app = demo
-        .app(TB)
-        .ok_or_else(|| anyhow::anyhow!("no demo taobao app"))?;
     let pc = cfg
         .platform(TB)
         .ok_or_else(|| anyhow::anyhow!("no taobao config"))?;
-    PlatformClient::with_credentials(TB, pc, app.secret.clone(), Some(app.session.clone()))
-        .map_err(anyhow::Error::msg)
+    demo.client(TB, pc).map_err(anyhow::Error::msg)
 }
 
 fn gateway(cfg: &Config, fleet: Option<FleetLink>, gates: Gates) -> anyhow::Result<Gateway> {

@@ -295,7 +295,6 @@ pub struct HammerArgs {
 
 /// A client of the simulator's demo taobao app (test-double credentials, not real ones).
 fn sim_client(endpoint: &str) -> Result<crate::platform::PlatformClient, CliError> {
-    use crate::config::Secret;
     let demo = crate::sim::SimConfig::demo();
     let app = demo
         .app(Platform::Taobao)
@@ -308,13 +307,7 @@ fn sim_client(endpoint: &str) -> Result<crate::platform::PlatformClient, CliErro
     let pc = cfg
         .platform(Platform::Taobao)
         .ok_or_else(|| CliError::runtime("no taobao platform config"))?;
-    crate::platform::PlatformClient::with_credentials(
-        Platform::Taobao,
-        pc,
-        Secret::new(app.secret.expose()),
-        Some(Secret::new(app.session.expose())),
-    )
-    .map_err(CliError::runtime)
+    demo.client(Platform::Taobao, pc).map_err(CliError::runtime)
 }
 
 fn now_us() -> u64 {
@@ -748,8 +741,7 @@ pub struct SimBenchArgs {
 }
 
 async fn sim_bench(cli: &Cli, a: &SimBenchArgs) -> Result<(), CliError> {
-    use crate::config::Secret;
-    use crate::platform::{ApiRequest, PlatformClient};
+    use crate::platform::ApiRequest;
     use crate::sim::{self, SimConfig};
     use crate::throttle::GateOutcome;
 
@@ -783,13 +775,7 @@ async fn sim_bench(cli: &Cli, a: &SimBenchArgs) -> Result<(), CliError> {
     let pc = cfg
         .platform(p)
         .ok_or_else(|| CliError::runtime("no taobao platform config"))?;
-    let client = PlatformClient::with_credentials(
-        p,
-        pc,
-        Secret::new(app.secret.expose()),
-        Some(Secret::new(app.session.expose())),
-    )
-    .map_err(CliError::runtime)?;
+    let client = simh.config().client(p, pc).map_err(CliError::runtime)?;
     let ns = format!("sf_simbench_{}", std::process::id());
     let gates = match &cli.redis {
         Some(url) => Gates::redis_with_namespace(&cfg, url, &ns).await?,

@@ -6,9 +6,10 @@ use super::producer;
 use super::queue::Shutdown;
 use super::spec::JobSpec;
 use super::worker::Runtime;
-use crate::config::{Config, Secret};
+use crate::config::Config;
 use crate::link::gateway::Gateway;
-use crate::platform::{Api, Platform, PlatformClient};
+use crate::link::shared::FleetLink;
+use crate::platform::{Api, Platform};
 use crate::sim::{self, SimConfig};
 use crate::store::{CallReport, JobStatus, Store};
 use crate::throttle::Gates;
@@ -88,24 +89,24 @@ fn client_config(sim: &sim::SimHandle, limit: u64, dir: &Path) -> anyhow::Result
         .map_err(|e| anyhow::anyhow!("demo config: {e}"))
 }
 
-/// A gateway whose credentials come from the simulator's demo apps (the demo plays the
-/// operator who holds them), not from environment variables.
-fn demo_gateway(cfg: &Config, sim_cfg: &SimConfig, store: &Store) -> anyhow::Result<Gateway> {
-    let mut b = Gateway::builder(cfg.link.clone(), Gates::embedded(cfg)).store(store.clone());
+/// A gateway whose credentials come from the simulator's apps (the demo, tests and
+/// benchmarks play the operator who holds them), not from environment variables.
+pub fn sim_gateway(
+    cfg: &Config,
+    sim_cfg: &SimConfig,
+    store: &Store,
+    gates: Gates,
+    fleet: Option<FleetLink>,
+) -> anyhow::Result<Gateway> {
+    let mut b = Gateway::builder(cfg.link.clone(), gates).store(store.clone());
     for (&platform, pc) in &cfg.platforms {
-        let app = sim_cfg
-            .apps
-            .iter()
-            .find(|a| a.platform == platform)
-            .ok_or_else(|| anyhow::anyhow!("the simulator has no {platform} app"))?;
-        let client = PlatformClient::with_credentials(
-            platform,
+        b = b.platform(
+            sim_cfg.client(platform, pc).map_err(anyhow::Error::msg)?,
             pc,
-            Secret::new(app.secret.expose()),
-            Some(Secret::new(app.session.expose())),
-        )
-        .map_err(anyhow::Error::msg)?;
-        b = b.platform(client, pc);
+        );
+    }
+    if let Some(f) = fleet {
+        b = b.fleet(f);
     }
     Ok(b.build())
 }
@@ -140,7 +141,7 @@ pub async fn run(
     let ledger = opts.dir.join("ledger.db");
     let db_url = format!("sqlite://{}", ledger.display());
     let rt = Runtime::open(cfg, &db_url, None).await?;
-    let gateway = demo_gateway(&rt.cfg, &sim_cfg, &rt.store)?;
+    let gateway = sim_gateway(&rt.cfg, &sim_cfg, &rt.store, Gates::embedded(&rt.cfg), None)?;
 
     let keys: Vec<String> = (1..=opts.items).map(|i| i.to_string()).collect();
     let spec = JobSpec::Listing {

@@ -181,6 +181,24 @@ impl SimConfig {
         self.apps.iter().find(|a| a.platform == platform)
     }
 
+    /// A platform client signing as this simulator's app of `platform` (demo, tests,
+    /// benchmarks: whoever runs the simulator holds its credentials; no environment needed).
+    pub fn client(
+        &self,
+        platform: Platform,
+        pc: &crate::config::PlatformConfig,
+    ) -> Result<crate::platform::PlatformClient, String> {
+        let app = self
+            .app(platform)
+            .ok_or_else(|| format!("the simulator has no {platform} app"))?;
+        crate::platform::PlatformClient::with_credentials(
+            platform,
+            pc,
+            app.secret.clone(),
+            Some(app.session.clone()),
+        )
+    }
+
     /// Read, parse and validate a simulator config file.
     pub fn load(path: &Path) -> Result<SimConfig, ConfigError> {
         let text = std::fs::read_to_string(path).map_err(|e| {

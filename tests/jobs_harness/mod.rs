@@ -12,7 +12,7 @@ use crate::support::redis::TestRedis;
 use syncfleet::config::Config;
 use syncfleet::link::gateway::Gateway;
 use syncfleet::link::shared::FleetLink;
-use syncfleet::platform::{Api, Platform, PlatformClient};
+use syncfleet::platform::{Api, Platform};
 use syncfleet::sim::{self, ApiStats, SimConfig, SimHandle};
 use syncfleet::store::{JobStatus, Store};
 use syncfleet::throttle::Gates;
@@ -362,22 +362,8 @@ impl Harness {
     /// A gateway for an in-process worker: every platform of `cfg` with the simulator's
     /// demo-app credentials (no environment variables), calls recorded in the ledger.
     pub fn gateway(&self, cfg: &Config, gates: Gates, fleet: Option<FleetLink>) -> Gateway {
-        let mut b = Gateway::builder(cfg.link.clone(), gates).store(self.store.clone());
-        for (&platform, pc) in &cfg.platforms {
-            let app = self.sim.config().app(platform).expect("simulator app");
-            let client = PlatformClient::with_credentials(
-                platform,
-                pc,
-                app.secret.clone(),
-                Some(app.session.clone()),
-            )
-            .expect("platform client");
-            b = b.platform(client, pc);
-        }
-        if let Some(f) = fleet {
-            b = b.fleet(f);
-        }
-        b.build()
+        syncfleet::jobs::demo::sim_gateway(cfg, self.sim.config(), &self.store, gates, fleet)
+            .expect("gateway with the simulator's credentials")
     }
 
     pub fn stats(&self, p: Platform, api: Api) -> ApiStats {
