@@ -152,7 +152,7 @@ async fn enqueue_bench(url: &str) -> anyhow::Result<()> {
             )
             .map_err(|e| anyhow::anyhow!("{e}"))?;
             let db = format!("sqlite://{}/{mode}-{round}.db", dir.path().display());
-            let rt = Runtime::open(cfg.clone(), &db, redis).await?;
+            let rt = Runtime::create(cfg.clone(), &db, redis).await?;
             let t = Instant::now();
             let r = producer::enqueue(&rt.store, &rt.queue, 100, &spec, &keys, |_| {}).await?;
             total.push(t.elapsed().as_secs_f64());
@@ -279,7 +279,7 @@ async fn fleet_bench(url: &str) -> anyhow::Result<()> {
         std::fs::write(&cfg_path, client_toml(Some(&sim), rate, 1.0, "fleet"))?;
         let db = format!("sqlite://{}/ledger.db", dir.path().display());
         let cfg = Config::load(&cfg_path).map_err(|e| anyhow::anyhow!("{e}"))?;
-        let rt = Runtime::open(cfg, &db, Some(url)).await?;
+        let rt = Runtime::create(cfg, &db, Some(url)).await?;
         let job = producer::enqueue(
             &rt.store,
             &rt.queue,
@@ -412,7 +412,7 @@ async fn syncfleet_worker(
     )?;
     let db = format!("sqlite://{}/ledger.db", dir.path().display());
     let cfg = Config::load(&cfg_path).map_err(|e| anyhow::anyhow!("{e}"))?;
-    let rt = Runtime::open(cfg, &db, Some(url)).await?;
+    let rt = Runtime::create(cfg, &db, Some(url)).await?;
     let keys = keys(n as u64);
     let r = producer::enqueue(&rt.store, &rt.queue, 1, &listing_spec(), &keys, |_| {}).await?;
     let bin = syncfleet_bin();

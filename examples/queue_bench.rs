@@ -56,6 +56,7 @@ async fn ours(url: &str, n: usize, concurrency: usize, round: usize) -> anyhow::
             WorkerOptions {
                 concurrency,
                 name: None,
+                on_dead: None,
             },
             move |_m, _ctx| {
                 d2.fetch_add(1, Ordering::Relaxed);
@@ -145,6 +146,7 @@ async fn ours_embedded(dir: &std::path::Path, n: usize, concurrency: usize) -> a
             WorkerOptions {
                 concurrency,
                 name: None,
+                on_dead: None,
             },
             move |_m, _ctx| {
                 d2.fetch_add(1, Ordering::Relaxed);

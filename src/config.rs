@@ -126,24 +126,39 @@ impl PlatformConfig {
 
     /// Read the app secret from the environment variable the config names.
     pub fn secret(&self) -> Result<Secret, String> {
-        read_secret_env(&self.secret_env)
+        read_secret_env(&self.secret_env).map_err(|e| e.to_string())
     }
 
     /// Read the session / access token, if the config names a variable for it.
     pub fn session(&self) -> Result<Option<Secret>, String> {
         match &self.session_env {
-            Some(var) => read_secret_env(var).map(Some),
+            Some(var) => read_secret_env(var).map(Some).map_err(|e| e.to_string()),
             None => Ok(None),
         }
     }
+
+    /// The first variable this platform's client needs (app secret, then session) that is
+    /// unset or empty; None when every one is there. Reads the environment, shows no value.
+    pub fn missing_secret(&self) -> Option<MissingSecret> {
+        std::iter::once(&self.secret_env)
+            .chain(self.session_env.as_ref())
+            .find_map(|var| read_secret_env(var).err())
+    }
 }
 
-fn read_secret_env(var: &str) -> Result<Secret, String> {
+/// A secret's environment variable is unset or empty. Names the variable, never a value.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("environment variable {var} is not set (it must hold the secret)")]
+pub struct MissingSecret {
+    pub var: String,
+}
+
+fn read_secret_env(var: &str) -> Result<Secret, MissingSecret> {
     match std::env::var(var) {
         Ok(v) if !v.is_empty() => Ok(Secret::new(v)),
-        _ => Err(format!(
-            "environment variable {var} is not set (it must hold the secret)"
-        )),
+        _ => Err(MissingSecret {
+            var: var.to_string(),
+        }),
     }
 }
 
@@ -285,7 +300,11 @@ pub struct BreakerConfig {
     pub slow_call_ms: u64,
     pub slow_ratio: f64,
     pub min_samples: u32,
+    /// Longest open period: the cap of the growing open time.
     pub open_s: u64,
+    /// First open period after a trip; doubles with each failed half-open probe (up to
+    /// `open_s`) and falls back here once the breaker closes.
+    pub initial_open_ms: u64,
     pub half_open_probes: u32,
     pub close_after: u32,
     /// Log what the breaker would do without doing it.
@@ -301,6 +320,7 @@ impl Default for BreakerConfig {
             slow_ratio: 0.8,
             min_samples: 20,
             open_s: 30,
+            initial_open_ms: 1000,
             half_open_probes: 3,
             close_after: 2,
             observe_only: false,
@@ -351,6 +371,12 @@ pub struct QueueConfig {
     pub missed_heartbeats: u32,
     /// Attempts per task before it is dead.
     pub max_attempts: u32,
+    /// After SIGTERM, items already calling get this long to finish; the rest of each chunk
+    /// goes back to the queue without charging an attempt (docs/design.md, "Scale-in").
+    pub shutdown_grace_s: u64,
+    /// A worker that cannot reach the queue for this long exits with status 1 instead of
+    /// hanging (0 = wait for it forever).
+    pub unreachable_exit_s: u64,
 }
 
 impl Default for QueueConfig {
@@ -363,6 +389,8 @@ impl Default for QueueConfig {
             heartbeat_s: 10,
             missed_heartbeats: 3,
             max_attempts: 5,
+            shutdown_grace_s: 5,
+            unreachable_exit_s: 120,
         }
     }
 }
@@ -375,6 +403,10 @@ pub struct JobsConfig {
     /// Order sync slices: the platform's maximum window (1 day on TOP).
     pub order_slice_s: u64,
     pub order_page_size: u32,
+    /// An item whose call failed with a transient class (retry, or a write whose outcome is
+    /// unknown) goes back to the queue with backoff up to this many times before it ends
+    /// `failed` (0 = fail at once, the operator runs `retry`).
+    pub item_retry_rounds: u32,
 }
 
 impl Default for JobsConfig {
@@ -383,6 +415,7 @@ impl Default for JobsConfig {
             logistics_min_interval_s: 1800,
             order_slice_s: 86_400,
             order_page_size: 100,
+            item_retry_rounds: 4,
         }
     }
 }
@@ -725,6 +758,13 @@ impl Config {
             push(
                 "link.breaker.failure_ratio".into(),
                 "must be between 0 and 1".into(),
+                false,
+            );
+        }
+        if b.initial_open_ms == 0 || b.initial_open_ms > b.open_s.saturating_mul(1000) {
+            push(
+                "link.breaker.initial_open_ms".into(),
+                "must be between 1 and link.breaker.open_s x 1000".into(),
                 false,
             );
         }

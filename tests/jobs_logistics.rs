@@ -280,3 +280,107 @@ async fn logistics_queries_each_unsigned_order_once_and_nothing_within_the_inter
     .await;
     assert_eq!(new_events as u64, unsigned);
 }
+
+/// Issue 8: the worker marked an order queried before its trace was stored, so after a failed
+/// event store the task's re-run skipped the order as "queried recently" and its events were
+/// never stored. Now the mark is part of the store: a failure leaves the order un-marked and
+/// the re-run queries and stores it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn failed_event_store_leaves_order_unmarked_and_rerun_stores_it() {
+    let _serial = jobs_harness::serial().await;
+    let mut sim_cfg = sim_config();
+    sim_cfg.orders.per_shop = 20;
+    sim_cfg.orders.signed_share = 0.0;
+    let mut h = Harness::start(sim_cfg, &ClientOpts::default()).await;
+    // Enough task attempts that the failing runs cannot exhaust them before the store heals.
+    let text = std::fs::read_to_string(&h.config)
+        .unwrap()
+        .replace("[queue]\n", "[queue]\nmax_attempts = 100\n");
+    std::fs::write(&h.config, text).unwrap();
+    // Five of the simulator's orders (ids 1001..), shipped and never queried.
+    let ids: Vec<String> = (1001..=1005).map(|i| i.to_string()).collect();
+    let seed: Vec<syncfleet::store::OrderRecord> = ids
+        .iter()
+        .map(|id| syncfleet::store::OrderRecord {
+            order: syncfleet::store::Order {
+                platform: TB,
+                order_id: id.clone(),
+                shop: SHOP.into(),
+                status: "WAIT_BUYER_CONFIRM_GOODS".into(),
+                shipped: true,
+                modified: chrono::Utc::now(),
+                amount_cents: 100,
+            },
+            last_status: None,
+            signed: false,
+            last_queried_at: None,
+        })
+        .collect();
+    h.store.insert_orders(&seed).await.unwrap();
+    // Every event store fails (a real SQLite error) until the trigger is dropped.
+    let pool = sqlx::SqlitePool::connect(&h.db).await.unwrap();
+    sqlx::query(
+        "CREATE TRIGGER fail_events BEFORE INSERT ON logistics_events
+         BEGIN SELECT RAISE(ABORT, 'test: event store fails'); END",
+    )
+    .execute(&pool)
+    .await
+    .unwrap();
+    let job = h.enqueue(&["logistics", "--platform", "taobao", "--shop", SHOP]);
+    assert_eq!(h.store.job_status(job).await.unwrap().job.total, 5);
+    h.spawn_worker(4, 3);
+    // Wait until every item was attempted (its trace called, its store failed).
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let min: i64 = sqlx::query_scalar("SELECT min(attempts) FROM job_items WHERE job_id = ?")
+            .bind(job)
+            .fetch_one(&pool)
+            .await
+            .unwrap();
+        if min >= 1 {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "items not attempted within 60 s\n{}",
+            h.worker_logs()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let marked: i64 =
+        sqlx::query_scalar("SELECT count(*) FROM orders WHERE last_queried_at IS NOT NULL")
+            .fetch_one(&pool)
+            .await
+            .unwrap();
+    assert_eq!(
+        marked, 0,
+        "an order was marked queried though its trace was not stored"
+    );
+    assert_eq!(count(&h, "SELECT count(*) FROM logistics_events").await, 0);
+    // The store heals: the task's re-run queries every order again and stores its events.
+    sqlx::query("DROP TRIGGER fail_events")
+        .execute(&pool)
+        .await
+        .unwrap();
+    let s = h.wait_job(job, Duration::from_secs(120)).await;
+    assert_eq!(
+        s.job.counts.done,
+        5,
+        "{:?}\n{}",
+        s.job.counts,
+        h.worker_logs()
+    );
+    assert_eq!(
+        count(&h, "SELECT count(*) FROM logistics_events").await,
+        10,
+        "two steps per parcel"
+    );
+    let marked: i64 =
+        sqlx::query_scalar("SELECT count(*) FROM orders WHERE last_queried_at IS NOT NULL")
+            .fetch_one(&pool)
+            .await
+            .unwrap();
+    assert_eq!(marked, 5);
+    pool.close().await;
+    h.wait_workers(Duration::from_secs(60));
+}

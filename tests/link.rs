@@ -123,6 +123,32 @@ fn drill(sim: &SimHandle, patch: DrillPatch) {
     sim.set_drill(patch).expect("drill accepted");
 }
 
+/// Wait until `cond` holds, polling; fail after `bound` (generous: never a timing assertion).
+async fn wait_for(what: &str, bound: Duration, mut cond: impl FnMut() -> bool) {
+    let end = std::time::Instant::now() + bound;
+    while !cond() {
+        assert!(
+            std::time::Instant::now() < end,
+            "timed out after {bound:?} waiting for {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+}
+
+fn add_stats(sim: &SimHandle) -> syncfleet::sim::ApiStats {
+    sim.stats()
+        .for_platform(TB, Api::ItemAdd)
+        .cloned()
+        .expect("item_add stats")
+}
+
+/// Items item_add really created: answered ok, minus repeats of a key answered with the
+/// first result.
+fn created_items(sim: &SimHandle) -> u64 {
+    let s = add_stats(sim);
+    s.ok - s.duplicate_writes
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn outage_trips_breaker_for_the_whole_fleet_and_half_open_probes_close_it() {
     let redis = TestRedis::start();
@@ -130,7 +156,7 @@ async fn outage_trips_breaker_for_the_whole_fleet_and_half_open_probes_close_it(
     let cfg = config(
         &sim.endpoint(TB),
         "",
-        "[link.breaker]\nopen_s = 2\nmin_samples = 20\n",
+        "[link.breaker]\nopen_s = 2\ninitial_open_ms = 2000\nmin_samples = 20\n",
     );
     let worker1 = gateway(&cfg, &sim, Some(Fleet { redis: &redis }), None).await;
     let worker2 = gateway(&cfg, &sim, Some(Fleet { redis: &redis }), None).await;
@@ -194,6 +220,98 @@ async fn outage_trips_breaker_for_the_whole_fleet_and_half_open_probes_close_it(
             assert!(reply.stale.is_none());
         }
         assert_eq!(w.breaker_state(TB, Api::ItemGet), State::Closed);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn fleet_trip_lasts_the_current_open_time_and_both_workers_resume_soon_after_recovery() {
+    let redis = TestRedis::start();
+    let sim = start_sim(|_| {}).await;
+    // open_s = 30 is only the cap: the first open period is 2 s (the default is 1 s; 2 s
+    // leaves a loaded machine time to look at the key before it expires).
+    let cfg = config(
+        &sim.endpoint(TB),
+        "",
+        "[link.breaker]\nopen_s = 30\ninitial_open_ms = 2000\nmin_samples = 20\n",
+    );
+    let worker1 = gateway(&cfg, &sim, Some(Fleet { redis: &redis }), None).await;
+    let worker2 = gateway(&cfg, &sim, Some(Fleet { redis: &redis }), None).await;
+    let view = FleetLink::connect(&redis.url, &redis.prefix)
+        .await
+        .expect("fleet link");
+    drill(
+        &sim,
+        DrillPatch {
+            outage: Some(true),
+            ..Default::default()
+        },
+    );
+    let mut tripped = false;
+    for i in 0..40u64 {
+        let err = worker1
+            .call(TB, item(100 + i), &ctx())
+            .await
+            .expect_err("outage fails");
+        if err.kind == LinkErrorKind::BreakerOpen {
+            tripped = true;
+            break;
+        }
+    }
+    assert!(tripped, "the breaker never opened");
+    // The published trip is the current open time, not open_s. (Publishing is spawned:
+    // wait for the key.)
+    let mut left = None;
+    for _ in 0..500 {
+        left = view
+            .breaker_open(TB, Api::ItemGet)
+            .await
+            .expect("redis answers");
+        if left.is_some() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let left = left.expect("the trip reached the fleet");
+    assert!(
+        left <= Duration::from_secs(2),
+        "published for {left:?}, not open_s"
+    );
+    // Worker 2 refuses through the fleet's key, for at most that long.
+    let err = worker2
+        .call(TB, item(150), &ctx())
+        .await
+        .expect_err("fleet trip");
+    assert_eq!(err.kind, LinkErrorKind::BreakerOpen, "{err}");
+    assert!(
+        err.retry_at.is_some_and(|r| r <= Duration::from_secs(2)),
+        "{err}"
+    );
+
+    // The upstream recovers: both workers are back long before open_s (30 s) would allow.
+    sim.clear_drills();
+    let recovered = std::time::Instant::now();
+    for (n, w) in [&worker1, &worker2].into_iter().enumerate() {
+        let mut i = 0;
+        loop {
+            i += 1;
+            match w.call(TB, item(300 + i), &ctx()).await {
+                Ok(r) if r.stale.is_none() => break,
+                _ => {}
+            }
+            assert!(
+                recovered.elapsed() < Duration::from_secs(10),
+                "worker {} still refused {:?} after recovery",
+                n + 1,
+                recovered.elapsed()
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+    for w in [&worker1, &worker2] {
+        wait_for("the breaker to close", Duration::from_secs(10), || {
+            w.breaker_state(TB, Api::ItemGet) == State::Closed
+        })
+        .await;
     }
 }
 
@@ -272,7 +390,7 @@ async fn under_outage_the_retry_budget_stops_retries() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn write_under_read_timeout_is_not_duplicated_but_connect_errors_are_retried() {
+async fn keyed_write_is_retried_after_read_timeouts_without_duplicates_keyless_is_not() {
     let sim = start_sim(|_| {}).await;
     let cfg = config(
         &sim.endpoint(TB),
@@ -293,21 +411,28 @@ async fn write_under_read_timeout_is_not_duplicated_but_connect_errors_are_retri
             .call(TB, add(&key), &ctx().with_idempotency_key(key.clone()))
             .await
             .expect_err("read timeout");
-        assert_eq!(err.attempts, 1, "{err}");
+        assert_eq!(err.attempts, 3, "a keyed write is retried: {err}");
         assert_eq!(
             err.last.as_ref().and_then(|e| e.transport),
             Some(TransportError::Timeout),
             "{err}"
         );
     }
-    // Let the simulator finish the held requests before counting.
-    tokio::time::sleep(Duration::from_millis(1_000)).await;
-    let stats = sim.stats();
-    let adds = stats
-        .for_platform(TB, Api::ItemAdd)
-        .expect("item_add stats");
-    assert_eq!(adds.calls, 3);
-    assert_eq!(adds.duplicate_writes, 0);
+    let err = gw
+        .call(TB, add("job1:nokey"), &ctx())
+        .await
+        .expect_err("read timeout");
+    assert_eq!(err.attempts, 1, "a keyless write is never retried: {err}");
+    // The held requests all reach the platform; count once each has been answered.
+    wait_for("the held writes to finish", Duration::from_secs(20), || {
+        add_stats(&sim).ok == 10
+    })
+    .await;
+    let adds = add_stats(&sim);
+    assert_eq!(adds.calls, 10);
+    // Every repeat of a key was answered with the first write: one item per call.
+    assert_eq!(adds.duplicate_writes, 6);
+    assert_eq!(created_items(&sim), 4);
 
     // Nothing listens on this port: the request surely never arrived.
     let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
@@ -335,6 +460,94 @@ async fn write_under_read_timeout_is_not_duplicated_but_connect_errors_are_retri
     assert_eq!(err.attempts, 1, "without an idempotency key never: {err}");
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn keyed_write_under_error_drill_ends_ok_and_creates_one_item() {
+    let sim = start_sim(|_| {}).await;
+    let cfg = config(&sim.endpoint(TB), "", "");
+    let gw = gateway(&cfg, &sim, None, None).await;
+    // Every call fails with the platform's 5xx-like busy error, after a second: long enough
+    // for the watcher below to lift the drill before the retry goes out.
+    drill(
+        &sim,
+        DrillPatch {
+            error_ratio: Some(1.0),
+            latency_ms: Some(1_000),
+            ..Default::default()
+        },
+    );
+    let call = {
+        let gw = gw.clone();
+        tokio::spawn(async move {
+            gw.call(TB, add("job3:1"), &ctx().with_idempotency_key("job3:1"))
+                .await
+        })
+    };
+    // The drill's values are read when a call arrives: the first attempt keeps them.
+    wait_for("the first attempt", Duration::from_secs(10), || {
+        add_stats(&sim).calls >= 1
+    })
+    .await;
+    sim.clear_drills();
+    let reply = call
+        .await
+        .expect("call task")
+        .expect("retried after the error");
+    assert!(reply.stale.is_none());
+    let adds = add_stats(&sim);
+    assert_eq!(adds.calls, 2, "{adds:?}");
+    assert_eq!(adds.errors_by_class.retry, 1, "{adds:?}");
+    assert_eq!(created_items(&sim), 1, "{adds:?}");
+    assert_eq!(adds.duplicate_writes, 0);
+    assert_eq!(gw.snapshot().total.retries, 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn keyed_write_whose_answer_was_lost_is_retried_and_answered_with_the_first_item() {
+    let sim = start_sim(|_| {}).await;
+    let cfg = config(
+        &sim.endpoint(TB),
+        "",
+        "[link.timeouts.detail]\nconnect_ms = 2000\nread_ms = 1000\n",
+    );
+    let gw = gateway(&cfg, &sim, None, None).await;
+    // The first attempt arrives and is written, but its answer comes after the read timeout.
+    drill(
+        &sim,
+        DrillPatch {
+            latency_ms: Some(2_500),
+            ..Default::default()
+        },
+    );
+    let call = {
+        let gw = gw.clone();
+        tokio::spawn(async move {
+            gw.call(TB, add("job4:1"), &ctx().with_idempotency_key("job4:1"))
+                .await
+        })
+    };
+    wait_for("the first attempt", Duration::from_secs(10), || {
+        add_stats(&sim).calls >= 1
+    })
+    .await;
+    sim.clear_drills();
+    let reply = call
+        .await
+        .expect("call task")
+        .expect("retried after the read timeout");
+    assert!(reply.stale.is_none());
+    wait_for("the held write to finish", Duration::from_secs(20), || {
+        add_stats(&sim).ok == 2
+    })
+    .await;
+    let adds = add_stats(&sim);
+    assert_eq!(adds.calls, 2, "{adds:?}");
+    assert_eq!(
+        adds.duplicate_writes, 1,
+        "the platform saw the write twice: {adds:?}"
+    );
+    assert_eq!(created_items(&sim), 1, "but created one item: {adds:?}");
+}
+
 async fn stale_during_outage(gw: &Gateway, sim: &SimHandle) {
     let fresh = gw.call(TB, item(7), &ctx()).await.expect("first read");
     assert!(fresh.stale.is_none());
@@ -356,14 +569,21 @@ async fn stale_during_outage(gw: &Gateway, sim: &SimHandle) {
     );
     // Never read before: nothing to fall back on.
     assert!(gw.call(TB, item(8), &ctx()).await.is_err());
-    // A write fails fast: one attempt, no stale.
+    // A write never degrades. With a key it is retried like a read, then fails; without
+    // one it fails after a single attempt.
     let before = sim_calls(sim, Api::ItemAdd);
     let err = gw
         .call(TB, add("w:1"), &ctx().with_idempotency_key("w:1"))
         .await
         .expect_err("write fails");
+    assert_eq!(err.attempts, 3, "{err}");
+    assert_eq!(sim_calls(sim, Api::ItemAdd), before + 3);
+    let err = gw
+        .call(TB, add("w:2"), &ctx())
+        .await
+        .expect_err("write fails");
     assert_eq!(err.attempts, 1, "{err}");
-    assert_eq!(sim_calls(sim, Api::ItemAdd), before + 1);
+    assert_eq!(sim_calls(sim, Api::ItemAdd), before + 4);
     let snap = gw.snapshot();
     assert_eq!(snap.total.stale, 1);
 }

@@ -83,7 +83,7 @@ async fn trip_in_one_process_stops_another_process_within_a_second() {
     // This process is worker 1, on the same Redis namespace.
     let text = format!(
         "[platforms.taobao]\nendpoint = \"{endpoint}\"\napp_key = \"10000001\"\nsecret_env = \"UNUSED\"\n\
-         [gates.default]\nrate = 5000\nburst = 5000\nconcurrency = 64\n[link.breaker]\nopen_s = 3\n"
+         [gates.default]\nrate = 5000\nburst = 5000\nconcurrency = 64\n[link.breaker]\nopen_s = 3\ninitial_open_ms = 3000\n"
     );
     let cfg = Config::parse(Path::new("t.toml"), &text).unwrap();
     let pc = cfg.platform(TB).unwrap();

@@ -30,11 +30,21 @@ async fn migrations_apply_twice_idempotently() {
     let url = format!("sqlite://{}", dir.path().join("new.db").display());
     let store = Store::connect(&url).await.unwrap();
     let first = store.migrate().await.unwrap();
-    assert_eq!(first.applied.len(), 1, "{first:?}");
+    let migrations = std::fs::read_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/migrations"))
+        .unwrap()
+        .filter(|e| {
+            e.as_ref()
+                .unwrap()
+                .path()
+                .extension()
+                .is_some_and(|x| x == "sql")
+        })
+        .count();
+    assert_eq!(first.applied.len(), migrations, "{first:?}");
     assert_eq!(first.already_applied, 0);
     let second = store.migrate().await.unwrap();
     assert!(second.applied.is_empty(), "{second:?}");
-    assert_eq!(second.already_applied, 1);
+    assert_eq!(second.already_applied, migrations);
     store.close().await;
     // A new process opening the same file finds everything in place, data included.
     let again = Store::connect(&url).await.unwrap();
@@ -45,6 +55,79 @@ async fn migrations_apply_twice_idempotently() {
     let third = again.migrate().await.unwrap();
     assert!(third.applied.is_empty());
     assert_eq!(again.job_status(id).await.unwrap().job.total, 3);
+}
+
+#[tokio::test]
+async fn only_migrate_creates_a_ledger() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("mistyped.db");
+    let url = format!("sqlite://{}", path.display());
+    let err = Store::connect_existing(&url).await.unwrap_err();
+    assert!(err.is_input_error(), "{err}");
+    let msg = err.to_string();
+    assert!(
+        msg.contains("mistyped.db") && msg.contains("db migrate"),
+        "{msg}"
+    );
+    assert!(!path.exists(), "a refused open must not create the file");
+    // Once created (what `db migrate` does), it opens.
+    Store::connect(&url).await.unwrap().migrate().await.unwrap();
+    Store::connect_existing(&url).await.unwrap();
+}
+
+#[tokio::test]
+async fn fleet_id_is_made_once_and_kept() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("sqlite://{}", dir.path().join("l.db").display());
+    let a = Store::connect(&url).await.unwrap();
+    a.migrate().await.unwrap();
+    let id = a.fleet_id().await.unwrap();
+    assert_eq!(id.len(), 32, "{id}");
+    a.close().await;
+    let b = Store::connect_existing(&url).await.unwrap();
+    b.migrate().await.unwrap();
+    assert_eq!(b.fleet_id().await.unwrap(), id);
+    let (_d2, other) = fresh().await;
+    assert_ne!(
+        other.fleet_id().await.unwrap(),
+        id,
+        "each ledger has its own"
+    );
+}
+
+#[tokio::test]
+async fn dead_items_fail_finish_the_job_and_revive() {
+    let (_dir, store) = fresh().await;
+    let id = store
+        .create_job(JobKind::Listing, "{}", &keys(4))
+        .await
+        .unwrap();
+    let ks = keys(4);
+    store
+        .finish_items(id, &[ItemOutcome::done(&ks[0], None)])
+        .await
+        .unwrap();
+    // The dead task carried items 0..3: only the pending ones change.
+    let n = store
+        .fail_dead_items(id, &ks, "dead letter after 5 attempt(s): boom")
+        .await
+        .unwrap();
+    assert_eq!(n, 3);
+    let st = store.job_status(id).await.unwrap();
+    assert_eq!(
+        st.job.state,
+        JobState::Finished,
+        "nothing pending: finished"
+    );
+    assert_eq!(st.job.counts.failed, 3);
+    assert_eq!(store.dead_items(id).await.unwrap(), ks[1..].to_vec());
+    assert_eq!(store.dead_item_counts().await.unwrap(), vec![(id, 3)]);
+    let revived = store.revive_dead_items(id, &ks).await.unwrap();
+    assert_eq!(revived.len(), 3);
+    let st = store.job_status(id).await.unwrap();
+    assert_eq!(st.job.state, JobState::Running);
+    assert_eq!(st.job.counts.pending, 3);
+    assert!(store.dead_items(id).await.unwrap().is_empty());
 }
 
 #[tokio::test]
@@ -442,6 +525,145 @@ async fn logistics_events_dedup_with_insert_or_ignore() {
     assert_eq!(store.events(Platform::Jd, "1").await.unwrap().len(), 3);
 }
 
+/// Issue 8: an order was marked queried before its trace was stored, so after a failed store
+/// a re-run skipped it as "queried recently" and its events were never stored.
+#[tokio::test]
+async fn record_trace_marks_queried_only_together_with_the_events() {
+    let (dir, store) = fresh().await;
+    let mut o = order("t1", 0, "WAIT_BUYER_CONFIRM_GOODS");
+    o.shop = "shop1".into();
+    o.shipped = true;
+    store
+        .insert_orders(&[OrderRecord {
+            order: o,
+            last_status: None,
+            signed: false,
+            last_queried_at: None,
+        }])
+        .await
+        .unwrap();
+    let trace = vec![
+        LogisticsEvent {
+            event_time: "2026-01-01 10:00:00".into(),
+            status: "已揽收".into(),
+            description: "got".into(),
+        },
+        LogisticsEvent {
+            event_time: "2026-01-02 10:00:00".into(),
+            status: "对方已签收".into(),
+            description: "signed".into(),
+        },
+    ];
+    // The second event fails to store (a real SQLite error, as a full disk would give).
+    let pool = raw(&dir).await;
+    sqlx::query(
+        "CREATE TRIGGER fail_second_event BEFORE INSERT ON logistics_events
+         WHEN NEW.event_time = '2026-01-02 10:00:00'
+         BEGIN SELECT RAISE(ABORT, 'test: event store fails'); END",
+    )
+    .execute(&pool)
+    .await
+    .unwrap();
+    let err = store
+        .record_trace(Platform::Taobao, "t1", &trace, true)
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("event store fails"), "{err}");
+    // Nothing of it stayed: no event, no status, not marked queried, still a candidate.
+    let rec = store
+        .get_order(Platform::Taobao, "t1")
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        (rec.last_queried_at, rec.last_status.as_deref(), rec.signed),
+        (None, None, false)
+    );
+    assert!(store
+        .events(Platform::Taobao, "t1")
+        .await
+        .unwrap()
+        .is_empty());
+    let interval = Duration::from_secs(3600);
+    assert_eq!(
+        store
+            .logistics_candidates(Platform::Taobao, "shop1", interval)
+            .await
+            .unwrap(),
+        vec!["t1".to_string()]
+    );
+    // The re-run stores everything and marks the order, in one go.
+    sqlx::query("DROP TRIGGER fail_second_event")
+        .execute(&pool)
+        .await
+        .unwrap();
+    assert_eq!(
+        store
+            .record_trace(Platform::Taobao, "t1", &trace, true)
+            .await
+            .unwrap(),
+        2
+    );
+    let rec = store
+        .get_order(Platform::Taobao, "t1")
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(rec.last_queried_at.is_some());
+    assert_eq!(rec.last_status.as_deref(), Some("对方已签收"));
+    assert!(rec.signed);
+    assert_eq!(store.events(Platform::Taobao, "t1").await.unwrap(), trace);
+    assert!(store
+        .logistics_candidates(Platform::Taobao, "shop1", interval)
+        .await
+        .unwrap()
+        .is_empty());
+    // A repeat brings nothing new but is still a query.
+    assert_eq!(
+        store
+            .record_trace(Platform::Taobao, "t1", &trace, true)
+            .await
+            .unwrap(),
+        0
+    );
+}
+
+/// Ledger instants are the database's clock in unix milliseconds (`unixepoch('subsec')`).
+#[tokio::test]
+async fn ledger_instants_come_from_the_database_clock() {
+    let (dir, store) = fresh().await;
+    let pool = raw(&dir).await;
+    let db_now = || async {
+        sqlx::query_scalar::<_, i64>("SELECT CAST(unixepoch('subsec') * 1000 AS INTEGER)")
+            .fetch_one(&pool)
+            .await
+            .unwrap()
+    };
+    let before = db_now().await;
+    let ks = keys(2);
+    let id = store.create_job(JobKind::Listing, "{}", &ks).await.unwrap();
+    store
+        .finish_items(
+            id,
+            &[
+                ItemOutcome::done(&ks[0], None),
+                ItemOutcome::done(&ks[1], None),
+            ],
+        )
+        .await
+        .unwrap();
+    let after = db_now().await;
+    let st = store.job_status(id).await.unwrap();
+    let created = st.job.created_at.timestamp_millis();
+    let finished = st.job.finished_at.expect("finished").timestamp_millis();
+    assert!(before <= created && created <= finished && finished <= after);
+    for item in store.items(id, None, 10).await.unwrap() {
+        assert_eq!(item.updated_at.timestamp_millis(), finished);
+    }
+    // Milliseconds, not seconds: within a minute of this host's clock on the same machine.
+    assert!((created - Utc::now().timestamp_millis()).abs() < 60_000);
+}
+
 #[tokio::test]
 async fn logistics_candidates_skip_signed_recent_and_unshipped() {
     let (_dir, store) = fresh().await;
@@ -474,30 +696,48 @@ async fn logistics_candidates_skip_signed_recent_and_unshipped() {
     assert_eq!(seeded, 7);
     let interval = Duration::from_secs(30 * 60);
     let c = store
-        .logistics_candidates(Platform::Taobao, "shop1", interval, now)
+        .logistics_candidates(Platform::Taobao, "shop1", interval)
         .await
         .unwrap();
     assert_eq!(c, vec!["a-never".to_string(), "b-old".to_string()]);
     // Queried now: no longer candidates until the interval passes.
-    assert_eq!(
-        store.mark_queried(Platform::Taobao, &c, now).await.unwrap(),
-        2
-    );
+    assert_eq!(store.mark_queried(Platform::Taobao, &c).await.unwrap(), 2);
     assert!(store
-        .logistics_candidates(Platform::Taobao, "shop1", interval, now)
+        .logistics_candidates(Platform::Taobao, "shop1", interval)
         .await
         .unwrap()
         .is_empty());
-    let later = now + ChronoDuration::minutes(31);
+    // "Now" is the database's: with a 4-minute interval only the order queried 5 minutes ago
+    // is due; with none, every unsigned shipped order is.
     assert_eq!(
         store
-            .logistics_candidates(Platform::Taobao, "shop1", interval, later)
+            .logistics_candidates(Platform::Taobao, "shop1", Duration::from_secs(4 * 60))
+            .await
+            .unwrap(),
+        vec!["c-recent".to_string()]
+    );
+    let later = Duration::ZERO;
+    assert_eq!(
+        store
+            .logistics_candidates(Platform::Taobao, "shop1", later)
             .await
             .unwrap()
             .len(),
         3,
         "a-never, b-old and c-recent are due again"
     );
+    assert!(store
+        .queried_within(Platform::Taobao, "a-never", interval)
+        .await
+        .unwrap());
+    assert!(!store
+        .queried_within(Platform::Taobao, "c-recent", Duration::from_secs(4 * 60))
+        .await
+        .unwrap());
+    assert!(!store
+        .queried_within(Platform::Taobao, "d-signed", interval)
+        .await
+        .unwrap());
     // Signed is final, even if a later trace says otherwise.
     assert!(store
         .set_last_status(Platform::Taobao, "a-never", "对方已签收", true)
@@ -508,7 +748,7 @@ async fn logistics_candidates_skip_signed_recent_and_unshipped() {
         .await
         .unwrap());
     let c = store
-        .logistics_candidates(Platform::Taobao, "shop1", interval, later)
+        .logistics_candidates(Platform::Taobao, "shop1", later)
         .await
         .unwrap();
     assert_eq!(c, vec!["b-old".to_string(), "c-recent".to_string()]);
@@ -760,4 +1000,47 @@ fn db_migrate_command_reports_and_uses_exit_codes() {
     assert_eq!(bad.status.code(), Some(2), "{err}");
     assert!(err.contains("postgres://app:***@db/ledger"), "{err}");
     assert!(!err.contains("hunter2"), "{err}");
+}
+
+/// Issue 8: `enqueue orders --since 0001-01-01 --until 9999-12-31` queued 3.65M tasks. The
+/// window is bounded: exit 2 with what was given and what is allowed, nothing written.
+#[test]
+fn enqueue_orders_refuses_an_unbounded_window() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("client.toml");
+    std::fs::write(
+        &config,
+        "[platforms.taobao]\nendpoint = \"http://127.0.0.1:1/router/rest\"\napp_key = \"k\"\nsecret_env = \"SF_TEST_UNUSED_SECRET\"\n",
+    )
+    .unwrap();
+    let db = dir.path().join("ledger.db");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_syncfleet"))
+        .arg("--config")
+        .arg(&config)
+        .arg("--db")
+        .arg(format!("sqlite://{}", db.display()))
+        .args([
+            "enqueue",
+            "orders",
+            "--platform",
+            "taobao",
+            "--shop",
+            "shop-1",
+            "--since",
+            "0001-01-01",
+            "--until",
+            "9999-12-31",
+        ])
+        .env_remove("SYNCFLEET_CONFIG")
+        .env_remove("SYNCFLEET_REDIS_URL")
+        .env_remove("SYNCFLEET_DB")
+        .output()
+        .expect("run syncfleet");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("9999-12-30 16:00:00 UTC") && err.contains("at most 366 days"),
+        "{err}"
+    );
+    assert!(!db.exists(), "nothing may be written for a refused job");
 }

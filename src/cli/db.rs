@@ -11,6 +11,17 @@ pub enum DbCommand {
     Migrate,
 }
 
+/// A missing ledger or one that is not the fleet's is the operator's input (exit 2).
+impl From<crate::jobs::worker::RuntimeError> for CliError {
+    fn from(e: crate::jobs::worker::RuntimeError) -> Self {
+        if e.is_input_error() {
+            CliError::input(e.to_string())
+        } else {
+            CliError::runtime(e.to_string())
+        }
+    }
+}
+
 /// Bad URLs and duplicate item keys are the caller's input (exit 2); the rest is runtime (1).
 impl From<StoreError> for CliError {
     fn from(e: StoreError) -> Self {

@@ -200,13 +200,8 @@ async fn set(
             }
         }
     };
-    let store = Store::connect(&cli.db)
-        .await
-        .map_err(|e| CliError::runtime(e.to_string()))?;
-    store
-        .migrate()
-        .await
-        .map_err(|e| CliError::runtime(e.to_string()))?;
+    let store = Store::connect_existing(&cli.db).await?;
+    store.migrate().await?;
     let record = GateChange {
         at: chrono::Utc::now(),
         who: who(),

@@ -1,10 +1,12 @@
 //! `enqueue`, `work`, `status`, `reconcile`, `retry`, `report`: the job commands.
 
 use super::{Cli, CliError};
+use crate::config::Config;
 use crate::jobs::producer::{self, EnqueueReport};
 use crate::jobs::queue::Shutdown;
+use crate::jobs::queue::{Queue, QueueOptions};
 use crate::jobs::spec::{read_item_ids, JobSpec};
-use crate::jobs::worker::Runtime;
+use crate::jobs::worker::{embedded_queue_path, Runtime, RuntimeError};
 use crate::platform::{ErrorClass, Platform};
 use crate::store::{JobState, Store};
 use crate::time::{burn_ratio, china_offset, platform_day};
@@ -244,26 +246,65 @@ fn shutdown_on_signal(shutdown: Shutdown) {
     });
 }
 
-/// Trigger `shutdown` once the queue has been empty for `idle`.
-fn shutdown_when_idle(rt: &Runtime, idle: Duration, shutdown: Shutdown) {
+/// Why the queue monitor stopped the worker.
+#[derive(Debug, Clone)]
+enum MonitorStop {
+    /// The queue stayed empty for `--exit-when-idle-s`.
+    Idle,
+    /// The queue was unreachable for `queue.unreachable_exit_s`.
+    Unreachable { for_s: u64, error: String },
+}
+
+/// Watch the queue every half second: trigger `shutdown` once it has been empty for `idle`
+/// (when given), or once it has been unreachable for `unreachable` (when given). An error
+/// never counts as "empty", and never resets the unreachable clock.
+fn monitor_queue(
+    rt: &Runtime,
+    idle: Option<Duration>,
+    unreachable: Option<Duration>,
+    shutdown: Shutdown,
+) -> tokio::task::JoinHandle<Option<MonitorStop>> {
     let queue = rt.queue.clone();
     tokio::spawn(async move {
         let mut empty_since: Option<std::time::Instant> = None;
+        let mut down_since: Option<std::time::Instant> = None;
         loop {
-            tokio::time::sleep(Duration::from_millis(500)).await;
+            tokio::select! {
+                _ = tokio::time::sleep(Duration::from_millis(500)) => {}
+                _ = shutdown.wait() => return None,
+            }
             match queue.len().await {
-                Ok(len) if len.total() == 0 => {
+                Ok(len) => {
+                    down_since = None;
+                    if len.total() > 0 {
+                        empty_since = None;
+                        continue;
+                    }
                     let since = *empty_since.get_or_insert_with(std::time::Instant::now);
-                    if since.elapsed() >= idle {
+                    if idle.is_some_and(|idle| since.elapsed() >= idle) {
                         shutdown.trigger();
-                        return;
+                        return Some(MonitorStop::Idle);
                     }
                 }
-                _ => empty_since = None,
+                Err(e) => {
+                    empty_since = None;
+                    let since = *down_since.get_or_insert_with(std::time::Instant::now);
+                    if let Some(limit) = unreachable.filter(|l| since.elapsed() >= *l) {
+                        tracing::error!(error = %e, "the queue has been unreachable for {} s: stopping", limit.as_secs());
+                        shutdown.trigger();
+                        return Some(MonitorStop::Unreachable {
+                            for_s: limit.as_secs(),
+                            error: e.to_string(),
+                        });
+                    }
+                }
             }
         }
-    });
+    })
 }
+
+/// Time the stop may take beyond the shutdown grace: recording outcomes, acks, give-backs.
+const STOP_MARGIN: Duration = Duration::from_secs(15);
 
 pub async fn work(cli: &Cli, args: &WorkArgs) -> Result<(), CliError> {
     let cfg = cli.load_config()?;
@@ -271,13 +312,10 @@ pub async fn work(cli: &Cli, args: &WorkArgs) -> Result<(), CliError> {
     let gateway = rt.gateway().await?;
     let shutdown = Shutdown::new();
     shutdown_on_signal(shutdown.clone());
-    if args.exit_when_idle_s > 0 {
-        shutdown_when_idle(
-            &rt,
-            Duration::from_secs(args.exit_when_idle_s),
-            shutdown.clone(),
-        );
-    }
+    let idle = (args.exit_when_idle_s > 0).then(|| Duration::from_secs(args.exit_when_idle_s));
+    let unreachable = (rt.cfg.queue.unreachable_exit_s > 0)
+        .then(|| Duration::from_secs(rt.cfg.queue.unreachable_exit_s));
+    let monitor = monitor_queue(&rt, idle, unreachable, shutdown.clone());
     // Probes: in a fleet only the holder of the probe lease runs them. `[probe] interval_s
     // = 0` turns them off (their sample calls would otherwise land in exact call counts).
     let probes = (rt.cfg.probe.interval_s > 0).then(|| {
@@ -289,21 +327,16 @@ pub async fn work(cli: &Cli, args: &WorkArgs) -> Result<(), CliError> {
             async move { probe_stop.wait().await },
         ))
     });
-    // A hung handler must not hold a stopping worker forever: after the signal, in-flight
-    // tasks get one task budget (plus a margin) to finish; past that the process exits and
-    // orphan recovery hands their tasks to another worker, counting the attempt.
-    let grace = Duration::from_millis(rt.cfg.link.task_budget_ms) + Duration::from_secs(10);
+    // After the stop, items already calling get `queue.shutdown_grace_s` to finish and the
+    // rest of every chunk goes back uncharged; the margin covers recording and acks. A
+    // worker still busy past that exits anyway: its tasks are recovered as orphans.
+    let grace = Duration::from_secs(rt.cfg.queue.shutdown_grace_s) + STOP_MARGIN;
     let stopping = shutdown.clone();
     let work = rt.work(gateway, args.concurrency, shutdown);
     tokio::pin!(work);
     let report = tokio::select! {
-        r = &mut work => r,
-        _ = async { stopping.wait().await; tokio::time::sleep(grace).await } => {
-            return Err(CliError::runtime(format!(
-                "in-flight tasks did not finish within {} s of the stop signal; exiting (their tasks will be recovered by another worker)",
-                grace.as_secs()
-            )));
-        }
+        r = &mut work => Some(r),
+        _ = async { stopping.wait().await; tokio::time::sleep(grace).await } => None,
     };
     if let Some(mut p) = probes {
         // Let the probe loop see the stop and release the fleet's probe lease (aborting it
@@ -316,15 +349,24 @@ pub async fn work(cli: &Cli, args: &WorkArgs) -> Result<(), CliError> {
             p.abort();
         }
     }
-    let report = report.map_err(|e| {
-        let msg = format!("{e:#}");
-        // A second embedded worker is refused: an operator error (exit 2), not a crash.
-        if msg.contains("another embedded worker") {
-            CliError::input(msg)
-        } else {
-            CliError::runtime(msg)
-        }
-    })?;
+    let why = if monitor.is_finished() {
+        monitor.await.ok().flatten()
+    } else {
+        monitor.abort();
+        None
+    };
+    if let Some(MonitorStop::Unreachable { for_s, error }) = why {
+        return Err(CliError::runtime(format!(
+            "the queue was unreachable for {for_s} s (queue.unreachable_exit_s): {error}; exiting"
+        )));
+    }
+    let Some(report) = report else {
+        return Err(CliError::runtime(format!(
+            "in-flight tasks did not finish within {} s of the stop signal; exiting (their tasks will be recovered by another worker)",
+            grace.as_secs()
+        )));
+    };
+    let report = report.map_err(|e| CliError::from(RuntimeError::from(e)))?;
     println!(
         "worker {} stopped: {} task(s) done, {} re-queued for later, {} failed, {} dead, {} recovered from dead workers",
         report.worker, report.done, report.retry_after, report.failed, report.dead, report.recovered
@@ -342,7 +384,7 @@ pub struct StatusArgs {
 }
 
 async fn open_store(cli: &Cli) -> Result<Store, CliError> {
-    let store = Store::connect(&cli.db).await.map_err(|e| {
+    let store = Store::connect_existing(&cli.db).await.map_err(|e| {
         if e.is_input_error() {
             CliError::input(e.to_string())
         } else {
@@ -399,13 +441,7 @@ pub async fn status(cli: &Cli, args: &StatusArgs) -> Result<(), CliError> {
         return Ok(());
     };
     loop {
-        let s = store.job_status(job).await.map_err(|e| {
-            if e.to_string().contains("not found") || e.to_string().contains("no job") {
-                CliError::input(format!("no job {job} in {}", store.db_name()))
-            } else {
-                CliError::runtime(e.to_string())
-            }
-        })?;
+        let s = store.job_status(job).await.map_err(CliError::from)?;
         let c = &s.job.counts;
         println!(
             "job {} ({}, {}): {}/{} terminal ({:.1}%) | done {} stale {} failed {} skipped {} pending {} | {:.1} items/s | ETA {}",
@@ -423,11 +459,126 @@ pub async fn status(cli: &Cli, args: &StatusArgs) -> Result<(), CliError> {
             s.rate_per_sec,
             fmt_eta(s.eta())
         );
+        if s.job.state == JobState::Running && c.pending > 0 {
+            if let Some(note) = stranded_note(cli, &store, job).await {
+                println!("{note}");
+            }
+        }
+        let dead = store
+            .dead_item_counts()
+            .await
+            .map_err(|e| CliError::runtime(e.to_string()))?
+            .into_iter()
+            .find_map(|(j, n)| (j == job).then_some(n))
+            .unwrap_or(0);
+        if dead > 0 {
+            println!(
+                "{dead} item(s) failed as dead letters (their task exhausted its attempts): `syncfleet dead` shows why, `syncfleet dead --requeue --job {job}` runs them again"
+            );
+        }
         if !args.follow || s.job.state == JobState::Finished {
             return Ok(());
         }
         tokio::time::sleep(Duration::from_secs(2)).await;
     }
+}
+
+/// "N pending items have no task": the job would wait forever without a `reconcile`.
+/// Needs the config (queue name) and the queue; without them the check is skipped.
+async fn stranded_note(cli: &Cli, store: &Store, job: i64) -> Option<String> {
+    let cfg = Config::load(&cli.config).ok()?;
+    let queue = Queue::open(
+        cli.redis.as_deref(),
+        &embedded_queue_path(&cli.db),
+        QueueOptions::from_config(&cfg.queue),
+    )
+    .await
+    .ok()?;
+    let stranded = producer::uncovered_pending(store, &queue, job).await.ok()?;
+    (!stranded.is_empty()).then(|| {
+        format!(
+            "warning: {} pending item(s) have no task in the queue (a lost queue, or a producer stopped before its push): run `syncfleet reconcile {job}`",
+            stranded.len()
+        )
+    })
+}
+
+#[derive(Debug, Args)]
+pub struct DeadArgs {
+    /// Only this job's dead letters.
+    #[arg(long)]
+    pub job: Option<i64>,
+    /// Put the dead letters' items back to pending and push them again (and remove the
+    /// dead entries). Fix the cause first: they failed on every attempt.
+    #[arg(long)]
+    pub requeue: bool,
+    /// Dead entries listed at most.
+    #[arg(long, default_value_t = 50)]
+    pub limit: usize,
+}
+
+/// `syncfleet dead`: the tasks that exhausted their attempts, and their items.
+pub async fn dead(cli: &Cli, args: &DeadArgs) -> Result<(), CliError> {
+    let cfg = cli.load_config()?;
+    let chunk = cfg.queue.chunk_size;
+    let rt = Runtime::open(cfg, &cli.db, cli.redis.as_deref()).await?;
+    if args.requeue {
+        let r = producer::requeue_dead(&rt.store, &rt.queue, args.job, chunk).await?;
+        println!(
+            "{} dead item(s) pending again in {} task(s); {} dead entr{} removed",
+            r.items,
+            r.tasks,
+            r.entries,
+            if r.entries == 1 { "y" } else { "ies" }
+        );
+        return Ok(());
+    }
+    let entries: Vec<_> = rt
+        .queue
+        .dead_entries(args.limit.max(1))
+        .await
+        .map_err(|e| CliError::runtime(e.to_string()))?
+        .into_iter()
+        .filter(|e| {
+            args.job
+                .is_none_or(|j| e.task.as_ref().is_some_and(|t| t.job_id == j))
+        })
+        .collect();
+    let counts = rt
+        .store
+        .dead_item_counts()
+        .await
+        .map_err(|e| CliError::runtime(e.to_string()))?;
+    if entries.is_empty() && counts.is_empty() {
+        println!("no dead letters");
+        return Ok(());
+    }
+    if !entries.is_empty() {
+        println!(
+            "{:<20}  {:>6}  {:>6}  {:>6}  {:>8}  error",
+            "entry", "job", "chunk", "items", "attempts"
+        );
+    }
+    for e in &entries {
+        let (job, chunk, items) = e
+            .task
+            .as_ref()
+            .map_or(("?".to_string(), "?".to_string(), 0), |t| {
+                (t.job_id.to_string(), t.chunk.to_string(), t.keys.len())
+            });
+        println!(
+            "{:<20}  {:>6}  {:>6}  {:>6}  {:>8}  {}",
+            e.id, job, chunk, items, e.attempts, e.error
+        );
+    }
+    for (job, n) in counts
+        .iter()
+        .filter(|(j, _)| args.job.is_none_or(|want| want == *j))
+    {
+        println!("job {job}: {n} item(s) failed as dead letters");
+    }
+    println!("run them again: syncfleet dead --requeue [--job N]");
+    Ok(())
 }
 
 #[derive(Debug, Args)]
@@ -441,7 +592,7 @@ pub async fn reconcile(cli: &Cli, args: &ReconcileArgs) -> Result<(), CliError> 
     let rt = Runtime::open(cfg, &cli.db, cli.redis.as_deref()).await?;
     let r = producer::reconcile(&rt.store, &rt.queue, args.job, chunk).await?;
     println!(
-        "job {}: re-pushed {} unfinished item(s) in {} task(s)",
+        "job {}: re-pushed {} unfinished item(s) that no live task carries, in {} task(s)",
         r.job_id, r.items, r.tasks
     );
     Ok(())

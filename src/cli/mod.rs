@@ -63,10 +63,14 @@ pub enum Command {
     Status(jobs::StatusArgs),
     /// The calls ledger of a day: calls vs useful data per API, useful-call ratio, burn ratio.
     Report(jobs::ReportArgs),
-    /// Re-push the items the ledger says are unfinished (after a lost queue).
+    /// Re-push the items the ledger says are unfinished and no live task carries (after a
+    /// lost queue, or a producer stopped between the ledger and the push).
     Reconcile(jobs::ReconcileArgs),
     /// Put a job's items that failed with one error class back to pending and push them.
     Retry(jobs::RetryArgs),
+    /// Dead letters: tasks that exhausted their attempts (their items end `failed` with
+    /// class `dead`); `--requeue` runs them again.
+    Dead(jobs::DeadArgs),
     /// Fleet-wide gates: show their state, or set a rate at run time.
     #[command(subcommand)]
     Gate(gate::GateCommand),
@@ -142,6 +146,7 @@ pub async fn run(cli: Cli) -> Result<(), CliError> {
         Command::Status(a) => jobs::status(&cli, a).await,
         Command::Reconcile(a) => jobs::reconcile(&cli, a).await,
         Command::Retry(a) => jobs::retry(&cli, a).await,
+        Command::Dead(a) => jobs::dead(&cli, a).await,
         Command::Report(a) => jobs::report(&cli, a).await,
         Command::Sim(args) => sim::run(args).await,
     }

@@ -140,7 +140,7 @@ pub async fn run(
     let cfg = client_config(&sim, limit, &opts.dir)?;
     let ledger = opts.dir.join("ledger.db");
     let db_url = format!("sqlite://{}", ledger.display());
-    let rt = Runtime::open(cfg, &db_url, None).await?;
+    let rt = Runtime::create(cfg, &db_url, None).await?;
     let gateway = sim_gateway(&rt.cfg, &sim_cfg, &rt.store, Gates::embedded(&rt.cfg), None)?;
 
     let keys: Vec<String> = (1..=opts.items).map(|i| i.to_string()).collect();

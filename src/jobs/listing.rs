@@ -1,7 +1,7 @@
 //! Listing: `item_get` on the source platform (a read: cacheable, may degrade to stale),
 //! then `item_add` on the target (a write with idempotency key `out_request_id = job:item`).
 
-use super::runner::{ItemRun, JobRunner, Useful};
+use super::runner::{ItemRun, JobRunner, Stop, Useful};
 use crate::platform::model::{ApiRequest, ApiResponse, Item};
 use crate::platform::{Api, ErrorClass, Platform};
 use crate::store::ItemOutcome;
@@ -10,7 +10,9 @@ use futures::StreamExt;
 /// Run the pending items of one chunk, [`super::runner::ITEM_PARALLELISM`] at a time; yields
 /// each item's outcome as it finishes. An item starts only with a permit of `unrecorded`
 /// (the runner returns permits as it records outcomes); a closed semaphore ends the chunk
-/// without calling (the outcomes yielded then are discarded).
+/// without calling (the outcomes yielded then are discarded). Once `stop` says so, items
+/// not started are handed back without calling, and items still calling when it expires
+/// are abandoned (their write, if it went out, repeats with the same idempotency key).
 pub(crate) fn stream_chunk<'a>(
     runner: &'a JobRunner,
     job_id: i64,
@@ -18,15 +20,20 @@ pub(crate) fn stream_chunk<'a>(
     keys: &'a [String],
     useful: &'a Useful,
     unrecorded: &'a tokio::sync::Semaphore,
+    stop: &'a Stop,
 ) -> impl futures::Stream<Item = (String, ItemRun)> + 'a {
     futures::stream::iter(keys.iter().cloned())
         .map(move |key| async move {
+            let handed_back = ItemRun::Later(std::time::Duration::ZERO);
             let run = match unrecorded.acquire().await {
+                Ok(_) if stop.refuses_new_items() => handed_back,
                 Ok(permit) => {
                     permit.forget();
-                    list_one(runner, job_id, from, to, &key, useful).await
+                    stop.cut_short(list_one(runner, job_id, from, to, &key, useful))
+                        .await
+                        .unwrap_or(handed_back)
                 }
-                Err(_) => ItemRun::Later(std::time::Duration::ZERO),
+                Err(_) => handed_back,
             };
             (key, run)
         })

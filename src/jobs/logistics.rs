@@ -1,12 +1,13 @@
 //! Logistics: one `logistics_trace` call per shipped order that is not signed and was not
 //! queried within the minimum interval. Events are stored with INSERT OR IGNORE, so only new
-//! steps count as useful data; a signed parcel is never queried again.
+//! steps count as useful data; a signed parcel is never queried again. An order is marked
+//! queried in the same transaction that stores its trace, so a trace that failed to store is
+//! queried again by the next run instead of being skipped as "queried recently".
 
 use super::runner::{ledger_write, ItemRun, JobRunner, Useful};
 use crate::platform::model::{ApiRequest, ApiResponse};
 use crate::platform::{Api, ErrorClass, Platform};
 use crate::store::{ItemOutcome, LogisticsEvent};
-use chrono::Utc;
 use futures::StreamExt;
 use std::time::Duration;
 
@@ -17,7 +18,6 @@ pub(crate) async fn run_chunk(
     useful: &Useful,
 ) -> Result<Vec<(String, ItemRun)>, String> {
     let min_interval = Duration::from_secs(runner.cfg.jobs.logistics_min_interval_s);
-    let now = Utc::now();
     let mut to_call = Vec::with_capacity(keys.len());
     let mut out = Vec::with_capacity(keys.len());
     // Cut before calling: the ledger may have learned since the enqueue that an order is
@@ -33,13 +33,15 @@ pub(crate) async fn run_chunk(
             // Unshipped or already received (e.g. TRADE_FINISHED): no parcel to follow. The
             // candidates query filters these, but a job's keys may be older than the ledger.
             Some(o) if !o.order.shipped => Some("not shipped or received"),
+            // "Recently" on the database's clock, which stamped `last_queried_at` (hosts'
+            // clocks disagree).
             Some(o)
-                if o.last_queried_at.is_some_and(|t| {
-                    (now - t)
-                        .to_std()
-                        .map(|age| age < min_interval)
-                        .unwrap_or(true)
-                }) =>
+                if o.last_queried_at.is_some()
+                    && runner
+                        .store
+                        .queried_within(platform, key, min_interval)
+                        .await
+                        .map_err(|e| e.to_string())? =>
             {
                 Some("queried recently")
             }
@@ -53,6 +55,7 @@ pub(crate) async fn run_chunk(
             None => to_call.push(key.clone()),
         }
     }
+    // Each trace marks its order queried when (and only when) it is stored: see trace_one.
     let traced: Vec<(String, ItemRun)> = futures::stream::iter(to_call)
         .map(|key| async move {
             let run = trace_one(runner, platform, &key, useful).await;
@@ -61,18 +64,6 @@ pub(crate) async fn run_chunk(
         .buffer_unordered(super::runner::ITEM_PARALLELISM)
         .collect()
         .await;
-    let queried: Vec<String> = traced
-        .iter()
-        .filter(|(_, r)| matches!(r, ItemRun::Outcome(_)))
-        .map(|(k, _)| k.clone())
-        .collect();
-    if !queried.is_empty() {
-        let now = Utc::now();
-        ledger_write("mark_queried", || {
-            runner.store.mark_queried(platform, &queried, now)
-        })
-        .await?;
-    }
     out.extend(traced);
     Ok(out)
 }
@@ -109,21 +100,13 @@ async fn trace_one(runner: &JobRunner, platform: Platform, key: &str, useful: &U
             description: e.description.clone(),
         })
         .collect();
-    let stored = async {
-        let new = ledger_write("insert_events", || {
-            runner.store.insert_events(platform, key, &events)
-        })
-        .await?;
-        if let Some(last) = trace.events.last() {
-            ledger_write("set_last_status", || {
-                runner
-                    .store
-                    .set_last_status(platform, key, &last.status, trace.signed)
-            })
-            .await?;
-        }
-        Ok::<u64, String>(new)
-    }
+    // Events, last status and the "queried" mark in one transaction: a failure leaves the
+    // order as it was (un-marked), so the item's re-run queries it again.
+    let stored = ledger_write("record_trace", || {
+        runner
+            .store
+            .record_trace(platform, key, &events, trace.signed)
+    })
     .await;
     match stored {
         Ok(new) => {
@@ -136,6 +119,10 @@ async fn trace_one(runner: &JobRunner, platform: Platform, key: &str, useful: &U
                 None => ItemRun::Outcome(ItemOutcome::done(key, Some(result))),
             }
         }
-        Err(e) => ItemRun::Outcome(ItemOutcome::attempted(key, ErrorClass::Retry, e)),
+        Err(e) => ItemRun::Outcome(ItemOutcome::attempted(
+            key,
+            ErrorClass::Retry,
+            e.to_string(),
+        )),
     }
 }

@@ -8,5 +8,6 @@ pub mod orders;
 pub mod producer;
 pub mod queue;
 pub mod runner;
+pub mod secrets;
 pub mod spec;
 pub mod worker;

@@ -141,7 +141,13 @@ async fn sync_slice(
         .await;
         let n = match upsert {
             Ok(n) => n,
-            Err(e) => return ItemRun::Outcome(ItemOutcome::attempted(key, ErrorClass::Retry, e)),
+            Err(e) => {
+                return ItemRun::Outcome(ItemOutcome::attempted(
+                    key,
+                    ErrorClass::Retry,
+                    e.to_string(),
+                ))
+            }
         };
         changed += n;
         if n > 0 {

@@ -8,7 +8,7 @@ use super::spec::{JobKind, JobSpec};
 use crate::config::Config;
 use crate::platform::ErrorClass;
 use crate::store::Store;
-use chrono::Utc;
+use std::collections::HashSet;
 use std::time::Duration;
 
 /// What an enqueue did.
@@ -37,9 +37,7 @@ pub async fn item_keys(
         }
         JobSpec::Logistics { platform, shop } => {
             let min = Duration::from_secs(cfg.jobs.logistics_min_interval_s);
-            store
-                .logistics_candidates(*platform, shop, min, Utc::now())
-                .await?
+            store.logistics_candidates(*platform, shop, min).await?
         }
     })
 }
@@ -93,9 +91,31 @@ pub fn chunk_tasks(job_id: i64, kind: JobKind, keys: &[String], chunk_size: usiz
         .collect()
 }
 
-/// Re-push every item the ledger says is unfinished: a lost queue (flushed Redis, deleted
-/// queue file) loses no work. Items already queued run at most once more, harmlessly: the
-/// handler skips items the ledger shows terminal.
+/// The job's pending items that no live task (ready, in flight or delayed) carries: what
+/// is stranded (a lost queue, a producer killed between the ledger and the push, a dead
+/// task whose items could not be marked). In `seq` order.
+pub async fn uncovered_pending(
+    store: &Store,
+    queue: &Queue,
+    job_id: i64,
+) -> anyhow::Result<Vec<String>> {
+    let live = queue.live_tasks().await?;
+    let covered: HashSet<&str> = live
+        .iter()
+        .filter(|t| t.job_id == job_id)
+        .flat_map(|t| t.keys.iter().map(String::as_str))
+        .collect();
+    Ok(store
+        .pending_keys(job_id)
+        .await?
+        .into_iter()
+        .filter(|k| !covered.contains(k.as_str()))
+        .collect())
+}
+
+/// Re-push the items the ledger says are unfinished and no live task carries: a lost queue
+/// (flushed Redis, deleted queue file) loses no work, and items in flight or delayed are
+/// not pushed a second time.
 pub async fn reconcile(
     store: &Store,
     queue: &Queue,
@@ -103,7 +123,7 @@ pub async fn reconcile(
     chunk_size: usize,
 ) -> anyhow::Result<EnqueueReport> {
     let status = store.job_status(job_id).await?;
-    let keys = store.pending_keys(job_id).await?;
+    let keys = uncovered_pending(store, queue, job_id).await?;
     let tasks = chunk_tasks(job_id, status.job.kind, &keys, chunk_size);
     queue.push_bulk(&tasks).await?;
     Ok(EnqueueReport {
@@ -111,6 +131,79 @@ pub async fn reconcile(
         items: keys.len(),
         tasks: tasks.len(),
     })
+}
+
+/// What `dead --requeue` did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RequeueReport {
+    /// Items put back to pending and pushed.
+    pub items: usize,
+    pub tasks: usize,
+    /// Dead-letter entries removed from the queue.
+    pub entries: usize,
+}
+
+/// Run dead letters again: the items of `job` (or of every job) that failed as dead letters
+/// go back to pending and are pushed as fresh tasks, and the queue's dead entries of those
+/// jobs are removed (pushed first, removed after: a failure in between duplicates a task,
+/// harmlessly, and never loses one).
+pub async fn requeue_dead(
+    store: &Store,
+    queue: &Queue,
+    job: Option<i64>,
+    chunk_size: usize,
+) -> anyhow::Result<RequeueReport> {
+    let mut report = RequeueReport::default();
+    let entries = queue.dead_entries(usize::MAX >> 1).await?;
+    let mut jobs: Vec<i64> = store
+        .dead_item_counts()
+        .await?
+        .into_iter()
+        .map(|(j, _)| j)
+        .chain(
+            entries
+                .iter()
+                .filter_map(|e| e.task.as_ref().map(|t| t.job_id)),
+        )
+        .filter(|j| job.is_none_or(|want| want == *j))
+        .collect();
+    jobs.sort_unstable();
+    jobs.dedup();
+    let mut pushed: HashSet<(i64, String)> = HashSet::new();
+    for job_id in &jobs {
+        let status = store.job_status(*job_id).await?;
+        let keys = store.dead_items(*job_id).await?;
+        let revived = store.revive_dead_items(*job_id, &keys).await?;
+        pushed.extend(revived.iter().map(|k| (*job_id, k.clone())));
+        let tasks = chunk_tasks(*job_id, status.job.kind, &revived, chunk_size);
+        queue.push_bulk(&tasks).await?;
+        report.items += revived.len();
+        report.tasks += tasks.len();
+    }
+    for e in entries {
+        let Some(task) = &e.task else { continue };
+        if !jobs.contains(&task.job_id) {
+            continue;
+        }
+        // Items the dead hook could not mark are still pending: run them too.
+        let pending: Vec<String> = store
+            .items_to_run(task.job_id, &task.keys)
+            .await?
+            .into_iter()
+            .filter(|k| !pushed.contains(&(task.job_id, k.clone())))
+            .collect();
+        let again = (!pending.is_empty()).then(|| TaskMsg {
+            keys: pending,
+            ..task.clone()
+        });
+        if let Some(t) = &again {
+            report.items += t.keys.len();
+            report.tasks += 1;
+        }
+        queue.requeue_dead(&e.id, again.as_ref()).await?;
+        report.entries += 1;
+    }
+    Ok(report)
 }
 
 /// Put a job's items that failed with `class` back to pending and push them again.

@@ -4,14 +4,19 @@
 //! retries, limits or timeouts. It reads the ledger to skip items already terminal (so a
 //! re-delivered task is harmless), records each item's outcome, and when the link layer
 //! says "not now" (Slow, pause, a reservation beyond the wait limit, an open breaker) it
-//! re-queues the rest of the chunk for that time without consuming a task attempt.
+//! re-queues the task for that time without consuming a task attempt: the re-run does only
+//! what the ledger still shows pending. Transient failures (class `retry`) go back the same
+//! way with backoff for `jobs.item_retry_rounds` rounds before an item ends `failed`.
+//! When the worker stops (SIGTERM) no new item starts, items already calling get the
+//! shutdown grace, and the rest go back uncharged (docs/design.md, "Scale-in").
 
-use super::queue::{Queue, TaskCtx, TaskMsg, TaskResult};
+use super::queue::DeadHook;
+use super::queue::{TaskCtx, TaskMsg, TaskResult};
 use super::spec::JobSpec;
 use super::{listing, logistics, orders};
 use crate::config::Config;
-use crate::link::gateway::{CallContext, Gateway, LinkError};
-use crate::platform::{Api, Platform};
+use crate::link::gateway::{CallContext, Gateway, LinkError, LinkErrorKind};
+use crate::platform::{Api, ErrorClass, Platform};
 use crate::store::{CallClass, CallRecord, ItemOutcome, ItemStatus, Store, StoreError};
 use chrono::Utc;
 use futures::StreamExt;
@@ -29,16 +34,40 @@ pub(crate) enum ItemRun {
     Outcome(ItemOutcome),
     /// Not now: re-queue the item after this long (no attempt consumed).
     Later(Duration),
+    /// A transient failure (the failed outcome it would end with): run it again after a
+    /// backoff while the item has retry rounds left, else record the failure.
+    Again(ItemOutcome),
 }
 
+/// "Not now" for a platform whose secret this worker lacks: another worker may have it.
+const MISSING_SECRET_RETRY: Duration = Duration::from_secs(60);
+
 impl ItemRun {
-    /// Map a link error: "not now" errors re-queue, the rest fail the item with their class.
+    /// Map a link error: "not now" errors re-queue, transient ones (class `retry`) run
+    /// again within the item's retry rounds, the rest fail the item with their class.
     pub(crate) fn from_link_error(key: &str, e: &LinkError) -> ItemRun {
-        match e.retry_at {
-            Some(after) => ItemRun::Later(after),
-            None => ItemRun::Outcome(ItemOutcome::failed(key, e.class, e.to_string())),
+        if let Some(after) = e.retry_at {
+            return ItemRun::Later(after);
+        }
+        if e.kind == LinkErrorKind::MissingSecret {
+            tracing::error!(error = %e, "this worker cannot call the platform: handing the item back");
+            return ItemRun::Later(MISSING_SECRET_RETRY);
+        }
+        let failed = ItemOutcome::failed(key, e.class, e.to_string());
+        match e.class {
+            ErrorClass::Retry => ItemRun::Again(failed),
+            _ => ItemRun::Outcome(failed),
         }
     }
+}
+
+/// Backoff before an item's next transient-retry round (`round` counts from 0): doubling
+/// from 1 s, capped at 30 s, with full jitter so a burst of failures does not come back
+/// at once.
+pub(crate) fn item_retry_backoff(round: u32) -> Duration {
+    let cap = Duration::from_secs(1u64 << round.min(5)).min(Duration::from_secs(30));
+    let ms = u64::try_from(cap.as_millis()).unwrap_or(u64::MAX);
+    Duration::from_millis(ms / 2 + rand::random::<u64>() % (ms / 2 + 1))
 }
 
 /// Useful-call tally of one task, written to the calls ledger once per task.
@@ -77,6 +106,8 @@ impl Useful {
 struct Tally {
     /// Items attempted but left pending (a ledger write of the handler failed).
     unfinished: usize,
+    /// Pending outcomes of the group being recorded that are retry rounds, not unfinished.
+    retried: usize,
     /// Items to re-queue ("not now"), and after how long.
     later_keys: Vec<String>,
     later_by: Duration,
@@ -94,18 +125,16 @@ pub(crate) const UNRECORDED_MAX: usize = 2 * ITEM_PARALLELISM;
 pub struct JobRunner {
     pub(crate) store: Store,
     pub(crate) gateway: Gateway,
-    pub(crate) queue: Queue,
     pub(crate) cfg: Arc<Config>,
     /// Specs are immutable once a job exists: read each once per process.
     specs: Mutex<HashMap<i64, Arc<JobSpec>>>,
 }
 
 impl JobRunner {
-    pub fn new(store: Store, gateway: Gateway, queue: Queue, cfg: Arc<Config>) -> JobRunner {
+    pub fn new(store: Store, gateway: Gateway, cfg: Arc<Config>) -> JobRunner {
         JobRunner {
             store,
             gateway,
-            queue,
             cfg,
             specs: Mutex::new(HashMap::new()),
         }
@@ -120,17 +149,13 @@ impl JobRunner {
         CallContext::for_task(&self.cfg.link)
     }
 
-    async fn spec(&self, job_id: i64) -> Result<Arc<JobSpec>, String> {
+    async fn spec(&self, job_id: i64) -> Result<Arc<JobSpec>, TaskError> {
         if let Some(s) = self.specs.lock().ok().and_then(|m| m.get(&job_id).cloned()) {
             return Ok(s);
         }
-        let status = self
-            .store
-            .job_status(job_id)
-            .await
-            .map_err(|e| e.to_string())?;
+        let status = self.store.job_status(job_id).await?;
         let spec: JobSpec = serde_json::from_str(&status.spec)
-            .map_err(|e| format!("job {job_id}: unreadable spec in the ledger: {e}"))?;
+            .map_err(|e| TaskError::Spec { job_id, source: e })?;
         let spec = Arc::new(spec);
         if let Ok(mut m) = self.specs.lock() {
             m.insert(job_id, spec.clone());
@@ -139,18 +164,28 @@ impl JobRunner {
     }
 
     /// Run one task. Failures of the ledger or queue count an attempt (the task is retried);
-    /// platform failures are item outcomes, recorded in the ledger.
+    /// platform failures are item outcomes, recorded in the ledger. A task of a job this
+    /// ledger does not know is handed back, never burned: the worker was given another
+    /// ledger than the fleet's, or the job was deleted.
     pub async fn run_task(&self, task: TaskMsg, ctx: TaskCtx) -> TaskResult {
         match self.try_run_task(&task, &ctx).await {
             Ok(result) => result,
-            Err(message) => {
+            Err(TaskError::Ledger(StoreError::JobNotFound { db, job_id })) => {
+                tracing::error!(
+                    job = job_id,
+                    chunk = task.chunk,
+                    "the ledger {db} has no job {job_id}: handing the task back (is this worker's --db the fleet's ledger?)"
+                );
+                TaskResult::RetryAfter(UNKNOWN_JOB_RETRY)
+            }
+            Err(e) => {
                 tracing::warn!(
                     job = task.job_id,
                     chunk = task.chunk,
                     attempt = ctx.attempt,
-                    "task failed: {message}"
+                    "task failed: {e}"
                 );
-                TaskResult::Failed(message)
+                TaskResult::Failed(e.to_string())
             }
         }
     }
@@ -162,14 +197,41 @@ impl JobRunner {
         job_id: i64,
         runs: Vec<(String, ItemRun)>,
         tally: &mut Tally,
-    ) -> Result<(), String> {
+    ) -> Result<(), TaskError> {
         let mut outcomes = Vec::with_capacity(runs.len());
+        let mut again = Vec::new();
         for (key, run) in runs {
             match run {
                 ItemRun::Outcome(o) => outcomes.push(o),
                 ItemRun::Later(after) => {
                     tally.later_by = tally.later_by.max(after);
                     tally.later_keys.push(key);
+                }
+                ItemRun::Again(failed) => again.push(failed),
+            }
+        }
+        if !again.is_empty() {
+            let keys: Vec<String> = again.iter().map(|o| o.key.clone()).collect();
+            let rounds: HashMap<String, u32> =
+                ledger_write("item_attempts", || self.store.item_attempts(job_id, &keys))
+                    .await?
+                    .into_iter()
+                    .collect();
+            let allowed = self.cfg.jobs.item_retry_rounds;
+            for failed in again {
+                let round = rounds.get(&failed.key).copied().unwrap_or(0);
+                if round < allowed {
+                    // Pending with attempts + 1: the re-run finds it and counts the round.
+                    let after = item_retry_backoff(round);
+                    tally.later_by = tally.later_by.max(after);
+                    tally.later_keys.push(failed.key.clone());
+                    outcomes.push(ItemOutcome {
+                        status: ItemStatus::Pending,
+                        ..failed
+                    });
+                    tally.retried += 1;
+                } else {
+                    outcomes.push(failed);
                 }
             }
         }
@@ -179,7 +241,9 @@ impl JobRunner {
         tally.unfinished += outcomes
             .iter()
             .filter(|o| o.status == ItemStatus::Pending)
-            .count();
+            .count()
+            - tally.retried;
+        tally.retried = 0;
         let report = ledger_write("finish_items", || {
             self.store.finish_items(job_id, &outcomes)
         })
@@ -190,22 +254,52 @@ impl JobRunner {
         Ok(())
     }
 
-    async fn try_run_task(&self, task: &TaskMsg, _ctx: &TaskCtx) -> Result<TaskResult, String> {
+    /// Told by the queue about a task that went to the dead-letter stream: its items still
+    /// pending end `failed` with class `dead`, so the job finishes and SQL says why;
+    /// `syncfleet dead --requeue` puts them back.
+    pub fn dead_hook(&self) -> DeadHook {
+        let store = self.store.clone();
+        Arc::new(move |task: TaskMsg, attempts: u32, error: String| {
+            let store = store.clone();
+            Box::pin(async move {
+                let message = format!("dead letter after {attempts} attempt(s): {error}");
+                match ledger_write("fail_dead_items", || {
+                    store.fail_dead_items(task.job_id, &task.keys, &message)
+                })
+                .await
+                {
+                    Ok(n) => tracing::warn!(
+                        job = task.job_id,
+                        chunk = task.chunk,
+                        items = n,
+                        "task dead: its pending items are failed with class `dead` (syncfleet dead --requeue puts them back)"
+                    ),
+                    Err(e) => tracing::error!(
+                        job = task.job_id,
+                        chunk = task.chunk,
+                        error = %e,
+                        "task dead and its items could not be marked: `syncfleet status` shows them pending with no task; run `syncfleet reconcile`"
+                    ),
+                }
+            })
+        })
+    }
+
+    async fn try_run_task(&self, task: &TaskMsg, ctx: &TaskCtx) -> Result<TaskResult, TaskError> {
+        let stop = Stop::new(ctx, Duration::from_secs(self.cfg.queue.shutdown_grace_s));
+        if stop.refuses_new_items() {
+            return Ok(TaskResult::RetryAfter(HAND_BACK_DELAY));
+        }
         let spec = self.spec(task.job_id).await?;
         if spec.kind().as_str() != task.kind {
-            return Err(format!(
-                "task kind `{}` does not match job {} ({})",
-                task.kind,
-                task.job_id,
-                spec.kind()
-            ));
+            return Err(TaskError::KindMismatch {
+                task_kind: task.kind.clone(),
+                job_id: task.job_id,
+                job_kind: spec.kind().as_str(),
+            });
         }
         // A re-delivered task does only what the ledger still shows pending.
-        let keys = self
-            .store
-            .items_to_run(task.job_id, &task.keys)
-            .await
-            .map_err(|e| e.to_string())?;
+        let keys = self.store.items_to_run(task.job_id, &task.keys).await?;
         if keys.is_empty() {
             return Ok(TaskResult::Done);
         }
@@ -231,6 +325,7 @@ impl JobRunner {
                         &keys,
                         &useful,
                         &unrecorded,
+                        &stop,
                     );
                     futures::pin_mut!(runs);
                     while let Some(run) = runs.next().await {
@@ -274,11 +369,18 @@ impl JobRunner {
                 recorded?;
             }
             JobSpec::Orders { platform, shop, .. } => {
-                let runs = orders::run_chunk(self, *platform, shop, &keys, &useful).await;
+                let run = orders::run_chunk(self, *platform, shop, &keys, &useful);
+                let Some(runs) = stop.cut_short(run).await else {
+                    return Ok(TaskResult::RetryAfter(HAND_BACK_DELAY));
+                };
                 self.record(task.job_id, runs, &mut tally).await?;
             }
             JobSpec::Logistics { platform, .. } => {
-                let runs = logistics::run_chunk(self, *platform, &keys, &useful).await?;
+                let run = logistics::run_chunk(self, *platform, &keys, &useful);
+                let Some(runs) = stop.cut_short(run).await else {
+                    return Ok(TaskResult::RetryAfter(HAND_BACK_DELAY));
+                };
+                let runs = runs.map_err(TaskError::Handler)?;
                 self.record(task.job_id, runs, &mut tally).await?;
             }
         }
@@ -286,6 +388,7 @@ impl JobRunner {
             unfinished,
             later_keys,
             later_by,
+            ..
         } = tally;
         let records = useful.records();
         if !records.is_empty() {
@@ -300,35 +403,99 @@ impl JobRunner {
                 );
             }
         }
+        if unfinished > 0 {
+            // An attempt that left items pending (a ledger write of the handler failed):
+            // the task must run again (every pending item of it, deferred ones included),
+            // or those items would wait for a reconcile.
+            return Err(TaskError::Unfinished(unfinished));
+        }
         if !later_keys.is_empty() {
-            // A fresh task for the rest of the chunk: the gate's retry-at time, no attempt used.
-            let rest = TaskMsg {
-                job_id: task.job_id,
-                kind: task.kind.clone(),
-                chunk: task.chunk,
-                keys: later_keys,
-            };
-            let delay = later_by.max(Duration::from_millis(50));
-            self.queue
-                .push_delayed(&rest, delay)
-                .await
-                .map_err(|e| e.to_string())?;
+            // The same task again after the gate's retry-at time (or the retry backoff), no
+            // attempt used: the re-run does only the items the ledger still shows pending.
+            let delay = later_by.max(HAND_BACK_DELAY);
             tracing::debug!(
                 job = task.job_id,
                 chunk = task.chunk,
-                items = rest.keys.len(),
+                items = later_keys.len(),
                 delay_ms = delay.as_millis() as u64,
                 "re-queued the rest of the chunk"
             );
-        }
-        if unfinished > 0 {
-            // An attempt that left items pending (a ledger write of the handler failed):
-            // the task must run again, or those items would wait for a reconcile.
-            return Ok(TaskResult::Failed(format!(
-                "{unfinished} item(s) attempted but not finished"
-            )));
+            return Ok(TaskResult::RetryAfter(delay));
         }
         Ok(TaskResult::Done)
+    }
+}
+
+/// Why a task run failed (it counts an attempt, except [`StoreError::JobNotFound`]).
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum TaskError {
+    #[error(transparent)]
+    Ledger(#[from] StoreError),
+    #[error("job {job_id}: unreadable spec in the ledger: {source}")]
+    Spec {
+        job_id: i64,
+        #[source]
+        source: serde_json::Error,
+    },
+    #[error("task kind `{task_kind}` does not match job {job_id} ({job_kind})")]
+    KindMismatch {
+        task_kind: String,
+        job_id: i64,
+        job_kind: &'static str,
+    },
+    #[error("{0}")]
+    Handler(String),
+    #[error("{0} item(s) attempted but not finished")]
+    Unfinished(usize),
+}
+
+/// How soon a handed-back task (worker stopping, items deferred) may run again.
+const HAND_BACK_DELAY: Duration = Duration::from_millis(50);
+/// How soon a task of a job the ledger does not know comes back.
+const UNKNOWN_JOB_RETRY: Duration = Duration::from_secs(60);
+
+/// When a task must stop calling: the worker is stopping (no new item; items already
+/// calling get `grace`) or the task's claim is gone (stop at once).
+pub(crate) struct Stop {
+    stopping: crate::jobs::queue::Shutdown,
+    lease_lost: crate::jobs::queue::Shutdown,
+    grace: Duration,
+}
+
+impl Stop {
+    fn new(ctx: &TaskCtx, grace: Duration) -> Stop {
+        Stop {
+            stopping: ctx.stopping.clone(),
+            lease_lost: ctx.lease_lost.clone(),
+            grace,
+        }
+    }
+
+    /// No new item may start.
+    pub(crate) fn refuses_new_items(&self) -> bool {
+        self.stopping.is_triggered() || self.lease_lost.is_triggered()
+    }
+
+    /// Resolves when running items must be abandoned.
+    pub(crate) async fn expired(&self) {
+        tokio::select! {
+            _ = self.lease_lost.wait() => {}
+            _ = async {
+                self.stopping.wait().await;
+                tokio::time::sleep(self.grace).await;
+            } => {}
+        }
+    }
+
+    /// Run `work` unless it must be abandoned first (`None`).
+    pub(crate) async fn cut_short<T>(
+        &self,
+        work: impl std::future::Future<Output = T>,
+    ) -> Option<T> {
+        tokio::select! {
+            r = work => Some(r),
+            _ = self.expired() => None,
+        }
     }
 }
 
@@ -337,7 +504,7 @@ const LEDGER_WRITE_ATTEMPTS: u32 = 6;
 
 /// Run a ledger write, retrying "database is locked" with jittered backoff: failing the task
 /// instead would repeat its platform calls (and its writes) on the re-run.
-pub(crate) async fn ledger_write<T, F, Fut>(what: &str, mut op: F) -> Result<T, String>
+pub(crate) async fn ledger_write<T, F, Fut>(what: &str, mut op: F) -> Result<T, StoreError>
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = Result<T, StoreError>>,
@@ -353,7 +520,7 @@ where
                 tracing::debug!(attempt, wait_ms = wait, "{what}: ledger busy, retrying");
                 tokio::time::sleep(Duration::from_millis(wait)).await;
             }
-            Err(e) => return Err(e.to_string()),
+            Err(e) => return Err(e),
         }
     }
 }

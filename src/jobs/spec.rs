@@ -12,6 +12,11 @@ use std::fmt;
 use std::io::BufRead;
 use std::path::{Path, PathBuf};
 
+/// Longest order window one job may sync: 366 days (a leap year). The window becomes one item
+/// per day slice (`jobs.order_slice_s`), so an unbounded window (`--since 0001-01-01 --until
+/// 9999-12-31`) would queue millions of tasks; a longer sync is several jobs.
+pub const MAX_ORDER_WINDOW_DAYS: i64 = 366;
+
 /// A job as the producer sees it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
@@ -44,6 +49,17 @@ impl JobSpec {
             JobSpec::Listing { .. } => JobKind::Listing,
             JobSpec::Orders { .. } => JobKind::Orders,
             JobSpec::Logistics { .. } => JobKind::Logistics,
+        }
+    }
+
+    /// The platforms the job calls (listing: source then target), for checking at start
+    /// that a worker has their secrets.
+    pub fn platforms(&self) -> Vec<Platform> {
+        match self {
+            JobSpec::Listing { from, to, .. } => vec![*from, *to],
+            JobSpec::Orders { platform, .. } | JobSpec::Logistics { platform, .. } => {
+                vec![*platform]
+            }
         }
     }
 
@@ -100,6 +116,15 @@ impl JobSpec {
                 if since >= until {
                     return Err(format!(
                         "`since` ({since}) must be before `until` ({until})"
+                    ));
+                }
+                let window = *until - *since;
+                if window > chrono::Duration::days(MAX_ORDER_WINDOW_DAYS) {
+                    return Err(format!(
+                        "order window {since} .. {until} spans {} days; at most \
+                         {MAX_ORDER_WINDOW_DAYS} days are allowed per job (enqueue a longer \
+                         sync as several jobs)",
+                        window.num_days()
                     ));
                 }
                 if shop.trim().is_empty() {
@@ -310,6 +335,37 @@ mod tests {
             }
             other => panic!("{other:?}"),
         }
+    }
+
+    fn orders(since: &str, until: &str) -> JobSpec {
+        JobSpec::Orders {
+            platform: Platform::Taobao,
+            shop: "s".into(),
+            since: since.parse().unwrap(),
+            until: until.parse().unwrap(),
+        }
+    }
+
+    #[test]
+    fn orders_window_is_bounded() {
+        // Exactly the bound (a leap year) is allowed; one millisecond more is not.
+        orders("2028-01-01T00:00:00Z", "2029-01-01T00:00:00Z")
+            .validate()
+            .unwrap();
+        let err = orders("2028-01-01T00:00:00Z", "2029-01-01T00:00:00.001Z")
+            .validate()
+            .unwrap_err();
+        assert!(err.contains("366 days are allowed"), "{err}");
+        // Issue 8's window: the message says what was given and what is allowed.
+        let err = orders("0001-01-01T00:00:00Z", "9999-12-31T00:00:00Z")
+            .validate()
+            .unwrap_err();
+        assert!(
+            err.contains("0001-01-01 00:00:00 UTC .. 9999-12-31 00:00:00 UTC")
+                && err.contains("spans 3652058 days")
+                && err.contains("at most 366 days"),
+            "{err}"
+        );
     }
 
     #[test]

@@ -1,12 +1,12 @@
 //! Assembling a worker process: ledger, queue, gates, link layer and the job runner, in
 //! fleet mode (Redis given) or embedded mode (everything on local SQLite, one process).
 
-use super::queue::{Queue, QueueOptions, Shutdown, WorkerOptions, WorkerReport};
+use super::queue::{Queue, QueueError, QueueOptions, Shutdown, WorkerOptions, WorkerReport};
 use super::runner::JobRunner;
 use crate::config::Config;
 use crate::link::gateway::Gateway;
 use crate::link::shared::FleetLink;
-use crate::store::Store;
+use crate::store::{Store, StoreError};
 use crate::throttle::Gates;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -38,17 +38,64 @@ pub fn embedded_queue_path(db_url: &str) -> PathBuf {
     p.with_file_name(format!("{stem}.queue.db"))
 }
 
+/// Why the pieces of a command could not be opened.
+#[derive(Debug, thiserror::Error)]
+pub enum RuntimeError {
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error(transparent)]
+    Queue(#[from] QueueError),
+}
+
+impl RuntimeError {
+    /// The operator's mistake (a missing ledger, a bad URL, a ledger that is not the
+    /// fleet's), not a failure of the system: exit 2.
+    pub fn is_input_error(&self) -> bool {
+        match self {
+            RuntimeError::Store(e) => e.is_input_error(),
+            RuntimeError::Queue(e) => matches!(
+                e,
+                QueueError::FleetMismatch { .. } | QueueError::EmbeddedBusy { .. }
+            ),
+        }
+    }
+}
+
 impl Runtime {
-    /// Open the ledger (migrating it) and the queue of the mode `redis_url` selects.
+    /// Open an existing ledger (applying new migrations) and the queue of the mode
+    /// `redis_url` selects. A missing ledger is refused (only `db migrate` creates one), and
+    /// so is a queue that serves another ledger (its fleet id differs).
     pub async fn open(
         cfg: Config,
         db_url: &str,
         redis_url: Option<&str>,
-    ) -> anyhow::Result<Runtime> {
+    ) -> Result<Runtime, RuntimeError> {
+        let store = Store::connect_existing(db_url).await?;
+        Runtime::with_store(cfg, store, db_url, redis_url).await
+    }
+
+    /// [`Runtime::open`], creating the ledger when it does not exist (the demo, tools).
+    pub async fn create(
+        cfg: Config,
+        db_url: &str,
+        redis_url: Option<&str>,
+    ) -> Result<Runtime, RuntimeError> {
         let store = Store::connect(db_url).await?;
+        Runtime::with_store(cfg, store, db_url, redis_url).await
+    }
+
+    async fn with_store(
+        cfg: Config,
+        store: Store,
+        db_url: &str,
+        redis_url: Option<&str>,
+    ) -> Result<Runtime, RuntimeError> {
         store.migrate().await?;
         let opts = QueueOptions::from_config(&cfg.queue);
         let queue = Queue::open(redis_url, &embedded_queue_path(db_url), opts).await?;
+        queue
+            .bind_fleet(&store.fleet_id().await?, store.db_name())
+            .await?;
         Ok(Runtime {
             cfg: Arc::new(cfg),
             store,
@@ -77,7 +124,7 @@ impl Runtime {
         gateway: Gateway,
         concurrency: usize,
         shutdown: Shutdown,
-    ) -> anyhow::Result<WorkerReport> {
+    ) -> Result<WorkerReport, QueueError> {
         let queue = match &self.queue {
             Queue::Embedded(q) => Queue::Embedded(q.clone().with_ledger_lock(self.store.clone())),
             other => other.clone(),
@@ -85,12 +132,12 @@ impl Runtime {
         let runner = Arc::new(JobRunner::new(
             self.store.clone(),
             gateway.clone(),
-            queue.clone(),
             self.cfg.clone(),
         ));
         let opts = WorkerOptions {
             concurrency: concurrency.max(1),
             name: None,
+            on_dead: Some(runner.dead_hook()),
         };
         let report = queue
             .run_worker(

@@ -35,8 +35,9 @@ pub struct CallContext {
     pub budget: Budget,
     /// Carried into the call log line.
     pub trace_id: String,
-    /// Writes are retried (on connect errors only) when they carry one; `out_request_id`
-    /// for `item_add`.
+    /// Writes are retried like reads (5xx, timeouts, connect errors) only when they carry
+    /// one: the platform answers a repeat with the first result. `out_request_id` for
+    /// `item_add`.
     pub idempotency_key: Option<String>,
 }
 
@@ -103,6 +104,9 @@ pub enum LinkErrorKind {
     RetryBudget,
     /// No client is configured for the platform.
     NotConfigured,
+    /// The platform is configured but its client was not built: a secret's environment
+    /// variable is missing (the message names it). Fatal: retrying cannot help.
+    MissingSecret,
 }
 
 impl LinkErrorKind {
@@ -116,6 +120,7 @@ impl LinkErrorKind {
             LinkErrorKind::Paused => "paused",
             LinkErrorKind::RetryBudget => "retry_budget",
             LinkErrorKind::NotConfigured => "not_configured",
+            LinkErrorKind::MissingSecret => "missing_secret",
         }
     }
 }
@@ -248,6 +253,8 @@ struct Inner {
     link: LinkConfig,
     gates: Gates,
     bulkheads: HashMap<Platform, Bulkhead>,
+    /// Configured platforms left without a client: the secret variable that is missing.
+    missing_secrets: HashMap<Platform, String>,
     fleet: Option<FleetLink>,
     store: Option<Store>,
     worker_id: String,
@@ -287,12 +294,20 @@ pub struct GatewayBuilder {
     link: LinkConfig,
     gates: Gates,
     bulkheads: HashMap<Platform, Bulkhead>,
+    missing_secrets: HashMap<Platform, String>,
     fleet: Option<FleetLink>,
     store: Option<Store>,
     worker_id: String,
 }
 
 impl GatewayBuilder {
+    /// A configured platform whose client is not built because the secret variable `var`
+    /// is missing: its calls fail Fatal naming `var`.
+    pub fn missing_secret(mut self, platform: Platform, var: impl Into<String>) -> Self {
+        self.missing_secrets.insert(platform, var.into());
+        self
+    }
+
     /// Add a platform: its client and the bulkhead size and pool wait of its config.
     pub fn platform(mut self, client: PlatformClient, cfg: &PlatformConfig) -> Self {
         let bulkhead = Bulkhead {
@@ -330,6 +345,7 @@ impl GatewayBuilder {
             link: self.link,
             gates: self.gates,
             bulkheads: self.bulkheads,
+            missing_secrets: self.missing_secrets,
             fleet: self.fleet,
             store: self.store,
             worker_id: self.worker_id,
@@ -374,6 +390,7 @@ impl Gateway {
             link,
             gates,
             bulkheads: HashMap::new(),
+            missing_secrets: HashMap::new(),
             fleet: None,
             store: None,
             worker_id: ulid::Ulid::new().to_string(),
@@ -381,7 +398,9 @@ impl Gateway {
     }
 
     /// A gateway for every platform of `cfg`, with secrets read from the environment
-    /// variables the config names.
+    /// variables the config names. A platform whose variable is missing gets no client (a
+    /// warning names the variable; its calls fail Fatal naming it): only the jobs that use it
+    /// need it, and `jobs::secrets` refuses to start a worker for those.
     pub fn from_config(
         cfg: &Config,
         gates: Gates,
@@ -390,6 +409,11 @@ impl Gateway {
     ) -> Result<Gateway, String> {
         let mut b = Gateway::builder(cfg.link.clone(), gates);
         for (&platform, pc) in &cfg.platforms {
+            if let Some(missing) = pc.missing_secret() {
+                tracing::warn!(%platform, variable = %missing.var, "{platform} client not built: {missing}");
+                b = b.missing_secret(platform, missing.var);
+                continue;
+            }
             b = b.platform(PlatformClient::new(platform, pc)?, pc);
         }
         if let Some(f) = fleet {
@@ -417,6 +441,20 @@ impl Gateway {
         let mut v: Vec<_> = self.inner.bulkheads.keys().copied().collect();
         v.sort();
         v
+    }
+
+    /// Why `platform` has no client: a missing secret variable (named), or no config.
+    fn no_client(&self, platform: Platform) -> (LinkErrorKind, String) {
+        match self.inner.missing_secrets.get(&platform) {
+            Some(var) => (
+                LinkErrorKind::MissingSecret,
+                format!("{platform} client not built: environment variable {var} is not set (it must hold the secret)"),
+            ),
+            None => (
+                LinkErrorKind::NotConfigured,
+                format!("no client configured for {platform}"),
+            ),
+        }
     }
 
     /// The read timeout of `api`'s class.
@@ -486,14 +524,8 @@ impl Gateway {
             }
         };
         let Some(bulkhead) = inner.bulkheads.get(&platform) else {
-            return Err(fail(
-                LinkErrorKind::NotConfigured,
-                ErrorClass::Fatal,
-                format!("no client configured for {platform}"),
-                None,
-                None,
-                0,
-            ));
+            let (kind, message) = self.no_client(platform);
+            return Err(fail(kind, ErrorClass::Fatal, message, None, None, 0));
         };
         let class_timeout = self.read_timeout(api);
         let shape = CallShape {
@@ -659,7 +691,6 @@ impl Gateway {
             let facts = FailureFacts {
                 class: err.class,
                 peer_closed: err.transport == Some(TransportError::PeerClosed),
-                surely_not_sent: err.surely_not_sent(),
             };
             let verdict = inner.policy.decide(
                 facts,
@@ -1050,12 +1081,8 @@ impl Gateway {
             last: None,
         };
         let Some(bulkhead) = self.inner.bulkheads.get(&platform) else {
-            return Err(refuse(
-                LinkErrorKind::NotConfigured,
-                ErrorClass::Fatal,
-                format!("no client for {platform}"),
-                None,
-            ));
+            let (kind, message) = self.no_client(platform);
+            return Err(refuse(kind, ErrorClass::Fatal, message, None));
         };
         let permit = self
             .inner

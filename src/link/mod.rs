@@ -9,7 +9,9 @@
 //! Decisions worth knowing when reading the code:
 //! - The breaker's window is per worker; its *open* state is fleet-wide (a Redis key that
 //!   expires with the open period, read at most every 200 ms). Half-open runs in each worker,
-//!   so a fleet of N sends at most 3N probes after an open period.
+//!   so a fleet of N sends at most 3N probes after an open period. The open period starts at
+//!   `initial_open_ms` and doubles per failed probe up to `open_s`: the fleet resumes about as
+//!   soon as the upstream does, and a long outage still costs only probes.
 //! - Breaker samples are HTTP attempts: Retry-class failures count as failures; Fatal, Slow
 //!   (the gates handle rate limits) and Unknown are not upstream-health signals.
 //! - The retry budget counts logical calls and retries per (platform, api) over the current

@@ -1,5 +1,10 @@
 //! Whether a failed attempt is tried again, per error class, transport failure and
 //! write/idempotency (DESIGN section 4). Pure: the gateway supplies the facts.
+//!
+//! A write with an idempotency key is retried like a read: the platform answers a repeat of
+//! the same key (`out_request_id`) with the first write's result, so a retry after a 5xx or a
+//! read timeout cannot create a second item. A write without a key is never retried here (the
+//! job decides what to do with it).
 
 use crate::config::RetryConfig;
 use crate::platform::ErrorClass;
@@ -10,8 +15,6 @@ pub struct FailureFacts {
     pub class: ErrorClass,
     /// The peer closed a (pooled) connection before answering: retry, free of charge.
     pub peer_closed: bool,
-    /// The request surely never reached the platform (connect error).
-    pub surely_not_sent: bool,
 }
 
 /// What kind of call failed.
@@ -48,10 +51,8 @@ pub enum StopReason {
     /// Never seen: no retry, alert.
     Unknown,
     AttemptsExhausted,
-    /// A write without an idempotency key is never retried.
+    /// A write without an idempotency key is never retried: a retry could duplicate it.
     WriteWithoutKey,
-    /// The write may have reached the platform (read timeout, reset): a retry could duplicate.
-    WriteMayHaveArrived,
 }
 
 impl StopReason {
@@ -61,7 +62,6 @@ impl StopReason {
             StopReason::Unknown => "unknown error",
             StopReason::AttemptsExhausted => "attempts exhausted",
             StopReason::WriteWithoutKey => "write without idempotency key",
-            StopReason::WriteMayHaveArrived => "write may have arrived",
         }
     }
 }
@@ -88,18 +88,15 @@ impl RetryPolicy {
             ErrorClass::Unknown => return Verdict::Stop(StopReason::Unknown),
             ErrorClass::Retry | ErrorClass::Slow => {}
         }
-        if shape.write {
-            if !shape.has_idempotency_key {
-                return Verdict::Stop(StopReason::WriteWithoutKey);
-            }
-            // A rate-limit answer means the platform refused the write: it did not happen.
-            if failure.class == ErrorClass::Retry && !failure.surely_not_sent {
-                return Verdict::Stop(StopReason::WriteMayHaveArrived);
-            }
+        // Without a key nothing stops the platform from running a write twice. With one, the
+        // platform answers a repeat with the first result, so the write goes on like a read.
+        if shape.write && !shape.has_idempotency_key {
+            return Verdict::Stop(StopReason::WriteWithoutKey);
         }
+        // Free for keyed writes too: even if the close came after the write arrived, the
+        // repeat is deduplicated.
         if failure.class == ErrorClass::Retry
             && failure.peer_closed
-            && !shape.write
             && attempts.free < self.max_free_retries
         {
             return Verdict::RetryNow;
@@ -138,7 +135,6 @@ mod tests {
         FailureFacts {
             class,
             peer_closed: false,
-            surely_not_sent: false,
         }
     }
     fn at(counted: u32) -> Attempts {
@@ -180,7 +176,6 @@ mod tests {
         let pc = FailureFacts {
             class: ErrorClass::Retry,
             peer_closed: true,
-            surely_not_sent: false,
         };
         // Even with all counted attempts used, a peer close is retried (up to the free cap).
         assert_eq!(p().decide(pc, READ, at(3)), Verdict::RetryNow);
@@ -209,38 +204,66 @@ mod tests {
         );
     }
 
-    #[test]
-    fn writes_retry_only_with_key_and_only_on_connect_errors() {
-        let connect = FailureFacts {
-            class: ErrorClass::Retry,
-            peer_closed: false,
-            surely_not_sent: true,
-        };
-        let timeout = f(ErrorClass::Retry);
+    /// Connect errors, 5xx answers and read timeouts all classify as Retry; the policy sees
+    /// the class and whether the peer closed the connection.
+    fn retry_class_failures() -> [FailureFacts; 2] {
         let peer = FailureFacts {
             class: ErrorClass::Retry,
             peer_closed: true,
-            surely_not_sent: false,
         };
+        [f(ErrorClass::Retry), peer]
+    }
+
+    #[test]
+    fn keyed_write_is_retried_like_a_read_after_5xx_or_timeout() {
+        // A 5xx or read timeout (the write may have arrived): retried, the platform dedupes.
+        for n in 1..3 {
+            assert_eq!(
+                p().decide(f(ErrorClass::Retry), WRITE_KEY, at(n)),
+                p().decide(f(ErrorClass::Retry), READ, at(n)),
+            );
+            assert_eq!(
+                p().decide(f(ErrorClass::Retry), WRITE_KEY, at(n)),
+                Verdict::RetryAfterBackoff
+            );
+        }
+        // Within the same attempt cap as a read.
         assert_eq!(
-            p().decide(connect, WRITE_KEY, at(1)),
-            Verdict::RetryAfterBackoff
-        );
-        assert_eq!(
-            p().decide(timeout, WRITE_KEY, at(1)),
-            Verdict::Stop(StopReason::WriteMayHaveArrived)
-        );
-        assert_eq!(
-            p().decide(peer, WRITE_KEY, at(1)),
-            Verdict::Stop(StopReason::WriteMayHaveArrived)
-        );
-        assert_eq!(
-            p().decide(connect, WRITE_NOKEY, at(1)),
-            Verdict::Stop(StopReason::WriteWithoutKey)
-        );
-        assert_eq!(
-            p().decide(connect, WRITE_KEY, at(3)),
+            p().decide(f(ErrorClass::Retry), WRITE_KEY, at(3)),
             Verdict::Stop(StopReason::AttemptsExhausted)
+        );
+        // A peer close is free for a keyed write, like for a read.
+        let peer = retry_class_failures()[1];
+        assert_eq!(p().decide(peer, WRITE_KEY, at(3)), Verdict::RetryNow);
+        assert_eq!(
+            p().decide(
+                peer,
+                WRITE_KEY,
+                Attempts {
+                    counted: 3,
+                    free: 2
+                }
+            ),
+            Verdict::Stop(StopReason::AttemptsExhausted)
+        );
+    }
+
+    #[test]
+    fn keyless_write_is_never_retried() {
+        for facts in retry_class_failures()
+            .into_iter()
+            .chain([f(ErrorClass::Slow)])
+        {
+            assert_eq!(
+                p().decide(facts, WRITE_NOKEY, at(1)),
+                Verdict::Stop(StopReason::WriteWithoutKey),
+                "{facts:?}"
+            );
+        }
+        // Caller errors keep their own reason.
+        assert_eq!(
+            p().decide(f(ErrorClass::Fatal), WRITE_NOKEY, at(1)),
+            Verdict::Stop(StopReason::Fatal)
         );
     }
 

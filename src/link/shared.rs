@@ -2,10 +2,13 @@
 //! the probe lease. Every worker of a fleet points at the same Redis and namespace.
 //!
 //! - Breaker: a trip is published as a key `{ns}:link:{platform:api}:open` that expires with
-//!   the open period (`SET PX`, only ever lengthened). Its PTTL, on Redis's clock, is the time
-//!   left; workers read it at most every [`BREAKER_CHECK`] per (platform, api), so a trip
-//!   reaches every worker within that plus one round trip. Half-open runs locally in each
-//!   worker once the key has expired (so a fleet of N sends at most N x probes).
+//!   the open period (`SET PX`, only ever lengthened). The period is the tripping breaker's
+//!   *current* open time (short at first, doubled by each failed probe), never `open_s`:
+//!   other workers must not stay open longer than the worker that saw the outage. Its PTTL,
+//!   on Redis's clock, is the time left; workers read it at most every [`BREAKER_CHECK`]
+//!   per (platform, api), so a trip reaches every worker within that plus one round trip.
+//!   Half-open runs locally in each worker once the key has expired (so a fleet of N sends
+//!   at most N x probes).
 //! - Retry budget: per-window INCR counters of calls and retries (window index from the
 //!   worker's clock; a skew of a few hundred ms against a 10 s window does not matter).
 //! - Stale cache: one string per (platform, api, key) holding JSON {stored_at_ms, body},
@@ -132,7 +135,8 @@ impl FleetLink {
         Ok(left)
     }
 
-    /// Publish a trip: every worker refuses calls to (platform, api) for `open_for`.
+    /// Publish a trip: every worker refuses calls to (platform, api) for `open_for`, the
+    /// breaker's current open time.
     pub async fn publish_trip(
         &self,
         platform: Platform,

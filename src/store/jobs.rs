@@ -1,13 +1,23 @@
 //! Jobs and their items: creation, what to run, outcomes, progress.
 
-use super::{from_ms, json_list, to_i64, to_ms, to_u64, QueryCtx, Store, StoreError};
+use super::{from_ms, json_list, to_i64, to_u64, QueryCtx, Store, StoreError};
 use super::{
     FinishReport, ItemOutcome, ItemRecord, ItemStatus, JobKind, JobState, JobStatus, JobSummary,
-    StatusCounts,
+    StatusCounts, RATE_WINDOW,
 };
 use crate::platform::ErrorClass;
-use chrono::Utc;
 use std::collections::HashSet;
+
+/// The database's clock in unix milliseconds, as an SQL expression. Every instant the ledger
+/// writes (and every "how long ago" it compares) comes from here, not from the writing host:
+/// workers on several hosts share one ledger, and their clocks disagree. `'subsec'` needs
+/// SQLite 3.42+ (sqlx bundles a newer one; `sql_clock_is_milliseconds` checks it).
+macro_rules! now_ms {
+    () => {
+        "CAST(unixepoch('subsec') * 1000 AS INTEGER)"
+    };
+}
+pub(super) use now_ms;
 
 /// Longest error message kept per item (a platform body can be large; the class says enough).
 const MAX_ERROR_MESSAGE: usize = 2000;
@@ -48,12 +58,11 @@ impl Store {
         spec_json: &str,
         item_keys: &[String],
     ) -> Result<i64, StoreError> {
-        let now = to_ms(Utc::now());
         let total = to_i64(item_keys.len() as u64);
-        let (state, finished_at) = if item_keys.is_empty() {
-            (JobState::Finished, Some(now))
+        let state = if item_keys.is_empty() {
+            JobState::Finished
         } else {
-            (JobState::Running, None)
+            JobState::Running
         };
         // IMMEDIATE: take the write lock up front so busy_timeout applies (a deferred
         // transaction upgrading to a writer fails at once with SQLITE_BUSY under WAL).
@@ -62,16 +71,17 @@ impl Store {
             .begin_with("BEGIN IMMEDIATE")
             .await
             .ctx(self, "create_job: begin")?;
-        let job_id: i64 = sqlx::query_scalar(
+        // The items get the job's own creation instant (one clock reading for the whole job).
+        let (job_id, now): (i64, i64) = sqlx::query_as(concat!(
             "INSERT INTO jobs (kind, spec, status, total_items, created_at, finished_at)
-             VALUES (?, ?, ?, ?, ?, ?) RETURNING id",
-        )
+             VALUES (?, ?, ?, ?, ",
+            now_ms!(),
+            ", NULL) RETURNING id, created_at"
+        ))
         .bind(kind.as_str())
         .bind(spec_json)
         .bind(state.as_str())
         .bind(total)
-        .bind(now)
-        .bind(finished_at)
         .fetch_one(&mut *tx)
         .await
         .ctx(self, "create_job: insert job")?;
@@ -104,6 +114,14 @@ impl Store {
             }
             Err(e) => return Err(e).ctx(self, "create_job: insert items"),
         }
+        if item_keys.is_empty() {
+            // Finished at the instant it was created.
+            sqlx::query("UPDATE jobs SET finished_at = created_at WHERE id = ?")
+                .bind(job_id)
+                .execute(&mut *tx)
+                .await
+                .ctx(self, "create_job: finish empty job")?;
+        }
         tx.commit().await.ctx(self, "create_job: commit")?;
         Ok(job_id)
     }
@@ -118,20 +136,20 @@ impl Store {
         item_keys: &[String],
         rows_per_statement: usize,
     ) -> Result<i64, StoreError> {
-        let now = to_ms(Utc::now());
         let mut tx = self
             .pool
             .begin_with("BEGIN IMMEDIATE")
             .await
             .ctx(self, "create_job: begin")?;
-        let job_id: i64 = sqlx::query_scalar(
+        let (job_id, now): (i64, i64) = sqlx::query_as(concat!(
             "INSERT INTO jobs (kind, spec, status, total_items, created_at)
-             VALUES (?, ?, 'running', ?, ?) RETURNING id",
-        )
+             VALUES (?, ?, 'running', ?, ",
+            now_ms!(),
+            ") RETURNING id, created_at"
+        ))
         .bind(kind.as_str())
         .bind(spec_json)
         .bind(to_i64(item_keys.len() as u64))
-        .bind(now)
         .fetch_one(&mut *tx)
         .await
         .ctx(self, "create_job: insert job")?;
@@ -255,20 +273,19 @@ impl Store {
         job_id: i64,
         keys: &[String],
     ) -> Result<u64, StoreError> {
-        let now = to_ms(Utc::now());
         let mut tx = self
             .pool
             .begin_with("BEGIN IMMEDIATE")
             .await
             .ctx(self, "reset_items_to_pending: begin")?;
-        let reset = sqlx::query(
+        let reset = sqlx::query(concat!(
             "UPDATE job_items
              SET status = 'pending', error_class = NULL, error_message = NULL, result = NULL,
-                 updated_at = ?
-             WHERE job_id = ? AND status IN ('failed', 'stale', 'skipped')
-               AND item_key IN (SELECT value FROM json_each(?))",
-        )
-        .bind(now)
+                 updated_at = ",
+            now_ms!(),
+            " WHERE job_id = ? AND status IN ('failed', 'stale', 'skipped')
+               AND item_key IN (SELECT value FROM json_each(?))"
+        ))
         .bind(job_id)
         .bind(json_list(keys))
         .execute(&mut *tx)
@@ -297,12 +314,16 @@ impl Store {
         job_id: i64,
         outcomes: &[ItemOutcome],
     ) -> Result<FinishReport, StoreError> {
-        let now = to_ms(Utc::now());
         let mut tx = self
             .pool
             .begin_with("BEGIN IMMEDIATE")
             .await
             .ctx(self, "finish_items: begin")?;
+        // One clock reading for the whole batch: its items and the job's end agree.
+        let now: i64 = sqlx::query_scalar(concat!("SELECT ", now_ms!()))
+            .fetch_one(&mut *tx)
+            .await
+            .ctx(self, "finish_items: read clock")?;
         let mut recorded = 0;
         for o in outcomes {
             recorded += sqlx::query(
@@ -343,7 +364,8 @@ impl Store {
         })
     }
 
-    /// A job's counts per status, times, and its rate over the last minute (for the ETA).
+    /// A job's counts per status, times, and its rate: over the last minute while it runs (for
+    /// the ETA), over its whole life once finished (see [`JobSummary::rate_per_sec`]).
     pub async fn job_status(&self, job_id: i64) -> Result<JobStatus, StoreError> {
         let row: Option<JobSpecRow> = sqlx::query_as(
             "SELECT id, kind, status, total_items, created_at, finished_at, spec
@@ -362,25 +384,35 @@ impl Store {
         let job = self
             .summary((id, kind, state, total, created, finished))
             .await?;
-        let since = to_ms(Utc::now()) - 60_000;
-        let last_minute: i64 = sqlx::query_scalar(
-            "SELECT COUNT(*) FROM job_items
-             WHERE job_id = ? AND status IN ('done', 'stale', 'failed', 'skipped')
-               AND updated_at >= ?",
-        )
+        // "The last minute" on the clock that stamped `updated_at`: the database's.
+        let (now, recent): (i64, i64) = sqlx::query_as(concat!(
+            "SELECT clock.ms, (SELECT COUNT(*) FROM job_items
+                          WHERE job_id = ? AND status IN ('done', 'stale', 'failed', 'skipped')
+                            AND updated_at >= clock.ms - ?)
+             FROM (SELECT ",
+            now_ms!(),
+            " AS ms) AS clock"
+        ))
         .bind(job_id)
-        .bind(since)
+        .bind(i64::try_from(RATE_WINDOW.as_millis()).unwrap_or(i64::MAX))
         .fetch_one(&self.pool)
         .await
         .ctx(self, "job_status: recent rate")?;
-        // Over the last minute, or over the job's life when it is younger than that (a young
-        // job's rate would otherwise read low).
-        let window_s = ((to_ms(Utc::now()) - created) as f64 / 1000.0).clamp(1.0, 60.0);
+        let rate_per_sec = job.rate_per_sec(to_u64(recent), from_ms(now));
         Ok(JobStatus {
             job,
             spec,
-            rate_per_sec: last_minute as f64 / window_s,
+            rate_per_sec,
         })
+    }
+
+    /// Id and spec (JSON text, as given to `create_job`) of every running job, oldest first:
+    /// what a starting worker may be asked to run.
+    pub async fn running_job_specs(&self) -> Result<Vec<(i64, String)>, StoreError> {
+        sqlx::query_as("SELECT id, spec FROM jobs WHERE status = 'running' ORDER BY id")
+            .fetch_all(&self.pool)
+            .await
+            .ctx(self, "running_job_specs")
     }
 
     /// The most recent jobs (newest first) with their counts.

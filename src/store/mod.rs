@@ -10,12 +10,14 @@
 //! Open with [`Store::connect`], then [`Store::migrate`] (idempotent).
 
 mod calls;
+mod fleet;
 mod jobs;
 mod lock;
 mod orders;
 mod types;
 
 pub use calls::minute_key;
+pub use fleet::DEAD_CLASS;
 pub use lock::EMBEDDED_LOCK_STALE_AFTER;
 pub use types::*;
 
@@ -69,6 +71,12 @@ pub enum StoreError {
         what: &'static str,
         value: String,
     },
+    /// The ledger file does not exist: only `db migrate` creates one (a mistyped path must
+    /// not start an empty ledger beside the real one).
+    #[error(
+        "no ledger at {db}: create it with `syncfleet db migrate` (or fix --db / SYNCFLEET_DB)"
+    )]
+    Missing { db: String },
     /// Another process holds the embedded-worker lock.
     #[error("ledger {db}: {held}")]
     LockHeld { db: String, held: HeldBy },
@@ -84,6 +92,7 @@ impl StoreError {
         matches!(
             self,
             StoreError::BadUrl { .. }
+                | StoreError::Missing { .. }
                 | StoreError::DuplicateItem { .. }
                 | StoreError::JobNotFound { .. }
         )
@@ -209,6 +218,17 @@ impl Store {
     /// Every pooled connection gets WAL, `synchronous=NORMAL`, `busy_timeout` 5 s and
     /// `foreign_keys=ON` (set at connect time, so no connection is ever without them).
     pub async fn connect(url: &str) -> Result<Store, StoreError> {
+        Store::open(url, true).await
+    }
+
+    /// Like [`Store::connect`], but a ledger file that does not exist is refused with
+    /// [`StoreError::Missing`] instead of created: every command but `db migrate` (and the
+    /// demo, which makes its own) opens the ledger this way.
+    pub async fn connect_existing(url: &str) -> Result<Store, StoreError> {
+        Store::open(url, false).await
+    }
+
+    async fn open(url: &str, create: bool) -> Result<Store, StoreError> {
         let bad = |reason: &str| StoreError::BadUrl {
             url: redact_url(url),
             reason: reason.to_string(),
@@ -227,12 +247,17 @@ impl Store {
         }
         let options = SqliteConnectOptions::from_str(url)
             .map_err(|e| bad(&e.to_string()))?
-            .create_if_missing(true)
+            .create_if_missing(create)
             .journal_mode(SqliteJournalMode::Wal)
             .synchronous(SqliteSynchronous::Normal)
             .busy_timeout(BUSY_TIMEOUT)
             .foreign_keys(true);
         let in_memory = rest.starts_with(":memory:") || url.contains("mode=memory");
+        if !create && !in_memory && !options.get_filename().exists() {
+            return Err(StoreError::Missing {
+                db: options.get_filename().display().to_string(),
+            });
+        }
         let db: Arc<str> = if in_memory {
             Arc::from(url)
         } else {

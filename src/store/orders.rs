@@ -1,23 +1,37 @@
 //! Orders and logistics events: keep only what changed, never query what is settled.
 
+use super::jobs::now_ms;
 use super::{from_ms, json_list, to_ms, QueryCtx, Store, StoreError};
 use super::{LogisticsEvent, Order, OrderRecord};
 use crate::platform::Platform;
-use chrono::{DateTime, Utc};
 use std::time::Duration;
 
-const UPSERT_ORDER: &str = "INSERT INTO orders
+// Instants written here come from the database's clock (`now_ms!`), never the host's.
+const UPSERT_ORDER: &str = concat!(
+    "INSERT INTO orders
         (platform, order_id, shop, status, shipped, modified, amount_cents, updated_at)
-    VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+    VALUES (?, ?, ?, ?, ?, ?, ?, ",
+    now_ms!(),
+    ")
     ON CONFLICT (platform, order_id) DO UPDATE SET
         shop = excluded.shop, status = excluded.status, shipped = excluded.shipped,
         modified = excluded.modified, amount_cents = excluded.amount_cents,
         updated_at = excluded.updated_at
-    WHERE excluded.modified > orders.modified";
+    WHERE excluded.modified > orders.modified"
+);
 
-const INSERT_EVENT: &str = "INSERT OR IGNORE INTO logistics_events
+const INSERT_EVENT: &str = concat!(
+    "INSERT OR IGNORE INTO logistics_events
         (platform, order_id, event_time, status, description, stored_at)
-    VALUES (?, ?, ?, ?, ?, ?)";
+    VALUES (?, ?, ?, ?, ?, ",
+    now_ms!(),
+    ")"
+);
+
+/// `signed` is sticky: once an order is signed it stays signed (a late, out-of-order trace
+/// cannot make it a candidate again).
+const SET_LAST_STATUS: &str = "UPDATE orders SET last_status = ?, signed = MAX(signed, ?)
+    WHERE platform = ? AND order_id = ?";
 
 type OrderRow = (
     String,
@@ -45,7 +59,6 @@ impl Store {
             .bind(order.shipped)
             .bind(to_ms(order.modified))
             .bind(order.amount_cents)
-            .bind(to_ms(Utc::now()))
             .execute(&self.pool)
             .await
             .ctx(self, "upsert_order_if_advanced")?
@@ -56,7 +69,6 @@ impl Store {
     /// [`Store::upsert_order_if_advanced`] for a page of orders in one transaction; returns
     /// how many were new or advanced (0 means the page brought nothing new).
     pub async fn upsert_orders_if_advanced(&self, orders: &[Order]) -> Result<u64, StoreError> {
-        let now = to_ms(Utc::now());
         let mut tx = self
             .pool
             .begin_with("BEGIN IMMEDIATE")
@@ -72,7 +84,6 @@ impl Store {
                 .bind(order.shipped)
                 .bind(to_ms(order.modified))
                 .bind(order.amount_cents)
-                .bind(now)
                 .execute(&mut *tx)
                 .await
                 .ctx(self, "upsert_orders_if_advanced: upsert")?
@@ -120,43 +131,67 @@ impl Store {
         }))
     }
 
-    /// Orders of `shop` on `platform` worth a logistics query at `now`: shipped, not signed,
-    /// and never queried or last queried at least `min_interval` ago. Distinct, by order id.
+    /// Orders of `shop` on `platform` worth a logistics query now: shipped, not signed, and
+    /// never queried or last queried at least `min_interval` ago, on the database's clock (the
+    /// one that stamped `last_queried_at`). Distinct, by order id.
     pub async fn logistics_candidates(
         &self,
         platform: Platform,
         shop: &str,
         min_interval: Duration,
-        now: DateTime<Utc>,
     ) -> Result<Vec<String>, StoreError> {
         let interval_ms = i64::try_from(min_interval.as_millis()).unwrap_or(i64::MAX);
-        let cutoff = to_ms(now).saturating_sub(interval_ms);
-        sqlx::query_scalar(
+        sqlx::query_scalar(concat!(
             "SELECT DISTINCT order_id FROM orders
              WHERE platform = ? AND shop = ? AND signed = 0 AND shipped = 1
-               AND (last_queried_at IS NULL OR last_queried_at <= ?)
-             ORDER BY order_id",
-        )
+               AND (last_queried_at IS NULL OR last_queried_at <= ",
+            now_ms!(),
+            " - ?)
+             ORDER BY order_id"
+        ))
         .bind(platform.as_str())
         .bind(shop)
-        .bind(cutoff)
+        .bind(interval_ms)
         .fetch_all(&self.pool)
         .await
         .ctx(self, "logistics_candidates")
     }
 
-    /// Record that these orders' logistics were queried at `now`; returns rows updated.
+    /// True when the order was queried less than `min_interval` ago, on the database's clock
+    /// (the worker's "queried recently" cut, consistent with [`Store::logistics_candidates`]).
+    pub async fn queried_within(
+        &self,
+        platform: Platform,
+        order_id: &str,
+        min_interval: Duration,
+    ) -> Result<bool, StoreError> {
+        let interval_ms = i64::try_from(min_interval.as_millis()).unwrap_or(i64::MAX);
+        let recent: Option<i64> = sqlx::query_scalar(concat!(
+            "SELECT last_queried_at > ",
+            now_ms!(),
+            " - ? FROM orders WHERE platform = ? AND order_id = ? AND last_queried_at IS NOT NULL"
+        ))
+        .bind(interval_ms)
+        .bind(platform.as_str())
+        .bind(order_id)
+        .fetch_optional(&self.pool)
+        .await
+        .ctx(self, "queried_within")?;
+        Ok(recent.unwrap_or(0) != 0)
+    }
+
+    /// Record that these orders' logistics were queried now (database clock); returns rows
+    /// updated. A trace that was stored is marked by [`Store::record_trace`] itself.
     pub async fn mark_queried(
         &self,
         platform: Platform,
         order_ids: &[String],
-        now: DateTime<Utc>,
     ) -> Result<u64, StoreError> {
-        let updated = sqlx::query(
-            "UPDATE orders SET last_queried_at = ?
-             WHERE platform = ? AND order_id IN (SELECT value FROM json_each(?))",
-        )
-        .bind(to_ms(now))
+        let updated = sqlx::query(concat!(
+            "UPDATE orders SET last_queried_at = ",
+            now_ms!(),
+            " WHERE platform = ? AND order_id IN (SELECT value FROM json_each(?))"
+        ))
         .bind(platform.as_str())
         .bind(json_list(order_ids))
         .execute(&self.pool)
@@ -164,6 +199,60 @@ impl Store {
         .ctx(self, "mark_queried")?
         .rows_affected();
         Ok(updated)
+    }
+
+    /// Store what one logistics query learned, in one transaction: the trace's events (INSERT
+    /// OR IGNORE), the order's last status and `signed` (when the trace has a step), and
+    /// `last_queried_at` = now (database clock). All or nothing: an order whose events could
+    /// not be stored is not marked queried, so the next run queries it again instead of
+    /// skipping it as "queried recently". Returns how many events were new.
+    pub async fn record_trace(
+        &self,
+        platform: Platform,
+        order_id: &str,
+        events: &[LogisticsEvent],
+        signed: bool,
+    ) -> Result<u64, StoreError> {
+        let mut tx = self
+            .pool
+            .begin_with("BEGIN IMMEDIATE")
+            .await
+            .ctx(self, "record_trace: begin")?;
+        let mut new = 0;
+        for event in events {
+            new += sqlx::query(INSERT_EVENT)
+                .bind(platform.as_str())
+                .bind(order_id)
+                .bind(&event.event_time)
+                .bind(&event.status)
+                .bind(&event.description)
+                .execute(&mut *tx)
+                .await
+                .ctx(self, "record_trace: insert event")?
+                .rows_affected();
+        }
+        if let Some(last) = events.last() {
+            sqlx::query(SET_LAST_STATUS)
+                .bind(&last.status)
+                .bind(signed)
+                .bind(platform.as_str())
+                .bind(order_id)
+                .execute(&mut *tx)
+                .await
+                .ctx(self, "record_trace: set last status")?;
+        }
+        sqlx::query(concat!(
+            "UPDATE orders SET last_queried_at = ",
+            now_ms!(),
+            " WHERE platform = ? AND order_id = ?"
+        ))
+        .bind(platform.as_str())
+        .bind(order_id)
+        .execute(&mut *tx)
+        .await
+        .ctx(self, "record_trace: mark queried")?;
+        tx.commit().await.ctx(self, "record_trace: commit")?;
+        Ok(new)
     }
 
     /// Store one trace event unless already known (INSERT OR IGNORE on
@@ -180,7 +269,6 @@ impl Store {
             .bind(&event.event_time)
             .bind(&event.status)
             .bind(&event.description)
-            .bind(to_ms(Utc::now()))
             .execute(&self.pool)
             .await
             .ctx(self, "insert_event")?
@@ -196,7 +284,6 @@ impl Store {
         order_id: &str,
         events: &[LogisticsEvent],
     ) -> Result<u64, StoreError> {
-        let now = to_ms(Utc::now());
         let mut tx = self
             .pool
             .begin_with("BEGIN IMMEDIATE")
@@ -210,7 +297,6 @@ impl Store {
                 .bind(&event.event_time)
                 .bind(&event.status)
                 .bind(&event.description)
-                .bind(now)
                 .execute(&mut *tx)
                 .await
                 .ctx(self, "insert_events: insert")?
@@ -255,25 +341,21 @@ impl Store {
         status: &str,
         signed: bool,
     ) -> Result<bool, StoreError> {
-        let updated = sqlx::query(
-            "UPDATE orders SET last_status = ?, signed = MAX(signed, ?)
-             WHERE platform = ? AND order_id = ?",
-        )
-        .bind(status)
-        .bind(signed)
-        .bind(platform.as_str())
-        .bind(order_id)
-        .execute(&self.pool)
-        .await
-        .ctx(self, "set_last_status")?
-        .rows_affected();
+        let updated = sqlx::query(SET_LAST_STATUS)
+            .bind(status)
+            .bind(signed)
+            .bind(platform.as_str())
+            .bind(order_id)
+            .execute(&self.pool)
+            .await
+            .ctx(self, "set_last_status")?
+            .rows_affected();
         Ok(updated == 1)
     }
 
     /// Seed helper for tests, benchmarks and the demo: insert (or replace) a population of
     /// orders with their logistics state, in one transaction and one statement.
     pub async fn insert_orders(&self, orders: &[OrderRecord]) -> Result<u64, StoreError> {
-        let now = to_ms(Utc::now());
         let rows: Vec<serde_json::Value> = orders
             .iter()
             .map(|r| {
@@ -297,15 +379,15 @@ impl Store {
             .begin_with("BEGIN IMMEDIATE")
             .await
             .ctx(self, "insert_orders: begin")?;
-        let inserted = sqlx::query(
+        let inserted = sqlx::query(concat!(
             "INSERT OR REPLACE INTO orders
                 (platform, order_id, shop, status, shipped, modified, amount_cents,
                  last_status, signed, last_queried_at, updated_at)
              SELECT value ->> 0, value ->> 1, value ->> 2, value ->> 3, value ->> 4,
-                    value ->> 5, value ->> 6, value ->> 7, value ->> 8, value ->> 9, ?
-             FROM json_each(?)",
-        )
-        .bind(now)
+                    value ->> 5, value ->> 6, value ->> 7, value ->> 8, value ->> 9, ",
+            now_ms!(),
+            " FROM json_each(?)"
+        ))
         .bind(payload)
         .execute(&mut *tx)
         .await

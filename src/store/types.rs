@@ -246,7 +246,31 @@ pub struct JobSummary {
     pub finished_at: Option<DateTime<Utc>>,
 }
 
+/// A running job's rate is measured over this window before now (its ETA follows the recent
+/// pace, not the average since it started).
+pub const RATE_WINDOW: Duration = Duration::from_secs(60);
+
 impl JobSummary {
+    /// Items finished per second. A finished job: all its terminal items over its life
+    /// (`created_at` to `finished_at`), so the figure stays what the job did, however long
+    /// ago it ended. A running job: `recent` (items finished within [`RATE_WINDOW`] before
+    /// `now`) over that window, or over its life when it is younger (a young job's rate would
+    /// otherwise read low). `now` must come from the clock that stamped the items.
+    pub fn rate_per_sec(&self, recent: u64, now: DateTime<Utc>) -> f64 {
+        if let Some(finished) = self.finished_at {
+            let life_s = (finished - self.created_at).num_milliseconds() as f64 / 1000.0;
+            let terminal = self.counts.terminal();
+            if terminal == 0 {
+                return 0.0;
+            }
+            // A job that finished within the same millisecond it started: count 1 ms.
+            return terminal as f64 / life_s.max(0.001);
+        }
+        let age_s = (now - self.created_at).num_milliseconds() as f64 / 1000.0;
+        let window_s = age_s.clamp(1.0, RATE_WINDOW.as_secs_f64());
+        recent as f64 / window_s
+    }
+
     /// Share of items in a terminal status, 0..=100.
     pub fn percent(&self) -> f64 {
         if self.total == 0 {
@@ -262,7 +286,8 @@ pub struct JobStatus {
     pub job: JobSummary,
     /// The job's spec as given to `create_job` (JSON text).
     pub spec: String,
-    /// Items finished per second over the last minute.
+    /// Items finished per second: over the last minute while running, over the job's life
+    /// once finished ([`JobSummary::rate_per_sec`]).
     pub rate_per_sec: f64,
 }
 
@@ -465,6 +490,80 @@ mod tests {
             assert_eq!(k.to_string().parse::<JobKind>(), Ok(*k));
         }
         assert!("bogus".parse::<CallClass>().is_err());
+    }
+
+    fn summary(
+        state: JobState,
+        counts: StatusCounts,
+        created_at: DateTime<Utc>,
+        finished_at: Option<DateTime<Utc>>,
+    ) -> JobSummary {
+        JobSummary {
+            id: 1,
+            kind: JobKind::Listing,
+            state,
+            total: counts.pending + counts.terminal(),
+            counts,
+            created_at,
+            finished_at,
+        }
+    }
+
+    fn at(s: &str) -> DateTime<Utc> {
+        s.parse().expect("test instant")
+    }
+
+    #[test]
+    fn finished_job_rate_is_over_its_life_whenever_asked() {
+        // 100,000 items in 1,034 s: 96.7 items/s, asked right after it finished, a minute
+        // later and a day later (issue 8: it read 80.7, then 0.0).
+        let job = summary(
+            JobState::Finished,
+            StatusCounts {
+                done: 99_000,
+                failed: 600,
+                skipped: 400,
+                ..Default::default()
+            },
+            at("2026-12-01T10:00:00Z"),
+            Some(at("2026-12-01T10:17:14Z")),
+        );
+        let expected = 100_000.0 / 1034.0;
+        for now in [
+            "2026-12-01T10:17:14Z",
+            "2026-12-01T10:20:00Z",
+            "2026-12-02T10:00:00Z",
+        ] {
+            // `recent` is what the last minute saw: irrelevant once finished.
+            for recent in [0, 5_000] {
+                let rate = job.rate_per_sec(recent, at(now));
+                assert!((rate - expected).abs() < 1e-9, "{now} {recent}: {rate}");
+            }
+        }
+    }
+
+    #[test]
+    fn running_job_rate_is_over_the_last_minute_or_its_life() {
+        let counts = StatusCounts {
+            pending: 10,
+            done: 90,
+            ..Default::default()
+        };
+        let created = at("2026-12-01T10:00:00Z");
+        let job = summary(JobState::Running, counts, created, None);
+        // Older than the window: the last minute's items over 60 s.
+        assert!((job.rate_per_sec(120, at("2026-12-01T10:05:00Z")) - 2.0).abs() < 1e-9);
+        // 20 s old: over its 20 s of life.
+        assert!((job.rate_per_sec(40, at("2026-12-01T10:00:20Z")) - 2.0).abs() < 1e-9);
+        // Younger than a second: over one second, not a burst divided by ~0.
+        assert!((job.rate_per_sec(3, at("2026-12-01T10:00:00.200Z")) - 3.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn finished_job_without_items_has_no_rate() {
+        let t = at("2026-12-01T10:00:00Z");
+        let job = summary(JobState::Finished, StatusCounts::default(), t, Some(t));
+        assert_eq!(job.rate_per_sec(0, t), 0.0);
     }
 
     #[test]

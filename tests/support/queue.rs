@@ -37,6 +37,7 @@ where
             WorkerOptions {
                 concurrency,
                 name: None,
+                on_dead: None,
             },
             handler,
             s2,

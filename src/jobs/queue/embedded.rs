@@ -33,8 +33,8 @@ use sqlx::SqlitePool;
 use tracing::{info, warn};
 
 use super::{
-    run_caught, worker_name, QueueError, QueueLen, QueueOptions, Shutdown, TaskCtx, TaskMsg,
-    TaskResult, WorkerOptions, WorkerReport, WorkerStats,
+    run_caught, worker_name, DeadEntry, DeadHook, QueueError, QueueLen, QueueOptions, Shutdown,
+    TaskCtx, TaskMsg, TaskResult, WorkerOptions, WorkerReport, WorkerStats,
 };
 use crate::store::{Store, EMBEDDED_LOCK_STALE_AFTER};
 
@@ -43,6 +43,17 @@ use crate::store::{Store, EMBEDDED_LOCK_STALE_AFTER};
 pub struct Stored {
     pub msg: TaskMsg,
     pub prior_attempts: u32,
+}
+
+/// A failed row: id, payload, apalis attempts, last result, worker.
+type DeadRow = (String, Vec<u8>, i64, Option<String>, Option<String>);
+
+/// What one handler run needs from its worker.
+struct Run<'a> {
+    stats: &'a WorkerStats,
+    worker: Arc<str>,
+    stopping: Shutdown,
+    on_dead: Option<DeadHook>,
 }
 
 /// The embedded queue. Cheap to clone.
@@ -204,6 +215,65 @@ impl EmbeddedQueue {
         })
     }
 
+    /// Pending, fetched and running rows (see [`super::Queue::live_tasks`]).
+    pub async fn live_tasks(&self) -> Result<Vec<TaskMsg>, QueueError> {
+        let rows: Vec<Vec<u8>> = sqlx::query_scalar(
+            "SELECT job FROM Jobs WHERE job_type = ? AND status IN ('Pending', 'Queued', 'Running')",
+        )
+        .bind(&self.opts.name)
+        .fetch_all(&self.pool)
+        .await
+        .map_err(|e| self.err(e))?;
+        Ok(rows
+            .iter()
+            .filter_map(|b| serde_json::from_slice::<Stored>(b).ok())
+            .map(|s| s.msg)
+            .collect())
+    }
+
+    /// Failed rows (the dead letters) not yet removed by the worker's vacuum at start and
+    /// exit; the ledger keeps their items as `failed` with class `dead` either way.
+    pub async fn dead_entries(&self, limit: usize) -> Result<Vec<DeadEntry>, QueueError> {
+        let rows: Vec<DeadRow> = sqlx::query_as(
+            "SELECT id, job, attempts, last_result, lock_by FROM Jobs
+             WHERE job_type = ? AND status IN ('Failed', 'Killed') ORDER BY done_at LIMIT ?",
+        )
+        .bind(&self.opts.name)
+        .bind(i64::try_from(limit).unwrap_or(i64::MAX))
+        .fetch_all(&self.pool)
+        .await
+        .map_err(|e| self.err(e))?;
+        Ok(rows
+            .into_iter()
+            .map(|(id, job, attempts, error, worker)| {
+                let stored = serde_json::from_slice::<Stored>(&job).ok();
+                DeadEntry {
+                    id,
+                    attempts: stored
+                        .as_ref()
+                        .map_or(0, |s| s.prior_attempts)
+                        .saturating_add(u32::try_from(attempts).unwrap_or(0)),
+                    task: stored.map(|s| s.msg),
+                    error: error.unwrap_or_default(),
+                    worker: worker.unwrap_or_default(),
+                }
+            })
+            .collect())
+    }
+
+    /// Push `task` as a fresh task, then delete the dead row `id`.
+    pub async fn requeue_dead(&self, id: &str, task: Option<&TaskMsg>) -> Result<(), QueueError> {
+        if let Some(task) = task {
+            self.push_bulk(std::slice::from_ref(task)).await?;
+        }
+        sqlx::query("DELETE FROM Jobs WHERE id = ? AND status IN ('Failed', 'Killed')")
+            .bind(id)
+            .execute(&self.pool)
+            .await
+            .map_err(|e| self.err(e))?;
+        Ok(())
+    }
+
     pub async fn run_worker<H, Fut>(
         &self,
         wopts: WorkerOptions,
@@ -219,17 +289,16 @@ impl EmbeddedQueue {
             store
                 .try_acquire_embedded_lock(&name, EMBEDDED_LOCK_STALE_AFTER)
                 .await
-                .map_err(|e| QueueError::Worker {
+                .map_err(|e| QueueError::EmbeddedBusy {
                     worker: name.clone(),
-                    msg: format!(
-                        "another embedded worker is running ({e}); start Redis and pass its URL to run several workers"
-                    ),
+                    held: e.to_string(),
                 })?;
         }
         let stats = Arc::new(WorkerStats::default());
         let handler = Arc::new(handler);
         let me = self.clone();
         let (svc_stats, svc_name) = (stats.clone(), Arc::<str>::from(name.as_str()));
+        let (svc_stop, svc_dead) = (shutdown.clone(), wopts.on_dead.clone());
         // apalis-sqlite bumps a row's attempts when it re-enqueues an orphan (its worker
         // stopped heartbeating): those runs count as attempts too.
         let service = move |s: Stored, runs: Attempt| {
@@ -239,8 +308,18 @@ impl EmbeddedQueue {
                 svc_stats.clone(),
                 svc_name.clone(),
             );
+            let (stop, dead) = (svc_stop.clone(), svc_dead.clone());
             let attempt = s.prior_attempts + (runs.current().max(1) as u32);
-            async move { q.execute(s, attempt, &*h, &st, w).await }.boxed()
+            async move {
+                let run = Run {
+                    stats: &st,
+                    worker: w,
+                    stopping: stop,
+                    on_dead: dead,
+                };
+                q.execute(s, attempt, &*h, run).await
+            }
+            .boxed()
         };
         // Finished rows are only deleted by vacuum; do it at start and exit.
         let _ = apalis_core::backend::Vacuum::vacuum(&mut self.storage()).await;
@@ -300,22 +379,41 @@ impl EmbeddedQueue {
         s: Stored,
         attempt: u32,
         handler: &H,
-        stats: &WorkerStats,
-        worker: Arc<str>,
+        run: Run<'_>,
     ) -> Result<(), BoxDynError>
     where
         H: Fn(TaskMsg, TaskCtx) -> Fut,
         Fut: Future<Output = TaskResult>,
     {
+        let Run {
+            stats,
+            worker,
+            stopping,
+            on_dead,
+        } = run;
         if attempt > self.opts.max_attempts {
             // Its worker died on every allowed attempt: do not run it again.
             warn!(worker = %worker, attempt, "orphaned task dead after max attempts");
             WorkerStats::bump(&stats.dead);
-            return Err("worker lost on every attempt".into());
+            let error = "worker lost (no heartbeat) on every attempt";
+            if let Some(hook) = &on_dead {
+                hook(s.msg.clone(), attempt - 1, error.to_string()).await;
+            }
+            return Err(error.into());
+        }
+        if stopping.is_triggered() {
+            // Fetched but not started before the stop: back to the queue, uncharged.
+            self.push_stored(s, Duration::ZERO).await.map_err(|e| {
+                warn!(worker = %worker, error = %e, "giving back an unstarted task failed");
+                BoxDynError::from(e.to_string())
+            })?;
+            return Ok(());
         }
         let ctx = TaskCtx {
             attempt,
             worker: worker.clone(),
+            stopping,
+            lease_lost: Shutdown::new(),
         };
         let (result, panicked) = run_caught(handler, s.msg.clone(), ctx).await;
         if panicked {
@@ -335,6 +433,9 @@ impl EmbeddedQueue {
                 if attempt >= self.opts.max_attempts {
                     warn!(worker = %worker, attempt, error = %msg, "task dead after max attempts");
                     WorkerStats::bump(&stats.dead);
+                    if let Some(hook) = &on_dead {
+                        hook(s.msg.clone(), attempt, msg.clone()).await;
+                    }
                     return Err(msg.into());
                 }
                 (attempt, self.opts.retry_backoff(attempt))

@@ -14,6 +14,7 @@
 //! job handlers skip items the ledger already shows terminal, which makes that harmless.
 
 pub mod embedded;
+pub mod lease;
 pub mod redis;
 
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -45,6 +46,42 @@ pub struct TaskCtx {
     pub attempt: u32,
     /// Name of the worker running the task (host-pid-ulid).
     pub worker: Arc<str>,
+    /// The worker is stopping (SIGTERM, idle exit): start no new item; items already
+    /// calling may finish within the shutdown grace, the rest go back uncharged.
+    pub stopping: Shutdown,
+    /// This delivery's claim is gone (the worker could not heartbeat for as long as the
+    /// fleet takes to reclaim it, or another worker took it over): stop calling at once,
+    /// the new owner runs the task.
+    pub lease_lost: Shutdown,
+}
+
+impl TaskCtx {
+    /// A context for running a handler outside a queue worker (tests, tools).
+    pub fn detached(attempt: u32) -> TaskCtx {
+        TaskCtx {
+            attempt,
+            worker: Arc::from("detached"),
+            stopping: Shutdown::new(),
+            lease_lost: Shutdown::new(),
+        }
+    }
+}
+
+/// Called when a task goes to the dead-letter stream (its attempts are exhausted), with the
+/// task, the attempts it used and the last error: the runner marks its items `failed`.
+pub type DeadHook =
+    Arc<dyn Fn(TaskMsg, u32, String) -> futures::future::BoxFuture<'static, ()> + Send + Sync>;
+
+/// One entry of the dead-letter stream.
+#[derive(Debug, Clone)]
+pub struct DeadEntry {
+    /// Stream entry id (Redis) or row id (embedded).
+    pub id: String,
+    /// The task, when its payload decodes.
+    pub task: Option<TaskMsg>,
+    pub attempts: u32,
+    pub error: String,
+    pub worker: String,
 }
 
 /// Outcome of one handler run.
@@ -122,12 +159,24 @@ impl QueueOptions {
 }
 
 /// Worker settings for one process start.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct WorkerOptions {
     /// Tasks run at once.
     pub concurrency: usize,
     /// Worker (consumer) name; default [`worker_name`]. Must be unique per process start.
     pub name: Option<String>,
+    /// Told about every task this worker moves to the dead-letter stream.
+    pub on_dead: Option<DeadHook>,
+}
+
+impl std::fmt::Debug for WorkerOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WorkerOptions")
+            .field("concurrency", &self.concurrency)
+            .field("name", &self.name)
+            .field("on_dead", &self.on_dead.is_some())
+            .finish()
+    }
 }
 
 impl Default for WorkerOptions {
@@ -135,6 +184,7 @@ impl Default for WorkerOptions {
         WorkerOptions {
             concurrency: 8,
             name: None,
+            on_dead: None,
         }
     }
 }
@@ -272,6 +322,22 @@ pub enum QueueError {
     Encode(String),
     #[error("worker {worker}: {msg}")]
     Worker { worker: String, msg: String },
+    /// A second embedded worker on the same ledger (its limits would not be shared).
+    #[error("worker {worker}: another embedded worker is running ({held}); start Redis and pass its URL to run several workers")]
+    EmbeddedBusy { worker: String, held: String },
+    /// The queue serves another ledger than the one this process opened.
+    #[error("the queue at {queue} serves the ledger with fleet id {queue_fleet}, but {ledger} has fleet id {ledger_fleet}: this process was given another ledger than the fleet's (check --db / SYNCFLEET_DB and --redis / SYNCFLEET_REDIS_URL)")]
+    FleetMismatch {
+        queue: String,
+        queue_fleet: String,
+        ledger: String,
+        ledger_fleet: String,
+    },
+    #[error("{what} is not supported by the {mode} queue")]
+    Unsupported {
+        what: &'static str,
+        mode: &'static str,
+    },
 }
 
 /// Run one handler future, turning a panic (while building or polling it) into a failure.
@@ -370,6 +436,40 @@ impl Queue {
         }
     }
 
+    /// Every task that will still run: ready, in flight and delayed (not dead). What
+    /// `reconcile` and `status` compare with the ledger's pending items.
+    pub async fn live_tasks(&self) -> Result<Vec<TaskMsg>, QueueError> {
+        match self {
+            Queue::Redis(q) => q.live_tasks().await,
+            Queue::Embedded(q) => q.live_tasks().await,
+        }
+    }
+
+    /// The dead-letter entries, oldest first (at most `limit`).
+    pub async fn dead_entries(&self, limit: usize) -> Result<Vec<DeadEntry>, QueueError> {
+        match self {
+            Queue::Redis(q) => q.dead_entries(limit).await,
+            Queue::Embedded(q) => q.dead_entries(limit).await,
+        }
+    }
+
+    /// Push `task` (when given) as a fresh task, then remove dead entry `id`.
+    pub async fn requeue_dead(&self, id: &str, task: Option<&TaskMsg>) -> Result<(), QueueError> {
+        match self {
+            Queue::Redis(q) => q.requeue_dead(id, task).await,
+            Queue::Embedded(q) => q.requeue_dead(id, task).await,
+        }
+    }
+
+    /// Check that this queue serves the ledger whose fleet id is `ledger_fleet` (a queue
+    /// that serves none yet is bound to it). The embedded queue sits beside its ledger.
+    pub async fn bind_fleet(&self, ledger_fleet: &str, ledger: &str) -> Result<(), QueueError> {
+        match self {
+            Queue::Redis(q) => q.bind_fleet(ledger_fleet, ledger).await,
+            Queue::Embedded(_) => Ok(()),
+        }
+    }
+
     /// Run a worker until `shutdown` is triggered; then finish in-flight tasks and return.
     /// Backend errors are logged and retried with backoff; they never end the worker.
     pub async fn run_worker<H, Fut>(
@@ -436,10 +536,7 @@ mod tests {
             chunk: 0,
             keys: vec![],
         };
-        let ctx = |attempt| TaskCtx {
-            attempt,
-            worker: Arc::from("w"),
-        };
+        let ctx = TaskCtx::detached;
         let (r, panicked) = run_caught(&h, msg.clone(), ctx(1)).await;
         assert!(panicked);
         assert!(matches!(r, TaskResult::Failed(ref m) if m.contains("boom")));

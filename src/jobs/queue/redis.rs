@@ -14,7 +14,7 @@
 //! JUSTID`, which leaves the delivery count alone); entries idle longer than
 //! `heartbeat * missed_heartbeats` are taken over by any live worker.
 
-use std::collections::{HashSet, VecDeque};
+use std::collections::{HashMap, VecDeque};
 use std::future::Future;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -32,9 +32,10 @@ use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::{RedisError, Script};
 use tracing::{debug, info, warn};
 
+use super::lease::LeaseWatch;
 use super::{
-    run_caught, worker_name, QueueError, QueueLen, QueueOptions, Shutdown, TaskCtx, TaskMsg,
-    TaskResult, WorkerOptions, WorkerReport, WorkerStats,
+    run_caught, worker_name, DeadEntry, DeadHook, QueueError, QueueLen, QueueOptions, Shutdown,
+    TaskCtx, TaskMsg, TaskResult, WorkerOptions, WorkerReport, WorkerStats,
 };
 
 const GROUP: &str = "workers";
@@ -69,39 +70,70 @@ return out
 "#;
 
 /// Take over orphans (idle > min_idle) and count the recovery as an attempt; orphans past
-/// max_attempts go to the dead stream instead.
-/// KEYS: stream, dead. ARGV: group, consumer, min_idle_ms, count, max_attempts, dead_max.
-/// Returns flat [dead_count, id, d, attempt, ...].
+/// max_attempts go to the dead stream instead. Scans from `cursor` and follows the cursor
+/// XAUTOCLAIM returns (each call looks at most COUNT*10 entries), so an orphan behind many
+/// live entries is still found; the next cursor is returned for the next sweep.
+/// KEYS: stream, dead. ARGV: group, consumer, min_idle_ms, count, max_attempts, dead_max, cursor.
+/// Returns flat [next_cursor, n_claimed, (id, d, attempt) * n_claimed, (d, attempts) * dead].
 const CLAIM_LUA: &str = r#"
-local r = redis.call('XAUTOCLAIM', KEYS[1], ARGV[1], ARGV[2], tonumber(ARGV[3]), '0-0', 'COUNT', tonumber(ARGV[4]))
-local out = {'0'}
-local dead = 0
 local max = tonumber(ARGV[5])
-for _, e in ipairs(r[2]) do
-  local id = e[1]
-  local f = e[2]
-  local d, a = '', 0
-  for i = 1, #f, 2 do
-    if f[i] == 'd' then d = f[i + 1] elseif f[i] == 'a' then a = tonumber(f[i + 1]) or 0 end
+local want = tonumber(ARGV[4])
+local cursor = ARGV[7]
+local claimed, dead = {}, {}
+for _ = 1, 10 do
+  local r = redis.call('XAUTOCLAIM', KEYS[1], ARGV[1], ARGV[2], tonumber(ARGV[3]), cursor, 'COUNT', want - #claimed / 3)
+  cursor = r[1]
+  for _, e in ipairs(r[2]) do
+    local id = e[1]
+    local f = e[2]
+    if f then
+      local d, a = '', 0
+      for i = 1, #f, 2 do
+        if f[i] == 'd' then d = f[i + 1] elseif f[i] == 'a' then a = tonumber(f[i + 1]) or 0 end
+      end
+      local p = redis.call('XPENDING', KEYS[1], ARGV[1], id, id, 1)
+      local dc = 1
+      if p[1] then dc = tonumber(p[1][4]) end
+      local attempt = a + dc
+      if attempt > max then
+        redis.call('XADD', KEYS[2], 'MAXLEN', '=', tonumber(ARGV[6]), '*', 'd', d, 'attempts', tostring(attempt - 1),
+          'error', 'worker lost (no heartbeat) on every attempt', 'worker', ARGV[2])
+        redis.call('XACK', KEYS[1], ARGV[1], id)
+        redis.call('XDEL', KEYS[1], id)
+        dead[#dead + 1] = d
+        dead[#dead + 1] = tostring(attempt - 1)
+      else
+        claimed[#claimed + 1] = id
+        claimed[#claimed + 1] = d
+        claimed[#claimed + 1] = tostring(attempt)
+      end
+    end
   end
-  local p = redis.call('XPENDING', KEYS[1], ARGV[1], id, id, 1)
-  local dc = 1
-  if p[1] then dc = tonumber(p[1][4]) end
-  local attempt = a + dc
-  if attempt > max then
-    redis.call('XADD', KEYS[2], 'MAXLEN', '=', tonumber(ARGV[6]), '*', 'd', d, 'attempts', tostring(attempt - 1),
-      'error', 'worker lost (no heartbeat) on every attempt', 'worker', ARGV[2])
-    redis.call('XACK', KEYS[1], ARGV[1], id)
-    redis.call('XDEL', KEYS[1], id)
-    dead = dead + 1
-  else
-    out[#out + 1] = id
-    out[#out + 1] = d
-    out[#out + 1] = tostring(attempt)
-  end
+  if cursor == '0-0' or #claimed / 3 >= want then break end
 end
-out[1] = tostring(dead)
+local out = {cursor, tostring(#claimed / 3)}
+for _, v in ipairs(claimed) do out[#out + 1] = v end
+for _, v in ipairs(dead) do out[#out + 1] = v end
 return out
+"#;
+
+/// Ack and delete an entry this consumer still owns (a worker whose claim was taken over
+/// must not ack the new owner's delivery). KEYS: stream. ARGV: group, consumer, id.
+const ACK_LUA: &str = r#"
+local p = redis.call('XPENDING', KEYS[1], ARGV[1], ARGV[3], ARGV[3], 1)
+if not p[1] or p[1][2] ~= ARGV[2] then return 0 end
+redis.call('XACK', KEYS[1], ARGV[1], ARGV[3])
+redis.call('XDEL', KEYS[1], ARGV[3])
+return 1
+"#;
+
+/// The queue's fleet identity: bind it to `id` when unset; return the bound id.
+/// KEYS: fleet key. ARGV: id.
+const BIND_FLEET_LUA: &str = r#"
+local cur = redis.call('GET', KEYS[1])
+if cur then return cur end
+redis.call('SET', KEYS[1], ARGV[1])
+return ARGV[1]
 "#;
 
 /// Schedule a task (member `a:ulid:json`) and, when an entry id is given and this consumer
@@ -143,15 +175,15 @@ return 1
 "#;
 
 /// Refresh the idle time of entries this consumer still owns (JUSTID: delivery count kept).
-/// KEYS: stream. ARGV: group, consumer, ids... Returns how many were no longer ours.
+/// KEYS: stream. ARGV: group, consumer, ids... Returns the ids that are no longer ours.
 const HEARTBEAT_LUA: &str = r#"
-local lost = 0
+local lost = {}
 for i = 3, #ARGV do
   local p = redis.call('XPENDING', KEYS[1], ARGV[1], ARGV[i], ARGV[i], 1)
   if p[1] and p[1][2] == ARGV[2] then
     redis.call('XCLAIM', KEYS[1], ARGV[1], ARGV[2], 0, ARGV[i], 'JUSTID')
   else
-    lost = lost + 1
+    lost[#lost + 1] = ARGV[i]
   end
 end
 return lost
@@ -206,6 +238,8 @@ return {redis.call('XLEN', KEYS[1]), pending, redis.call('ZCARD', KEYS[2]), redi
 struct Scripts {
     fetch: Script,
     claim: Script,
+    ack: Script,
+    bind_fleet: Script,
     reschedule: Script,
     push_delayed: Script,
     dead: Script,
@@ -220,6 +254,8 @@ impl Scripts {
         Scripts {
             fetch: Script::new(FETCH_LUA),
             claim: Script::new(CLAIM_LUA),
+            ack: Script::new(ACK_LUA),
+            bind_fleet: Script::new(BIND_FLEET_LUA),
             reschedule: Script::new(RESCHEDULE_LUA),
             push_delayed: Script::new(PUSH_DELAYED_LUA),
             dead: Script::new(DEAD_LUA),
@@ -236,6 +272,7 @@ struct Keys {
     stream: String,
     delayed: String,
     dead: String,
+    fleet: String,
 }
 
 impl Keys {
@@ -244,6 +281,7 @@ impl Keys {
             stream: format!("{{{name}}}:stream"),
             delayed: format!("{{{name}}}:delayed"),
             dead: format!("{{{name}}}:dead"),
+            fleet: format!("{{{name}}}:fleet"),
         }
     }
 }
@@ -465,19 +503,159 @@ impl RedisQueue {
         })
     }
 
+    /// See [`super::Queue::bind_fleet`].
+    pub async fn bind_fleet(&self, ledger_fleet: &str, ledger: &str) -> Result<(), QueueError> {
+        let mut c = self.conn.clone();
+        let bound: String = self
+            .scripts
+            .bind_fleet
+            .key(&self.keys.fleet)
+            .arg(ledger_fleet)
+            .invoke_async(&mut c)
+            .await
+            .map_err(|e| self.err(e))?;
+        if bound == ledger_fleet {
+            return Ok(());
+        }
+        Err(QueueError::FleetMismatch {
+            queue: format!("{} ({})", self.url, self.keys.stream),
+            queue_fleet: bound,
+            ledger: ledger.to_string(),
+            ledger_fleet: ledger_fleet.to_string(),
+        })
+    }
+
+    /// Every ready, in-flight and delayed task (see [`super::Queue::live_tasks`]); read in
+    /// pages so a large queue costs several short round trips, not one long one.
+    pub async fn live_tasks(&self) -> Result<Vec<TaskMsg>, QueueError> {
+        const PAGE: usize = 1000;
+        let mut c = self.conn.clone();
+        let mut out = Vec::new();
+        let mut start = "-".to_string();
+        loop {
+            let page: Vec<(String, Vec<(String, String)>)> = redis::cmd("XRANGE")
+                .arg(&self.keys.stream)
+                .arg(&start)
+                .arg("+")
+                .arg("COUNT")
+                .arg(PAGE)
+                .query_async(&mut c)
+                .await
+                .map_err(|e| self.err(e))?;
+            let n = page.len();
+            for (id, fields) in page {
+                if let Some((_, d)) = fields.iter().find(|(k, _)| k == "d") {
+                    if let Ok(t) = serde_json::from_str::<TaskMsg>(d) {
+                        out.push(t);
+                    }
+                }
+                start = format!("({id}");
+            }
+            if n < PAGE {
+                break;
+            }
+        }
+        let mut from = 0isize;
+        loop {
+            let members: Vec<String> = redis::cmd("ZRANGE")
+                .arg(&self.keys.delayed)
+                .arg(from)
+                .arg(from + PAGE as isize - 1)
+                .query_async(&mut c)
+                .await
+                .map_err(|e| self.err(e))?;
+            let n = members.len();
+            for m in members {
+                // member = attempts:ulid:json
+                if let Some(json) = m.splitn(3, ':').nth(2) {
+                    if let Ok(t) = serde_json::from_str::<TaskMsg>(json) {
+                        out.push(t);
+                    }
+                }
+            }
+            if n < PAGE {
+                break;
+            }
+            from += PAGE as isize;
+        }
+        Ok(out)
+    }
+
+    /// The dead-letter stream, oldest first.
+    pub async fn dead_entries(&self, limit: usize) -> Result<Vec<DeadEntry>, QueueError> {
+        let mut c = self.conn.clone();
+        let page: Vec<(String, Vec<(String, String)>)> = redis::cmd("XRANGE")
+            .arg(&self.keys.dead)
+            .arg("-")
+            .arg("+")
+            .arg("COUNT")
+            .arg(limit.max(1))
+            .query_async(&mut c)
+            .await
+            .map_err(|e| self.err(e))?;
+        Ok(page
+            .into_iter()
+            .map(|(id, fields)| {
+                let get = |k: &str| {
+                    fields
+                        .iter()
+                        .find(|(f, _)| f == k)
+                        .map(|(_, v)| v.clone())
+                        .unwrap_or_default()
+                };
+                DeadEntry {
+                    id,
+                    task: serde_json::from_str(&get("d")).ok(),
+                    attempts: get("attempts").parse().unwrap_or(0),
+                    error: get("error"),
+                    worker: get("worker"),
+                }
+            })
+            .collect())
+    }
+
+    /// Push `task` as a fresh task, then delete dead entry `id` (in that order: a failure in
+    /// between leaves the entry listed, never lost).
+    pub async fn requeue_dead(&self, id: &str, task: Option<&TaskMsg>) -> Result<(), QueueError> {
+        if let Some(task) = task {
+            self.push_bulk(std::slice::from_ref(task)).await?;
+        }
+        let mut c = self.conn.clone();
+        redis::cmd("XDEL")
+            .arg(&self.keys.dead)
+            .arg(id)
+            .query_async::<i64>(&mut c)
+            .await
+            .map_err(|e| self.err(e))?;
+        Ok(())
+    }
+
     /// Build the apalis backend for one worker start (used by [`RedisQueue::run_worker`];
     /// public for the benchmark and for callers composing their own apalis worker).
     pub fn backend(&self, worker: &str, concurrency: usize, shutdown: Shutdown) -> StreamsBackend {
+        self.backend_with(worker, concurrency, shutdown, None)
+    }
+
+    fn backend_with(
+        &self,
+        worker: &str,
+        concurrency: usize,
+        shutdown: Shutdown,
+        on_dead: Option<DeadHook>,
+    ) -> StreamsBackend {
         StreamsBackend {
             shared: Arc::new(Shared {
                 q: self.clone(),
                 worker: Arc::from(worker),
                 concurrency: concurrency.max(1),
-                owned: Mutex::new(HashSet::new()),
+                owned: Mutex::new(HashMap::new()),
                 running: AtomicUsize::new(0),
                 shutdown,
                 stats: WorkerStats::default(),
                 last_sweep: Mutex::new(None),
+                claim_cursor: Mutex::new("0-0".to_string()),
+                lease: Mutex::new(LeaseWatch::new(self.opts.claim_idle(), self.opts.heartbeat)),
+                on_dead,
             }),
             buf: VecDeque::new(),
             fetch: None,
@@ -498,7 +676,12 @@ impl RedisQueue {
         Fut: Future<Output = TaskResult> + Send + 'static,
     {
         let name = wopts.name.clone().unwrap_or_else(worker_name);
-        let backend = self.backend(&name, wopts.concurrency, shutdown.clone());
+        let backend = self.backend_with(
+            &name,
+            wopts.concurrency,
+            shutdown.clone(),
+            wopts.on_dead.clone(),
+        );
         let shared = backend.shared.clone();
         let handler = Arc::new(handler);
         let svc_shared = shared.clone();
@@ -526,10 +709,12 @@ impl RedisQueue {
             })
             .boxed();
         let hb = shared.clone().heartbeat_loop();
+        let watch = shared.clone().lease_watchdog();
         // The heartbeat ends when the worker does: it must never outlive the worker's claim.
         let res = tokio::select! {
             r = run => r,
             _ = hb => Ok(()),
+            _ = watch => Ok(()),
         };
         let report = shared.stats.report(&name);
         info!(worker = %name, ?report, "queue worker stopped");
@@ -553,12 +738,25 @@ pub struct Envelope {
     attempt: u32,
 }
 
+/// An entry this worker holds (buffered or running).
+struct Owned {
+    /// When the fetch that took it was sent: its first refresh.
+    fetched_at: Instant,
+    /// Fired when the claim is gone: the handler stops calling.
+    lost: Shutdown,
+}
+
 struct Shared {
     q: RedisQueue,
     worker: Arc<str>,
     concurrency: usize,
-    /// Entry ids this worker holds (buffered or running): refreshed every heartbeat.
-    owned: Mutex<HashSet<String>>,
+    /// Entries this worker holds (buffered or running): refreshed every heartbeat.
+    owned: Mutex<HashMap<String, Owned>>,
+    /// Where the next orphan sweep resumes XAUTOCLAIM's scan.
+    claim_cursor: Mutex<String>,
+    /// Successful heartbeats: when the claims may be someone else's.
+    lease: Mutex<LeaseWatch>,
+    on_dead: Option<DeadHook>,
     /// Tasks handed to apalis and not finished.
     running: AtomicUsize,
     shutdown: Shutdown,
@@ -595,6 +793,7 @@ impl Shared {
             due
         };
         if sweep_due {
+            let cursor = lock(&self.claim_cursor).clone();
             let flat: Vec<String> = q
                 .scripts
                 .claim
@@ -606,16 +805,32 @@ impl Shared {
                 .arg(count)
                 .arg(q.opts.max_attempts)
                 .arg(q.opts.dead_max)
+                .arg(&cursor)
                 .invoke_async(&mut c)
                 .await?;
-            let dead: u64 = flat.first().and_then(|s| s.parse().ok()).unwrap_or(0);
-            if dead > 0 {
-                warn!(worker = %self.worker, dead, "orphaned tasks past max attempts moved to dead letters");
+            if let Some(next) = flat.first() {
+                *lock(&self.claim_cursor) = next.clone();
+            }
+            let n: usize = flat.get(1).and_then(|s| s.parse().ok()).unwrap_or(0);
+            let rest = flat.get(2..).unwrap_or(&[]);
+            let (claimed, dead) = rest.split_at((n * 3).min(rest.len()));
+            if !dead.is_empty() {
+                let count = dead.len() / 2;
+                warn!(worker = %self.worker, dead = count, "orphaned tasks past max attempts moved to dead letters");
                 self.stats
                     .dead
-                    .fetch_add(dead, std::sync::atomic::Ordering::Relaxed);
+                    .fetch_add(count as u64, std::sync::atomic::Ordering::Relaxed);
+                for pair in dead.chunks_exact(2) {
+                    let attempts = pair[1].parse().unwrap_or(0);
+                    self.dead_hook(
+                        &pair[0],
+                        attempts,
+                        "worker lost (no heartbeat) on every attempt",
+                    )
+                    .await;
+                }
             }
-            let got = Self::parse(flat.get(1..).unwrap_or(&[]));
+            let got = Self::parse(claimed);
             if !got.is_empty() {
                 info!(worker = %self.worker, n = got.len(), "recovered orphaned tasks");
                 self.stats
@@ -650,11 +865,18 @@ impl Shared {
                 .concurrency
                 .saturating_sub(self.running.load(Ordering::Acquire))
                 .max(1);
+            let sent = Instant::now();
             let wait = match self.try_fetch(free).await {
                 Ok(got) if !got.is_empty() => {
                     let mut owned = lock(&self.owned);
                     for e in &got {
-                        owned.insert(e.id.clone());
+                        owned.insert(
+                            e.id.clone(),
+                            Owned {
+                                fetched_at: sent,
+                                lost: Shutdown::new(),
+                            },
+                        );
                     }
                     return got;
                 }
@@ -718,11 +940,23 @@ impl Shared {
         Fut: Future<Output = TaskResult>,
     {
         let opts = &self.q.opts;
+        if self.shutdown.is_triggered() {
+            // Handed to apalis but not started before the stop: give it back uncharged.
+            self.release(std::slice::from_ref(&env)).await;
+            self.finish(&env);
+            return;
+        }
+        let lost = lock(&self.owned)
+            .get(&env.id)
+            .map(|o| o.lost.clone())
+            .unwrap_or_default();
         let (result, panicked) = match serde_json::from_str::<TaskMsg>(&env.raw) {
             Ok(msg) => {
                 let ctx = TaskCtx {
                     attempt: env.attempt,
                     worker: self.worker.clone(),
+                    stopping: self.shutdown.clone(),
+                    lease_lost: lost.clone(),
                 };
                 run_caught(handler, msg, ctx).await
             }
@@ -741,18 +975,12 @@ impl Shared {
                 let q = &self.q;
                 self.settle("ack", || {
                     let mut c = q.conn.clone();
-                    let mut p = redis::pipe();
-                    p.atomic()
-                        .cmd("XACK")
-                        .arg(&q.keys.stream)
+                    let mut inv = q.scripts.ack.prepare_invoke();
+                    inv.key(&q.keys.stream)
                         .arg(GROUP)
-                        .arg(&env.id)
-                        .ignore()
-                        .cmd("XDEL")
-                        .arg(&q.keys.stream)
-                        .arg(&env.id)
-                        .ignore();
-                    async move { p.query_async::<()>(&mut c).await }
+                        .arg(&*self.worker)
+                        .arg(&env.id);
+                    async move { inv.invoke_async::<i64>(&mut c).await.map(|_| ()) }
                 })
                 .await;
                 WorkerStats::bump(&self.stats.done);
@@ -821,6 +1049,59 @@ impl Shared {
             .await;
         if ok {
             WorkerStats::bump(&self.stats.dead);
+            self.dead_hook(&env.raw, env.attempt, error).await;
+        }
+    }
+
+    /// Tell the worker's dead hook (the runner marks the task's items failed).
+    async fn dead_hook(&self, raw: &str, attempts: u32, error: &str) {
+        let Some(hook) = &self.on_dead else { return };
+        match serde_json::from_str::<TaskMsg>(raw) {
+            Ok(task) => hook(task, attempts, error.to_string()).await,
+            Err(e) => {
+                warn!(worker = %self.worker, error = %e, "dead task undecodable: its items stay pending until `reconcile`")
+            }
+        }
+    }
+
+    /// Give entries back to the queue with their attempts unchanged (RELEASE_LUA).
+    async fn release(&self, envs: &[Envelope]) -> bool {
+        if envs.is_empty() {
+            return true;
+        }
+        let q = &self.q;
+        self.settle("release", || {
+            let mut c = q.conn.clone();
+            let mut inv = q.scripts.release.prepare_invoke();
+            inv.key(&q.keys.stream).arg(GROUP).arg(&*self.worker);
+            for e in envs {
+                inv.arg(&e.id).arg(&e.raw).arg(e.attempt.saturating_sub(1));
+            }
+            async move { inv.invoke_async::<i64>(&mut c).await.map(|_| ()) }
+        })
+        .await
+    }
+
+    /// Give up the claims the fleet may already have taken over: once the lease runs out
+    /// (no successful heartbeat for nearly the claim idle time), every in-flight handler
+    /// is told to stop calling, so a task is never worked on by two workers at once.
+    async fn lease_watchdog(self: Arc<Self>) {
+        let every = (self.q.opts.heartbeat / 4).max(Duration::from_millis(50));
+        loop {
+            tokio::time::sleep(every).await;
+            let now = Instant::now();
+            let lease = lock(&self.lease).clone();
+            let mut gone = 0;
+            for o in lock(&self.owned).values() {
+                if !o.lost.is_triggered() && lease.expired(o.fetched_at, now) {
+                    o.lost.trigger();
+                    gone += 1;
+                }
+            }
+            if gone > 0 {
+                warn!(worker = %self.worker, tasks = gone, lost_after = ?lease.lost_after(),
+                    "no heartbeat reached the queue for too long: stopping in-flight tasks (the fleet may reclaim them)");
+            }
         }
     }
 
@@ -833,18 +1114,27 @@ impl Shared {
         loop {
             tick.tick().await;
             n += 1;
-            let ids: Vec<String> = lock(&self.owned).iter().cloned().collect();
+            let ids: Vec<String> = lock(&self.owned).keys().cloned().collect();
             let mut c = q.conn.clone();
+            let sent = Instant::now();
             if !ids.is_empty() {
                 let mut inv = q.scripts.heartbeat.prepare_invoke();
                 inv.key(&q.keys.stream).arg(GROUP).arg(&*self.worker);
                 for id in &ids {
                     inv.arg(id);
                 }
-                match inv.invoke_async::<i64>(&mut c).await {
-                    Ok(0) => {}
+                match inv.invoke_async::<Vec<String>>(&mut c).await {
                     Ok(lost) => {
-                        warn!(worker = %self.worker, lost, "in-flight tasks were taken over by other workers (missed heartbeats)")
+                        lock(&self.lease).renewed(sent);
+                        if !lost.is_empty() {
+                            let owned = lock(&self.owned);
+                            for id in &lost {
+                                if let Some(o) = owned.get(id) {
+                                    o.lost.trigger();
+                                }
+                            }
+                            warn!(worker = %self.worker, lost = lost.len(), "in-flight tasks were taken over by other workers (missed heartbeats): stopping them");
+                        }
                     }
                     Err(e) => self.note_error("heartbeat", &e).await,
                 }
@@ -881,17 +1171,7 @@ impl Shared {
         }
         let q = &self.q;
         if !buf.is_empty() {
-            let released = self
-                .settle("release", || {
-                    let mut c = q.conn.clone();
-                    let mut inv = q.scripts.release.prepare_invoke();
-                    inv.key(&q.keys.stream).arg(GROUP).arg(&*self.worker);
-                    for e in &buf {
-                        inv.arg(&e.id).arg(&e.raw).arg(e.attempt.saturating_sub(1));
-                    }
-                    async move { inv.invoke_async::<i64>(&mut c).await.map(|_| ()) }
-                })
-                .await;
+            let released = self.release(&buf).await;
             debug!(worker = %self.worker, n = buf.len(), released, "released unstarted tasks");
         }
         lock(&self.owned).clear();

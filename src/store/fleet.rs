@@ -1,0 +1,149 @@
+//! Dead letters and the ledger's fleet identity.
+//!
+//! A task that exhausted its attempts ends in the queue's dead-letter stream; its items end
+//! here as `failed` with class `dead`, so the job still finishes and SQL shows why
+//! (docs/design.md, "Dead letters"). The fleet identity is one random id per ledger, made by
+//! the migration: the queue records the id of the ledger it serves, so a worker started with
+//! another ledger is refused instead of burning the fleet's tasks.
+
+use super::jobs::now_ms;
+use super::{json_list, QueryCtx, Store, StoreError};
+
+/// `job_items.error_class` of items whose task went to the dead-letter stream.
+pub const DEAD_CLASS: &str = "dead";
+
+impl Store {
+    /// This ledger's fleet identity (made once by the migrations).
+    pub async fn fleet_id(&self) -> Result<String, StoreError> {
+        sqlx::query_scalar("SELECT id FROM fleet WHERE one = 1")
+            .fetch_one(&self.pool)
+            .await
+            .ctx(self, "fleet_id")
+    }
+
+    /// Mark the still-pending `keys` of a dead task `failed` with class `dead` and `message`,
+    /// and finish the job when nothing is pending any more. Returns how many items changed.
+    pub async fn fail_dead_items(
+        &self,
+        job_id: i64,
+        keys: &[String],
+        message: &str,
+    ) -> Result<u64, StoreError> {
+        let mut tx = self
+            .pool
+            .begin_with("BEGIN IMMEDIATE")
+            .await
+            .ctx(self, "fail_dead_items: begin")?;
+        let changed = sqlx::query(concat!(
+            "UPDATE job_items
+             SET status = 'failed', error_class = 'dead', error_message = ?, updated_at = ",
+            now_ms!(),
+            " WHERE job_id = ? AND status = 'pending'
+               AND item_key IN (SELECT value FROM json_each(?))"
+        ))
+        .bind(message.chars().take(2000).collect::<String>())
+        .bind(job_id)
+        .bind(json_list(keys))
+        .execute(&mut *tx)
+        .await
+        .ctx(self, "fail_dead_items: update items")?
+        .rows_affected();
+        sqlx::query(concat!(
+            "UPDATE jobs SET status = 'finished', finished_at = ",
+            now_ms!(),
+            " WHERE id = ? AND status = 'running'
+               AND NOT EXISTS (SELECT 1 FROM job_items WHERE job_id = ? AND status = 'pending')"
+        ))
+        .bind(job_id)
+        .bind(job_id)
+        .execute(&mut *tx)
+        .await
+        .ctx(self, "fail_dead_items: finish job")?;
+        tx.commit().await.ctx(self, "fail_dead_items: commit")?;
+        Ok(changed)
+    }
+
+    /// Put the dead-failed items among `keys` back to `pending` (reopening the job); returns
+    /// those keys, in `seq` order, for the caller to push again.
+    pub async fn revive_dead_items(
+        &self,
+        job_id: i64,
+        keys: &[String],
+    ) -> Result<Vec<String>, StoreError> {
+        let mut tx = self
+            .pool
+            .begin_with("BEGIN IMMEDIATE")
+            .await
+            .ctx(self, "revive_dead_items: begin")?;
+        let revived: Vec<String> = sqlx::query_scalar(concat!(
+            "UPDATE job_items
+             SET status = 'pending', error_class = NULL, error_message = NULL, updated_at = ",
+            now_ms!(),
+            " WHERE job_id = ? AND status = 'failed' AND error_class = 'dead'
+               AND item_key IN (SELECT value FROM json_each(?))
+             RETURNING item_key"
+        ))
+        .bind(job_id)
+        .bind(json_list(keys))
+        .fetch_all(&mut *tx)
+        .await
+        .ctx(self, "revive_dead_items: update items")?;
+        if !revived.is_empty() {
+            sqlx::query("UPDATE jobs SET status = 'running', finished_at = NULL WHERE id = ?")
+                .bind(job_id)
+                .execute(&mut *tx)
+                .await
+                .ctx(self, "revive_dead_items: reopen job")?;
+        }
+        tx.commit().await.ctx(self, "revive_dead_items: commit")?;
+        Ok(revived)
+    }
+
+    /// Recorded attempts of the given items (how many transient-retry rounds each used).
+    pub async fn item_attempts(
+        &self,
+        job_id: i64,
+        keys: &[String],
+    ) -> Result<Vec<(String, u32)>, StoreError> {
+        let rows: Vec<(String, i64)> = sqlx::query_as(
+            "SELECT i.item_key, i.attempts FROM json_each(?) AS k
+             CROSS JOIN job_items AS i ON i.job_id = ? AND i.item_key = k.value",
+        )
+        .bind(json_list(keys))
+        .bind(job_id)
+        .fetch_all(&self.pool)
+        .await
+        .ctx(self, "item_attempts")?;
+        Ok(rows
+            .into_iter()
+            .map(|(k, a)| (k, u32::try_from(a).unwrap_or(u32::MAX)))
+            .collect())
+    }
+
+    /// Keys of the job's items that failed as dead letters, in `seq` order.
+    pub async fn dead_items(&self, job_id: i64) -> Result<Vec<String>, StoreError> {
+        sqlx::query_scalar(
+            "SELECT item_key FROM job_items
+             WHERE job_id = ? AND status = 'failed' AND error_class = 'dead' ORDER BY seq",
+        )
+        .bind(job_id)
+        .fetch_all(&self.pool)
+        .await
+        .ctx(self, "dead_items")
+    }
+
+    /// Jobs with items failed as dead letters, and how many: (job id, items).
+    pub async fn dead_item_counts(&self) -> Result<Vec<(i64, u64)>, StoreError> {
+        let rows: Vec<(i64, i64)> = sqlx::query_as(
+            "SELECT job_id, count(*) FROM job_items
+             WHERE status = 'failed' AND error_class = 'dead' GROUP BY job_id ORDER BY job_id",
+        )
+        .fetch_all(&self.pool)
+        .await
+        .ctx(self, "dead_item_counts")?;
+        Ok(rows
+            .into_iter()
+            .map(|(j, n)| (j, u64::try_from(n).unwrap_or(0)))
+            .collect())
+    }
+}
