@@ -309,6 +309,16 @@ const STOP_MARGIN: Duration = Duration::from_secs(15);
 pub async fn work(cli: &Cli, args: &WorkArgs) -> Result<(), CliError> {
     let cfg = cli.load_config()?;
     let rt = Runtime::open(cfg, &cli.db, cli.redis.as_deref()).await?;
+    // Secrets of the platforms the running jobs use: a missing one is named (exit 2).
+    crate::jobs::secrets::check_running_jobs(&rt.store, &rt.cfg)
+        .await
+        .map_err(|e| {
+            if e.is_input_error() {
+                CliError::input(e.to_string())
+            } else {
+                CliError::runtime(e.to_string())
+            }
+        })?;
     let gateway = rt.gateway().await?;
     let shutdown = Shutdown::new();
     shutdown_on_signal(shutdown.clone());

@@ -35,6 +35,12 @@ pub struct ClientOpts {
     pub concurrency: u32,
     pub chunk_size: usize,
     pub logistics_min_interval_s: u64,
+    /// `[queue]` attempts per task, shutdown grace, unreachable exit.
+    pub max_attempts: u32,
+    pub shutdown_grace_s: u64,
+    pub unreachable_exit_s: u64,
+    /// `[jobs] item_retry_rounds`.
+    pub item_retry_rounds: u32,
 }
 
 impl Default for ClientOpts {
@@ -45,6 +51,10 @@ impl Default for ClientOpts {
             concurrency: 64,
             chunk_size: 100,
             logistics_min_interval_s: 3600,
+            max_attempts: 5,
+            shutdown_grace_s: 5,
+            unreachable_exit_s: 120,
+            item_retry_rounds: 4,
         }
     }
 }
@@ -84,9 +94,18 @@ pub fn client_toml(sim: &SimHandle, o: &ClientOpts) -> String {
     }
     t.push_str(&format!(
         "[gates.default]\nrate = {}\nburst = {}\nconcurrency = {}\np95_ms = 20\nmax_wait_ms = 5000\n\n\
-         [queue]\nchunk_size = {}\npoll_interval_ms = 20\nheartbeat_s = 1\nmissed_heartbeats = 2\n\n\
-         [jobs]\nlogistics_min_interval_s = {}\n\n[probe]\ninterval_s = 0\n",
-        o.rate, o.burst, o.concurrency, o.chunk_size, o.logistics_min_interval_s
+         [queue]\nchunk_size = {}\npoll_interval_ms = 20\nheartbeat_s = 1\nmissed_heartbeats = 2\n\
+         max_attempts = {}\nshutdown_grace_s = {}\nunreachable_exit_s = {}\n\n\
+         [jobs]\nlogistics_min_interval_s = {}\nitem_retry_rounds = {}\n\n[probe]\ninterval_s = 0\n",
+        o.rate,
+        o.burst,
+        o.concurrency,
+        o.chunk_size,
+        o.max_attempts,
+        o.shutdown_grace_s,
+        o.unreachable_exit_s,
+        o.logistics_min_interval_s,
+        o.item_retry_rounds
     ));
     t
 }
@@ -123,13 +142,18 @@ impl Harness {
 
     /// `syncfleet --config C --redis R --db D ARGS...` with the secrets in its environment.
     pub fn command_with(&self, config: &Path, args: &[&str]) -> Command {
+        self.command_on(config, &self.db, args)
+    }
+
+    /// [`Harness::command_with`] on another ledger URL.
+    pub fn command_on(&self, config: &Path, db: &str, args: &[&str]) -> Command {
         let mut c = Command::new(env!("CARGO_BIN_EXE_syncfleet"));
         c.arg("--config")
             .arg(config)
             .arg("--redis")
             .arg(&self.redis.url)
             .arg("--db")
-            .arg(&self.db)
+            .arg(db)
             .args(args)
             .env("RUST_LOG", "warn")
             .env_remove("SYNCFLEET_CONFIG")

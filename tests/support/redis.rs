@@ -100,6 +100,60 @@ impl TestRedis {
         panic!("could not start redis-server on a free port");
     }
 
+    /// Stop a private server (a Redis outage); [`TestRedis::restart`] brings it back on the
+    /// same port, empty (it keeps nothing on disk). Panics on a shared server.
+    pub fn stop(&mut self) {
+        let child = self
+            .child
+            .as_mut()
+            .expect("only a private redis-server can be stopped");
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+
+    /// Start the private server again on its port (after [`TestRedis::stop`]).
+    pub fn restart(&mut self) {
+        let port: u16 = self
+            .url
+            .trim_end_matches('/')
+            .rsplit(':')
+            .next()
+            .and_then(|p| p.parse().ok())
+            .expect("port of a private redis url");
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            let child = Command::new("redis-server")
+                .args([
+                    "--port",
+                    &port.to_string(),
+                    "--bind",
+                    "127.0.0.1",
+                    "--save",
+                    "",
+                    "--appendonly",
+                    "no",
+                ])
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .expect("start redis-server");
+            self.child = Some(child);
+            let up = Instant::now() + Duration::from_secs(5);
+            while Instant::now() < up {
+                if ping(&self.url) {
+                    return;
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            // The port may still be in TIME_WAIT-like limbo: try again, bounded.
+            self.stop();
+            assert!(
+                Instant::now() < deadline,
+                "redis-server did not restart on port {port}"
+            );
+        }
+    }
+
     /// Whether this is a private server (FLUSHALL and CONFIG SET are fine).
     pub fn owned(&self) -> bool {
         self.child.is_some()

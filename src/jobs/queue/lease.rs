@@ -3,9 +3,10 @@
 //! Another worker takes an in-flight entry over once it has been idle for `claim_idle` on
 //! the Redis server's clock; each heartbeat resets that idle time. The reset happens after
 //! the heartbeat was *sent*, so the local time elapsed since the send of the last heartbeat
-//! that succeeded is an upper bound of the entry's idle time. Once that bound comes within
-//! half a heartbeat of `claim_idle`, the fleet may already be reclaiming the task: the worker
-//! stops calling for it instead of racing the new owner. Pure: the caller supplies instants.
+//! that succeeded is an upper bound of the entry's idle time. The lease is given up halfway
+//! between the next heartbeat's due time and `claim_idle`: late enough that a heartbeat that
+//! is merely slow does not trip it, early enough that the worker stops calling for the task
+//! before the fleet can give it to another worker. Pure: the caller supplies instants.
 
 use std::time::{Duration, Instant};
 
@@ -19,7 +20,7 @@ pub struct LeaseWatch {
 impl LeaseWatch {
     pub fn new(claim_idle: Duration, heartbeat: Duration) -> LeaseWatch {
         LeaseWatch {
-            lost_after: claim_idle.saturating_sub(heartbeat / 2).max(heartbeat / 2),
+            lost_after: (claim_idle + heartbeat) / 2,
             last_ok_sent: None,
         }
     }
@@ -67,9 +68,11 @@ mod tests {
     fn lost_before_the_fleet_can_reclaim() {
         let t0 = Instant::now();
         let l = LeaseWatch::new(CLAIM, HB);
-        assert_eq!(l.lost_after(), s(25));
-        assert!(!l.expired(t0, t0 + s(24)));
-        assert!(l.expired(t0, t0 + s(25)));
+        assert_eq!(l.lost_after(), s(20));
+        // Past the next heartbeat's due time, before the fleet may reclaim.
+        assert!(l.lost_after() > HB && l.lost_after() < CLAIM);
+        assert!(!l.expired(t0, t0 + s(19)));
+        assert!(l.expired(t0, t0 + s(20)));
         assert!(l.lost_after() < CLAIM);
     }
 
@@ -78,10 +81,10 @@ mod tests {
         let t0 = Instant::now();
         let mut l = LeaseWatch::new(CLAIM, HB);
         l.renewed(t0 + s(10));
-        assert!(l.expired(t0, t0 + s(35)));
+        assert!(l.expired(t0, t0 + s(30)));
         // An older send never moves the lease back.
         l.renewed(t0 + s(5));
-        assert!(!l.expired(t0, t0 + s(34)));
+        assert!(!l.expired(t0, t0 + s(29)));
     }
 
     #[test]
@@ -92,11 +95,14 @@ mod tests {
         // Heartbeats failed since t0, but this entry was fetched at t0 + 20 s.
         assert!(l.expired(t0, t0 + s(26)));
         assert!(!l.expired(t0 + s(20), t0 + s(26)));
+        assert!(l.expired(t0 + s(20), t0 + s(40)));
     }
 
     #[test]
-    fn tiny_claims_keep_a_positive_lease() {
+    fn lease_sits_between_the_next_heartbeat_and_the_claim() {
         let l = LeaseWatch::new(s(2), s(1));
         assert_eq!(l.lost_after(), Duration::from_millis(1500));
+        let l = LeaseWatch::new(s(8), s(2));
+        assert_eq!(l.lost_after(), s(5));
     }
 }
