@@ -3,14 +3,20 @@
 
 mod support;
 
-use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use support::queue::{spawn_worker, stop, wait_for, Worker};
+use support::proxy::FreezableProxy;
+use support::queue::{
+    dead_recorder, eventually, spawn_worker, spawn_worker_with, stop, stop_within, wait_for, Worker,
+};
 use support::redis::TestRedis;
-use syncfleet::jobs::queue::{QueueOptions, RedisQueue, Shutdown, TaskCtx, TaskMsg, TaskResult};
+use syncfleet::jobs::queue::{
+    Queue, QueueError, QueueOptions, RedisQueue, Shutdown, TaskCtx, TaskMsg, TaskResult,
+    WorkerOptions,
+};
 
 fn opts(redis: &TestRedis) -> QueueOptions {
     QueueOptions {

@@ -8,6 +8,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
+pub mod chaos;
+
 use crate::support::redis::TestRedis;
 use syncfleet::config::Config;
 use syncfleet::link::gateway::Gateway;

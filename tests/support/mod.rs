@@ -1,5 +1,6 @@
 //! Shared test support. Each integration test file that needs it says `mod support;`.
 #![allow(dead_code)]
 
+pub mod proxy;
 pub mod queue;
 pub mod redis;

@@ -1031,7 +1031,10 @@ impl Shared {
 
     async fn dead(&self, env: &Envelope, error: &str) {
         let q = &self.q;
-        let ok = self
+        // DEAD_LUA moves the entry only while this consumer still owns it: a worker whose
+        // claim was taken over must not report the new owner's task dead.
+        let moved = std::sync::atomic::AtomicBool::new(false);
+        let settled = self
             .settle("dead-letter", || {
                 let mut c = q.conn.clone();
                 let mut inv = q.scripts.dead.prepare_invoke();
@@ -1044,10 +1047,15 @@ impl Shared {
                     .arg(env.attempt)
                     .arg(error)
                     .arg(q.opts.dead_max);
-                async move { inv.invoke_async::<i64>(&mut c).await.map(|_| ()) }
+                let moved = &moved;
+                async move {
+                    let n = inv.invoke_async::<i64>(&mut c).await?;
+                    moved.store(n == 1, Ordering::Relaxed);
+                    Ok(())
+                }
             })
             .await;
-        if ok {
+        if settled && moved.load(Ordering::Relaxed) {
             WorkerStats::bump(&self.stats.dead);
             self.dead_hook(&env.raw, env.attempt, error).await;
         }
