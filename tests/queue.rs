@@ -587,3 +587,557 @@ async fn connect_retrying_waits_for_redis() {
             .is_err()
     );
 }
+
+/// The consumer group of every worker of a queue.
+const GROUP: &str = "workers";
+
+/// Deliver a new entry for `task` (`a` attempts consumed before it) to consumer `ghost`,
+/// which never heartbeats: an orphan once idle for the claim idle time. One script, so no
+/// live worker can fetch the entry first; every other entry must already be delivered.
+fn make_orphan(redis: &TestRedis, q: &RedisQueue, task: &TaskMsg, a: u32, ghost: &str) -> String {
+    let (stream, _, _) = q.key_names();
+    let mut c = redis.connection();
+    let (added, read): (String, String) = redis::Script::new(
+        r"
+local id = redis.call('XADD', KEYS[1], '*', 'd', ARGV[1], 'a', ARGV[2])
+local r = redis.call('XREADGROUP', 'GROUP', ARGV[3], ARGV[4], 'COUNT', 1, 'STREAMS', KEYS[1], '>')
+return {id, r[1][2][1][1]}
+",
+    )
+    .key(&stream)
+    .arg(serde_json::to_string(task).unwrap())
+    .arg(a)
+    .arg(GROUP)
+    .arg(ghost)
+    .invoke(&mut c)
+    .unwrap();
+    assert_eq!(added, read, "the orphan was the only undelivered entry");
+    added
+}
+
+/// Pending entries of the group: (id, consumer, delivery count), in id order.
+fn pending(redis: &TestRedis, q: &RedisQueue) -> Vec<(String, String, u64)> {
+    let (stream, _, _) = q.key_names();
+    let mut c = redis.connection();
+    let p: Vec<(String, String, u64, u64)> = redis::cmd("XPENDING")
+        .arg(&stream)
+        .arg(GROUP)
+        .arg("-")
+        .arg("+")
+        .arg(10_000)
+        .query(&mut c)
+        .unwrap();
+    p.into_iter().map(|(id, who, _idle, n)| (id, who, n)).collect()
+}
+
+async fn queue_empty(q: &RedisQueue) -> bool {
+    q.len().await.is_ok_and(|l| l.total() == 0)
+}
+
+/// The orphan sweep follows XAUTOCLAIM's cursor: an orphan behind more live in-flight entries
+/// than one XAUTOCLAIM call looks at (COUNT 1 scans 10 PEL entries) is still recovered.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn orphan_behind_many_live_entries_is_recovered() {
+    let redis = TestRedis::start();
+    // Claim idle 4 s against a 1 s heartbeat: A's live entries stay far from being taken.
+    let o = QueueOptions {
+        heartbeat: Duration::from_secs(1),
+        missed_heartbeats: 4,
+        ..opts(&redis)
+    };
+    let q = RedisQueue::connect(&redis.url, o).await.unwrap();
+    let release = Shutdown::new();
+    let runs_a = Runs::default();
+    let (r, gate) = (runs_a.clone(), release.clone());
+    let a = spawn_worker(&q, 15, move |m, ctx| {
+        r.record(&m, &ctx);
+        let gate = gate.clone();
+        async move {
+            gate.wait().await;
+            TaskResult::Done
+        }
+    });
+    q.push_bulk(&msgs(0..15)).await.unwrap();
+    wait_for(30, "A runs 15 tasks", || runs_a.distinct() == 15).await;
+
+    let ghost = "ghost-never-heartbeats";
+    let orphan = msgs(100..101).remove(0);
+    let orphan_id = make_orphan(&redis, &q, &orphan, 0, ghost);
+    let p = pending(&redis, &q);
+    assert_eq!(p.len(), 16, "{p:?}");
+    assert_eq!(p[15], (orphan_id, ghost.to_string(), 1), "the orphan is last");
+    let a_name = p[0].1.clone();
+    assert!(p[..15].iter().all(|e| e.1 == a_name), "{p:?}");
+
+    let runs_b = Runs::default();
+    let r = runs_b.clone();
+    let b = spawn_worker(&q, 1, move |m, ctx| {
+        r.record(&m, &ctx);
+        async { TaskResult::Done }
+    });
+    wait_for(40, "B recovers the orphan", || runs_b.total() >= 1).await;
+    assert_eq!(runs_b.attempts(100), vec![2], "one attempt charged");
+    assert_eq!(runs_b.total(), 1, "B took none of A's live entries");
+    let qc = q.clone();
+    eventually(20, "the orphan acked", || {
+        let (redis, qc) = (&redis, &qc);
+        async move { pending(redis, qc).len() == 15 }
+    })
+    .await;
+    assert!(pending(&redis, &q).iter().all(|e| e.1 == a_name));
+
+    release.trigger();
+    eventually(20, "A's tasks acked", || queue_empty(&q)).await;
+    let (ra, rb) = (stop(a).await, stop(b).await);
+    assert_eq!((ra.done, ra.recovered), (15, 0));
+    assert_eq!((rb.done, rb.recovered, rb.dead), (1, 1, 0));
+    assert!((0..15).all(|c| runs_a.attempts(c) == vec![1]));
+    assert_eq!(q.len().await.unwrap().dead, 0);
+}
+
+/// What the first worker's handlers saw.
+#[derive(Default)]
+struct FirstRun {
+    /// Loop iterations ("calls") per chunk before the handler returned.
+    iterations: HashMap<u32, u64>,
+    /// Chunks whose handler returned because `lease_lost` fired.
+    lost: HashSet<u32>,
+}
+
+/// A worker whose heartbeat comes too late for the claim (another worker took its entries
+/// over) learns it through `lease_lost` at its next heartbeat and stops; whatever it then
+/// returns (Done, RetryAfter, Failed on its last attempt) leaves the new owner's delivery
+/// alone and reports nothing dead.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn taken_over_task_stops_on_its_first_worker() {
+    let redis = TestRedis::start();
+    // A refreshes its claims every 3 s; B takes over entries idle for 500 ms.
+    let qa = RedisQueue::connect(
+        &redis.url,
+        QueueOptions {
+            heartbeat: Duration::from_secs(3),
+            missed_heartbeats: 4,
+            max_attempts: 1,
+            ..opts(&redis)
+        },
+    )
+    .await
+    .unwrap();
+    let qb = RedisQueue::connect(
+        &redis.url,
+        QueueOptions {
+            heartbeat: Duration::from_millis(250),
+            missed_heartbeats: 2,
+            max_attempts: 3,
+            ..opts(&redis)
+        },
+    )
+    .await
+    .unwrap();
+
+    let first: Arc<Mutex<FirstRun>> = Arc::default();
+    let a_runs = Runs::default();
+    let (a_hook, a_dead) = dead_recorder();
+    let (f, r) = (first.clone(), a_runs.clone());
+    let a = spawn_worker_with(
+        &qa,
+        WorkerOptions {
+            concurrency: 3,
+            name: Some("worker-a".into()),
+            on_dead: Some(a_hook),
+        },
+        move |m, ctx| {
+            r.record(&m, &ctx);
+            let f = f.clone();
+            async move {
+                let mut n = 0u64;
+                // "Call" until the claim is gone (or the worker stops: a failed test ends).
+                while !ctx.lease_lost.is_triggered() && !ctx.stopping.is_triggered() {
+                    n += 1;
+                    tokio::select! {
+                        _ = ctx.lease_lost.wait() => {}
+                        _ = tokio::time::sleep(Duration::from_millis(20)) => {}
+                    }
+                }
+                let mut g = f.lock().unwrap();
+                if ctx.lease_lost.is_triggered() {
+                    g.lost.insert(m.chunk);
+                }
+                g.iterations.insert(m.chunk, n);
+                // An ack, a reschedule and a dead letter (A's last attempt), each of an
+                // entry A no longer owns.
+                match m.chunk {
+                    0 => TaskResult::Done,
+                    1 => TaskResult::RetryAfter(Duration::from_millis(10)),
+                    _ => TaskResult::Failed("stopped: lease lost".into()),
+                }
+            }
+        },
+    );
+    qa.push_bulk(&msgs(0..3)).await.unwrap();
+    wait_for(30, "A runs the three tasks", || a_runs.total() == 3).await;
+
+    let release_b = Shutdown::new();
+    let b_runs = Runs::default();
+    let (r, gate) = (b_runs.clone(), release_b.clone());
+    let b = spawn_worker_with(
+        &qb,
+        WorkerOptions {
+            concurrency: 3,
+            name: Some("worker-b".into()),
+            on_dead: None,
+        },
+        move |m, ctx| {
+            r.record(&m, &ctx);
+            let gate = gate.clone();
+            async move {
+                gate.wait().await;
+                TaskResult::Done
+            }
+        },
+    );
+    wait_for(30, "B takes the three tasks over", || b_runs.distinct() == 3).await;
+    wait_for(30, "A's handlers return", || {
+        first.lock().unwrap().iterations.len() == 3
+    })
+    .await;
+    // Stopping A waits for its acks, reschedules and dead letters after the handlers.
+    let ra = stop(a).await;
+    {
+        let g = first.lock().unwrap();
+        assert_eq!(g.lost.len(), 3, "A saw lease_lost for every task");
+        assert!(g.iterations.values().all(|&n| n > 0), "{:?}", g.iterations);
+    }
+    assert!(
+        a_dead.lock().unwrap().is_empty(),
+        "A reported a task it no longer owned dead: {:?}",
+        a_dead.lock().unwrap()
+    );
+    assert_eq!(ra.dead, 0, "{ra:?}");
+    let p = pending(&redis, &qb);
+    assert_eq!(p.len(), 3, "{p:?}");
+    assert!(p.iter().all(|e| e.1 == "worker-b"), "B still owns all: {p:?}");
+    let len = qb.len().await.unwrap();
+    assert_eq!(
+        (len.in_flight, len.ready, len.delayed, len.dead),
+        (3, 0, 0, 0),
+        "A's outcomes left B's deliveries alone"
+    );
+    assert!((0..3).all(|c| b_runs.attempts(c) == vec![2]));
+
+    release_b.trigger();
+    eventually(20, "B finishes", || queue_empty(&qb)).await;
+    let rb = stop(b).await;
+    assert_eq!((rb.done, rb.recovered, rb.dead), (3, 3, 0));
+    assert_eq!(qb.len().await.unwrap().dead, 0);
+    assert_eq!(a_runs.total(), 3, "A never ran them again");
+}
+
+/// A worker cut off from Redis (its connection stalls, sockets open) gives up its claims
+/// before the fleet may take them over: its handler sees `lease_lost` and stops calling
+/// before the new owner starts the task.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stalled_worker_gives_up_its_claims_before_the_fleet_takes_them() {
+    let redis = TestRedis::start();
+    let proxy = FreezableProxy::start(&redis.url).await;
+    // Claim idle 8 s; A's lease runs out well before that (its watchdog ticks every 500 ms).
+    let o = QueueOptions {
+        heartbeat: Duration::from_secs(2),
+        missed_heartbeats: 4,
+        ..opts(&redis)
+    };
+    let qa = RedisQueue::connect(&proxy.url, o.clone()).await.unwrap();
+    let qb = RedisQueue::connect(&redis.url, o).await.unwrap();
+
+    type At = Arc<Mutex<Option<(Instant, u32)>>>;
+    let (a_started, a_stopped, b_started): (At, At, At) = Default::default();
+    let (st, sp) = (a_started.clone(), a_stopped.clone());
+    let a = spawn_worker(&qa, 1, move |_m, ctx| {
+        *st.lock().unwrap() = Some((Instant::now(), ctx.attempt));
+        let sp = sp.clone();
+        async move {
+            let lost = tokio::select! {
+                _ = ctx.lease_lost.wait() => 1,
+                _ = ctx.stopping.wait() => 0,
+                _ = tokio::time::sleep(Duration::from_secs(50)) => 0,
+            };
+            *sp.lock().unwrap() = Some((Instant::now(), lost));
+            TaskResult::Done
+        }
+    });
+    qb.push_bulk(&msgs(0..1)).await.unwrap();
+    wait_for(30, "A starts the task", || a_started.lock().unwrap().is_some()).await;
+    let bs = b_started.clone();
+    let b = spawn_worker(&qb, 1, move |_m, ctx| {
+        *bs.lock().unwrap() = Some((Instant::now(), ctx.attempt));
+        async { TaskResult::Done }
+    });
+
+    let frozen_at = Instant::now();
+    proxy.freeze();
+    wait_for(40, "B takes the task over", || {
+        b_started.lock().unwrap().is_some()
+    })
+    .await;
+    let (b_at, b_attempt) = b_started.lock().unwrap().unwrap();
+    let (a_at, a_lost) = a_stopped
+        .lock()
+        .unwrap()
+        .expect("A's handler returned before B started the task");
+    assert_eq!(a_lost, 1, "A's handler returned on lease_lost");
+    assert!(a_at > frozen_at, "the lease held while heartbeats got through");
+    assert!(
+        a_at < b_at,
+        "A stopped {:?} after the freeze, B started {:?} after it",
+        a_at - frozen_at,
+        b_at - frozen_at
+    );
+    assert_eq!(b_attempt, 2, "recovered as an orphan");
+
+    proxy.thaw();
+    eventually(30, "B acked the task", || queue_empty(&qb)).await;
+    let rb = stop(b).await;
+    // A's stalled requests time out (10 s) or drain after the thaw.
+    let ra = stop_within(a, 30).await;
+    assert_eq!((rb.done, rb.recovered), (1, 1));
+    assert_eq!(ra.dead + rb.dead, 0);
+    let len = qb.len().await.unwrap();
+    assert_eq!((len.total(), len.dead), (0, 0), "{len:?}");
+}
+
+/// Every task moved to the dead letters reaches the worker's dead hook: one failed past
+/// max_attempts, and an orphan past max_attempts found by the claim sweep. `dead_entries`
+/// lists them; `requeue_dead` pushes a fresh task and removes the entry.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dead_tasks_reach_the_dead_hook() {
+    let redis = TestRedis::start();
+    let o = QueueOptions {
+        max_attempts: 2,
+        ..opts(&redis)
+    };
+    let q = RedisQueue::connect(&redis.url, o).await.unwrap();
+    // Chunk 1: delivered once already ('a' = 1) to a worker that is gone; recovering it
+    // would be its third attempt.
+    make_orphan(&redis, &q, &msgs(1..2)[0], 1, "ghost-gone");
+    q.push_bulk(&msgs(0..1)).await.unwrap();
+
+    let (hook, seen) = dead_recorder();
+    let healthy = Arc::new(AtomicBool::new(false));
+    let runs = Runs::default();
+    let (r, h) = (runs.clone(), healthy.clone());
+    let w = spawn_worker_with(
+        &q,
+        WorkerOptions {
+            concurrency: 2,
+            name: None,
+            on_dead: Some(hook),
+        },
+        move |m, ctx| {
+            r.record(&m, &ctx);
+            let ok = h.load(Ordering::SeqCst);
+            async move {
+                if ok {
+                    TaskResult::Done
+                } else {
+                    TaskResult::Failed("always failing".into())
+                }
+            }
+        },
+    );
+    wait_for(30, "both tasks dead", || seen.lock().unwrap().len() == 2).await;
+    let mut got = seen.lock().unwrap().clone();
+    got.sort_by_key(|(t, _, _)| t.chunk);
+    assert_eq!(got[0].0, msgs(0..1)[0]);
+    assert_eq!((got[0].1, got[0].2.as_str()), (2, "always failing"));
+    assert_eq!(got[1].0, msgs(1..2)[0]);
+    assert_eq!(got[1].1, 2);
+    assert!(got[1].2.contains("worker lost"), "{}", got[1].2);
+    assert_eq!(runs.attempts(0), vec![1, 2]);
+    assert!(runs.attempts(1).is_empty(), "the dead orphan did not run");
+
+    let mut dead = q.dead_entries(10).await.unwrap();
+    assert_eq!(dead.len(), 2);
+    assert_eq!(q.dead_entries(1).await.unwrap().len(), 1, "limit");
+    dead.sort_by_key(|e| e.task.as_ref().map(|t| t.chunk));
+    assert_eq!(dead[0].task.as_ref(), Some(&msgs(0..1)[0]));
+    assert_eq!((dead[0].attempts, dead[0].error.as_str()), (2, "always failing"));
+    assert_eq!(dead[1].task.as_ref(), Some(&msgs(1..2)[0]));
+    assert_eq!(dead[1].attempts, 2);
+    assert!(dead[1].error.contains("worker lost"));
+    assert!(dead.iter().all(|e| !e.worker.is_empty()));
+    assert_eq!(q.len().await.unwrap().dead, 2);
+
+    healthy.store(true, Ordering::SeqCst);
+    for e in &dead {
+        q.requeue_dead(&e.id, e.task.as_ref()).await.unwrap();
+    }
+    assert!(q.dead_entries(10).await.unwrap().is_empty());
+    wait_for(30, "requeued tasks run", || {
+        runs.attempts(0).len() == 3 && runs.attempts(1).len() == 1
+    })
+    .await;
+    assert_eq!(runs.attempts(0), vec![1, 2, 1], "a fresh task");
+    assert_eq!(runs.attempts(1), vec![1], "a fresh task");
+    eventually(20, "requeued tasks acked", || queue_empty(&q)).await;
+    let report = stop(w).await;
+    assert_eq!((report.dead, report.done), (2, 2));
+    assert_eq!(seen.lock().unwrap().len(), 2, "no further dead tasks");
+    assert_eq!(q.len().await.unwrap().dead, 0);
+}
+
+/// `live_tasks` lists every task that will still run: ready, in flight and delayed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn live_tasks_lists_ready_in_flight_and_delayed() {
+    let redis = TestRedis::start();
+    let q: Queue = RedisQueue::connect(&redis.url, opts(&redis))
+        .await
+        .unwrap()
+        .into();
+    let release = Shutdown::new();
+    let runs = Runs::default();
+    let (r, gate) = (runs.clone(), release.clone());
+    let w = spawn_worker(&q, 1, move |m, ctx| {
+        r.record(&m, &ctx);
+        let gate = gate.clone();
+        async move {
+            if m.chunk == 0 {
+                gate.wait().await;
+            }
+            TaskResult::Done
+        }
+    });
+    q.push_bulk(&msgs(0..1)).await.unwrap();
+    wait_for(30, "chunk 0 in flight", || runs.total() == 1).await;
+    q.push_bulk(&msgs(1..4)).await.unwrap();
+    q.push_delayed(&msgs(4..5)[0], Duration::from_secs(120))
+        .await
+        .unwrap();
+
+    let sorted = |mut v: Vec<TaskMsg>| {
+        v.sort_by_key(|t| t.chunk);
+        v
+    };
+    let live = sorted(q.live_tasks().await.unwrap());
+    assert_eq!(live, msgs(0..5));
+    let len = q.len().await.unwrap();
+    assert_eq!((len.in_flight, len.delayed, len.total()), (1, 1, 5), "{len:?}");
+
+    release.trigger();
+    wait_for(30, "ready tasks run", || runs.distinct() == 4).await;
+    eventually(20, "only the delayed task left", || {
+        let q = q.clone();
+        async move { q.live_tasks().await.is_ok_and(|l| l == msgs(4..5)) }
+    })
+    .await;
+    stop(w).await;
+    assert_eq!(q.live_tasks().await.unwrap(), msgs(4..5));
+}
+
+/// A stopping worker gives back what it fetched but did not start with its attempts
+/// unchanged: every task's next delivery is still attempt 1. The stop meets the worker
+/// mid-task, right as a task ends (racing the next fetch) and as a task starts.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shutdown_releases_unstarted_tasks_uncharged() {
+    const N: u32 = 40;
+    let redis = TestRedis::start();
+    let q = RedisQueue::connect(&redis.url, opts(&redis)).await.unwrap();
+    q.push_bulk(&msgs(0..N)).await.unwrap();
+    let runs = Runs::default();
+    for round in 0..6u32 {
+        let before = runs.total();
+        let mine = Arc::new(AtomicU64::new(0));
+        let (r, m2) = (runs.clone(), mine.clone());
+        let w = spawn_worker(&q, 1, move |m, ctx| {
+            r.record(&m, &ctx);
+            let n = m2.fetch_add(1, Ordering::SeqCst) + 1;
+            async move {
+                if round % 3 == 2 {
+                    ctx.stopping.trigger();
+                }
+                tokio::time::sleep(Duration::from_millis(150)).await;
+                if round % 3 == 1 && n == 2 {
+                    ctx.stopping.trigger();
+                }
+                TaskResult::Done
+            }
+        });
+        let want = if round % 3 == 2 { 1 } else { 2 };
+        wait_for(30, "tasks started in this round", || {
+            runs.total() >= before + want
+        })
+        .await;
+        let report = stop(w).await;
+        assert_eq!(report.done, mine.load(Ordering::SeqCst), "round {round}");
+        assert!(
+            pending(&redis, &q).is_empty(),
+            "round {round}: the stopped worker holds nothing"
+        );
+        let len = q.len().await.unwrap();
+        assert_eq!(
+            (len.ready as usize, len.in_flight, len.delayed),
+            (N as usize - runs.total(), 0, 0),
+            "round {round}"
+        );
+    }
+    assert!(runs.total() < N as usize, "tasks are left for the last worker");
+    let r = runs.clone();
+    let w = spawn_worker(&q, 4, move |m, ctx| {
+        r.record(&m, &ctx);
+        async { TaskResult::Done }
+    });
+    wait_for(30, "every task ran", || runs.distinct() == N as usize).await;
+    eventually(20, "all acked", || queue_empty(&q)).await;
+    let last = stop(w).await;
+    assert_eq!(last.recovered, 0, "nothing was left to recover as an orphan");
+    for c in 0..N {
+        assert_eq!(runs.attempts(c), vec![1], "chunk {c} ran once, uncharged");
+    }
+    assert_eq!(q.len().await.unwrap().dead, 0);
+}
+
+/// A queue serves one ledger: the first bind sets its fleet id; another id is refused with
+/// an error that names both.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bind_fleet_refuses_another_ledger() {
+    let redis = TestRedis::start();
+    let q: Queue = RedisQueue::connect(&redis.url, opts(&redis))
+        .await
+        .unwrap()
+        .into();
+    let (a, b) = ("fleet-a-7f3e21", "fleet-b-91c2d0");
+    q.bind_fleet(a, "/srv/a/ledger.db").await.unwrap();
+    q.bind_fleet(a, "/srv/a/ledger.db").await.unwrap();
+    // Another process (its own connection) opened another ledger.
+    let other = RedisQueue::connect(&redis.url, opts(&redis)).await.unwrap();
+    let err = other
+        .bind_fleet(b, "/srv/b/ledger.db")
+        .await
+        .expect_err("bound to another fleet");
+    match &err {
+        QueueError::FleetMismatch {
+            queue_fleet,
+            ledger_fleet,
+            ledger,
+            ..
+        } => {
+            assert_eq!((queue_fleet.as_str(), ledger_fleet.as_str()), (a, b));
+            assert_eq!(ledger, "/srv/b/ledger.db");
+        }
+        e => panic!("expected FleetMismatch, got {e:?}"),
+    }
+    let text = err.to_string();
+    assert!(text.contains(a) && text.contains(b), "{text}");
+    assert!(text.contains("/srv/b/ledger.db"), "{text}");
+    // The binding is unchanged, and a queue of another name is another fleet.
+    q.bind_fleet(a, "/srv/a/ledger.db").await.unwrap();
+    let elsewhere = RedisQueue::connect(
+        &redis.url,
+        QueueOptions {
+            name: format!("{}-other", redis.prefix),
+            ..opts(&redis)
+        },
+    )
+    .await
+    .unwrap();
+    elsewhere.bind_fleet(b, "/srv/b/ledger.db").await.unwrap();
+}
