@@ -114,17 +114,43 @@ pub(crate) struct RedisGates {
     /// Last time (ms since start) an error of the gate state was logged: at most one per 10 s.
     last_error_log: AtomicU64,
     started: Instant,
+    /// Redis server clock minus this host's, in ms (measured at connect and by snapshots):
+    /// the quota day is the server's day, so hosts with skewed clocks count into one key.
+    clock_offset_ms: std::sync::atomic::AtomicI64,
+}
+
+/// Milliseconds since the epoch of a Redis `TIME` answer.
+fn time_ms((secs, micros): (u64, u64)) -> i64 {
+    i64::try_from(secs * 1000 + micros / 1000).unwrap_or(i64::MAX)
 }
 
 impl RedisGates {
+    /// Now on the Redis server's clock (this host's clock plus the measured offset).
+    fn server_now(&self) -> chrono::DateTime<chrono::Utc> {
+        let offset = self.clock_offset_ms.load(Ordering::Relaxed);
+        chrono::Utc::now() + chrono::Duration::milliseconds(offset)
+    }
+
+    fn note_server_time(&self, server_ms: i64) {
+        let local = chrono::Utc::now().timestamp_millis();
+        self.clock_offset_ms
+            .store(server_ms - local, Ordering::Relaxed);
+    }
+
     pub(crate) async fn connect(url: &str, namespace: &str) -> anyhow::Result<RedisGates> {
         let client = redis::Client::open(url).map_err(|e| anyhow::anyhow!("bad redis url: {e}"))?;
-        let conn = client
+        let mut conn = client
             .get_connection_manager()
             .await
             .map_err(|e| anyhow::anyhow!("cannot connect to redis for the gates: {e}"))?;
+        let server: (u64, u64) = redis::cmd("TIME")
+            .query_async(&mut conn)
+            .await
+            .map_err(|e| anyhow::anyhow!("cannot read the redis clock for the gates: {e}"))?;
+        let offset = time_ms(server) - chrono::Utc::now().timestamp_millis();
         let (kick, rx) = mpsc::unbounded_channel();
         Ok(RedisGates {
+            clock_offset_ms: std::sync::atomic::AtomicI64::new(offset),
             conn,
             namespace: namespace.to_string(),
             acquire: Script::new(include_str!("acquire.lua")),
@@ -280,7 +306,7 @@ impl RedisGates {
             ),
             None => (0, String::new()),
         };
-        let day = crate::time::platform_day(chrono::Utc::now());
+        let day = crate::time::platform_day(self.server_now());
         let mut inv = self.report.prepare_invoke();
         inv.key(&k.aimd)
             .key(&k.pause)
@@ -326,7 +352,7 @@ impl RedisGates {
         cfg: &GateConfig,
     ) -> anyhow::Result<GateSnapshot> {
         let k = self.keys(platform, api);
-        let day = crate::time::platform_day(chrono::Utc::now());
+        let day = crate::time::platform_day(self.server_now());
         let mut conn = self.conn.clone();
         type Row = (
             (u64, u64),
@@ -356,6 +382,7 @@ impl RedisGates {
             .await
             .map_err(|e| anyhow::anyhow!("reading gate {platform}.{api} from redis: {e}"))?;
         let now_us = time.0 * 1_000_000 + time.1;
+        self.note_server_time(time_ms(time));
         let limits = GateLimits {
             rate: conf.0.unwrap_or(cfg.rate),
             burst: conf.1.unwrap_or(cfg.burst),
@@ -383,7 +410,7 @@ impl RedisGates {
             daily_quota: cfg.daily_quota,
             burn: cfg
                 .daily_quota
-                .map(|q| crate::time::burn_ratio(used_today, q, chrono::Utc::now())),
+                .map(|q| crate::time::burn_ratio(used_today, q, self.server_now())),
             p95_ms_measured: aimd.2,
         })
     }
