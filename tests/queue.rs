@@ -627,7 +627,9 @@ fn pending(redis: &TestRedis, q: &RedisQueue) -> Vec<(String, String, u64)> {
         .arg(10_000)
         .query(&mut c)
         .unwrap();
-    p.into_iter().map(|(id, who, _idle, n)| (id, who, n)).collect()
+    p.into_iter()
+        .map(|(id, who, _idle, n)| (id, who, n))
+        .collect()
 }
 
 async fn queue_empty(q: &RedisQueue) -> bool {
@@ -665,7 +667,11 @@ async fn orphan_behind_many_live_entries_is_recovered() {
     let orphan_id = make_orphan(&redis, &q, &orphan, 0, ghost);
     let p = pending(&redis, &q);
     assert_eq!(p.len(), 16, "{p:?}");
-    assert_eq!(p[15], (orphan_id, ghost.to_string(), 1), "the orphan is last");
+    assert_eq!(
+        p[15],
+        (orphan_id, ghost.to_string(), 1),
+        "the orphan is last"
+    );
     let a_name = p[0].1.clone();
     assert!(p[..15].iter().all(|e| e.1 == a_name), "{p:?}");
 
@@ -796,7 +802,10 @@ async fn taken_over_task_stops_on_its_first_worker() {
             }
         },
     );
-    wait_for(30, "B takes the three tasks over", || b_runs.distinct() == 3).await;
+    wait_for(30, "B takes the three tasks over", || {
+        b_runs.distinct() == 3
+    })
+    .await;
     wait_for(30, "A's handlers return", || {
         first.lock().unwrap().iterations.len() == 3
     })
@@ -816,7 +825,10 @@ async fn taken_over_task_stops_on_its_first_worker() {
     assert_eq!(ra.dead, 0, "{ra:?}");
     let p = pending(&redis, &qb);
     assert_eq!(p.len(), 3, "{p:?}");
-    assert!(p.iter().all(|e| e.1 == "worker-b"), "B still owns all: {p:?}");
+    assert!(
+        p.iter().all(|e| e.1 == "worker-b"),
+        "B still owns all: {p:?}"
+    );
     let len = qb.len().await.unwrap();
     assert_eq!(
         (len.in_flight, len.ready, len.delayed, len.dead),
@@ -866,7 +878,10 @@ async fn stalled_worker_gives_up_its_claims_before_the_fleet_takes_them() {
         }
     });
     qb.push_bulk(&msgs(0..1)).await.unwrap();
-    wait_for(30, "A starts the task", || a_started.lock().unwrap().is_some()).await;
+    wait_for(30, "A starts the task", || {
+        a_started.lock().unwrap().is_some()
+    })
+    .await;
     let bs = b_started.clone();
     let b = spawn_worker(&qb, 1, move |_m, ctx| {
         *bs.lock().unwrap() = Some((Instant::now(), ctx.attempt));
@@ -884,8 +899,16 @@ async fn stalled_worker_gives_up_its_claims_before_the_fleet_takes_them() {
         .lock()
         .unwrap()
         .expect("A's handler returned before B started the task");
+    eprintln!(
+        "after the freeze: A stopped at {:?}, B started at {:?}",
+        a_at.saturating_duration_since(frozen_at),
+        b_at.saturating_duration_since(frozen_at)
+    );
     assert_eq!(a_lost, 1, "A's handler returned on lease_lost");
-    assert!(a_at > frozen_at, "the lease held while heartbeats got through");
+    assert!(
+        a_at > frozen_at,
+        "the lease held while heartbeats got through"
+    );
     assert!(
         a_at < b_at,
         "A stopped {:?} after the freeze, B started {:?} after it",
@@ -960,7 +983,10 @@ async fn dead_tasks_reach_the_dead_hook() {
     assert_eq!(q.dead_entries(1).await.unwrap().len(), 1, "limit");
     dead.sort_by_key(|e| e.task.as_ref().map(|t| t.chunk));
     assert_eq!(dead[0].task.as_ref(), Some(&msgs(0..1)[0]));
-    assert_eq!((dead[0].attempts, dead[0].error.as_str()), (2, "always failing"));
+    assert_eq!(
+        (dead[0].attempts, dead[0].error.as_str()),
+        (2, "always failing")
+    );
     assert_eq!(dead[1].task.as_ref(), Some(&msgs(1..2)[0]));
     assert_eq!(dead[1].attempts, 2);
     assert!(dead[1].error.contains("worker lost"));
@@ -1020,7 +1046,11 @@ async fn live_tasks_lists_ready_in_flight_and_delayed() {
     let live = sorted(q.live_tasks().await.unwrap());
     assert_eq!(live, msgs(0..5));
     let len = q.len().await.unwrap();
-    assert_eq!((len.in_flight, len.delayed, len.total()), (1, 1, 5), "{len:?}");
+    assert_eq!(
+        (len.in_flight, len.delayed, len.total()),
+        (1, 1, 5),
+        "{len:?}"
+    );
 
     release.trigger();
     wait_for(30, "ready tasks run", || runs.distinct() == 4).await;
@@ -1034,34 +1064,46 @@ async fn live_tasks_lists_ready_in_flight_and_delayed() {
 }
 
 /// A stopping worker gives back what it fetched but did not start with its attempts
-/// unchanged: every task's next delivery is still attempt 1. The stop meets the worker
-/// mid-task, right as a task ends (racing the next fetch) and as a task starts.
+/// unchanged: every task's next delivery is still attempt 1, and no handler starts once the
+/// worker is stopping. The stop meets the worker (concurrency 1, then 4) mid-task, as a task
+/// ends (racing the next fetch), as a task's future starts, and inside the handler call of
+/// the first task of a fetched batch (the rest of the batch is handed to apalis but not
+/// started).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn shutdown_releases_unstarted_tasks_uncharged() {
-    const N: u32 = 40;
+    const N: u32 = 60;
     let redis = TestRedis::start();
     let q = RedisQueue::connect(&redis.url, opts(&redis)).await.unwrap();
     q.push_bulk(&msgs(0..N)).await.unwrap();
     let runs = Runs::default();
-    for round in 0..6u32 {
+    // Handlers entered after their worker began stopping (the stop came from a handler).
+    let late = Arc::new(AtomicU64::new(0));
+    for round in 0..8u32 {
+        let (concurrency, mode) = (if round < 4 { 1 } else { 4 }, round % 4);
         let before = runs.total();
         let mine = Arc::new(AtomicU64::new(0));
-        let (r, m2) = (runs.clone(), mine.clone());
-        let w = spawn_worker(&q, 1, move |m, ctx| {
+        let (r, m2, l2) = (runs.clone(), mine.clone(), late.clone());
+        let w = spawn_worker(&q, concurrency, move |m, ctx| {
             r.record(&m, &ctx);
+            if mode != 0 && ctx.stopping.is_triggered() {
+                l2.fetch_add(1, Ordering::SeqCst);
+            }
             let n = m2.fetch_add(1, Ordering::SeqCst) + 1;
+            if mode == 3 && n == 1 {
+                ctx.stopping.trigger();
+            }
             async move {
-                if round % 3 == 2 {
+                if mode == 2 && n == 1 {
                     ctx.stopping.trigger();
                 }
                 tokio::time::sleep(Duration::from_millis(150)).await;
-                if round % 3 == 1 && n == 2 {
+                if mode == 1 && n == 2 {
                     ctx.stopping.trigger();
                 }
                 TaskResult::Done
             }
         });
-        let want = if round % 3 == 2 { 1 } else { 2 };
+        let want = if mode == 0 || mode == 1 { 2 } else { 1 };
         wait_for(30, "tasks started in this round", || {
             runs.total() >= before + want
         })
@@ -1079,7 +1121,15 @@ async fn shutdown_releases_unstarted_tasks_uncharged() {
             "round {round}"
         );
     }
-    assert!(runs.total() < N as usize, "tasks are left for the last worker");
+    assert_eq!(
+        late.load(Ordering::SeqCst),
+        0,
+        "no task started while stopping"
+    );
+    assert!(
+        runs.total() < N as usize,
+        "tasks are left for the last worker"
+    );
     let r = runs.clone();
     let w = spawn_worker(&q, 4, move |m, ctx| {
         r.record(&m, &ctx);
@@ -1088,7 +1138,10 @@ async fn shutdown_releases_unstarted_tasks_uncharged() {
     wait_for(30, "every task ran", || runs.distinct() == N as usize).await;
     eventually(20, "all acked", || queue_empty(&q)).await;
     let last = stop(w).await;
-    assert_eq!(last.recovered, 0, "nothing was left to recover as an orphan");
+    assert_eq!(
+        last.recovered, 0,
+        "nothing was left to recover as an orphan"
+    );
     for c in 0..N {
         assert_eq!(runs.attempts(c), vec![1], "chunk {c} ran once, uncharged");
     }

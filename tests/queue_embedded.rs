@@ -3,10 +3,11 @@
 mod support;
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use support::queue::{spawn_worker, stop, wait_for};
+use support::queue::{dead_recorder, eventually, spawn_worker, spawn_worker_with, stop, wait_for};
 use syncfleet::jobs::queue::{
     EmbeddedQueue, Queue, QueueOptions, Shutdown, TaskCtx, TaskMsg, TaskResult, WorkerOptions,
 };
@@ -253,4 +254,132 @@ async fn len_counts_in_flight() {
         .unwrap()
         .values()
         .all(|v| v.len() == 1 && v[0].0 == 1));
+}
+
+/// A task failed past max_attempts reaches the worker's dead hook with its attempts and
+/// error; `dead_entries` lists it (until the worker's exit vacuum), `requeue_dead` pushes a
+/// fresh task and removes the row.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dead_tasks_reach_the_dead_hook() {
+    let dir = tempfile::tempdir().unwrap();
+    let o = QueueOptions {
+        max_attempts: 2,
+        ..opts()
+    };
+    let q = Queue::open(None, &dir.path().join("queue.db"), o)
+        .await
+        .unwrap();
+    q.push_bulk(&msgs(0..2)).await.unwrap();
+    let (hook, seen) = dead_recorder();
+    let healthy = Arc::new(AtomicBool::new(false));
+    let runs: Runs = Arc::default();
+    let (r, h) = (runs.clone(), healthy.clone());
+    let w = spawn_worker_with(
+        &q,
+        WorkerOptions {
+            concurrency: 2,
+            name: None,
+            on_dead: Some(hook),
+        },
+        move |m, ctx| {
+            record(&r, &m, &ctx);
+            let ok = m.chunk == 1 || h.load(Ordering::SeqCst);
+            async move {
+                if ok {
+                    TaskResult::Done
+                } else {
+                    TaskResult::Failed("always failing".into())
+                }
+            }
+        },
+    );
+    wait_for(30, "chunk 0 dead", || !seen.lock().unwrap().is_empty()).await;
+    {
+        let got = seen.lock().unwrap().clone();
+        assert_eq!(got.len(), 1);
+        assert_eq!(got[0].0, msgs(0..1)[0]);
+        assert_eq!((got[0].1, got[0].2.as_str()), (2, "always failing"));
+    }
+    let attempts = |c: u32| -> Vec<u32> {
+        runs.lock()
+            .unwrap()
+            .get(&c)
+            .map(|v| v.iter().map(|x| x.0).collect())
+            .unwrap_or_default()
+    };
+    assert_eq!(attempts(0), vec![1, 2]);
+
+    // The row turns Failed once apalis records the handler's error.
+    let qc = q.clone();
+    eventually(20, "dead row listed", || {
+        let q = qc.clone();
+        async move { q.dead_entries(10).await.is_ok_and(|d| d.len() == 1) }
+    })
+    .await;
+    let dead = q.dead_entries(10).await.unwrap().remove(0);
+    assert_eq!(dead.task.as_ref(), Some(&msgs(0..1)[0]));
+    assert_eq!(dead.attempts, 2, "{dead:?}");
+    assert!(dead.error.contains("always failing"), "{dead:?}");
+    assert_eq!(q.len().await.unwrap().dead, 1);
+
+    healthy.store(true, Ordering::SeqCst);
+    q.requeue_dead(&dead.id, dead.task.as_ref()).await.unwrap();
+    assert!(q.dead_entries(10).await.unwrap().is_empty());
+    wait_for(30, "the requeued task runs", || attempts(0).len() == 3).await;
+    assert_eq!(attempts(0), vec![1, 2, 1], "a fresh task");
+    eventually(20, "requeued task done", || {
+        let q = qc.clone();
+        async move { q.len().await.is_ok_and(|l| l.total() == 0) }
+    })
+    .await;
+    let report = stop(w).await;
+    assert_eq!((report.dead, report.done), (1, 2));
+    assert_eq!(seen.lock().unwrap().len(), 1, "no further dead tasks");
+    assert_eq!(attempts(1), vec![1]);
+}
+
+/// `live_tasks` lists every task that will still run: ready, in flight and delayed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn live_tasks_lists_ready_in_flight_and_delayed() {
+    let dir = tempfile::tempdir().unwrap();
+    let q = Queue::open(None, &dir.path().join("queue.db"), opts())
+        .await
+        .unwrap();
+    let release = Shutdown::new();
+    let runs: Runs = Arc::default();
+    let (r, gate) = (runs.clone(), release.clone());
+    let w = spawn_worker(&q, 1, move |m, ctx| {
+        record(&r, &m, &ctx);
+        let gate = gate.clone();
+        async move {
+            if m.chunk == 0 {
+                gate.wait().await;
+            }
+            TaskResult::Done
+        }
+    });
+    q.push_bulk(&msgs(0..1)).await.unwrap();
+    wait_for(30, "chunk 0 in flight", || runs.lock().unwrap().len() == 1).await;
+    q.push_bulk(&msgs(1..4)).await.unwrap();
+    q.push_delayed(&msgs(4..5)[0], Duration::from_secs(120))
+        .await
+        .unwrap();
+
+    let sorted = |mut v: Vec<TaskMsg>| {
+        v.sort_by_key(|t| t.chunk);
+        v
+    };
+    assert_eq!(sorted(q.live_tasks().await.unwrap()), msgs(0..5));
+    assert_eq!(q.len().await.unwrap().total(), 5);
+
+    release.trigger();
+    wait_for(30, "ready tasks run", || runs.lock().unwrap().len() == 4).await;
+    let qc = q.clone();
+    eventually(20, "only the delayed task left", || {
+        let q = qc.clone();
+        async move { q.live_tasks().await.is_ok_and(|l| l == msgs(4..5)) }
+    })
+    .await;
+    stop(w).await;
+    assert_eq!(q.live_tasks().await.unwrap(), msgs(4..5));
 }
