@@ -394,10 +394,10 @@ struct Recovered {
     before_rate: f64,
     /// From the drill's end to the first successful call.
     first_ok: Option<Duration>,
-    /// From the drill's end to the start of the first `RATE_WINDOW` with >= 90% of the rate
-    /// before.
+    /// From the drill's end to the first successful call that starts a `RATE_WINDOW` with
+    /// >= 90% of the rate before.
     rate_back: Option<Duration>,
-    /// Simulator calls from the drill's start to the first successful call after it.
+    /// Simulator calls while the drill was on (what the outage cost the upstream).
     sim_calls_down: u64,
 }
 
@@ -417,20 +417,20 @@ fn recovery_figures(done: &[Done], start: Instant, down: Instant, up: Instant) -
         .min();
     let want = (0.9 * before_rate * RATE_WINDOW.as_secs_f64()).ceil() as usize;
     let last = done.iter().map(|d| d.at).max().unwrap_or(up);
-    let mut rate_back = None;
-    let mut t = up;
-    // Slide in 10 ms steps; only windows that ended before the drive did are judged.
-    while t + RATE_WINDOW <= last {
-        let n = done
-            .iter()
-            .filter(|d| d.ok && d.at >= t && d.at < t + RATE_WINDOW)
-            .count();
-        if n >= want.max(1) {
-            rate_back = Some(t - up);
-            break;
-        }
-        t += Duration::from_millis(10);
-    }
+    let mut oks: Vec<Instant> = done
+        .iter()
+        .filter(|d| d.ok && d.at >= up)
+        .map(|d| d.at)
+        .collect();
+    oks.sort();
+    // Windows start at a successful call (so the figure is never before the first one); only
+    // windows that ended before the drive did are judged.
+    let rate_back = oks
+        .iter()
+        .enumerate()
+        .take_while(|(_, &t)| t + RATE_WINDOW <= last)
+        .find(|(i, &t)| oks[*i..].partition_point(|&o| o < t + RATE_WINDOW) >= want.max(1))
+        .map(|(_, &t)| t - up);
     Recovered {
         before_rate,
         first_ok,
@@ -458,7 +458,7 @@ async fn recovery_variant(
     let give_up = up + Duration::from_secs(after_s);
     let mut tick = tokio::time::interval(Duration::from_nanos(1_000_000_000 / rate.max(1)));
     let (mut drilled, mut cleared) = (false, false);
-    let mut calls_at_down = 0;
+    let (mut calls_at_down, mut calls_at_up) = (0, 0);
     let mut i = 0u64;
     let mut tasks = Vec::new();
     loop {
@@ -474,11 +474,12 @@ async fn recovery_variant(
             drilled = true;
         }
         if !cleared && now >= up {
+            calls_at_up = sim_calls(sim);
             sim.clear_drills();
             cleared = true;
         }
         // Stop a second after the rate is back (or at the limit): the figures are in.
-        if i % rate.max(1) == 0 && cleared {
+        if i.is_multiple_of(rate.max(1)) && cleared {
             let seen = done.lock().map(|d| d.clone()).unwrap_or_default();
             let r = recovery_figures(&seen, start, down, up);
             if r.rate_back
@@ -517,14 +518,13 @@ async fn recovery_variant(
     }
     let seen = done.lock().map(|d| d.clone()).unwrap_or_default();
     let mut r = recovery_figures(&seen, start, down, up);
-    // Simulator calls while the upstream was down and until the fleet was back: the cost.
-    r.sim_calls_down = sim_calls(sim).saturating_sub(calls_at_down);
+    r.sim_calls_down = calls_at_up.saturating_sub(calls_at_down);
     let ms = |d: Option<Duration>| {
         d.map_or("never".to_string(), |d| format!("{:.2} s", d.as_secs_f64()))
     };
     let snap = gw.snapshot().total;
     println!(
-        "{name:<34} before {:>6.1} ok/s  first ok after recovery {:>7}  rate >= 90% after {:>7}  breaker rejects {:>5}  simulator calls from outage start {:>5}",
+        "{name:<34} before {:>6.1} ok/s  first ok after recovery {:>7}  rate >= 90% after {:>7}  breaker rejects {:>5}  simulator calls during the outage {:>5}",
         r.before_rate,
         ms(r.first_ok),
         ms(r.rate_back),
