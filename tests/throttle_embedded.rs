@@ -182,6 +182,15 @@ fn gate_set_without_redis_records_and_says_what_happens() {
             .output()
             .unwrap()
     };
+    // Only `db migrate` creates a ledger; `gate set` refuses a missing one.
+    let refused = run("30");
+    assert_eq!(refused.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("db migrate"));
+    let migrated = std::process::Command::new(env!("CARGO_BIN_EXE_syncfleet"))
+        .args(["--db", &db, "db", "migrate"])
+        .output()
+        .unwrap();
+    assert!(migrated.status.success());
     let out = run("30");
     assert!(
         out.status.success(),

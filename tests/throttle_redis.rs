@@ -188,6 +188,11 @@ fn gate_set_is_obeyed_by_a_running_process_within_a_second() {
     )
     .unwrap();
     let db = format!("sqlite://{}", dir.path().join("ledger.db").display());
+    let migrated = Command::new(env!("CARGO_BIN_EXE_syncfleet"))
+        .args(["--db", &db, "db", "migrate"])
+        .output()
+        .unwrap();
+    assert!(migrated.status.success(), "db migrate");
     let start = now_us() + 1_000_000;
     let child = hammer_worker(&redis, &redis.prefix, 100.0, 10.0, 5.0, start)
         .spawn()
@@ -472,7 +477,8 @@ fn acquire_script_reserves_on_an_injected_clock() {
         (2, 400_000, String::new()),
         "and not taken"
     );
-    // Halve the rate: 3 calls of debt now cost 3 x 200 ms, so no extra burst appears.
+    // Halve the rate: the debt now costs 200 ms a call, so no extra burst appears, and the
+    // burst follows the rate (3 -> 1.5 calls): the next cell is at 1.4 s - 1.5 x 200 ms.
     let mut con2 = redis.connection();
     let _: () = redis::cmd("HSET")
         .arg(&k.aimd)
@@ -480,7 +486,7 @@ fn acquire_script_reserves_on_an_injected_clock() {
         .arg("5")
         .query(&mut con2)
         .unwrap();
-    assert_eq!(call(t0, 10_000_000), (1, 800_000, String::new()));
+    assert_eq!(call(t0, 10_000_000), (1, 1_100_000, String::new()));
     let until = t0 + 5_000_000;
     let _: () = redis::cmd("HSET")
         .arg(&k.pause)
@@ -519,6 +525,12 @@ fn report_script_matches_the_reference_aimd_type() {
         (5_600, 500, false), // recovery capped at 0.9 x ceiling
         (20_000, 0, true),   // lone spike, long after: ceiling kept
         (30_000, 1_000, false),
+        (40_000, 40, false),
+        (40_300, 40, false),
+        (40_500, 0, true), // measured: 80 admitted in the last second, above the ceiling
+        (45_950, 60, false), // in the success window only
+        (46_000, 0, true), // isolated (5.5 s later), measured under the ceiling: kept
+        (90_000, 2_000, false), // past the hold: recovery may probe above the ceiling
     ];
     for &(ms, successes, hit) in events {
         let now_ms = ms;
@@ -548,6 +560,12 @@ fn report_script_matches_the_reference_aimd_type() {
             .arg(60)
             .arg(now_us)
             .arg(5.0)
+            .arg("")
+            .arg("")
+            .arg("")
+            .arg(params.decrease_margin)
+            .arg(params.ceiling_hold_ms * 1000)
+            .arg(syncfleet::throttle::aimd::MIN_MEASURED)
             .invoke(&mut con)
             .unwrap();
         let rate: f64 = rate.parse().unwrap();
@@ -561,8 +579,8 @@ fn report_script_matches_the_reference_aimd_type() {
     }
     assert_eq!(
         reference.ceiling,
-        Some(60.0),
-        "the sequence exercised the ceiling"
+        Some(80.0),
+        "the sequence exercised the measured ceiling"
     );
 }
 

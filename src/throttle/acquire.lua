@@ -32,16 +32,23 @@ local rate = tonumber(redis.call('HGET', KEYS[2], 'rate')) or base
 if rate > base then rate = base end
 if rate < min_rate then rate = min_rate end
 local iv = 1000000 / rate
+-- The burst follows the adaptive rate: a gate configured 10x too high that learned a lower
+-- rate must not keep a burst sized for the configured one (it would overrun the platform's
+-- window at every refill). At least one call.
+burst = burst * rate / base
+if burst < 1 then burst = 1 end
 
 local b = redis.call('HMGET', KEYS[1], 'tat', 'iv')
 local tat = tonumber(b[1]) or now
 local old_iv = tonumber(b[2]) or iv
 if tat <= now then
   tat = now
-elseif old_iv ~= iv then
-  -- Rate changed: keep the debt in calls, not in time, so a halving gives no extra burst.
+elseif iv > old_iv then
+  -- Rate cut: keep the debt in calls, not in time, so a cut gives no extra burst.
   tat = now + (tat - now) * iv / old_iv
 end
+-- A rate rise keeps the debt in time: reservations already booked at the old rate stay
+-- where they are and new ones queue behind them, instead of landing on top of them.
 local new_tat = tat + iv
 local allow_at = new_tat - burst * iv
 local wait = allow_at - now

@@ -5,12 +5,16 @@
 //! directly and `report.lua` implements the same rules on the Redis server's clock (a
 //! conformance test drives both with one event sequence).
 //!
-//! Rules (DESIGN section 3):
-//! - a rate-limit answer halves the rate;
-//! - `successes` consecutive successes add `step`;
-//! - the ceiling (the rate at which the limit was hit) is updated only on a *second* hit within
+//! Rules (docs/design.md, "Limit discovery"):
+//! - a rate-limit answer sets the rate from what the platform *admitted*: the successes of the
+//!   last second are a measurement of its limit (a gate configured 10x too high learns the
+//!   real limit from one rejection instead of halving seven times); the measurement becomes
+//!   the ceiling and the rate drops to `decrease_margin` x it. Without enough successes to
+//!   measure (a trickle), it halves, and the ceiling is set only on a *second* hit within
 //!   `ceiling_window_ms`, so one spike does not lower it forever;
-//! - recovery never goes above `ceiling_factor` x ceiling, nor above the configured rate;
+//! - `successes` consecutive successes add `step`;
+//! - recovery never goes above `ceiling_factor` x ceiling, nor above the configured rate; an
+//!   isolated rejection re-measures the ceiling instead of ratcheting it down;
 //! - a ban or a spent quota pauses the gate until a given time.
 //!
 //! Hits that arrive within `hit_cooldown_ms` of the last counted hit are the same episode (the
@@ -34,6 +38,10 @@ pub struct AimdParams {
     pub ceiling_factor: f64,
     /// Hits within this many ms of the last counted hit are the same episode.
     pub hit_cooldown_ms: u64,
+    /// After a measured hit the rate drops to this share of the measured limit.
+    pub decrease_margin: f64,
+    /// How long after a hit the ceiling caps recovery.
+    pub ceiling_hold_ms: u64,
 }
 
 impl AimdParams {
@@ -45,19 +53,30 @@ impl AimdParams {
             step,
             successes: successes.max(1),
             ceiling_window_ms: 5_000,
-            ceiling_factor: 0.9,
+            ceiling_factor: 0.97,
             hit_cooldown_ms: 1_000,
+            decrease_margin: 0.95,
+            ceiling_hold_ms: 30_000,
         }
     }
 
-    /// The highest rate recovery may reach with this ceiling.
-    pub fn recovery_cap(&self, ceiling: Option<f64>) -> f64 {
+    /// The highest rate recovery may reach with this ceiling, when the last hit was at
+    /// `last_hit_ms` and it is `now_ms`: the ceiling binds for `ceiling_hold_ms` after a hit;
+    /// past that, recovery may probe up to the configured rate (the limit may have been
+    /// raised, or measured low), and the next hit measures it again.
+    pub fn recovery_cap(&self, ceiling: Option<f64>, last_hit_ms: Option<u64>, now_ms: u64) -> f64 {
+        let holds = last_hit_ms.is_some_and(|t| now_ms.saturating_sub(t) < self.ceiling_hold_ms);
         match ceiling {
-            Some(c) => self.max_rate.min(c * self.ceiling_factor),
-            None => self.max_rate,
+            Some(c) if holds => self.max_rate.min(c * self.ceiling_factor),
+            _ => self.max_rate,
         }
     }
 }
+
+/// Slots of 100 ms in the success window (one second).
+pub const OK_SLOTS: usize = 10;
+/// Fewest successes in the last second that count as a measurement of the platform's limit.
+pub const MIN_MEASURED: u32 = 5;
 
 /// Floor of the adaptive rate: 2% of the configured rate, at least 0.1/s (never above it).
 pub fn min_rate_for(max_rate: f64) -> f64 {
@@ -77,6 +96,8 @@ pub struct AimdState {
     pub successes: u32,
     /// Paused until this time (0 = not paused).
     pub pause_until_ms: u64,
+    /// Successes per 100 ms slot over the last second: `(slot, count)`, slot = ms / 100.
+    pub ok_slots: [(u64, u32); OK_SLOTS],
     /// Why the gate is paused.
     pub pause_reason: String,
 }
@@ -90,6 +111,9 @@ pub enum HitEffect {
     Halved,
     /// Rate halved and the ceiling set to the rate of this (second) hit.
     HalvedAndCeiling,
+    /// The platform's limit was measured from the last second's successes: it is the
+    /// ceiling, and the rate sits just under it.
+    Measured,
 }
 
 impl AimdState {
@@ -102,7 +126,29 @@ impl AimdState {
             successes: 0,
             pause_until_ms: 0,
             pause_reason: String::new(),
+            ok_slots: [(0, 0); OK_SLOTS],
         }
+    }
+
+    /// Count `n` successes in the window slot of `now_ms`.
+    pub fn record_ok(&mut self, n: u32, now_ms: u64) {
+        let slot = now_ms / 100;
+        let cell = &mut self.ok_slots[(slot % OK_SLOTS as u64) as usize];
+        if cell.0 == slot {
+            cell.1 = cell.1.saturating_add(n);
+        } else {
+            *cell = (slot, n);
+        }
+    }
+
+    /// Successes counted in the last second (the ten slots up to `now_ms`'s).
+    pub fn ok_last_second(&self, now_ms: u64) -> u32 {
+        let slot = now_ms / 100;
+        self.ok_slots
+            .iter()
+            .filter(|(s, _)| *s + (OK_SLOTS as u64) > slot && *s <= slot)
+            .map(|(_, n)| *n)
+            .sum()
     }
 
     /// The rate the bucket should run at now: the adaptive rate, never above the configured one.
@@ -126,6 +172,21 @@ impl AimdState {
         let second = self
             .last_hit_ms
             .is_some_and(|t| now_ms.saturating_sub(t) <= params.ceiling_window_ms);
+        let measured = self.ok_last_second(now_ms);
+        if measured >= MIN_MEASURED {
+            // What the platform admitted in the last second is its limit, as seen from here.
+            // A lower measurement replaces a known ceiling only when the hits repeat: an
+            // isolated rejection under the ceiling (a burst, a phase) must not ratchet it down.
+            let m = f64::from(measured);
+            self.ceiling = Some(match self.ceiling {
+                Some(c) if m <= c && !second => c,
+                _ => m,
+            });
+            self.rate = (m.min(at) * params.decrease_margin).max(params.min_rate);
+            self.successes = 0;
+            self.last_hit_ms = Some(now_ms);
+            return HitEffect::Measured;
+        }
         if second {
             self.ceiling = Some(at);
         }
@@ -141,13 +202,18 @@ impl AimdState {
 
     /// `n` successful calls reported at `now_ms` (reports are batched).
     pub fn on_successes(&mut self, params: &AimdParams, n: u32, now_ms: u64) {
-        if n == 0 || self.in_cooldown(params, now_ms) {
+        if n == 0 {
+            return;
+        }
+        // Counted for the measurement even in a hit's cooldown: they were admitted.
+        self.record_ok(n, now_ms);
+        if self.in_cooldown(params, now_ms) {
             return;
         }
         let total = self.successes.saturating_add(n);
         let steps = total / params.successes;
         self.successes = total % params.successes;
-        let cap = params.recovery_cap(self.ceiling);
+        let cap = params.recovery_cap(self.ceiling, self.last_hit_ms, now_ms);
         if steps > 0 && self.rate < cap {
             self.rate = (self.rate + params.step * steps as f64).min(cap);
         }
@@ -257,9 +323,9 @@ mod tests {
         s.on_rate_limited(&p, clock.advance(2_000)); // ceiling 50, rate 25
         assert_eq!(s.ceiling, Some(50.0));
         for _ in 0..100 {
-            s.on_successes(&p, 10, clock.advance(100));
+            s.on_successes(&p, 1, clock.advance(200));
         }
-        assert!((s.rate - 45.0).abs() < 1e-9, "{}", s.rate);
+        assert!((s.rate - 48.5).abs() < 1e-9, "{}", s.rate);
         // The ceiling is remembered across later single spikes far apart.
         s.on_rate_limited(&p, clock.advance(60_000));
         assert_eq!(s.ceiling, Some(50.0));
@@ -282,6 +348,70 @@ mod tests {
         s.on_rate_limited(&p, clock.advance(10_000)); // 15
         s.on_successes(&p, 100, clock.advance(200));
         assert_eq!(s.rate, 15.0);
+    }
+
+    /// Successes at `per_s` for `secs` seconds, reported every 100 ms (as the gates batch).
+    fn admitted(s: &mut AimdState, p: &AimdParams, clock: &mut Clock, per_s: u32, secs: u32) {
+        for _ in 0..secs * 10 {
+            s.on_successes(p, per_s / 10, clock.advance(100));
+        }
+    }
+
+    #[test]
+    fn one_rejection_measures_a_limit_ten_times_lower() {
+        // Configured 1,000/s; the platform admits 100/s.
+        let p = AimdParams::new(1_000.0, 50.0, 20);
+        let mut clock = Clock(0);
+        let mut s = AimdState::new(&p);
+        admitted(&mut s, &p, &mut clock, 100, 1);
+        assert_eq!(
+            s.on_rate_limited(&p, clock.advance(10)),
+            HitEffect::Measured
+        );
+        assert_eq!(s.ceiling, Some(100.0));
+        assert!((s.rate - 95.0).abs() < 1e-9, "{}", s.rate);
+        // Recovery stops just under the measured limit while the ceiling holds.
+        admitted(&mut s, &p, &mut clock, 95, 20);
+        assert!((s.rate - 97.0).abs() < 1e-9, "{}", s.rate);
+    }
+
+    #[test]
+    fn isolated_rejections_do_not_ratchet_the_ceiling_down() {
+        let p = AimdParams::new(1_000.0, 50.0, 20);
+        let mut clock = Clock(0);
+        let mut s = AimdState::new(&p);
+        admitted(&mut s, &p, &mut clock, 100, 1);
+        s.on_rate_limited(&p, clock.advance(10));
+        // Far apart, each rejection sees only what was sent (97/s), under the ceiling.
+        for _ in 0..5 {
+            admitted(&mut s, &p, &mut clock, 97, 10);
+            assert_eq!(
+                s.on_rate_limited(&p, clock.advance(10)),
+                HitEffect::Measured
+            );
+            assert_eq!(s.ceiling, Some(100.0), "isolated hit lowered the ceiling");
+            // Just under what was sent (9 per 100 ms here): a dip, recovered by the steps.
+            assert!(s.rate >= 85.0, "{}", s.rate);
+        }
+        // Hits that repeat within the window mean the limit really is lower now.
+        admitted(&mut s, &p, &mut clock, 60, 2);
+        s.on_rate_limited(&p, clock.advance(10));
+        admitted(&mut s, &p, &mut clock, 60, 2);
+        s.on_rate_limited(&p, clock.advance(10));
+        assert_eq!(s.ceiling, Some(60.0));
+    }
+
+    #[test]
+    fn the_ceiling_stops_binding_after_a_quiet_spell() {
+        let p = AimdParams::new(200.0, 10.0, 20);
+        let mut clock = Clock(0);
+        let mut s = AimdState::new(&p);
+        admitted(&mut s, &p, &mut clock, 80, 1);
+        s.on_rate_limited(&p, clock.advance(10));
+        assert_eq!(s.ceiling, Some(80.0));
+        // 30 s without a hit: recovery may probe above the old measurement.
+        admitted(&mut s, &p, &mut clock, 80, 40);
+        assert!(s.rate > 80.0, "{}", s.rate);
     }
 
     #[test]

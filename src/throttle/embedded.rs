@@ -44,14 +44,21 @@ impl Gate {
         }
     }
 
+    /// The burst follows the adaptive rate (as in acquire.lua), at least one call.
+    fn effective_burst(&self) -> f64 {
+        (self.burst * self.limiter_rate / self.params.max_rate.max(1e-9)).max(1.0)
+    }
+
     /// Follow the adaptive rate; a cut drains the bucket.
     fn sync_rate(&mut self, now_us: f64) {
         let rate = self.state.effective_rate(&self.params);
-        if (rate - self.limiter_rate).abs() > 1e-9 {
-            if rate < self.limiter_rate {
-                self.bucket.drain(now_us, rate, self.burst);
-            }
+        let old = self.limiter_rate;
+        if (rate - old).abs() > 1e-9 {
             self.limiter_rate = rate;
+            if rate < old {
+                let burst = self.effective_burst();
+                self.bucket.drain(now_us, rate, burst);
+            }
         }
     }
 }
@@ -93,11 +100,11 @@ impl EmbeddedGates {
         let now_us = self.epoch.elapsed().as_secs_f64() * 1e6;
         if g.drain_after_pause {
             g.drain_after_pause = false;
-            let (rate, burst) = (g.limiter_rate, g.burst);
+            let (rate, burst) = (g.limiter_rate, g.effective_burst());
             g.bucket.drain(now_us, rate, burst);
         }
         g.sync_rate(now_us);
-        let (rate, burst) = (g.limiter_rate, g.burst);
+        let (rate, burst) = (g.limiter_rate, g.effective_burst());
         match g
             .bucket
             .reserve(now_us, rate, burst, max_wait.as_secs_f64() * 1e6)

@@ -6,7 +6,11 @@
 --       9 ceiling window us, 10 ceiling factor, 11 hit cooldown us, 12 quota key ttl s,
 --       13 optional "now" in us (tests only; empty = TIME), 14 configured burst,
 --       15 the reporting process's measured p95 latency in ms ('' = not yet known),
---       16 pause channel ('' = none), 17 gate id "platform:api" for the pause message.
+--       16 pause channel ('' = none), 17 gate id "platform:api" for the pause message,
+--       18 decrease margin, 19 ceiling hold us, 20 fewest successes that measure a limit.
+-- The aimd hash also keeps the successes of the last second in fields w0..w9 ("slot:count",
+-- slot = 100 ms): a rate-limit answer measures the platform's limit from them
+-- (throttle::aimd, "Limit discovery" in docs/design.md).
 -- Returns {calls today, rate, ceiling or '', hit effect (0 none/absorbed, 1 halved, 2 + ceiling)}.
 if redis.replicate_commands then pcall(redis.replicate_commands) end
 local now
@@ -29,6 +33,10 @@ local min_rate = math.min(math.max(base * 0.02, 0.1), base) -- throttle::aimd::m
 local window = tonumber(ARGV[9])
 local factor = tonumber(ARGV[10])
 local cooldown = tonumber(ARGV[11])
+local margin = tonumber(ARGV[18]) or 0.95
+local hold = tonumber(ARGV[19]) or 30000000
+local min_measured = tonumber(ARGV[20]) or 5
+local slot = math.floor(now / 100000)
 
 local used = 0
 if calls > 0 then
@@ -47,17 +55,49 @@ local in_cooldown = last_hit ~= nil and (now - last_hit) < cooldown
 local effect = 0
 local changed = false
 
+-- Successes count towards the last second's measurement, in a hit's cooldown too.
+if succ_n > 0 then
+  local f = 'w' .. (slot % 10)
+  local cell = redis.call('HGET', KEYS[1], f)
+  local n = succ_n
+  if cell then
+    local s, c = string.match(cell, '^(%d+):(%d+)$')
+    if tonumber(s) == slot then n = n + tonumber(c) end
+  end
+  redis.call('HSET', KEYS[1], f, slot .. ':' .. n)
+end
+
 if hit == 1 and not in_cooldown then
   local at = rate
   if at > base then at = base end
   if at < min_rate then at = min_rate end
-  if last_hit ~= nil and (now - last_hit) <= window then
-    ceiling = at
-    effect = 2
-  else
-    effect = 1
+  local second = last_hit ~= nil and (now - last_hit) <= window
+  local measured = 0
+  local cells = redis.call('HMGET', KEYS[1], 'w0', 'w1', 'w2', 'w3', 'w4', 'w5', 'w6', 'w7', 'w8', 'w9')
+  for _, cell in ipairs(cells) do
+    if cell then
+      local s, c = string.match(cell, '^(%d+):(%d+)$')
+      s = tonumber(s)
+      if s and s <= slot and s + 10 > slot then measured = measured + tonumber(c) end
+    end
   end
-  rate = at / 2
+  if measured >= min_measured then
+    -- What the platform admitted in the last second is its limit; an isolated hit under a
+    -- known ceiling does not lower it, repeated hits do.
+    if ceiling == nil or measured > ceiling or second then ceiling = measured end
+    local m = measured
+    if m > at then m = at end
+    rate = m * margin
+    effect = 3
+  else
+    if second then
+      ceiling = at
+      effect = 2
+    else
+      effect = 1
+    end
+    rate = at / 2
+  end
   if rate < min_rate then rate = min_rate end
   succ = 0
   last_hit = now
@@ -67,7 +107,8 @@ elseif hit ~= 1 and succ_n > 0 and not in_cooldown then
   local steps = math.floor(total / per_step)
   succ = total - steps * per_step
   local cap = base
-  if ceiling and ceiling * factor < cap then cap = ceiling * factor end
+  local holds = last_hit ~= nil and (now - last_hit) < hold
+  if ceiling and holds and ceiling * factor < cap then cap = ceiling * factor end
   if steps > 0 and rate < cap then
     rate = rate + step * steps
     if rate > cap then rate = cap end

@@ -329,16 +329,24 @@ impl RedisGates {
             .arg(cfg.burst)
             .arg(p95_ms.map(|v| v.to_string()).unwrap_or_default())
             .arg(pause_channel(&self.namespace))
-            .arg(format!("{platform}:{api}"));
+            .arg(format!("{platform}:{api}"))
+            .arg(params.decrease_margin)
+            .arg(params.ceiling_hold_ms * 1000)
+            .arg(super::aimd::MIN_MEASURED);
         let mut conn = self.conn.clone();
         let (used, rate, ceiling, effect): (i64, String, String, i64) =
             inv.invoke_async(&mut conn).await?;
-        if effect > 0 {
-            tracing::info!(
+        match effect {
+            3 => tracing::info!(
+                %platform, %api, rate = %rate, ceiling = %ceiling,
+                "rate limited: the platform's limit measured from the last second's successes; adaptive rate set just under it fleet-wide"
+            ),
+            1 | 2 => tracing::info!(
                 %platform, %api, rate = %rate, ceiling = %ceiling,
                 "rate limited: adaptive rate halved fleet-wide{}",
                 if effect == 2 { " (second hit within 5 s: ceiling set)" } else { "" }
-            );
+            ),
+            _ => {}
         }
         Ok(ReportOut {
             used: used.max(0) as u64,
