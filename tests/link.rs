@@ -930,3 +930,59 @@ async fn one_json_line_per_call() {
         "no secrets in logs"
     );
 }
+
+/// Call lines are requests on the wire; a call the gate refuses locally is a refusal line,
+/// counted apart (a paused gate used to write a `slow` call line per refusal).
+#[tokio::test(flavor = "current_thread")]
+async fn local_refusals_are_not_call_lines() {
+    let sim = start_sim(|_| {}).await;
+    let cfg = config(&sim.endpoint(TB), "", "");
+    let gw = gateway(&cfg, &sim, None, None).await;
+    let out = Captured::default();
+    let writer = out.clone();
+    let subscriber = tracing_subscriber::fmt()
+        .json()
+        .flatten_event(true)
+        .with_writer(move || writer.clone())
+        .with_max_level(tracing::Level::INFO)
+        .finish();
+    let _guard = tracing::subscriber::set_default(subscriber);
+    gw.call(TB, item(1), &ctx()).await.expect("ok");
+    // One call a second: the next call is rejected with a ban, and the gate pauses.
+    drill(
+        &sim,
+        DrillPatch {
+            limit: serde_json::from_value(serde_json::json!({"api": "item_get", "per_second": 1}))
+                .ok(),
+            ..Default::default()
+        },
+    );
+    let mut refused = 0;
+    for i in 2..12u64 {
+        if let Err(e) = gw.call(TB, item(i), &ctx()).await {
+            if e.attempts == 0 {
+                refused += 1;
+            }
+        }
+    }
+    assert!(refused > 0, "the paused gate refused nothing");
+    let text = String::from_utf8(out.0.lock().unwrap().clone()).unwrap();
+    let lines: Vec<serde_json::Value> = text
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .collect();
+    let on = |target: &str| lines.iter().filter(|v| v["target"] == target).count() as u64;
+    // Exactly one call line per request the simulator saw.
+    assert_eq!(
+        on("syncfleet::call"),
+        sim_calls(&sim, Api::ItemGet),
+        "{text}"
+    );
+    assert_eq!(on("syncfleet::refusal"), refused, "{text}");
+    assert!(lines
+        .iter()
+        .filter(|v| v["target"] == "syncfleet::refusal")
+        .all(|v| !v["reason"].is_null()));
+    let snap = gw.snapshot();
+    assert_eq!(snap.total.refused, refused);
+}

@@ -5,7 +5,7 @@ use serde_json::Value;
 use std::time::{Duration, Instant};
 use syncfleet::platform::sign::{alibaba_sign, jd_sign, top_sign, SignMethod};
 use syncfleet::platform::{Api, Platform};
-use syncfleet::sim::{self, DrillPatch, SimConfig, SimHandle};
+use syncfleet::sim::{self, DrillPatch, LimitKind, SimConfig, SimHandle};
 use syncfleet::time::china_offset;
 
 const TOP_KEY: &str = "10000001";
@@ -383,6 +383,134 @@ async fn limit_overrun_answers_ban_seconds_on_each_platform() {
         assert_eq!(a.calls, burst as u64);
         assert_eq!(a.ok + a.rejected_limit, a.calls, "{a:?}");
         assert!(a.rejected_limit >= 1);
+    }
+}
+
+/// Answers of `n` concurrent calls, and how long the burst took.
+async fn burst_of<F: std::future::Future<Output = bool>>(
+    n: usize,
+    call: impl Fn() -> F,
+) -> (usize, Duration) {
+    let t = Instant::now();
+    let oks = futures::future::join_all((0..n).map(|_| call())).await;
+    (oks.into_iter().filter(|ok| *ok).count(), t.elapsed())
+}
+
+/// How many a burst of `span` may have admitted at most: `per_window` per started second
+/// for a sliding window, plus one token per whole second for a bucket. Exact (the lower
+/// bound) when the burst took under a second, as it does unless the machine is starved.
+fn admitted_bound(kind: LimitKind, first: usize, per_second: usize, span: Duration) -> usize {
+    let whole = span.as_secs() as usize;
+    match kind {
+        LimitKind::Bucket => first + per_second * whole,
+        _ => per_second * (whole + 1),
+    }
+}
+
+#[tokio::test]
+async fn sliding_and_bucket_limits_admit_their_burst_over_http() {
+    let cfg = SimConfig::demo()
+        .with_limit(Platform::Taobao, Api::ItemGet, 3, 1_000_000)
+        .with_limit_kind(Platform::Taobao, Api::ItemGet, LimitKind::Sliding, None)
+        .with_limit(Platform::Jd, Api::ItemGet, 1, 1_000_000)
+        .with_limit_kind(Platform::Jd, Api::ItemGet, LimitKind::Bucket, Some(5));
+    let s = start(cfg).await;
+    let c = client();
+    let n = 10;
+
+    let (ok, span) = burst_of(n, || async {
+        let b = top(&c, &s, TOP_GET, &[("num_iid", "7")]).await;
+        if b["error_response"]["code"] == 7 {
+            assert_eq!(
+                b["error_response"]["sub_msg"],
+                "This ban will last for 1 more seconds"
+            );
+        }
+        b.get("item_seller_get_response").is_some()
+    })
+    .await;
+    let most = admitted_bound(LimitKind::Sliding, 3, 3, span);
+    assert!((3..=most).contains(&ok), "sliding: {ok} ok in {span:?}");
+
+    let (ok, span) = burst_of(n, || async {
+        let b = jd(&c, &s, JD_GET, r#"{"wareId":7}"#).await;
+        if b["error_response"]["code"] == "2" {
+            assert!(b["error_response"]["en_desc"]
+                .as_str()
+                .unwrap()
+                .contains("ban will last for 1 more seconds"));
+        }
+        b["error_response"].is_null()
+    })
+    .await;
+    let most = admitted_bound(LimitKind::Bucket, 5, 1, span);
+    assert!((5..=most).contains(&ok), "bucket: {ok} ok in {span:?}");
+
+    // At run time: 1688 item_get becomes a bucket of 4 refilled once a second.
+    let drill: Value = c
+        .post(format!("{}/admin/drill", s.base_url()))
+        .body(r#"{"limit":{"api":"item_get","platform":"alibaba","per_second":1,"kind":"bucket","burst":4}}"#)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(drill["limit_kinds"][0]["kind"], "bucket", "{drill}");
+    assert_eq!(drill["limits"][0]["per_second"], 1, "{drill}");
+    let (ok, span) = burst_of(n, || async {
+        let (status, b) = ali(&c, &s, Api::ItemGet, &[("productID", "7")]).await;
+        if status == 400 {
+            assert_eq!(b["error_code"], "gw.QosAppFrequencyLimit");
+        }
+        status == 200
+    })
+    .await;
+    let most = admitted_bound(LimitKind::Bucket, 4, 1, span);
+    assert!(
+        (4..=most).contains(&ok),
+        "drilled bucket: {ok} ok in {span:?}"
+    );
+
+    let stats: Value = c
+        .get(format!("{}/admin/stats", s.base_url()))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let kinds: Vec<(String, String, u64)> = stats["apis"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|a| a["api"] == "item_get")
+        .map(|a| {
+            (
+                a["platform"].as_str().unwrap().to_string(),
+                a["limit_kind"].as_str().unwrap().to_string(),
+                a["limit_burst"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    for want in [
+        ("taobao", "sliding", 3),
+        ("jd", "bucket", 5),
+        ("alibaba", "bucket", 4),
+    ] {
+        assert!(
+            kinds
+                .iter()
+                .any(|(p, k, b)| (p.as_str(), k.as_str(), *b) == want),
+            "{want:?} in {kinds:?}"
+        );
+    }
+    let st = s.stats();
+    for p in Platform::ALL {
+        let a = st.for_platform(p, Api::ItemGet).unwrap();
+        assert_eq!(a.calls, n as u64, "{a:?}");
+        assert_eq!(a.ok + a.rejected_limit, a.calls, "{a:?}");
+        assert_eq!(a.quota_used_today, a.calls, "{a:?}");
     }
 }
 

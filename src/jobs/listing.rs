@@ -6,6 +6,17 @@ use crate::platform::model::{ApiRequest, ApiResponse, Item};
 use crate::platform::{Api, ErrorClass, Platform};
 use crate::store::ItemOutcome;
 use futures::StreamExt;
+use serde::{Deserialize, Serialize};
+use std::collections::HashMap;
+
+/// The pending items of one listing task, and what earlier runs kept for them.
+pub(crate) struct Chunk<'a> {
+    pub(crate) job_id: i64,
+    /// (from, to): read on the first, write on the second.
+    pub(crate) route: (Platform, Platform),
+    pub(crate) keys: &'a [String],
+    pub(crate) carried: &'a HashMap<String, String>,
+}
 
 /// Run the pending items of one chunk, [`super::runner::ITEM_PARALLELISM`] at a time; yields
 /// each item's outcome as it finishes. An item starts only with a permit of `unrecorded`
@@ -15,13 +26,17 @@ use futures::StreamExt;
 /// are abandoned (their write, if it went out, repeats with the same idempotency key).
 pub(crate) fn stream_chunk<'a>(
     runner: &'a JobRunner,
-    job_id: i64,
-    (from, to): (Platform, Platform),
-    keys: &'a [String],
+    chunk: Chunk<'a>,
     useful: &'a Useful,
     unrecorded: &'a tokio::sync::Semaphore,
     stop: &'a Stop,
 ) -> impl futures::Stream<Item = (String, ItemRun)> + 'a {
+    let Chunk {
+        job_id,
+        route: (from, to),
+        keys,
+        carried,
+    } = chunk;
     futures::stream::iter(keys.iter().cloned())
         .map(move |key| async move {
             let handed_back = ItemRun::Later(std::time::Duration::ZERO);
@@ -29,7 +44,8 @@ pub(crate) fn stream_chunk<'a>(
                 Ok(_) if stop.refuses_new_items() => handed_back,
                 Ok(permit) => {
                     permit.forget();
-                    stop.cut_short(list_one(runner, job_id, from, to, &key, useful))
+                    let kept = carried.get(&key).and_then(|c| serde_json::from_str(c).ok());
+                    stop.cut_short(list_one(runner, job_id, (from, to), &key, useful, kept))
                         .await
                         .unwrap_or(handed_back)
                 }
@@ -46,14 +62,84 @@ pub fn out_request_id(job_id: i64, item: &str) -> String {
     format!("{job_id}:{item}")
 }
 
+/// A source read kept with an item whose write did not happen yet: the next run writes from
+/// it instead of reading again (a deferred write no longer costs a second read).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct SourceRead {
+    item: Item,
+    /// Why the read was served stale, when it was (the outcome stays flagged).
+    stale: Option<String>,
+}
+
 async fn list_one(
     runner: &JobRunner,
     job_id: i64,
-    from: Platform,
-    to: Platform,
+    (from, to): (Platform, Platform),
     key: &str,
     useful: &Useful,
+    kept: Option<SourceRead>,
 ) -> ItemRun {
+    let read_now = kept.is_none();
+    let SourceRead { item, stale } = match kept {
+        Some(read) => read,
+        None => match read_source(runner, from, key).await {
+            Ok(read) => read,
+            Err(run) => return run,
+        },
+    };
+    let carry = || {
+        read_now
+            .then(|| {
+                serde_json::to_string(&SourceRead {
+                    item: item.clone(),
+                    stale: stale.clone(),
+                })
+                .ok()
+            })
+            .flatten()
+    };
+    if let Some(missing) = missing_field(&item) {
+        // A source item without a title or price would create a broken listing.
+        return ItemRun::Outcome(ItemOutcome::failed(
+            key,
+            ErrorClass::Unknown,
+            format!("{from} item {key} has an empty `{missing}`"),
+        ));
+    }
+    let idem = out_request_id(job_id, key);
+    let write_ctx = runner.call_context().with_idempotency_key(idem.clone());
+    let request = ApiRequest::ItemAdd {
+        title: item.title.clone(),
+        price: item.price.clone(),
+        quantity: item.quantity,
+        out_request_id: idem,
+    };
+    match runner.gateway.call(to, request, &write_ctx).await {
+        Ok(reply) => match reply.response {
+            ApiResponse::ItemAdded { item_id } => {
+                // Both calls went into this outcome: useful means used.
+                useful.add(from, Api::ItemGet, 1);
+                useful.add(to, Api::ItemAdd, 1);
+                match stale {
+                    Some(reason) => {
+                        ItemRun::Outcome(ItemOutcome::stale(key, Some(item_id), reason))
+                    }
+                    None => ItemRun::Outcome(ItemOutcome::done(key, Some(item_id))),
+                }
+            }
+            other => ItemRun::Outcome(ItemOutcome::failed(
+                key,
+                ErrorClass::Unknown,
+                format!("{to} item_add answered with {other:?}"),
+            )),
+        },
+        // Not now, or a transient failure: keep the read for the next run.
+        Err(e) => ItemRun::from_link_error(key, &e).carrying(carry),
+    }
+}
+
+/// `item_get` on the source: the item, and why it is stale when it was served stale.
+async fn read_source(runner: &JobRunner, from: Platform, key: &str) -> Result<SourceRead, ItemRun> {
     let read_ctx = runner.call_context();
     let source = runner
         .gateway
@@ -65,60 +151,25 @@ async fn list_one(
             &read_ctx,
         )
         .await;
-    let (item, stale) = match source {
+    match source {
         Ok(reply) => match reply.response {
-            ApiResponse::Item(item) => (item, reply.stale),
-            other => {
-                return ItemRun::Outcome(ItemOutcome::failed(
-                    key,
-                    ErrorClass::Unknown,
-                    format!("{from} item_get answered with {other:?}"),
-                ))
-            }
-        },
-        Err(e) => return ItemRun::from_link_error(key, &e),
-    };
-    if let Some(missing) = missing_field(&item) {
-        // A source item without a title or price would create a broken listing.
-        return ItemRun::Outcome(ItemOutcome::failed(
-            key,
-            ErrorClass::Unknown,
-            format!("{from} item {key} has an empty `{missing}`"),
-        ));
-    }
-    useful.add(from, Api::ItemGet, 1);
-    let idem = out_request_id(job_id, key);
-    let write_ctx = runner.call_context().with_idempotency_key(idem.clone());
-    let request = ApiRequest::ItemAdd {
-        title: item.title,
-        price: item.price,
-        quantity: item.quantity,
-        out_request_id: idem,
-    };
-    match runner.gateway.call(to, request, &write_ctx).await {
-        Ok(reply) => match reply.response {
-            ApiResponse::ItemAdded { item_id } => {
-                useful.add(to, Api::ItemAdd, 1);
-                match stale {
-                    Some(info) => ItemRun::Outcome(ItemOutcome::stale(
-                        key,
-                        Some(item_id),
-                        format!(
-                            "source read stale ({} s old): {}",
-                            info.age.as_secs(),
-                            info.reason
-                        ),
-                    )),
-                    None => ItemRun::Outcome(ItemOutcome::done(key, Some(item_id))),
-                }
-            }
-            other => ItemRun::Outcome(ItemOutcome::failed(
+            ApiResponse::Item(item) => Ok(SourceRead {
+                item,
+                stale: reply.stale.map(|info| {
+                    format!(
+                        "source read stale ({} s old): {}",
+                        info.age.as_secs(),
+                        info.reason
+                    )
+                }),
+            }),
+            other => Err(ItemRun::Outcome(ItemOutcome::failed(
                 key,
                 ErrorClass::Unknown,
-                format!("{to} item_add answered with {other:?}"),
-            )),
+                format!("{from} item_get answered with {other:?}"),
+            ))),
         },
-        Err(e) => ItemRun::from_link_error(key, &e),
+        Err(e) => Err(ItemRun::from_link_error(key, &e)),
     }
 }
 

@@ -7,6 +7,8 @@ use crate::platform::model::{ApiRequest, ApiResponse, Order as PlatformOrder};
 use crate::platform::{Api, ErrorClass, Platform};
 use crate::store::{ItemOutcome, Order};
 use chrono::{DateTime, Duration as ChronoDuration, Utc};
+use serde::{Deserialize, Serialize};
+use std::collections::HashMap;
 
 /// Pages walked per slice at most: a guard against a platform that never says "no more".
 const MAX_PAGES_PER_SLICE: u32 = 10_000;
@@ -83,13 +85,28 @@ pub(crate) async fn run_chunk(
     shop: &str,
     keys: &[String],
     useful: &Useful,
+    carried: &HashMap<String, String>,
 ) -> Vec<(String, ItemRun)> {
     let mut out = Vec::with_capacity(keys.len());
     for key in keys {
-        let run = sync_slice(runner, platform, shop, key, useful).await;
+        let from = carried
+            .get(key)
+            .and_then(|c| serde_json::from_str::<SliceProgress>(c).ok())
+            .unwrap_or_default();
+        let run = sync_slice(runner, platform, shop, key, useful, from).await;
         out.push((key.clone(), run));
     }
     out
+}
+
+/// How far a slice's page walk got: a deferred walk resumes at `next_page` instead of
+/// reading (and paying for) the pages already stored.
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize)]
+struct SliceProgress {
+    next_page: u32,
+    pages: u32,
+    seen: u64,
+    changed: u64,
 }
 
 async fn sync_slice(
@@ -98,6 +115,7 @@ async fn sync_slice(
     shop: &str,
     key: &str,
     useful: &Useful,
+    from: SliceProgress,
 ) -> ItemRun {
     let Some((start, end)) = parse_slice_key(key) else {
         return ItemRun::Outcome(ItemOutcome::failed(
@@ -107,8 +125,8 @@ async fn sync_slice(
         ));
     };
     let page_size = runner.cfg.jobs.order_page_size.clamp(1, 100);
-    let (mut pages, mut seen, mut changed) = (0u32, 0u64, 0u64);
-    for page in 1..=MAX_PAGES_PER_SLICE {
+    let (mut pages, mut seen, mut changed) = (from.pages, from.seen, from.changed);
+    for page in from.next_page.max(1)..=MAX_PAGES_PER_SLICE {
         let ctx = runner.call_context();
         let req = ApiRequest::OrderList {
             start,
@@ -118,8 +136,20 @@ async fn sync_slice(
         };
         let reply = match runner.gateway.call(platform, req, &ctx).await {
             Ok(r) => r,
-            // Upserts are idempotent: a re-queued slice simply walks its pages again.
-            Err(e) => return ItemRun::from_link_error(key, &e),
+            // Pages already stored are not read again: the re-run starts at this one.
+            Err(e) => {
+                let progress = SliceProgress {
+                    next_page: page,
+                    pages,
+                    seen,
+                    changed,
+                };
+                return ItemRun::from_link_error(key, &e).carrying(|| {
+                    (page > 1)
+                        .then(|| serde_json::to_string(&progress).ok())
+                        .flatten()
+                });
+            }
         };
         let ApiResponse::OrderPage(p) = reply.response else {
             return ItemRun::Outcome(ItemOutcome::failed(

@@ -37,6 +37,25 @@ pub(crate) enum ItemRun {
     /// A transient failure (the failed outcome it would end with): run it again after a
     /// backoff while the item has retry rounds left, else record the failure.
     Again(ItemOutcome),
+    /// `run`, and keep `carry` (JSON) with the item: what this run already fetched, so the
+    /// next run does not call for it again (docs/design.md, "No call thrown away").
+    Carry { carry: String, run: Box<ItemRun> },
+}
+
+impl ItemRun {
+    /// `self`, keeping `carry` when the item is not finished by it.
+    pub(crate) fn carrying(self, carry: impl FnOnce() -> Option<String>) -> ItemRun {
+        match self {
+            ItemRun::Later(_) | ItemRun::Again(_) => match carry() {
+                Some(carry) => ItemRun::Carry {
+                    carry,
+                    run: Box::new(self),
+                },
+                None => self,
+            },
+            other => other,
+        }
+    }
 }
 
 /// "Not now" for a platform whose secret this worker lacks: another worker may have it.
@@ -200,7 +219,15 @@ impl JobRunner {
     ) -> Result<(), TaskError> {
         let mut outcomes = Vec::with_capacity(runs.len());
         let mut again = Vec::new();
+        let mut keep = Vec::new();
         for (key, run) in runs {
+            let run = match run {
+                ItemRun::Carry { carry, run } => {
+                    keep.push((key.clone(), carry));
+                    *run
+                }
+                run => run,
+            };
             match run {
                 ItemRun::Outcome(o) => outcomes.push(o),
                 ItemRun::Later(after) => {
@@ -208,8 +235,10 @@ impl JobRunner {
                     tally.later_keys.push(key);
                 }
                 ItemRun::Again(failed) => again.push(failed),
+                ItemRun::Carry { .. } => {}
             }
         }
+        ledger_write("keep_carry", || self.store.keep_carry(job_id, &keep)).await?;
         if !again.is_empty() {
             let keys: Vec<String> = again.iter().map(|o| o.key.clone()).collect();
             let rounds: HashMap<String, u32> =
@@ -316,17 +345,16 @@ impl JobRunner {
                 // waits for a permit before it starts; permits come back once recorded, so
                 // at most UNRECORDED_MAX items of a task are started and not yet recorded.
                 let unrecorded = tokio::sync::Semaphore::new(UNRECORDED_MAX);
+                let carried = self.store.carried(task.job_id, &keys).await?;
                 let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
                 let produce = async {
-                    let runs = listing::stream_chunk(
-                        self,
-                        task.job_id,
-                        (*from, *to),
-                        &keys,
-                        &useful,
-                        &unrecorded,
-                        &stop,
-                    );
+                    let chunk = listing::Chunk {
+                        job_id: task.job_id,
+                        route: (*from, *to),
+                        keys: &keys,
+                        carried: &carried,
+                    };
+                    let runs = listing::stream_chunk(self, chunk, &useful, &unrecorded, &stop);
                     futures::pin_mut!(runs);
                     while let Some(run) = runs.next().await {
                         if tx.send(run).is_err() {
@@ -369,7 +397,8 @@ impl JobRunner {
                 recorded?;
             }
             JobSpec::Orders { platform, shop, .. } => {
-                let run = orders::run_chunk(self, *platform, shop, &keys, &useful);
+                let carried = self.store.carried(task.job_id, &keys).await?;
+                let run = orders::run_chunk(self, *platform, shop, &keys, &useful, &carried);
                 let Some(runs) = stop.cut_short(run).await else {
                     return Ok(TaskResult::RetryAfter(HAND_BACK_DELAY));
                 };

@@ -24,6 +24,11 @@ use tokio::sync::Semaphore;
 
 /// Log target of the one-line-per-call records.
 pub const CALL_TARGET: &str = "syncfleet::call";
+/// Log target of local refusals (paused gate, open breaker, wait too long, no slot, no
+/// budget): nothing went on the wire, so they are not call lines.
+pub const REFUSAL_TARGET: &str = "syncfleet::refusal";
+/// Log target of reads answered from the stale cache.
+pub const STALE_TARGET: &str = "syncfleet::stale";
 
 /// How often call counts are written to the ledger.
 const LEDGER_FLUSH: Duration = Duration::from_secs(2);
@@ -180,6 +185,8 @@ pub struct CallCounters {
     pub retries: u64,
     /// Calls refused by an open breaker.
     pub breaker_rejects: u64,
+    /// Logical calls refused before anything went on the wire (any local reason).
+    pub refused: u64,
 }
 
 impl CallCounters {
@@ -221,6 +228,7 @@ impl CallCounters {
         self.attempts += o.attempts;
         self.retries += o.retries;
         self.breaker_rejects += o.breaker_rejects;
+        self.refused += o.refused;
     }
 }
 
@@ -644,6 +652,7 @@ impl Gateway {
             let took = sent_at.elapsed();
             drop(slot);
             drop(permit);
+            log_send(platform, api, ctx, &result, took, *sends);
             *sends += 1;
             self.ledger_add(
                 platform,
@@ -964,11 +973,6 @@ impl Gateway {
         sends: u32,
         cost: Duration,
     ) {
-        let (ok, class, stale) = match result {
-            Ok(Reply { stale: None, .. }) => (true, "ok", false),
-            Ok(Reply { stale: Some(_), .. }) => (true, "stale", true),
-            Err(e) => (false, e.class.as_str(), false),
-        };
         self.bump(platform, api, |c| {
             c.calls += 1;
             c.attempts += sends as u64;
@@ -980,27 +984,39 @@ impl Gateway {
                 Err(_) => c.failed += 1,
             }
         });
-        // The calls ledger counts platform calls only (what the quota saw); stale answers are
-        // counted in the snapshot and the log line, not as calls.
-        let error = match result {
-            Err(e) => e.to_string(),
-            Ok(Reply { stale: Some(s), .. }) => s.reason.clone(),
-            Ok(_) => String::new(),
-        };
-        tracing::info!(
-            target: CALL_TARGET,
-            ts = %Utc::now().format("%Y-%m-%dT%H:%M:%S%.3fZ"),
-            trace_id = %ctx.trace_id,
-            platform = platform.as_str(),
-            api = api.as_str(),
-            ok,
-            class,
-            cost_ms = cost.as_millis() as u64,
-            retries = sends.saturating_sub(1),
-            stale,
-            error = %error,
-            "call"
-        );
+        // Each request on the wire already has its call line (`log_send`). Here: a call that
+        // never reached the wire is a refusal, a stale answer a degradation, each logged apart
+        // so the ratios computed from call lines stay true.
+        match result {
+            Err(e) if sends == 0 => {
+                self.bump(platform, api, |c| c.refused += 1);
+                tracing::info!(
+                    target: REFUSAL_TARGET,
+                    ts = %Utc::now().format("%Y-%m-%dT%H:%M:%S%.3fZ"),
+                    trace_id = %ctx.trace_id,
+                    platform = platform.as_str(),
+                    api = api.as_str(),
+                    reason = e.kind.as_str(),
+                    retry_in_ms = e.retry_at.map(|d| d.as_millis() as u64),
+                    "refused"
+                );
+            }
+            Ok(Reply { stale: Some(s), .. }) => {
+                tracing::info!(
+                    target: STALE_TARGET,
+                    ts = %Utc::now().format("%Y-%m-%dT%H:%M:%S%.3fZ"),
+                    trace_id = %ctx.trace_id,
+                    platform = platform.as_str(),
+                    api = api.as_str(),
+                    stale = true,
+                    age_s = s.age.as_secs(),
+                    cost_ms = cost.as_millis() as u64,
+                    reason = %s.reason,
+                    "stale"
+                );
+            }
+            _ => {}
+        }
     }
 
     fn bump(&self, platform: Platform, api: Api, f: impl FnOnce(&mut CallCounters)) {
@@ -1195,4 +1211,34 @@ fn log_transition(platform: Platform, api: Api, t: Transition, observe_only: boo
             tracing::info!(target: "syncfleet::breaker", %platform, %api, "{prefix}closed")
         }
     }
+}
+
+/// The one line of a request that went on the wire (docs/design.md, "Call lines"): its class,
+/// its own cost and how many requests of the same logical call went before it.
+fn log_send(
+    platform: Platform,
+    api: Api,
+    ctx: &CallContext,
+    result: &Result<ApiResponse, CallError>,
+    took: Duration,
+    before: u32,
+) {
+    let (ok, class, error) = match result {
+        Ok(_) => (true, "ok", String::new()),
+        Err(e) => (false, e.class.as_str(), e.to_string()),
+    };
+    tracing::info!(
+        target: CALL_TARGET,
+        ts = %Utc::now().format("%Y-%m-%dT%H:%M:%S%.3fZ"),
+        trace_id = %ctx.trace_id,
+        platform = platform.as_str(),
+        api = api.as_str(),
+        ok,
+        class,
+        cost_ms = took.as_millis() as u64,
+        retries = before,
+        stale = false,
+        error = %error,
+        "call"
+    );
 }

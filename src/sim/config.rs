@@ -22,12 +22,54 @@ pub struct SimApp {
     pub session: Secret,
 }
 
+/// How the per-second limit of one (platform, api) admits calls. Client-side limit
+/// discovery is tested against all three: platforms differ in this.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LimitKind {
+    /// At most `per_second` calls per wall-clock second (window aligned to the second);
+    /// the ban lasts until the next second boundary.
+    #[default]
+    Fixed,
+    /// At most `per_second` calls in any 1,000 ms ending now; the ban lasts until the
+    /// oldest admitted call leaves the window.
+    Sliding,
+    /// A token bucket refilled at `per_second` tokens per second holding at most `burst`;
+    /// the ban lasts until the next token.
+    Bucket,
+}
+
+impl LimitKind {
+    pub const ALL: [LimitKind; 3] = [LimitKind::Fixed, LimitKind::Sliding, LimitKind::Bucket];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            LimitKind::Fixed => "fixed",
+            LimitKind::Sliding => "sliding",
+            LimitKind::Bucket => "bucket",
+        }
+    }
+}
+
+impl std::fmt::Display for LimitKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// Limits and latency of one (platform, api), applied to every app of that platform.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Limit {
-    /// Calls admitted per wall-clock second (window aligned to the second).
+    /// Calls admitted per second, counted as `kind` says.
     pub per_second: u64,
+    /// How `per_second` is counted (default: a window aligned to the wall-clock second).
+    #[serde(default)]
+    pub kind: LimitKind,
+    /// `bucket` only: the bucket's size (calls admitted at once after a quiet spell);
+    /// `None` = `per_second`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub burst: Option<u64>,
     /// Calls per platform day (resets 00:00 GMT+8); every call counts, failed ones too.
     pub daily: u64,
     /// Sampled latency (log-normal) median in ms; 0 = none.
@@ -40,6 +82,8 @@ impl Default for Limit {
     fn default() -> Self {
         Limit {
             per_second: 100,
+            kind: LimitKind::Fixed,
+            burst: None,
             daily: 1_000_000,
             latency_median_ms: 0,
             latency_p95_ms: 0,
@@ -161,6 +205,23 @@ impl SimConfig {
         let mut l = self.limit(platform, api);
         l.per_second = per_second;
         l.daily = daily;
+        self.limits.insert((platform, api), l);
+        self
+    }
+
+    /// Set how the per-second limit of every app of `platform` for `api` is counted, and
+    /// the bucket size (`None` = `per_second`; used by `bucket` only). Builder style, for
+    /// tests and benchmarks; `per_second` and `daily` stay as they are.
+    pub fn with_limit_kind(
+        mut self,
+        platform: Platform,
+        api: Api,
+        kind: LimitKind,
+        burst: Option<u64>,
+    ) -> Self {
+        let mut l = self.limit(platform, api);
+        l.kind = kind;
+        l.burst = burst;
         self.limits.insert((platform, api), l);
         self
     }
@@ -350,6 +411,9 @@ impl SimConfig {
             if l.daily == 0 {
                 out.push((format!("{key}.daily"), "must be at least 1".to_string()));
             }
+            if l.burst == Some(0) {
+                out.push((format!("{key}.burst"), "must be at least 1".to_string()));
+            }
             if l.latency_p95_ms < l.latency_median_ms {
                 out.push((
                     format!("{key}.latency_p95_ms"),
@@ -449,6 +513,8 @@ struct RawOrders {
 #[serde(deny_unknown_fields)]
 struct RawLimit {
     per_second: Option<u64>,
+    kind: Option<LimitKind>,
+    burst: Option<u64>,
     daily: Option<u64>,
     latency_median_ms: Option<u64>,
     latency_p95_ms: Option<u64>,
@@ -459,6 +525,8 @@ impl RawLimit {
         let median = self.latency_median_ms.unwrap_or(base.latency_median_ms);
         Limit {
             per_second: self.per_second.unwrap_or(base.per_second),
+            kind: self.kind.unwrap_or(base.kind),
+            burst: self.burst.or(base.burst),
             daily: self.daily.unwrap_or(base.daily),
             latency_median_ms: median,
             // A median alone means a fixed latency.
@@ -533,5 +601,58 @@ daily = 5
         assert_eq!(cfg.limit(Platform::Jd, Api::ItemGet).per_second, 7);
         let ol = cfg.limit(Platform::Jd, Api::OrderList);
         assert_eq!((ol.per_second, ol.daily), (7, 5));
+        assert_eq!((ol.kind, ol.burst), (LimitKind::Fixed, None));
+    }
+
+    #[test]
+    fn limit_kinds_parse_inherit_and_validate() {
+        let text = r#"
+[apps.jd]
+app_key = "k"
+secret = "s"
+[limits.default]
+kind = "sliding"
+[limits."jd.item_get"]
+per_second = 10
+kind = "bucket"
+burst = 30
+[limits."jd.order_list"]
+per_second = 5
+"#;
+        let cfg = SimConfig::parse(Path::new("x.toml"), text).unwrap();
+        let ig = cfg.limit(Platform::Jd, Api::ItemGet);
+        assert_eq!(
+            (ig.per_second, ig.kind, ig.burst),
+            (10, LimitKind::Bucket, Some(30))
+        );
+        let ol = cfg.limit(Platform::Jd, Api::OrderList);
+        assert_eq!((ol.kind, ol.burst), (LimitKind::Sliding, None));
+        assert_eq!(
+            cfg.limit(Platform::Jd, Api::ItemAdd).kind,
+            LimitKind::Sliding
+        );
+
+        let bad = |limit: &str| {
+            let text = format!("[apps.jd]\napp_key = \"k\"\nsecret = \"s\"\n{limit}");
+            SimConfig::parse(Path::new("x.toml"), &text)
+                .unwrap_err()
+                .to_string()
+        };
+        let msg = bad("[limits.\"jd.item_get\"]\nkind = \"leaky\"\n");
+        assert!(msg.contains("x.toml:5") && msg.contains("leaky"), "{msg}");
+        let msg = bad("[limits.\"jd.item_get\"]\nkind = \"bucket\"\nburst = 0\n");
+        assert!(msg.contains("limits.\"jd.item_get\".burst"), "{msg}");
+    }
+
+    #[test]
+    fn with_limit_kind_keeps_the_rates() {
+        let cfg = SimConfig::demo()
+            .with_limit(Platform::Taobao, Api::ItemGet, 3, 9)
+            .with_limit_kind(Platform::Taobao, Api::ItemGet, LimitKind::Bucket, Some(6));
+        let l = cfg.limit(Platform::Taobao, Api::ItemGet);
+        assert_eq!(
+            (l.per_second, l.daily, l.kind, l.burst),
+            (3, 9, LimitKind::Bucket, Some(6))
+        );
     }
 }

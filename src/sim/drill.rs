@@ -1,6 +1,7 @@
 //! Drills: faults switched on at start (CLI flags, `[drill]` in the config) or at run time
 //! (`POST /admin/drill`). Plain data, no I/O.
 
+use super::config::LimitKind;
 use crate::platform::{Api, Platform};
 use serde::{Deserialize, Serialize};
 
@@ -18,6 +19,28 @@ pub struct LimitOverride {
 }
 
 impl LimitOverride {
+    pub fn matches(&self, platform: Platform, api: Api) -> bool {
+        self.api == api && self.platform.is_none_or(|p| p == platform)
+    }
+}
+
+/// A changed limit kind for one api (all platforms, or one). On the wire these fields ride
+/// in the patch's `limit` object (`{"limit":{"api":"item_get","kind":"bucket","burst":20}}`);
+/// they are a type of their own so that [`LimitOverride`] literals stay valid.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LimitKindOverride {
+    pub api: Api,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub platform: Option<Platform>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kind: Option<LimitKind>,
+    /// `bucket` only: the bucket size.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub burst: Option<u64>,
+}
+
+impl LimitKindOverride {
     pub fn matches(&self, platform: Platform, api: Api) -> bool {
         self.api == api && self.platform.is_none_or(|p| p == platform)
     }
@@ -45,6 +68,9 @@ pub struct Drill {
     pub expired_session: bool,
     /// Changed limits, in the order they were set (later ones win).
     pub limits: Vec<LimitOverride>,
+    /// Changed limit kinds / bucket sizes, in the order they were set (later ones win).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub limit_kinds: Vec<LimitKindOverride>,
 }
 
 impl Drill {
@@ -63,6 +89,11 @@ impl Drill {
                 ));
             }
         }
+        for l in &self.limit_kinds {
+            if l.burst == Some(0) {
+                return Err(format!("limit for {}: burst must be >= 1", l.api));
+            }
+        }
         Ok(())
     }
 
@@ -74,8 +105,11 @@ impl Drill {
 
 /// A change of drills: omitted fields stay as they are; `clear` first turns all off.
 /// `idle_close_s: 0` and `empty_field: ""` turn those off.
+///
+/// On the wire the `limit` object also takes `kind` and `burst` (they become `limit_kind`);
+/// `limit_kind` may be given on its own too.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-#[serde(default, deny_unknown_fields)]
+#[serde(try_from = "PatchWire")]
 pub struct DrillPatch {
     pub clear: bool,
     pub latency_ms: Option<u64>,
@@ -86,6 +120,84 @@ pub struct DrillPatch {
     pub empty_field: Option<String>,
     pub expired_session: Option<bool>,
     pub limit: Option<LimitOverride>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub limit_kind: Option<LimitKindOverride>,
+}
+
+/// What `POST /admin/drill` accepts: [`DrillPatch`] with `kind`/`burst` allowed in `limit`.
+#[derive(Default, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+struct PatchWire {
+    clear: bool,
+    latency_ms: Option<u64>,
+    error_ratio: Option<f64>,
+    outage: Option<bool>,
+    outage_hang: Option<bool>,
+    idle_close_s: Option<u64>,
+    empty_field: Option<String>,
+    expired_session: Option<bool>,
+    limit: Option<LimitWire>,
+    limit_kind: Option<LimitKindOverride>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct LimitWire {
+    api: Api,
+    #[serde(default)]
+    platform: Option<Platform>,
+    #[serde(default)]
+    per_second: Option<u64>,
+    #[serde(default)]
+    daily: Option<u64>,
+    #[serde(default)]
+    kind: Option<LimitKind>,
+    #[serde(default)]
+    burst: Option<u64>,
+}
+
+impl TryFrom<PatchWire> for DrillPatch {
+    type Error = String;
+
+    fn try_from(w: PatchWire) -> Result<DrillPatch, String> {
+        let mut limit = None;
+        let mut limit_kind = w.limit_kind;
+        if let Some(l) = w.limit {
+            let shape = l.kind.is_some() || l.burst.is_some();
+            if shape && limit_kind.is_some() {
+                return Err("give kind/burst in `limit` or in `limit_kind`, not both".into());
+            }
+            if shape {
+                limit_kind = Some(LimitKindOverride {
+                    api: l.api,
+                    platform: l.platform,
+                    kind: l.kind,
+                    burst: l.burst,
+                });
+            }
+            // `{"limit":{"api":..}}` alone is an (empty) rate override, as before.
+            if l.per_second.is_some() || l.daily.is_some() || !shape {
+                limit = Some(LimitOverride {
+                    api: l.api,
+                    platform: l.platform,
+                    per_second: l.per_second,
+                    daily: l.daily,
+                });
+            }
+        }
+        Ok(DrillPatch {
+            clear: w.clear,
+            latency_ms: w.latency_ms,
+            error_ratio: w.error_ratio,
+            outage: w.outage,
+            outage_hang: w.outage_hang,
+            idle_close_s: w.idle_close_s,
+            empty_field: w.empty_field,
+            expired_session: w.expired_session,
+            limit,
+            limit_kind,
+        })
+    }
 }
 
 impl DrillPatch {
@@ -122,6 +234,11 @@ impl DrillPatch {
             d.limits
                 .retain(|o| !(o.api == l.api && o.platform == l.platform));
             d.limits.push(l.clone());
+        }
+        if let Some(l) = &self.limit_kind {
+            d.limit_kinds
+                .retain(|o| !(o.api == l.api && o.platform == l.platform));
+            d.limit_kinds.push(l.clone());
         }
         d.validate()?;
         Ok(d)
@@ -199,5 +316,47 @@ mod tests {
         assert_eq!(d.idle_close_s, 2);
         assert_eq!(d.limits[0].per_second, Some(50));
         assert_eq!(d.empty_field, "title");
+        assert!(d.limit_kinds.is_empty());
+    }
+
+    #[test]
+    fn limit_patch_takes_kind_and_burst() {
+        let p: DrillPatch = serde_json::from_str(
+            r#"{"limit":{"api":"item_get","platform":"jd","per_second":5,"kind":"bucket","burst":20}}"#,
+        )
+        .unwrap();
+        assert_eq!(p.limit.as_ref().unwrap().per_second, Some(5));
+        let k = p.limit_kind.clone().unwrap();
+        assert_eq!(
+            (k.api, k.platform, k.kind, k.burst),
+            (
+                Api::ItemGet,
+                Some(Platform::Jd),
+                Some(LimitKind::Bucket),
+                Some(20)
+            )
+        );
+        // Kind alone: no rate override is recorded.
+        let p: DrillPatch =
+            serde_json::from_str(r#"{"limit":{"api":"item_get","kind":"sliding"}}"#).unwrap();
+        assert!(p.limit.is_none());
+        let d = p.apply(&Drill::default()).unwrap();
+        assert_eq!(d.limit_kinds[0].kind, Some(LimitKind::Sliding));
+        // A serialized patch reads back the same.
+        let back: DrillPatch = serde_json::from_str(&serde_json::to_string(&p).unwrap()).unwrap();
+        assert_eq!(back, p);
+        // Refused: unknown kind, zero burst, kind given twice.
+        assert!(
+            serde_json::from_str::<DrillPatch>(r#"{"limit":{"api":"item_get","kind":"x"}}"#)
+                .is_err()
+        );
+        assert!(serde_json::from_str::<DrillPatch>(r#"{"bogus":1}"#).is_err());
+        let zero: DrillPatch =
+            serde_json::from_str(r#"{"limit":{"api":"item_get","burst":0}}"#).unwrap();
+        assert!(zero.apply(&Drill::default()).is_err());
+        assert!(serde_json::from_str::<DrillPatch>(
+            r#"{"limit":{"api":"item_get","kind":"bucket"},"limit_kind":{"api":"item_get"}}"#
+        )
+        .is_err());
     }
 }

@@ -29,8 +29,8 @@ pub mod proto;
 pub mod server;
 pub mod state;
 
-pub use config::{Limit, OrdersConfig, SimApp, SimConfig};
-pub use drill::{Drill, DrillPatch, LimitOverride};
+pub use config::{Limit, LimitKind, OrdersConfig, SimApp, SimConfig};
+pub use drill::{Drill, DrillPatch, LimitKindOverride, LimitOverride};
 pub use state::{ApiStats, ErrorCounts, SimStats, Totals};
 
 use crate::platform::Platform;

@@ -1,18 +1,26 @@
 //! The simulator's run-time state: per (app, api) limit windows and counters, drills, data.
 //!
-//! Lock-light: each (app, api) slot has its own small mutex for the per-second window and
-//! the quota day; counters are atomics; drills sit behind one RwLock read briefly per call.
+//! Lock-light: each (app, api) slot has its own small mutex for the per-second limit
+//! (fixed window, sliding window or token bucket) and the quota day; counters are atomics;
+//! drills sit behind one RwLock read briefly per call.
 
-use super::config::{Limit, SimApp, SimConfig};
+use super::config::{Limit, LimitKind, SimApp, SimConfig};
 use super::data::{Shop, Written};
 use super::drill::{Drill, DrillPatch};
 use crate::platform::{Api, Platform};
 use crate::time::{next_quota_reset, platform_day};
 use chrono::{DateTime, NaiveDate, Utc};
+use governor::clock::{Clock, FakeRelativeClock};
+use governor::middleware::NoOpMiddleware;
+use governor::nanos::Nanos;
+use governor::state::{InMemoryState, NotKeyed};
+use governor::{Quota, RateLimiter};
 use serde::{Deserialize, Serialize};
-use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::collections::{HashMap, VecDeque};
+use std::num::NonZeroU32;
+use std::sync::atomic::{AtomicU64, AtomicU8, Ordering::Relaxed};
 use std::sync::{Mutex, MutexGuard, RwLock};
+use std::time::Duration;
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     // A panic elsewhere must not stop the simulator: the data stays usable.
@@ -44,6 +52,70 @@ pub enum Outcome {
     Unknown,
 }
 
+/// A ban as the platforms answer it: whole seconds, rounded up, at least 1.
+fn ban_seconds(left: Duration) -> u64 {
+    u64::try_from(left.as_nanos().div_ceil(1_000_000_000))
+        .unwrap_or(u64::MAX)
+        .max(1)
+}
+
+/// The `sliding` window's length.
+const SLIDE: chrono::TimeDelta = chrono::TimeDelta::milliseconds(1000);
+
+type Governor = RateLimiter<NotKeyed, InMemoryState, FakeRelativeClock, NoOpMiddleware<Nanos>>;
+
+/// The `bucket` kind: a token bucket of rate `per_second` and size `burst`.
+///
+/// Why governor here while the client's gates (src/throttle) do not use it: a client must
+/// reserve its slot and then sleep exactly once until it, which governor cannot express; a
+/// platform only admits or rejects, which is exactly what governor's `check` does.
+///
+/// Its clock is advanced to the `now` handed to [`Slot::admit`], so all three kinds read the
+/// same time and tests drive them with explicit instants.
+struct Bucket {
+    /// (per_second, burst) it was built for; a drill changing either builds a new (full) one.
+    shape: (u64, u64),
+    limiter: Governor,
+    clock: FakeRelativeClock,
+    /// The `now` the clock stands at; earlier instants (racing handlers) do not move it back.
+    at: DateTime<Utc>,
+}
+
+impl std::fmt::Debug for Bucket {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Bucket")
+            .field("shape", &self.shape)
+            .field("at", &self.at)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Bucket {
+    fn new(per_second: u64, burst: u64, now: DateTime<Utc>) -> Bucket {
+        let n =
+            |v: u64| NonZeroU32::new(v.min(u64::from(u32::MAX)) as u32).unwrap_or(NonZeroU32::MIN);
+        let clock = FakeRelativeClock::default();
+        let quota = Quota::per_second(n(per_second)).allow_burst(n(burst));
+        Bucket {
+            shape: (per_second, burst),
+            limiter: RateLimiter::direct_with_clock(quota, clock.clone()),
+            clock,
+            at: now,
+        }
+    }
+
+    /// Take a token at `now`, or the time until the next one.
+    fn take(&mut self, now: DateTime<Utc>) -> Result<(), Duration> {
+        if let Ok(step) = (now - self.at).to_std() {
+            self.clock.advance(step);
+            self.at = now;
+        }
+        self.limiter
+            .check()
+            .map_err(|not_until| not_until.wait_time_from(self.clock.now()))
+    }
+}
+
 #[derive(Debug, Default)]
 struct Window {
     second: i64,
@@ -52,6 +124,62 @@ struct Window {
     day: Option<NaiveDate>,
     quota_used: u64,
     peak: u64,
+    /// `sliding`: instants of the calls admitted in the last 1,000 ms, oldest first.
+    admitted_at: VecDeque<DateTime<Utc>>,
+    /// `bucket`: built on first use.
+    bucket: Option<Bucket>,
+}
+
+impl Window {
+    /// `fixed`: at most `per_second` per wall-clock second.
+    fn admit_fixed(&mut self, per_second: u64, now: DateTime<Utc>) -> Admit {
+        if self.admitted >= per_second {
+            // The window is the wall-clock second: it frees at the next second boundary.
+            let left = 1000 - now.timestamp_subsec_millis().min(999) as u64;
+            return Admit::Limited {
+                ban_s: left.div_ceil(1000).max(1),
+            };
+        }
+        self.admitted += 1;
+        Admit::Ok
+    }
+
+    /// `sliding`: at most `per_second` in any 1,000 ms ending now.
+    fn admit_sliding(&mut self, per_second: u64, now: DateTime<Utc>) -> Admit {
+        let q = &mut self.admitted_at;
+        while q.front().is_some_and(|t| *t <= now - SLIDE) {
+            q.pop_front();
+        }
+        let n = q.len() as u64;
+        if n >= per_second {
+            // Room opens when the call at this index leaves (the oldest, unless a drill
+            // lowered the limit below what the window holds).
+            let freeing = q[usize::try_from(n - per_second).unwrap_or(0)];
+            let left = (freeing + SLIDE - now).to_std().unwrap_or_default();
+            return Admit::Limited {
+                ban_s: ban_seconds(left),
+            };
+        }
+        // Handlers take `now` before the lock, so one may arrive slightly out of order.
+        let at = q.partition_point(|t| *t <= now);
+        q.insert(at, now);
+        Admit::Ok
+    }
+
+    /// `bucket`: a token bucket of rate `per_second` and size `burst`.
+    fn admit_bucket(&mut self, per_second: u64, burst: u64, now: DateTime<Utc>) -> Admit {
+        let shape = (per_second, burst);
+        let bucket = match &mut self.bucket {
+            Some(b) if b.shape == shape => b,
+            slot => slot.insert(Bucket::new(per_second, burst, now)),
+        };
+        match bucket.take(now) {
+            Ok(()) => Admit::Ok,
+            Err(wait) => Admit::Limited {
+                ban_s: ban_seconds(wait),
+            },
+        }
+    }
 }
 
 #[derive(Debug, Default)]
@@ -74,6 +202,10 @@ pub struct Slot {
     pub api: Api,
     pub app_key: String,
     per_second: AtomicU64,
+    /// `LimitKind` as its index in `LimitKind::ALL`.
+    kind: AtomicU8,
+    /// Bucket size; 0 = `per_second`.
+    burst: AtomicU64,
     daily: AtomicU64,
     pub latency: (u64, u64),
     window: Mutex<Window>,
@@ -87,6 +219,8 @@ impl Slot {
             api,
             app_key: app.app_key.clone(),
             per_second: AtomicU64::new(limit.per_second),
+            kind: AtomicU8::new(kind_index(limit.kind)),
+            burst: AtomicU64::new(limit.burst.unwrap_or(0)),
             daily: AtomicU64::new(limit.daily),
             latency: (limit.latency_median_ms, limit.latency_p95_ms),
             window: Mutex::new(Window::default()),
@@ -94,10 +228,28 @@ impl Slot {
         }
     }
 
-    /// Count one call in the window and the quota; every call counts against the daily
-    /// quota, the ones refused by the per-second limit too.
+    /// The kind of per-second limit in force.
+    pub fn limit_kind(&self) -> LimitKind {
+        LimitKind::ALL
+            .get(usize::from(self.kind.load(Relaxed)))
+            .copied()
+            .unwrap_or_default()
+    }
+
+    /// The bucket size in force (`per_second` unless set).
+    fn burst(&self) -> u64 {
+        match self.burst.load(Relaxed) {
+            0 => self.per_second.load(Relaxed),
+            b => b,
+        }
+    }
+
+    /// Count one call in the per-second limit and the quota; every call counts against the
+    /// daily quota, the ones refused by the per-second limit too.
     pub fn admit(&self, now: DateTime<Utc>) -> Admit {
         let per_second = self.per_second.load(Relaxed);
+        let kind = self.limit_kind();
+        let burst = self.burst();
         let daily = self.daily.load(Relaxed);
         let sec = now.timestamp();
         let day = platform_day(now);
@@ -122,15 +274,18 @@ impl Slot {
             };
         }
         w.quota_used += 1;
-        if w.admitted >= per_second {
-            // The window is the wall-clock second: it frees at the next second boundary.
-            let left = 1000 - now.timestamp_subsec_millis().min(999) as u64;
-            return Admit::Limited {
-                ban_s: left.div_ceil(1000).max(1),
-            };
+        // State of a kind no longer in force (a drill changed it) is dropped.
+        if kind != LimitKind::Sliding && !w.admitted_at.is_empty() {
+            w.admitted_at.clear();
         }
-        w.admitted += 1;
-        Admit::Ok
+        if kind != LimitKind::Bucket {
+            w.bucket = None;
+        }
+        match kind {
+            LimitKind::Fixed => w.admit_fixed(per_second, now),
+            LimitKind::Sliding => w.admit_sliding(per_second, now),
+            LimitKind::Bucket => w.admit_bucket(per_second, burst, now),
+        }
     }
 
     pub fn record(&self, outcome: Outcome) {
@@ -202,6 +357,8 @@ impl Slot {
             idle_closed: c.idle_closed.load(Relaxed),
             limit_per_second: self.per_second.load(Relaxed),
             limit_daily: self.daily.load(Relaxed),
+            limit_kind: self.limit_kind(),
+            limit_burst: self.burst(),
         }
     }
 }
@@ -239,6 +396,11 @@ pub struct ApiStats {
     /// The limits in force (simulator side only; clients must not read them).
     pub limit_per_second: u64,
     pub limit_daily: u64,
+    #[serde(default)]
+    pub limit_kind: LimitKind,
+    /// Bucket size (`bucket` only; `per_second` unless set).
+    #[serde(default)]
+    pub limit_burst: u64,
 }
 
 /// Sums over all (app, api), plus calls the simulator could not attribute to one.
@@ -301,6 +463,10 @@ pub struct Sim {
     /// Unix seconds the simulator started (trace events are gained from here).
     pub started: i64,
     request_seq: AtomicU64,
+}
+
+fn kind_index(kind: LimitKind) -> u8 {
+    LimitKind::ALL.iter().position(|k| *k == kind).unwrap_or(0) as u8
 }
 
 fn api_index(api: Api) -> usize {
@@ -403,7 +569,18 @@ impl Sim {
                 ps = o.per_second.unwrap_or(ps);
                 daily = o.daily.unwrap_or(daily);
             }
+            let (mut kind, mut burst) = (base.kind, base.burst);
+            for o in d
+                .limit_kinds
+                .iter()
+                .filter(|o| o.matches(s.platform, s.api))
+            {
+                kind = o.kind.unwrap_or(kind);
+                burst = o.burst.or(burst);
+            }
             s.per_second.store(ps, Relaxed);
+            s.kind.store(kind_index(kind), Relaxed);
+            s.burst.store(burst.unwrap_or(0), Relaxed);
             s.daily.store(daily, Relaxed);
         }
     }
@@ -483,6 +660,189 @@ mod tests {
         assert_eq!(slot.admit(t), Admit::QuotaSpent { ban_s: 60 });
         // After the reset the day starts over.
         assert_eq!(slot.admit(t + chrono::Duration::seconds(61)), Admit::Ok);
+    }
+
+    fn kind_sim(kind: LimitKind, per_second: u64, burst: Option<u64>) -> Sim {
+        Sim::new(
+            SimConfig::demo()
+                .with_limit(Platform::Taobao, Api::ItemGet, per_second, 1_000_000)
+                .with_limit_kind(Platform::Taobao, Api::ItemGet, kind, burst),
+        )
+        .unwrap()
+    }
+
+    fn ms(t: DateTime<Utc>, ms: i64) -> DateTime<Utc> {
+        t + chrono::Duration::milliseconds(ms)
+    }
+
+    #[test]
+    fn each_kind_admits_exactly_its_burst_at_one_instant() {
+        let t = Utc.with_ymd_and_hms(2026, 3, 1, 4, 0, 0).unwrap()
+            + chrono::Duration::milliseconds(250);
+        for (kind, per_second, burst, admitted) in [
+            (LimitKind::Fixed, 3, None, 3),
+            (LimitKind::Sliding, 3, None, 3),
+            (LimitKind::Bucket, 3, None, 3),
+            (LimitKind::Bucket, 3, Some(7), 7),
+        ] {
+            let s = kind_sim(kind, per_second, burst);
+            let slot = s.slot(s.app(Platform::Taobao, "10000001").unwrap(), Api::ItemGet);
+            let answers: Vec<Admit> = (0..10).map(|_| slot.admit(t)).collect();
+            let ok = answers.iter().filter(|a| **a == Admit::Ok).count();
+            assert_eq!(ok, admitted, "{kind}: {answers:?}");
+            // Admitted first, then refused with the platforms' whole-second ban.
+            assert!(
+                answers[..admitted].iter().all(|a| *a == Admit::Ok),
+                "{kind}"
+            );
+            assert!(
+                answers[admitted..]
+                    .iter()
+                    .all(|a| *a == Admit::Limited { ban_s: 1 }),
+                "{kind}: {answers:?}"
+            );
+            // Quota and peak count every call whatever the kind.
+            let st = slot.snapshot(t);
+            assert_eq!(
+                (st.calls, st.quota_used_today, st.peak_per_second),
+                (10, 10, 10),
+                "{kind}"
+            );
+            assert_eq!(st.limit_kind, kind);
+            assert_eq!(st.limit_burst, burst.unwrap_or(per_second));
+        }
+    }
+
+    #[test]
+    fn sliding_refuses_what_a_fixed_window_admits_after_a_second_boundary() {
+        let t = Utc.with_ymd_and_hms(2026, 3, 1, 4, 0, 0).unwrap();
+        let fixed = kind_sim(LimitKind::Fixed, 2, None);
+        let sliding = kind_sim(LimitKind::Sliding, 2, None);
+        let app = fixed.app(Platform::Taobao, "10000001").unwrap();
+        let (f, s) = (
+            fixed.slot(app, Api::ItemGet),
+            sliding.slot(app, Api::ItemGet),
+        );
+        // Two calls late in second 0 (at .800 and .900).
+        for at in [800, 900] {
+            assert_eq!(f.admit(ms(t, at)), Admit::Ok);
+            assert_eq!(s.admit(ms(t, at)), Admit::Ok);
+        }
+        // Just after the boundary: a new fixed window, but the last 1,000 ms hold two calls.
+        // The .800 call leaves at 1.800: 700 ms, answered as 1 s.
+        assert_eq!(f.admit(ms(t, 1100)), Admit::Ok);
+        assert_eq!(s.admit(ms(t, 1100)), Admit::Limited { ban_s: 1 });
+        assert_eq!(s.admit(ms(t, 1799)), Admit::Limited { ban_s: 1 });
+        // A call exactly 1,000 ms old has left the window.
+        assert_eq!(s.admit(ms(t, 1800)), Admit::Ok);
+        assert_eq!(s.admit(ms(t, 1850)), Admit::Limited { ban_s: 1 });
+        assert_eq!(s.admit(ms(t, 1900)), Admit::Ok);
+        // Never more than 2 in any 1,000 ms of this run: .800 .900 1.800 1.900; every
+        // call counts against the quota.
+        let st = s.snapshot(t);
+        assert_eq!((st.calls, st.quota_used_today), (7, 7));
+    }
+
+    #[test]
+    fn sliding_ban_waits_for_the_call_that_frees_room() {
+        // A drill lowering the limit below what the window holds: room opens only when
+        // enough calls have left, not the oldest alone.
+        let s = kind_sim(LimitKind::Sliding, 3, None);
+        let slot = s.slot(s.app(Platform::Taobao, "10000001").unwrap(), Api::ItemGet);
+        let t = Utc.with_ymd_and_hms(2026, 3, 1, 4, 0, 0).unwrap();
+        for at in [0, 100, 200] {
+            assert_eq!(slot.admit(ms(t, at)), Admit::Ok);
+        }
+        slot.per_second.store(1, Relaxed);
+        assert_eq!(slot.admit(ms(t, 1050)), Admit::Limited { ban_s: 1 });
+        assert_eq!(slot.admit(ms(t, 1150)), Admit::Limited { ban_s: 1 });
+        assert_eq!(slot.admit(ms(t, 1200)), Admit::Ok);
+    }
+
+    #[test]
+    fn bucket_admits_burst_at_once_then_per_second() {
+        let s = kind_sim(LimitKind::Bucket, 2, Some(4));
+        let slot = s.slot(s.app(Platform::Taobao, "10000001").unwrap(), Api::ItemGet);
+        let t = Utc.with_ymd_and_hms(2026, 3, 1, 4, 0, 0).unwrap();
+        let ok_at = |at: i64| slot.admit(ms(t, at)) == Admit::Ok;
+        assert_eq!((0..10).filter(|_| ok_at(0)).count(), 4);
+        // Then one token every 500 ms: calls every 50 ms get exactly 2 per second.
+        for sec in 0..3 {
+            let admitted = (1..=20).filter(|i| ok_at(sec * 1000 + i * 50)).count();
+            assert_eq!(admitted, 2, "second {sec}");
+        }
+        // A quiet spell refills the bucket up to `burst`, not beyond.
+        assert_eq!((0..10).filter(|_| ok_at(60_000)).count(), 4);
+        // An instant earlier than one already seen (racing handlers) does not rewind it.
+        assert_eq!(slot.admit(ms(t, 59_000)), Admit::Limited { ban_s: 1 });
+    }
+
+    #[test]
+    fn ban_seconds_round_up_to_whole_seconds() {
+        assert_eq!(ban_seconds(Duration::ZERO), 1);
+        assert_eq!(ban_seconds(Duration::from_millis(1)), 1);
+        assert_eq!(ban_seconds(Duration::from_millis(1000)), 1);
+        assert_eq!(ban_seconds(Duration::from_millis(1001)), 2);
+        assert_eq!(ban_seconds(Duration::from_secs(59)), 59);
+    }
+
+    #[test]
+    fn drill_switches_limit_kind_and_burst_at_run_time() {
+        let s = kind_sim(LimitKind::Fixed, 2, None);
+        let app = s.app(Platform::Taobao, "10000001").unwrap();
+        let slot = s.slot(app, Api::ItemGet);
+        let t = Utc.with_ymd_and_hms(2026, 3, 1, 4, 0, 0).unwrap();
+        let burst = |at: DateTime<Utc>| (0..10).filter(|_| slot.admit(at) == Admit::Ok).count();
+        assert_eq!(burst(t), 2);
+        let patch: DrillPatch = serde_json::from_str(
+            r#"{"limit":{"api":"item_get","platform":"taobao","kind":"bucket","burst":6}}"#,
+        )
+        .unwrap();
+        s.set_drill(&patch).unwrap();
+        let st = slot.snapshot(t);
+        assert_eq!(
+            (st.limit_kind, st.limit_burst, st.limit_per_second),
+            (LimitKind::Bucket, 6, 2)
+        );
+        assert_eq!(burst(ms(t, 10)), 6);
+        // A changed rate builds a new (full) bucket.
+        s.set_drill(&DrillPatch {
+            limit: Some(super::super::drill::LimitOverride {
+                api: Api::ItemGet,
+                platform: None,
+                per_second: Some(3),
+                daily: None,
+            }),
+            ..Default::default()
+        })
+        .unwrap();
+        assert_eq!(burst(ms(t, 20)), 6);
+        // Other platforms and apis keep their kind.
+        let jd = s.app(Platform::Jd, "simjdapp").unwrap();
+        assert_eq!(s.slot(jd, Api::ItemGet).limit_kind(), LimitKind::Fixed);
+        assert_eq!(s.slot(app, Api::ItemAdd).limit_kind(), LimitKind::Fixed);
+        s.set_drill(&DrillPatch {
+            limit_kind: Some(super::super::drill::LimitKindOverride {
+                api: Api::ItemGet,
+                platform: Some(Platform::Taobao),
+                kind: Some(LimitKind::Sliding),
+                burst: None,
+            }),
+            ..Default::default()
+        })
+        .unwrap();
+        assert_eq!(burst(ms(t, 30)), 3);
+        s.set_drill(&DrillPatch {
+            clear: true,
+            ..Default::default()
+        })
+        .unwrap();
+        let st = slot.snapshot(t);
+        assert_eq!(
+            (st.limit_kind, st.limit_burst, st.limit_per_second),
+            (LimitKind::Fixed, 2, 2)
+        );
+        assert_eq!(burst(ms(t, 2000)), 2);
     }
 
     #[test]

@@ -146,4 +146,52 @@ impl Store {
             .map(|(j, n)| (j, u64::try_from(n).unwrap_or(0)))
             .collect())
     }
+
+    /// What pending items of the job carry from an earlier run (key -> JSON), for `keys`.
+    pub async fn carried(
+        &self,
+        job_id: i64,
+        keys: &[String],
+    ) -> Result<std::collections::HashMap<String, String>, StoreError> {
+        let rows: Vec<(String, String)> = sqlx::query_as(
+            "SELECT i.item_key, i.carry FROM json_each(?) AS k
+             CROSS JOIN job_items AS i ON i.job_id = ? AND i.item_key = k.value
+             WHERE i.status = 'pending' AND i.carry IS NOT NULL",
+        )
+        .bind(json_list(keys))
+        .bind(job_id)
+        .fetch_all(&self.pool)
+        .await
+        .ctx(self, "carried")?;
+        Ok(rows.into_iter().collect())
+    }
+
+    /// Keep what pending items already fetched (key, JSON), in one transaction.
+    pub async fn keep_carry(
+        &self,
+        job_id: i64,
+        carry: &[(String, String)],
+    ) -> Result<(), StoreError> {
+        if carry.is_empty() {
+            return Ok(());
+        }
+        let mut tx = self
+            .pool
+            .begin_with("BEGIN IMMEDIATE")
+            .await
+            .ctx(self, "keep_carry: begin")?;
+        for (key, json) in carry {
+            sqlx::query(
+                "UPDATE job_items SET carry = ? WHERE job_id = ? AND item_key = ? AND status = 'pending'",
+            )
+            .bind(json)
+            .bind(job_id)
+            .bind(key)
+            .execute(&mut *tx)
+            .await
+            .ctx(self, "keep_carry: update item")?;
+        }
+        tx.commit().await.ctx(self, "keep_carry: commit")?;
+        Ok(())
+    }
 }

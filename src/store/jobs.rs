@@ -329,7 +329,8 @@ impl Store {
             recorded += sqlx::query(
                 "UPDATE job_items
                  SET status = ?, error_class = ?, error_message = ?, result = ?,
-                     attempts = attempts + 1, updated_at = ?
+                     attempts = attempts + 1, updated_at = ?,
+                     carry = CASE WHEN ? = 'pending' THEN carry END
                  WHERE job_id = ? AND item_key = ? AND status = 'pending'",
             )
             .bind(o.status.as_str())
@@ -337,6 +338,8 @@ impl Store {
             .bind(o.error_message.as_deref().map(truncate))
             .bind(o.result.as_deref())
             .bind(now)
+            // A finished item no longer needs what it carried.
+            .bind(o.status.as_str())
             .bind(job_id)
             .bind(&o.key)
             .execute(&mut *tx)

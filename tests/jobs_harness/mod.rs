@@ -157,7 +157,10 @@ impl Harness {
             .arg("--db")
             .arg(db)
             .args(args)
-            .env("RUST_LOG", "warn")
+            .env(
+                "RUST_LOG",
+                std::env::var("SF_TEST_LOG").unwrap_or_else(|_| "warn".into()),
+            )
             .env_remove("SYNCFLEET_CONFIG")
             .env_remove("SYNCFLEET_REDIS_URL")
             .env_remove("SYNCFLEET_DB");
