@@ -291,12 +291,12 @@ async fn failed_event_store_leaves_order_unmarked_and_rerun_stores_it() {
     let mut sim_cfg = sim_config();
     sim_cfg.orders.per_shop = 20;
     sim_cfg.orders.signed_share = 0.0;
-    let mut h = Harness::start(sim_cfg, &ClientOpts::default()).await;
     // Enough task attempts that the failing runs cannot exhaust them before the store heals.
-    let text = std::fs::read_to_string(&h.config)
-        .unwrap()
-        .replace("[queue]\n", "[queue]\nmax_attempts = 100\n");
-    std::fs::write(&h.config, text).unwrap();
+    let opts = ClientOpts {
+        max_attempts: 100,
+        ..ClientOpts::default()
+    };
+    let mut h = Harness::start(sim_cfg, &opts).await;
     // Five of the simulator's orders (ids 1001..), shipped and never queried.
     let ids: Vec<String> = (1001..=1005).map(|i| i.to_string()).collect();
     let seed: Vec<syncfleet::store::OrderRecord> = ids
