@@ -21,7 +21,7 @@ mod jobs_harness;
 mod support;
 
 use jobs_harness::{client_toml, ClientOpts, Harness};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 use syncfleet::platform::{Api, Platform};
 use syncfleet::sim::{ApiStats, LimitKind, SimConfig};
@@ -89,7 +89,7 @@ impl Run {
 
 /// Enqueue `items`, run `workers` workers with `config`, wait for the job; the simulator's
 /// counters are taken as differences, so a second job on one harness counts only itself.
-async fn job(h: &mut Harness, name: &str, config: &PathBuf, items: u64, workers: usize) -> Run {
+async fn job(h: &mut Harness, name: &str, config: &Path, items: u64, workers: usize) -> Run {
     let (get0, add0) = (h.stats(FROM, Api::ItemGet), h.stats(TO, Api::ItemAdd));
     let file = h.item_file(items);
     let job = h.enqueue_with(
