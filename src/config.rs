@@ -125,14 +125,14 @@ impl PlatformConfig {
     }
 
     /// Read the app secret from the environment variable the config names.
-    pub fn secret(&self) -> Result<Secret, String> {
-        read_secret_env(&self.secret_env).map_err(|e| e.to_string())
+    pub fn secret(&self) -> Result<Secret, MissingSecret> {
+        read_secret_env(&self.secret_env)
     }
 
     /// Read the session / access token, if the config names a variable for it.
-    pub fn session(&self) -> Result<Option<Secret>, String> {
+    pub fn session(&self) -> Result<Option<Secret>, MissingSecret> {
         match &self.session_env {
-            Some(var) => read_secret_env(var).map(Some).map_err(|e| e.to_string()),
+            Some(var) => read_secret_env(var).map(Some),
             None => Ok(None),
         }
     }

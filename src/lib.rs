@@ -7,9 +7,12 @@
 
 pub mod cli;
 pub mod config;
+pub mod dashboard;
 pub mod jobs;
 pub mod link;
 pub mod logging;
+// Issue 11: metrics for operators (src/ops/).
+pub mod ops;
 pub mod platform;
 pub mod sim;
 pub mod store;

@@ -1,5 +1,6 @@
 use clap::Parser;
 use syncfleet::cli::{self, Cli};
+use syncfleet::logging::{self, LogOptions};
 
 fn main() {
     let cli = Cli::parse();
@@ -8,21 +9,37 @@ fn main() {
         cli::Command::Demo(_) => "warn",
         _ => "info",
     };
-    syncfleet::logging::init_with_default(cli.log_format, default_filter);
+    let format = cli.log_format;
+    // Non-blocking: a slow stderr must not stall the workers. The guard is finished below,
+    // before `process::exit` (which runs no destructors) and before our own last lines.
+    let log = logging::init_with(LogOptions {
+        format,
+        default_filter,
+        metrics: syncfleet::ops::metrics::wanted(&cli.command),
+        non_blocking: true,
+    });
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
     {
         Ok(rt) => rt,
         Err(e) => {
-            eprintln!("error: cannot start the async runtime: {e}");
+            log.finish();
+            logging::print_error(
+                format,
+                &format!("error: cannot start the async runtime: {e}"),
+                1,
+            );
             std::process::exit(1);
         }
     };
-    let code = match runtime.block_on(cli::run(cli)) {
+    let result = runtime.block_on(cli::run(cli));
+    log.finish();
+    logging::report_dropped(format);
+    let code = match result {
         Ok(()) => 0,
         Err(e) => {
-            eprintln!("{e}");
+            logging::print_error(format, &e.to_string(), e.code);
             e.code
         }
     };

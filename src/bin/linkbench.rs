@@ -171,7 +171,7 @@ async fn start_sim(latency: (u64, u64)) -> anyhow::Result<SimHandle> {
     cfg.default_limit.latency_median_ms = latency.0;
     cfg.default_limit.latency_p95_ms = latency.1;
     cfg.idle_hold_s = 60;
-    sim::spawn(cfg, "127.0.0.1:0".parse()?).await
+    Ok(sim::spawn(cfg, "127.0.0.1:0".parse()?).await?)
 }
 
 fn sim_calls(sim: &SimHandle) -> u64 {

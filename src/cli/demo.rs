@@ -1,7 +1,7 @@
 //! `syncfleet demo`: the main job on the embedded default, with its results table.
 
 use super::{Cli, CliError};
-use crate::jobs::demo::{self, DemoOptions};
+use crate::jobs::demo::{self, DemoError, DemoOptions};
 use clap::Args;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -20,6 +20,16 @@ pub struct DemoArgs {
     /// Tasks the worker runs at once.
     #[arg(long, default_value_t = 16)]
     pub concurrency: usize,
+    /// Serve Prometheus metrics at http://ADDR/metrics during the run (off by default).
+    #[arg(long, value_name = "ADDR")]
+    pub metrics_listen: Option<std::net::SocketAddr>,
+}
+
+/// The demo's failures are runtime failures (exit 1), whatever their cause.
+impl From<DemoError> for CliError {
+    fn from(e: DemoError) -> Self {
+        CliError::runtime(e.to_string())
+    }
 }
 
 pub async fn run(_cli: &Cli, args: &DemoArgs) -> Result<(), CliError> {
@@ -31,6 +41,7 @@ pub async fn run(_cli: &Cli, args: &DemoArgs) -> Result<(), CliError> {
         dir: args.dir.clone(),
         target: Duration::from_secs(args.target_s.max(1)),
         concurrency: args.concurrency.max(1),
+        metrics_listen: args.metrics_listen,
     };
     let limit = demo::scaled_limit(opts.items, opts.target);
     println!(

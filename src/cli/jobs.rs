@@ -2,11 +2,11 @@
 
 use super::{Cli, CliError};
 use crate::config::Config;
-use crate::jobs::producer::{self, EnqueueReport};
+use crate::jobs::producer::{self, EnqueueReport, ProducerError};
 use crate::jobs::queue::Shutdown;
 use crate::jobs::queue::{Queue, QueueOptions};
 use crate::jobs::spec::{read_item_ids, JobSpec};
-use crate::jobs::worker::{embedded_queue_path, Runtime, RuntimeError};
+use crate::jobs::worker::{embedded_queue_path, run_worker, RunOptions, Runtime, WorkerError};
 use crate::platform::{ErrorClass, Platform};
 use crate::store::{JobState, Store};
 use crate::time::{burn_ratio, china_offset, platform_day};
@@ -165,7 +165,8 @@ fn listing_ids(spec: &JobSpec) -> Result<Vec<String>, CliError> {
     }
     bar.finish_and_clear();
     if duplicates > 0 {
-        eprintln!("note: {duplicates} duplicate item id(s) listed once");
+        // A log line, not a bare eprintln: `--log-format json` keeps stderr one object a line.
+        tracing::warn!("{duplicates} duplicate item id(s) listed once");
     }
     if ids.is_empty() {
         return Err(CliError::input("the item list is empty"));
@@ -176,7 +177,8 @@ fn listing_ids(spec: &JobSpec) -> Result<Vec<String>, CliError> {
 pub async fn enqueue(cli: &Cli, args: &EnqueueArgs) -> Result<(), CliError> {
     let cfg = cli.load_config()?;
     let spec = spec_from_args(args)?;
-    spec.validate().map_err(CliError::input)?;
+    spec.validate()
+        .map_err(|e| CliError::input(e.to_string()))?;
     let ids = listing_ids(&spec)?;
     let chunk = args.chunk_size.unwrap_or(cfg.queue.chunk_size);
     if chunk == 0 {
@@ -220,163 +222,47 @@ pub struct WorkArgs {
     /// Exit once the queue stays empty this many seconds (0 = run until SIGTERM/SIGINT).
     #[arg(long, default_value_t = 0)]
     pub exit_when_idle_s: u64,
+    /// Serve Prometheus metrics at http://ADDR/metrics while the worker runs (off by
+    /// default), e.g. 127.0.0.1:9464.
+    #[arg(long, value_name = "ADDR")]
+    pub metrics_listen: Option<std::net::SocketAddr>,
 }
 
-/// Trigger `shutdown` on SIGTERM or SIGINT: stop fetching, finish in-flight tasks, exit.
-fn shutdown_on_signal(shutdown: Shutdown) {
-    tokio::spawn(async move {
-        #[cfg(unix)]
-        {
-            use tokio::signal::unix::{signal, SignalKind};
-            let (Ok(mut term), Ok(mut int)) = (
-                signal(SignalKind::terminate()),
-                signal(SignalKind::interrupt()),
-            ) else {
-                tracing::warn!("cannot install signal handlers: only a kill stops this worker");
-                return;
-            };
-            tokio::select! { _ = term.recv() => {}, _ = int.recv() => {} }
+/// A producer's failure (the ledger, the queue, a push cut short) is a runtime failure: exit 1.
+impl From<ProducerError> for CliError {
+    fn from(e: ProducerError) -> Self {
+        match e {
+            ProducerError::Store(_)
+            | ProducerError::Queue(_)
+            | ProducerError::Encode(_)
+            | ProducerError::Push { .. } => CliError::runtime(e.to_string()),
         }
-        #[cfg(not(unix))]
-        {
-            let _ = tokio::signal::ctrl_c().await;
+    }
+}
+
+/// The worker's exit code from its error type: a missing secret, a second embedded worker or
+/// a queue of another ledger is the operator's input (exit 2); the rest is a runtime failure
+/// (exit 1: the queue unreachable, the stop grace exceeded, the gates or queue failing).
+impl From<WorkerError> for CliError {
+    fn from(e: WorkerError) -> Self {
+        if e.is_input_error() {
+            CliError::input(e.to_string())
+        } else {
+            CliError::runtime(e.to_string())
         }
-        tracing::info!("signal received: finishing in-flight tasks, then exiting");
-        shutdown.trigger();
-    });
+    }
 }
-
-/// Why the queue monitor stopped the worker.
-#[derive(Debug, Clone)]
-enum MonitorStop {
-    /// The queue stayed empty for `--exit-when-idle-s`.
-    Idle,
-    /// The queue was unreachable for `queue.unreachable_exit_s`.
-    Unreachable { for_s: u64, error: String },
-}
-
-/// Watch the queue every half second: trigger `shutdown` once it has been empty for `idle`
-/// (when given), or once it has been unreachable for `unreachable` (when given). An error
-/// never counts as "empty", and never resets the unreachable clock.
-fn monitor_queue(
-    rt: &Runtime,
-    idle: Option<Duration>,
-    unreachable: Option<Duration>,
-    shutdown: Shutdown,
-) -> tokio::task::JoinHandle<Option<MonitorStop>> {
-    let queue = rt.queue.clone();
-    tokio::spawn(async move {
-        let mut empty_since: Option<std::time::Instant> = None;
-        let mut down_since: Option<std::time::Instant> = None;
-        loop {
-            tokio::select! {
-                _ = tokio::time::sleep(Duration::from_millis(500)) => {}
-                _ = shutdown.wait() => return None,
-            }
-            match queue.len().await {
-                Ok(len) => {
-                    down_since = None;
-                    if len.total() > 0 {
-                        empty_since = None;
-                        continue;
-                    }
-                    let since = *empty_since.get_or_insert_with(std::time::Instant::now);
-                    if idle.is_some_and(|idle| since.elapsed() >= idle) {
-                        shutdown.trigger();
-                        return Some(MonitorStop::Idle);
-                    }
-                }
-                Err(e) => {
-                    empty_since = None;
-                    let since = *down_since.get_or_insert_with(std::time::Instant::now);
-                    if let Some(limit) = unreachable.filter(|l| since.elapsed() >= *l) {
-                        tracing::error!(error = %e, "the queue has been unreachable for {} s: stopping", limit.as_secs());
-                        shutdown.trigger();
-                        return Some(MonitorStop::Unreachable {
-                            for_s: limit.as_secs(),
-                            error: e.to_string(),
-                        });
-                    }
-                }
-            }
-        }
-    })
-}
-
-/// Time the stop may take beyond the shutdown grace: recording outcomes, acks, give-backs.
-const STOP_MARGIN: Duration = Duration::from_secs(15);
 
 pub async fn work(cli: &Cli, args: &WorkArgs) -> Result<(), CliError> {
     let cfg = cli.load_config()?;
     let rt = Runtime::open(cfg, &cli.db, cli.redis.as_deref()).await?;
-    // Secrets of the platforms the running jobs use: a missing one is named (exit 2).
-    crate::jobs::secrets::check_running_jobs(&rt.store, &rt.cfg)
-        .await
-        .map_err(|e| {
-            if e.is_input_error() {
-                CliError::input(e.to_string())
-            } else {
-                CliError::runtime(e.to_string())
-            }
-        })?;
-    let gateway = rt.gateway().await?;
-    let shutdown = Shutdown::new();
-    shutdown_on_signal(shutdown.clone());
-    let idle = (args.exit_when_idle_s > 0).then(|| Duration::from_secs(args.exit_when_idle_s));
-    let unreachable = (rt.cfg.queue.unreachable_exit_s > 0)
-        .then(|| Duration::from_secs(rt.cfg.queue.unreachable_exit_s));
-    let monitor = monitor_queue(&rt, idle, unreachable, shutdown.clone());
-    // Probes: in a fleet only the holder of the probe lease runs them. `[probe] interval_s
-    // = 0` turns them off (their sample calls would otherwise land in exact call counts).
-    let probes = (rt.cfg.probe.interval_s > 0).then(|| {
-        let probe_stop = shutdown.clone();
-        tokio::spawn(crate::link::probe::run_probe_loop(
-            gateway.clone(),
-            rt.cfg.probe.clone(),
-            None,
-            async move { probe_stop.wait().await },
-        ))
-    });
-    // After the stop, items already calling get `queue.shutdown_grace_s` to finish and the
-    // rest of every chunk goes back uncharged; the margin covers recording and acks. A
-    // worker still busy past that exits anyway: its tasks are recovered as orphans.
-    let grace = Duration::from_secs(rt.cfg.queue.shutdown_grace_s) + STOP_MARGIN;
-    let stopping = shutdown.clone();
-    let work = rt.work(gateway, args.concurrency, shutdown);
-    tokio::pin!(work);
-    let report = tokio::select! {
-        r = &mut work => Some(r),
-        _ = async { stopping.wait().await; tokio::time::sleep(grace).await } => None,
+    let opts = RunOptions {
+        concurrency: args.concurrency,
+        exit_when_idle: (args.exit_when_idle_s > 0)
+            .then(|| Duration::from_secs(args.exit_when_idle_s)),
+        metrics_listen: args.metrics_listen,
     };
-    if let Some(mut p) = probes {
-        // Let the probe loop see the stop and release the fleet's probe lease (aborting it
-        // left the lease held for 1.5 intervals by a worker that was gone).
-        stopping.trigger();
-        if tokio::time::timeout(Duration::from_secs(2), &mut p)
-            .await
-            .is_err()
-        {
-            p.abort();
-        }
-    }
-    let why = if monitor.is_finished() {
-        monitor.await.ok().flatten()
-    } else {
-        monitor.abort();
-        None
-    };
-    if let Some(MonitorStop::Unreachable { for_s, error }) = why {
-        return Err(CliError::runtime(format!(
-            "the queue was unreachable for {for_s} s (queue.unreachable_exit_s): {error}; exiting"
-        )));
-    }
-    let Some(report) = report else {
-        return Err(CliError::runtime(format!(
-            "in-flight tasks did not finish within {} s of the stop signal; exiting (their tasks will be recovered by another worker)",
-            grace.as_secs()
-        )));
-    };
-    let report = report.map_err(|e| CliError::from(RuntimeError::from(e)))?;
+    let report = run_worker(&rt, &opts, Shutdown::new()).await?;
     println!(
         "worker {} stopped: {} task(s) done, {} re-queued for later, {} failed, {} dead, {} recovered from dead workers",
         report.worker, report.done, report.retry_after, report.failed, report.dead, report.recovered

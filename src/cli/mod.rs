@@ -7,6 +7,7 @@ use std::path::PathBuf;
 
 pub mod call;
 pub mod config_cmd;
+pub mod dashboard;
 pub mod db;
 pub mod demo;
 pub mod gate;
@@ -71,6 +72,9 @@ pub enum Command {
     /// Dead letters: tasks that exhausted their attempts (their items end `failed` with
     /// class `dead`); `--requeue` runs them again.
     Dead(jobs::DeadArgs),
+    /// A live page of jobs, gates, calls, workers and the queue (loopback by default);
+    /// actions need SYNCFLEET_DASHBOARD_TOKEN.
+    Dashboard(dashboard::DashboardArgs),
     /// Fleet-wide gates: show their state, or set a rate at run time.
     #[command(subcommand)]
     Gate(gate::GateCommand),
@@ -141,6 +145,7 @@ pub async fn run(cli: Cli) -> Result<(), CliError> {
         Command::Call(args) => call::run(&cli, args).await,
         Command::Probe(args) => probe::run(&cli, args).await,
         Command::Demo(a) => demo::run(&cli, a).await,
+        Command::Dashboard(a) => dashboard::run(&cli, a).await,
         Command::Enqueue(a) => jobs::enqueue(&cli, a).await,
         Command::Work(a) => jobs::work(&cli, a).await,
         Command::Status(a) => jobs::status(&cli, a).await,

@@ -72,7 +72,9 @@ pub async fn run(args: &SimArgs) -> Result<(), CliError> {
     if cfg.drill.any() {
         tracing::info!(drill = ?cfg.drill, "sim drills at start");
     }
-    sim::serve(cfg, listener, shutdown_signal()).await?;
+    sim::serve(cfg, listener, shutdown_signal())
+        .await
+        .map_err(|e| CliError::runtime(e.to_string()))?;
     Ok(())
 }
 

@@ -2,16 +2,16 @@
 //! simulator, the embedded queue (apalis-sqlite), embedded gates and the SQLite ledger — a
 //! 1688 → Taobao listing job of N items, measured from the simulator's side.
 
-use super::producer;
+use super::producer::{self, ProducerError};
 use super::queue::Shutdown;
 use super::spec::JobSpec;
-use super::worker::Runtime;
-use crate::config::Config;
+use super::worker::{Runtime, RuntimeError};
+use crate::config::{Config, ConfigError};
 use crate::link::gateway::Gateway;
 use crate::link::shared::FleetLink;
 use crate::platform::{Api, Platform};
-use crate::sim::{self, SimConfig};
-use crate::store::{CallReport, JobStatus, Store};
+use crate::sim::{self, SimConfig, SimError};
+use crate::store::{CallReport, JobStatus, Store, StoreError};
 use crate::throttle::Gates;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -26,6 +26,8 @@ pub struct DemoOptions {
     pub target: Duration,
     /// Tasks a worker runs at once.
     pub concurrency: usize,
+    /// Serve Prometheus metrics here during the run (issue 11; the benchmark's "on" run).
+    pub metrics_listen: Option<std::net::SocketAddr>,
 }
 
 /// One API's figures, measured at the simulator.
@@ -62,10 +64,48 @@ pub fn scaled_limit(items: u64, target: Duration) -> u64 {
     ((items as f64 / secs).ceil() as u64).clamp(20, 5_000)
 }
 
+/// Why the demo could not run to the end.
+#[derive(Debug, thiserror::Error)]
+pub enum DemoError {
+    /// The demo folder could not be cleared.
+    #[error("cannot clear {}: {error}", path.display())]
+    Clear {
+        path: PathBuf,
+        error: std::io::Error,
+    },
+    /// The demo folder could not be created.
+    #[error("cannot create {}: {error}", path.display())]
+    Create {
+        path: PathBuf,
+        error: std::io::Error,
+    },
+    /// The generated client configuration was refused (a bug of the demo).
+    #[error("demo config: {0}")]
+    Config(ConfigError),
+    /// The simulator could not start, or a client of it could not be built.
+    #[error(transparent)]
+    Sim(#[from] SimError),
+    /// The ledger or the queue could not be opened.
+    #[error(transparent)]
+    Runtime(#[from] RuntimeError),
+    /// `--metrics-listen` could not be served.
+    #[error(transparent)]
+    Metrics(#[from] crate::ops::metrics::MetricsError),
+    /// The job could not be enqueued.
+    #[error(transparent)]
+    Producer(#[from] ProducerError),
+    /// The ledger failed while the demo watched the job.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// The worker ended while items were still pending.
+    #[error("the worker stopped before the job finished")]
+    WorkerStopped,
+}
+
 /// The client configuration of the demo: the two gates set just under the app's granted
 /// rate (what an operator writes from the platform console), a burst of 1 so no aligned
 /// one-second window can exceed the grant, and concurrency well above rate x latency.
-fn client_config(sim: &sim::SimHandle, limit: u64, dir: &Path) -> anyhow::Result<Config> {
+fn client_config(sim: &sim::SimHandle, limit: u64, dir: &Path) -> Result<Config, DemoError> {
     // 0.2% under the grant (3 calls/s at the default scale): timer and scheduling jitter can
     // bunch a few calls into one aligned second, and a single rejection halves the adaptive
     // rate (a second one within 5 s caps recovery at 90% of it), which costs far more. On a
@@ -85,8 +125,7 @@ fn client_config(sim: &sim::SimHandle, limit: u64, dir: &Path) -> anyhow::Result
     text.push_str(&format!(
         "[gates.default]\nrate = {rate}\nburst = 1\nconcurrency = 128\nmax_wait_ms = 5000\n\n[queue]\nchunk_size = 100\npoll_interval_ms = 20\n"
     ));
-    Config::parse(&dir.join("demo-client.toml"), &text)
-        .map_err(|e| anyhow::anyhow!("demo config: {e}"))
+    Config::parse(&dir.join("demo-client.toml"), &text).map_err(DemoError::Config)
 }
 
 /// A gateway whose credentials come from the simulator's apps (the demo, tests and
@@ -97,13 +136,10 @@ pub fn sim_gateway(
     store: &Store,
     gates: Gates,
     fleet: Option<FleetLink>,
-) -> anyhow::Result<Gateway> {
+) -> Result<Gateway, SimError> {
     let mut b = Gateway::builder(cfg.link.clone(), gates).store(store.clone());
     for (&platform, pc) in &cfg.platforms {
-        b = b.platform(
-            sim_cfg.client(platform, pc).map_err(anyhow::Error::msg)?,
-            pc,
-        );
+        b = b.platform(sim_cfg.client(platform, pc)?, pc);
     }
     if let Some(f) = fleet {
         b = b.fleet(f);
@@ -115,13 +151,17 @@ pub fn sim_gateway(
 pub async fn run(
     opts: &DemoOptions,
     mut on_progress: impl FnMut(&JobStatus),
-) -> anyhow::Result<DemoReport> {
+) -> Result<DemoReport, DemoError> {
     if opts.dir.exists() {
-        std::fs::remove_dir_all(&opts.dir)
-            .map_err(|e| anyhow::anyhow!("cannot clear {}: {e}", opts.dir.display()))?;
+        std::fs::remove_dir_all(&opts.dir).map_err(|error| DemoError::Clear {
+            path: opts.dir.clone(),
+            error,
+        })?;
     }
-    std::fs::create_dir_all(&opts.dir)
-        .map_err(|e| anyhow::anyhow!("cannot create {}: {e}", opts.dir.display()))?;
+    std::fs::create_dir_all(&opts.dir).map_err(|error| DemoError::Create {
+        path: opts.dir.clone(),
+        error,
+    })?;
     let limit = scaled_limit(opts.items, opts.target);
     let mut sim_cfg = SimConfig::demo();
     sim_cfg.catalog_items = sim_cfg.catalog_items.max(opts.items);
@@ -136,12 +176,24 @@ pub async fn run(
         l.per_second = limit;
         l.daily = l.daily.max(opts.items * 2);
     }
-    let sim = sim::spawn(sim_cfg.clone(), "127.0.0.1:0".parse()?).await?;
+    let loopback = std::net::SocketAddr::from(([127, 0, 0, 1], 0));
+    let sim = sim::spawn(sim_cfg.clone(), loopback).await?;
     let cfg = client_config(&sim, limit, &opts.dir)?;
     let ledger = opts.dir.join("ledger.db");
     let db_url = format!("sqlite://{}", ledger.display());
     let rt = Runtime::create(cfg, &db_url, None).await?;
-    let gateway = sim_gateway(&rt.cfg, &sim_cfg, &rt.store, Gates::embedded(&rt.cfg), None)?;
+    let gates = Gates::embedded(&rt.cfg);
+    let gateway = sim_gateway(&rt.cfg, &sim_cfg, &rt.store, gates.clone(), None)?;
+    // Stopped when dropped at the end of the run.
+    let _metrics =
+        crate::ops::metrics::serve_if(opts.metrics_listen, || crate::ops::metrics::Sources {
+            cfg: rt.cfg.clone(),
+            gates,
+            gateway: gateway.clone(),
+            queue: rt.queue.clone(),
+            store: rt.store.clone(),
+        })
+        .await?;
 
     let keys: Vec<String> = (1..=opts.items).map(|i| i.to_string()).collect();
     let spec = JobSpec::Listing {
@@ -179,7 +231,7 @@ pub async fn run(
             last_print = Instant::now();
         }
         if worker.is_finished() {
-            anyhow::bail!("the worker stopped before the job finished");
+            return Err(DemoError::WorkerStopped);
         }
     };
     let duration = started.elapsed();

@@ -7,7 +7,7 @@
 use super::runner::{ledger_write, ItemRun, JobRunner, Useful};
 use crate::platform::model::{ApiRequest, ApiResponse};
 use crate::platform::{Api, ErrorClass, Platform};
-use crate::store::{ItemOutcome, LogisticsEvent};
+use crate::store::{ItemOutcome, LogisticsEvent, StoreError};
 use futures::StreamExt;
 use std::time::Duration;
 
@@ -16,18 +16,14 @@ pub(crate) async fn run_chunk(
     platform: Platform,
     keys: &[String],
     useful: &Useful,
-) -> Result<Vec<(String, ItemRun)>, String> {
+) -> Result<Vec<(String, ItemRun)>, StoreError> {
     let min_interval = Duration::from_secs(runner.cfg.jobs.logistics_min_interval_s);
     let mut to_call = Vec::with_capacity(keys.len());
     let mut out = Vec::with_capacity(keys.len());
     // Cut before calling: the ledger may have learned since the enqueue that an order is
     // signed or was just queried (overlapping jobs, a re-delivered task).
     for key in keys {
-        let order = runner
-            .store
-            .get_order(platform, key)
-            .await
-            .map_err(|e| e.to_string())?;
+        let order = runner.store.get_order(platform, key).await?;
         let skip = match &order {
             Some(o) if o.signed => Some("signed"),
             // Unshipped or already received (e.g. TRADE_FINISHED): no parcel to follow. The
@@ -40,8 +36,7 @@ pub(crate) async fn run_chunk(
                     && runner
                         .store
                         .queried_within(platform, key, min_interval)
-                        .await
-                        .map_err(|e| e.to_string())? =>
+                        .await? =>
             {
                 Some("queried recently")
             }

@@ -3,11 +3,11 @@
 //! so `reconcile` can always rebuild the queue's share from the ledger.
 
 use super::orders::slices;
-use super::queue::{Queue, TaskMsg};
+use super::queue::{Queue, QueueError, TaskMsg};
 use super::spec::{JobKind, JobSpec};
 use crate::config::Config;
 use crate::platform::ErrorClass;
-use crate::store::Store;
+use crate::store::{Store, StoreError};
 use std::collections::HashSet;
 use std::time::Duration;
 
@@ -17,6 +17,31 @@ pub struct EnqueueReport {
     pub job_id: i64,
     pub items: usize,
     pub tasks: usize,
+}
+
+/// Why a producer (enqueue, reconcile, retry, dead-letter requeue) failed.
+#[derive(Debug, thiserror::Error)]
+pub enum ProducerError {
+    /// The ledger failed or refused (no such job, duplicate keys, I/O).
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// The queue failed.
+    #[error(transparent)]
+    Queue(#[from] QueueError),
+    /// The job spec could not be encoded for the ledger.
+    #[error("job spec encoding: {0}")]
+    Encode(#[from] serde_json::Error),
+    /// The job is in the ledger, but pushing its tasks failed part way: `reconcile` pushes
+    /// the rest.
+    #[error(
+        "job {job_id} is in the ledger but pushing its tasks failed after {pushed} task(s): {error}; \
+         run `syncfleet reconcile {job_id}` once the queue is reachable"
+    )]
+    Push {
+        job_id: i64,
+        pushed: usize,
+        error: QueueError,
+    },
 }
 
 /// Tasks pushed per progress report.
@@ -29,7 +54,7 @@ pub async fn item_keys(
     cfg: &Config,
     spec: &JobSpec,
     listing_ids: Vec<String>,
-) -> anyhow::Result<Vec<String>> {
+) -> Result<Vec<String>, ProducerError> {
     Ok(match spec {
         JobSpec::Listing { .. } => listing_ids,
         JobSpec::Orders { since, until, .. } => {
@@ -51,7 +76,7 @@ pub async fn enqueue(
     spec: &JobSpec,
     keys: &[String],
     mut on_progress: impl FnMut(usize),
-) -> anyhow::Result<EnqueueReport> {
+) -> Result<EnqueueReport, ProducerError> {
     // The spec stored in the ledger names the job; the items live in job_items, not in it.
     let mut stored = spec.clone();
     if let JobSpec::Listing { items, .. } = &mut stored {
@@ -62,12 +87,14 @@ pub async fn enqueue(
     let tasks = chunk_tasks(job_id, spec.kind(), keys, chunk_size);
     let mut pushed = 0;
     for batch in tasks.chunks(PROGRESS_STEP) {
-        queue.push_bulk(batch).await.map_err(|e| {
-            anyhow::anyhow!(
-                "job {job_id} is in the ledger but pushing its tasks failed after {pushed} task(s): {e}; \
-                 run `syncfleet reconcile {job_id}` once the queue is reachable"
-            )
-        })?;
+        queue
+            .push_bulk(batch)
+            .await
+            .map_err(|error| ProducerError::Push {
+                job_id,
+                pushed,
+                error,
+            })?;
         pushed += batch.len();
         on_progress(pushed);
     }
@@ -98,7 +125,7 @@ pub async fn uncovered_pending(
     store: &Store,
     queue: &Queue,
     job_id: i64,
-) -> anyhow::Result<Vec<String>> {
+) -> Result<Vec<String>, ProducerError> {
     let live = queue.live_tasks().await?;
     let covered: HashSet<&str> = live
         .iter()
@@ -121,7 +148,7 @@ pub async fn reconcile(
     queue: &Queue,
     job_id: i64,
     chunk_size: usize,
-) -> anyhow::Result<EnqueueReport> {
+) -> Result<EnqueueReport, ProducerError> {
     let status = store.job_status(job_id).await?;
     let keys = uncovered_pending(store, queue, job_id).await?;
     let tasks = chunk_tasks(job_id, status.job.kind, &keys, chunk_size);
@@ -152,7 +179,7 @@ pub async fn requeue_dead(
     queue: &Queue,
     job: Option<i64>,
     chunk_size: usize,
-) -> anyhow::Result<RequeueReport> {
+) -> Result<RequeueReport, ProducerError> {
     let mut report = RequeueReport::default();
     let entries = queue.dead_entries(usize::MAX >> 1).await?;
     let mut jobs: Vec<i64> = store
@@ -213,7 +240,7 @@ pub async fn retry_class(
     job_id: i64,
     class: ErrorClass,
     chunk_size: usize,
-) -> anyhow::Result<EnqueueReport> {
+) -> Result<EnqueueReport, ProducerError> {
     let status = store.job_status(job_id).await?;
     let keys = store.items_by_class(job_id, class).await?;
     store.reset_items_to_pending(job_id, &keys).await?;

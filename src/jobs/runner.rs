@@ -409,7 +409,7 @@ impl JobRunner {
                 let Some(runs) = stop.cut_short(run).await else {
                     return Ok(TaskResult::RetryAfter(HAND_BACK_DELAY));
                 };
-                let runs = runs.map_err(TaskError::Handler)?;
+                let runs = runs?;
                 self.record(task.job_id, runs, &mut tally).await?;
             }
         }
@@ -472,8 +472,6 @@ pub(crate) enum TaskError {
         job_id: i64,
         job_kind: &'static str,
     },
-    #[error("{0}")]
-    Handler(String),
     #[error("{0} item(s) attempted but not finished")]
     Unfinished(usize),
 }

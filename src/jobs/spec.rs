@@ -76,7 +76,7 @@ impl JobSpec {
         })?;
         let mut spec = file
             .into_spec()
-            .map_err(|m| InputError::new(path, None, m))?;
+            .map_err(|e| InputError::new(path, None, e.to_string()))?;
         if let JobSpec::Listing {
             items_file: Some(f),
             ..
@@ -89,12 +89,12 @@ impl JobSpec {
             }
         }
         spec.validate()
-            .map_err(|m| InputError::new(path, None, m))?;
+            .map_err(|e| InputError::new(path, None, e.to_string()))?;
         Ok(spec)
     }
 
     /// Checks that do not need the item list.
-    pub fn validate(&self) -> Result<(), String> {
+    pub fn validate(&self) -> Result<(), SpecError> {
         match self {
             JobSpec::Listing {
                 from,
@@ -103,10 +103,10 @@ impl JobSpec {
                 items,
             } => {
                 if from == to {
-                    return Err(format!("listing from {from} to itself"));
+                    return Err(SpecError::ListingToItself(*from));
                 }
                 if items_file.is_none() && items.is_empty() {
-                    return Err("listing needs `items_file` or `items`".into());
+                    return Err(SpecError::NoItems);
                 }
                 Ok(())
             }
@@ -114,32 +114,66 @@ impl JobSpec {
                 since, until, shop, ..
             } => {
                 if since >= until {
-                    return Err(format!(
-                        "`since` ({since}) must be before `until` ({until})"
-                    ));
+                    return Err(SpecError::WindowNotOrdered {
+                        since: *since,
+                        until: *until,
+                    });
                 }
                 let window = *until - *since;
                 if window > chrono::Duration::days(MAX_ORDER_WINDOW_DAYS) {
-                    return Err(format!(
-                        "order window {since} .. {until} spans {} days; at most \
-                         {MAX_ORDER_WINDOW_DAYS} days are allowed per job (enqueue a longer \
-                         sync as several jobs)",
-                        window.num_days()
-                    ));
+                    return Err(SpecError::WindowTooLong {
+                        since: *since,
+                        until: *until,
+                        days: window.num_days(),
+                    });
                 }
                 if shop.trim().is_empty() {
-                    return Err("`shop` is empty".into());
+                    return Err(SpecError::EmptyShop);
                 }
                 Ok(())
             }
             JobSpec::Logistics { shop, .. } => {
                 if shop.trim().is_empty() {
-                    return Err("`shop` is empty".into());
+                    return Err(SpecError::EmptyShop);
                 }
                 Ok(())
             }
         }
     }
+}
+
+/// A job spec that is well-formed but not a job the producer accepts.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum SpecError {
+    /// A listing whose source and target are the same platform.
+    #[error("listing from {0} to itself")]
+    ListingToItself(Platform),
+    /// A listing with neither an item file nor inline items.
+    #[error("listing needs `items_file` or `items`")]
+    NoItems,
+    /// An order window that ends before it starts.
+    #[error("`since` ({since}) must be before `until` ({until})")]
+    WindowNotOrdered {
+        since: DateTime<Utc>,
+        until: DateTime<Utc>,
+    },
+    /// An order window longer than [`MAX_ORDER_WINDOW_DAYS`].
+    #[error(
+        "order window {since} .. {until} spans {days} days; at most \
+         {MAX_ORDER_WINDOW_DAYS} days are allowed per job (enqueue a longer \
+         sync as several jobs)"
+    )]
+    WindowTooLong {
+        since: DateTime<Utc>,
+        until: DateTime<Utc>,
+        days: i64,
+    },
+    /// An empty `shop`.
+    #[error("`shop` is empty")]
+    EmptyShop,
+    /// A spec file without a key its kind needs.
+    #[error("key `{key}` is required for a {kind} job")]
+    MissingKey { key: &'static str, kind: JobKind },
 }
 
 /// The on-disk shape of a spec file; [`SpecFile::into_spec`] checks which keys each kind needs.
@@ -160,9 +194,9 @@ struct SpecFile {
 }
 
 impl SpecFile {
-    fn into_spec(self) -> Result<JobSpec, String> {
-        fn need<T>(v: Option<T>, kind: JobKind, key: &str) -> Result<T, String> {
-            v.ok_or_else(|| format!("key `{key}` is required for a {kind} job"))
+    fn into_spec(self) -> Result<JobSpec, SpecError> {
+        fn need<T>(v: Option<T>, kind: JobKind, key: &'static str) -> Result<T, SpecError> {
+            v.ok_or(SpecError::MissingKey { key, kind })
         }
         let kind = self.kind;
         Ok(match kind {
@@ -354,12 +388,14 @@ mod tests {
             .unwrap();
         let err = orders("2028-01-01T00:00:00Z", "2029-01-01T00:00:00.001Z")
             .validate()
-            .unwrap_err();
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("366 days are allowed"), "{err}");
         // Issue 8's window: the message says what was given and what is allowed.
         let err = orders("0001-01-01T00:00:00Z", "9999-12-31T00:00:00Z")
             .validate()
-            .unwrap_err();
+            .unwrap_err()
+            .to_string();
         assert!(
             err.contains("0001-01-01 00:00:00 UTC .. 9999-12-31 00:00:00 UTC")
                 && err.contains("spans 3652058 days")

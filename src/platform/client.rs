@@ -3,7 +3,7 @@
 
 use super::classify::{describe_reqwest, transport_kind, CallError};
 use super::{alibaba, jd, taobao, Api, ApiRequest, ApiResponse, Credentials, Platform};
-use crate::config::{PlatformConfig, Secret};
+use crate::config::{MissingSecret, PlatformConfig, Secret};
 use chrono::{DateTime, Utc};
 use serde_json::Value;
 use std::time::Duration;
@@ -14,6 +14,35 @@ use std::time::Duration;
 pub struct RawResponse {
     pub http_status: u16,
     pub body: Value,
+}
+
+/// Why a platform client could not be built.
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    /// The secret's (or session's) environment variable is unset: names it, never a value.
+    #[error(transparent)]
+    MissingSecret(#[from] MissingSecret),
+    /// `platforms.<p>.endpoint` does not parse as a URL.
+    #[error("platforms.{platform}.endpoint `{endpoint}` is not a URL: {error}")]
+    BadEndpoint {
+        platform: Platform,
+        endpoint: String,
+        error: <reqwest::Url as std::str::FromStr>::Err,
+    },
+    /// reqwest refused the client settings (TLS backend, ...).
+    #[error("cannot build the {platform} HTTP client: {error}")]
+    Http {
+        platform: Platform,
+        error: reqwest::Error,
+    },
+}
+
+/// Bridge for callers that still report errors as text (`link::gateway`'s builder returns
+/// `Result<_, String>` and uses `?` on [`PlatformClient::new`]); remove with that.
+impl From<ClientError> for String {
+    fn from(e: ClientError) -> String {
+        e.to_string()
+    }
 }
 
 /// A signed-call client for one platform. Holds the secret and session (read once); its
@@ -29,7 +58,7 @@ pub struct PlatformClient {
 impl PlatformClient {
     /// Build from config, reading the secret and session from the environment variables
     /// it names. The error names a missing variable, never a value.
-    pub fn new(platform: Platform, cfg: &PlatformConfig) -> Result<Self, String> {
+    pub fn new(platform: Platform, cfg: &PlatformConfig) -> Result<Self, ClientError> {
         let secret = cfg.secret()?;
         let session = cfg.session()?;
         Self::with_credentials(platform, cfg, secret, session)
@@ -41,13 +70,15 @@ impl PlatformClient {
         cfg: &PlatformConfig,
         secret: Secret,
         session: Option<Secret>,
-    ) -> Result<Self, String> {
-        let url: reqwest::Url = cfg.endpoint.parse().map_err(|e| {
-            format!(
-                "platforms.{platform}.endpoint `{}` is not a URL: {e}",
-                cfg.endpoint
-            )
-        })?;
+    ) -> Result<Self, ClientError> {
+        let url: reqwest::Url = cfg
+            .endpoint
+            .parse()
+            .map_err(|error| ClientError::BadEndpoint {
+                platform,
+                endpoint: cfg.endpoint.clone(),
+                error,
+            })?;
         let mut builder = reqwest::Client::builder()
             .connect_timeout(Duration::from_millis(cfg.connect_timeout_ms))
             // Shorter than the platform's idle close, so a pooled connection is dropped by
@@ -71,7 +102,7 @@ impl PlatformClient {
         }
         let http = builder
             .build()
-            .map_err(|e| format!("cannot build the {platform} HTTP client: {e}"))?;
+            .map_err(|error| ClientError::Http { platform, error })?;
         Ok(PlatformClient {
             platform,
             endpoint: cfg.endpoint.trim_end_matches('/').to_string(),
@@ -254,7 +285,11 @@ mod tests {
     fn missing_secret_names_the_variable() {
         let err = PlatformClient::new(Platform::Taobao, &cfg("http://127.0.0.1:9/router/rest"))
             .unwrap_err();
-        assert!(err.contains("SYNCFLEET_TEST_UNSET_SECRET_VAR"), "{err}");
+        assert!(matches!(err, ClientError::MissingSecret(_)), "{err}");
+        assert!(
+            err.to_string().contains("SYNCFLEET_TEST_UNSET_SECRET_VAR"),
+            "{err}"
+        );
     }
 
     #[test]

@@ -248,16 +248,14 @@ impl SimConfig {
         &self,
         platform: Platform,
         pc: &crate::config::PlatformConfig,
-    ) -> Result<crate::platform::PlatformClient, String> {
-        let app = self
-            .app(platform)
-            .ok_or_else(|| format!("the simulator has no {platform} app"))?;
-        crate::platform::PlatformClient::with_credentials(
+    ) -> Result<crate::platform::PlatformClient, super::SimError> {
+        let app = self.app(platform).ok_or(super::SimError::NoApp(platform))?;
+        Ok(crate::platform::PlatformClient::with_credentials(
             platform,
             pc,
             app.secret.clone(),
             Some(app.session.clone()),
-        )
+        )?)
     }
 
     /// Read, parse and validate a simulator config file.
@@ -453,7 +451,7 @@ impl SimConfig {
         }
         if let Some(d) = raw.drill {
             if let Err(e) = d.validate() {
-                problem("drill".into(), e);
+                problem("drill".into(), e.to_string());
             }
             cfg.drill = d;
         }

@@ -73,25 +73,36 @@ pub struct Drill {
     pub limit_kinds: Vec<LimitKindOverride>,
 }
 
+/// A drill (or a change of drills) the simulator refuses; nothing changes then.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum DrillError {
+    /// `error_ratio` outside 0..=1.
+    #[error("error_ratio {0} must be between 0 and 1")]
+    ErrorRatio(f64),
+    /// A limit override of 0 calls.
+    #[error("limit for {0}: per_second and daily must be >= 1")]
+    ZeroLimit(Api),
+    /// A bucket of 0 calls.
+    #[error("limit for {0}: burst must be >= 1")]
+    ZeroBurst(Api),
+    /// kind/burst given both in `limit` and in `limit_kind`.
+    #[error("give kind/burst in `limit` or in `limit_kind`, not both")]
+    ShapeTwice,
+}
+
 impl Drill {
-    pub fn validate(&self) -> Result<(), String> {
+    pub fn validate(&self) -> Result<(), DrillError> {
         if !(0.0..=1.0).contains(&self.error_ratio) || self.error_ratio.is_nan() {
-            return Err(format!(
-                "error_ratio {} must be between 0 and 1",
-                self.error_ratio
-            ));
+            return Err(DrillError::ErrorRatio(self.error_ratio));
         }
         for l in &self.limits {
             if l.per_second == Some(0) || l.daily == Some(0) {
-                return Err(format!(
-                    "limit for {}: per_second and daily must be >= 1",
-                    l.api
-                ));
+                return Err(DrillError::ZeroLimit(l.api));
             }
         }
         for l in &self.limit_kinds {
             if l.burst == Some(0) {
-                return Err(format!("limit for {}: burst must be >= 1", l.api));
+                return Err(DrillError::ZeroBurst(l.api));
             }
         }
         Ok(())
@@ -157,15 +168,15 @@ struct LimitWire {
 }
 
 impl TryFrom<PatchWire> for DrillPatch {
-    type Error = String;
+    type Error = DrillError;
 
-    fn try_from(w: PatchWire) -> Result<DrillPatch, String> {
+    fn try_from(w: PatchWire) -> Result<DrillPatch, DrillError> {
         let mut limit = None;
         let mut limit_kind = w.limit_kind;
         if let Some(l) = w.limit {
             let shape = l.kind.is_some() || l.burst.is_some();
             if shape && limit_kind.is_some() {
-                return Err("give kind/burst in `limit` or in `limit_kind`, not both".into());
+                return Err(DrillError::ShapeTwice);
             }
             if shape {
                 limit_kind = Some(LimitKindOverride {
@@ -202,7 +213,7 @@ impl TryFrom<PatchWire> for DrillPatch {
 
 impl DrillPatch {
     /// The drills after this patch, or why the patch is refused (nothing changes then).
-    pub fn apply(&self, current: &Drill) -> Result<Drill, String> {
+    pub fn apply(&self, current: &Drill) -> Result<Drill, DrillError> {
         let mut d = if self.clear {
             Drill::default()
         } else {

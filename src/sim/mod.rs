@@ -6,7 +6,7 @@
 //! Library use (tests, the demo, benchmarks):
 //!
 //! ```no_run
-//! # async fn f() -> anyhow::Result<()> {
+//! # async fn f() -> Result<(), Box<dyn std::error::Error>> {
 //! use syncfleet::sim::{self, DrillPatch, SimConfig};
 //! use syncfleet::platform::{Api, Platform};
 //! let cfg = SimConfig::demo().with_limit(Platform::Taobao, Api::ItemGet, 50, 100_000);
@@ -30,11 +30,11 @@ pub mod server;
 pub mod state;
 
 pub use config::{Limit, LimitKind, OrdersConfig, SimApp, SimConfig};
-pub use drill::{Drill, DrillPatch, LimitKindOverride, LimitOverride};
+pub use drill::{Drill, DrillError, DrillPatch, LimitKindOverride, LimitOverride};
 pub use state::{ApiStats, ErrorCounts, SimStats, Totals};
 
+use crate::platform::client::ClientError;
 use crate::platform::Platform;
-use anyhow::Context;
 use state::Sim;
 use std::future::Future;
 use std::net::SocketAddr;
@@ -43,14 +43,40 @@ use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
+/// Why the simulator could not start, or a client of it could not be built.
+#[derive(Debug, thiserror::Error)]
+pub enum SimError {
+    /// The configured drills are refused.
+    #[error(transparent)]
+    Drill(#[from] DrillError),
+    /// Two apps share an app key on one platform.
+    #[error("app key {0} is configured twice")]
+    DuplicateAppKey(String),
+    /// The listen address could not be bound.
+    #[error("simulator cannot listen on {addr}: {error}")]
+    Listen {
+        addr: SocketAddr,
+        error: std::io::Error,
+    },
+    /// The bound listener has no address (the OS refused to say).
+    #[error("simulator: cannot read the bound address: {0}")]
+    LocalAddr(std::io::Error),
+    /// [`SimConfig::client`] for a platform the simulator has no app of.
+    #[error("the simulator has no {0} app")]
+    NoApp(Platform),
+    /// The client of the simulator's app could not be built.
+    #[error(transparent)]
+    Client(#[from] ClientError),
+}
+
 /// Serve the simulator on an already bound listener until `shutdown` resolves.
 /// Used by `syncfleet sim` (which binds first so it can print the address).
 pub async fn serve(
     cfg: SimConfig,
     listener: TcpListener,
     shutdown: impl Future<Output = ()> + Send + 'static,
-) -> anyhow::Result<()> {
-    let sim = Arc::new(Sim::new(cfg).map_err(anyhow::Error::msg)?);
+) -> Result<(), SimError> {
+    let sim = Arc::new(Sim::new(cfg)?);
     let (tx, rx) = watch::channel(false);
     let stop = tokio::spawn(async move {
         shutdown.await;
@@ -64,12 +90,15 @@ pub async fn serve(
 }
 
 /// Start the simulator in this process on `listen` (port 0 picks a free port).
-pub async fn spawn(cfg: SimConfig, listen: SocketAddr) -> anyhow::Result<SimHandle> {
-    let sim = Arc::new(Sim::new(cfg).map_err(anyhow::Error::msg)?);
+pub async fn spawn(cfg: SimConfig, listen: SocketAddr) -> Result<SimHandle, SimError> {
+    let sim = Arc::new(Sim::new(cfg)?);
     let listener = TcpListener::bind(listen)
         .await
-        .with_context(|| format!("simulator cannot listen on {listen}"))?;
-    let addr = listener.local_addr()?;
+        .map_err(|error| SimError::Listen {
+            addr: listen,
+            error,
+        })?;
+    let addr = listener.local_addr().map_err(SimError::LocalAddr)?;
     let (tx, rx) = watch::channel(false);
     let task = tokio::spawn(server::run(sim.clone(), listener, rx));
     Ok(SimHandle {
@@ -127,8 +156,8 @@ impl SimHandle {
     }
 
     /// Change drills at run time (as `POST /admin/drill`); returns the drills now in force.
-    pub fn set_drill(&self, patch: DrillPatch) -> anyhow::Result<Drill> {
-        self.sim.set_drill(&patch).map_err(anyhow::Error::msg)
+    pub fn set_drill(&self, patch: DrillPatch) -> Result<Drill, DrillError> {
+        self.sim.set_drill(&patch)
     }
 
     /// Turn all drills off.

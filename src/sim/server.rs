@@ -272,6 +272,9 @@ async fn drill_post(State(sim): State<Arc<Sim>>, body: Bytes) -> Response {
             tracing::info!(drill = ?d, "sim drill changed");
             json_response(StatusCode::OK, &serde_json::to_value(d).unwrap_or_default())
         }
-        Err(e) => json_response(StatusCode::BAD_REQUEST, &serde_json::json!({"error": e})),
+        Err(e) => json_response(
+            StatusCode::BAD_REQUEST,
+            &serde_json::json!({"error": e.to_string()}),
+        ),
     }
 }

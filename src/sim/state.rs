@@ -474,7 +474,7 @@ fn api_index(api: Api) -> usize {
 }
 
 impl Sim {
-    pub fn new(cfg: SimConfig) -> Result<Sim, String> {
+    pub fn new(cfg: SimConfig) -> Result<Sim, super::SimError> {
         cfg.drill.validate()?;
         let mut apps = Vec::new();
         let mut slots = Vec::new();
@@ -484,7 +484,7 @@ impl Sim {
                 .insert((app.platform, app.app_key.clone()), i)
                 .is_some()
             {
-                return Err(format!("app key {} is configured twice", app.app_key));
+                return Err(super::SimError::DuplicateAppKey(app.app_key.clone()));
             }
             let slot_base = slots.len();
             for api in Api::ALL {
@@ -546,7 +546,7 @@ impl Sim {
     }
 
     /// Apply a drill change; returns the drills now in force.
-    pub fn set_drill(&self, patch: &DrillPatch) -> Result<Drill, String> {
+    pub fn set_drill(&self, patch: &DrillPatch) -> Result<Drill, super::DrillError> {
         let mut guard = self.drill.write().unwrap_or_else(|e| e.into_inner());
         let next = patch.apply(&guard)?;
         *guard = next.clone();

@@ -11,6 +11,7 @@
 
 mod calls;
 mod fleet;
+mod insight;
 mod jobs;
 mod lock;
 mod orders;
@@ -18,6 +19,7 @@ mod types;
 
 pub use calls::minute_key;
 pub use fleet::DEAD_CLASS;
+pub use insight::FailureReason;
 pub use lock::EMBEDDED_LOCK_STALE_AFTER;
 pub use types::*;
 

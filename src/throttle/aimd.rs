@@ -53,10 +53,10 @@ impl AimdParams {
             step,
             successes: successes.max(1),
             ceiling_window_ms: 5_000,
-            ceiling_factor: 0.97,
+            ceiling_factor: 0.99,
             hit_cooldown_ms: 1_000,
-            decrease_margin: 0.95,
-            ceiling_hold_ms: 30_000,
+            decrease_margin: 0.97,
+            ceiling_hold_ms: 120_000,
         }
     }
 
@@ -325,7 +325,7 @@ mod tests {
         for _ in 0..100 {
             s.on_successes(&p, 1, clock.advance(200));
         }
-        assert!((s.rate - 48.5).abs() < 1e-9, "{}", s.rate);
+        assert!((s.rate - 49.5).abs() < 1e-9, "{}", s.rate);
         // The ceiling is remembered across later single spikes far apart.
         s.on_rate_limited(&p, clock.advance(60_000));
         assert_eq!(s.ceiling, Some(50.0));
@@ -369,10 +369,10 @@ mod tests {
             HitEffect::Measured
         );
         assert_eq!(s.ceiling, Some(100.0));
-        assert!((s.rate - 95.0).abs() < 1e-9, "{}", s.rate);
+        assert!((s.rate - 97.0).abs() < 1e-9, "{}", s.rate);
         // Recovery stops just under the measured limit while the ceiling holds.
         admitted(&mut s, &p, &mut clock, 95, 20);
-        assert!((s.rate - 97.0).abs() < 1e-9, "{}", s.rate);
+        assert!((s.rate - 99.0).abs() < 1e-9, "{}", s.rate);
     }
 
     #[test]
@@ -409,8 +409,8 @@ mod tests {
         admitted(&mut s, &p, &mut clock, 80, 1);
         s.on_rate_limited(&p, clock.advance(10));
         assert_eq!(s.ceiling, Some(80.0));
-        // 30 s without a hit: recovery may probe above the old measurement.
-        admitted(&mut s, &p, &mut clock, 80, 40);
+        // Two minutes without a hit: recovery may probe above the old measurement.
+        admitted(&mut s, &p, &mut clock, 80, 130);
         assert!(s.rate > 80.0, "{}", s.rate);
     }
 

@@ -52,6 +52,42 @@ pub enum GateRefusal {
     Paused { remaining: Duration, reason: String },
 }
 
+/// Why the fleet gates' state in Redis could not be reached, read or changed, or a rate
+/// change was refused. Redis's error is part of the message (not a `source`), so a
+/// `{:#}` chain does not print it twice.
+#[derive(Debug, thiserror::Error)]
+pub enum GateError {
+    /// The Redis URL does not parse.
+    #[error("bad redis url: {0}")]
+    BadUrl(redis::RedisError),
+    /// No connection to Redis.
+    #[error("cannot connect to redis for the gates: {0}")]
+    Connect(redis::RedisError),
+    /// Redis did not answer `TIME` (the gates run on its clock).
+    #[error("cannot read the redis clock for the gates: {0}")]
+    Clock(redis::RedisError),
+    /// Reading a gate's state failed.
+    #[error("reading gate {platform}.{api} from redis: {error}")]
+    Read {
+        platform: Platform,
+        api: Api,
+        error: redis::RedisError,
+    },
+    /// Writing a gate's rate failed.
+    #[error("setting gate {platform}.{api} in redis: {error}")]
+    Write {
+        platform: Platform,
+        api: Api,
+        error: redis::RedisError,
+    },
+    /// `set_rate` with a rate that is not a positive number.
+    #[error("rate must be a positive number, got {0}")]
+    BadRate(f64),
+    /// `set_rate` with a burst below 1.
+    #[error("burst must be at least 1, got {0}")]
+    BadBurst(f64),
+}
+
 /// What a call through the gate ended as.
 #[derive(Debug, Clone, PartialEq)]
 pub enum GateOutcome {
@@ -298,7 +334,7 @@ fn listed_platforms(cfg: &Config) -> Vec<Platform> {
 
 impl Gates {
     /// Fleet gates on the Redis at `redis_url`, under the default key namespace `sf`.
-    pub async fn redis(cfg: &Config, redis_url: &str) -> anyhow::Result<Gates> {
+    pub async fn redis(cfg: &Config, redis_url: &str) -> Result<Gates, GateError> {
         Gates::redis_with_namespace(cfg, redis_url, DEFAULT_NAMESPACE).await
     }
 
@@ -307,7 +343,7 @@ impl Gates {
         cfg: &Config,
         redis_url: &str,
         namespace: &str,
-    ) -> anyhow::Result<Gates> {
+    ) -> Result<Gates, GateError> {
         let backend = shared::RedisGates::connect(redis_url, namespace).await?;
         let inner = Arc::new(Inner {
             local: locals(cfg),
@@ -454,7 +490,7 @@ impl Gates {
     }
 
     /// The state of every gate of the configured platforms.
-    pub async fn snapshot(&self) -> anyhow::Result<Vec<GateSnapshot>> {
+    pub async fn snapshot(&self) -> Result<Vec<GateSnapshot>, GateError> {
         let mut out = Vec::new();
         for &p in &self.inner.platforms {
             for a in Api::ALL {
@@ -482,16 +518,14 @@ impl Gates {
         api: Api,
         rate: f64,
         burst: Option<f64>,
-    ) -> anyhow::Result<RateChange> {
-        anyhow::ensure!(
-            rate > 0.0 && rate.is_finite(),
-            "rate must be a positive number, got {rate}"
-        );
+    ) -> Result<RateChange, GateError> {
+        if !(rate > 0.0 && rate.is_finite()) {
+            return Err(GateError::BadRate(rate));
+        }
         if let Some(b) = burst {
-            anyhow::ensure!(
-                b >= 1.0 && b.is_finite(),
-                "burst must be at least 1, got {b}"
-            );
+            if !(b >= 1.0 && b.is_finite()) {
+                return Err(GateError::BadBurst(b));
+            }
         }
         let cfg = &self.inner.local_gate(platform, api).cfg;
         match &self.inner.backend {

@@ -6,7 +6,8 @@
 
 use super::aimd::AimdParams;
 use super::{
-    GateLimits, GateSnapshot, Inner, RateChange, Reservation, FLUSH_BATCH, FLUSH_INTERVAL,
+    GateError, GateLimits, GateSnapshot, Inner, RateChange, Reservation, FLUSH_BATCH,
+    FLUSH_INTERVAL,
 };
 use crate::config::GateConfig;
 use crate::platform::{Api, Platform};
@@ -137,16 +138,16 @@ impl RedisGates {
             .store(server_ms - local, Ordering::Relaxed);
     }
 
-    pub(crate) async fn connect(url: &str, namespace: &str) -> anyhow::Result<RedisGates> {
-        let client = redis::Client::open(url).map_err(|e| anyhow::anyhow!("bad redis url: {e}"))?;
+    pub(crate) async fn connect(url: &str, namespace: &str) -> Result<RedisGates, GateError> {
+        let client = redis::Client::open(url).map_err(GateError::BadUrl)?;
         let mut conn = client
             .get_connection_manager()
             .await
-            .map_err(|e| anyhow::anyhow!("cannot connect to redis for the gates: {e}"))?;
+            .map_err(GateError::Connect)?;
         let server: (u64, u64) = redis::cmd("TIME")
             .query_async(&mut conn)
             .await
-            .map_err(|e| anyhow::anyhow!("cannot read the redis clock for the gates: {e}"))?;
+            .map_err(GateError::Clock)?;
         let offset = time_ms(server) - chrono::Utc::now().timestamp_millis();
         let (kick, rx) = mpsc::unbounded_channel();
         Ok(RedisGates {
@@ -358,7 +359,7 @@ impl RedisGates {
         platform: Platform,
         api: Api,
         cfg: &GateConfig,
-    ) -> anyhow::Result<GateSnapshot> {
+    ) -> Result<GateSnapshot, GateError> {
         let k = self.keys(platform, api);
         let day = crate::time::platform_day(self.server_now());
         let mut conn = self.conn.clone();
@@ -388,7 +389,11 @@ impl RedisGates {
             .arg(k.quota(day))
             .query_async(&mut conn)
             .await
-            .map_err(|e| anyhow::anyhow!("reading gate {platform}.{api} from redis: {e}"))?;
+            .map_err(|error| GateError::Read {
+                platform,
+                api,
+                error,
+            })?;
         let now_us = time.0 * 1_000_000 + time.1;
         self.note_server_time(time_ms(time));
         let limits = GateLimits {
@@ -430,7 +435,7 @@ impl RedisGates {
         cfg: &GateConfig,
         rate: f64,
         burst: Option<f64>,
-    ) -> anyhow::Result<RateChange> {
+    ) -> Result<RateChange, GateError> {
         let k = self.keys(platform, api);
         let mut inv = self.set.prepare_invoke();
         inv.key(&k.conf)
@@ -439,10 +444,14 @@ impl RedisGates {
             .arg(burst.map(|b| b.to_string()).unwrap_or_default())
             .arg(chrono::Utc::now().to_rfc3339());
         let mut conn = self.conn.clone();
-        let (old_rate, old_burst): (String, String) = inv
-            .invoke_async(&mut conn)
-            .await
-            .map_err(|e| anyhow::anyhow!("setting gate {platform}.{api} in redis: {e}"))?;
+        let (old_rate, old_burst): (String, String) =
+            inv.invoke_async(&mut conn)
+                .await
+                .map_err(|error| GateError::Write {
+                    platform,
+                    api,
+                    error,
+                })?;
         let old = GateLimits {
             rate: old_rate.parse().unwrap_or(cfg.rate),
             burst: old_burst.parse().unwrap_or(cfg.burst),

@@ -412,3 +412,56 @@ impl Drop for Harness {
         }
     }
 }
+
+// ---- Issue 11 (ops): workers with extra arguments and environment, and their stderr. ----
+impl Harness {
+    /// [`Harness::spawn_worker_with`] with `extra` arguments appended after the worker's own
+    /// (global flags such as `--log-format json` may come last) and `env` set on top of the
+    /// harness's (e.g. `RUST_LOG=info`).
+    pub fn spawn_worker_args(
+        &mut self,
+        config: &Path,
+        concurrency: usize,
+        idle_s: u64,
+        extra: &[&str],
+        env: &[(&str, &str)],
+    ) -> u32 {
+        let n = self.workers.len();
+        let out = File::create(self.dir.path().join(format!("worker{n}.out"))).expect("log");
+        let err = File::create(self.dir.path().join(format!("worker{n}.err"))).expect("log");
+        let concurrency = concurrency.to_string();
+        let idle_s = idle_s.to_string();
+        let mut args = vec![
+            "work",
+            "--concurrency",
+            &concurrency,
+            "--exit-when-idle-s",
+            &idle_s,
+        ];
+        args.extend_from_slice(extra);
+        let mut cmd = self.command_with(config, &args);
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        let child = cmd
+            .stdin(Stdio::null())
+            .stdout(out)
+            .stderr(err)
+            .spawn()
+            .expect("start worker");
+        let pid = child.id();
+        self.workers.push((format!("worker{n}"), child));
+        pid
+    }
+
+    /// Everything the worker with this pid wrote to stderr so far (a file, not a terminal).
+    pub fn worker_stderr(&self, pid: u32) -> String {
+        let name = self
+            .workers
+            .iter()
+            .find(|(_, c)| c.id() == pid)
+            .map(|(name, _)| name.clone())
+            .unwrap_or_else(|| panic!("no worker with pid {pid}"));
+        std::fs::read_to_string(self.dir.path().join(format!("{name}.err"))).unwrap_or_default()
+    }
+}

@@ -72,6 +72,17 @@ impl TaskCtx {
 pub type DeadHook =
     Arc<dyn Fn(TaskMsg, u32, String) -> futures::future::BoxFuture<'static, ()> + Send + Sync>;
 
+/// A worker as the queue sees it (fleet mode: a consumer of the group).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct LiveWorker {
+    /// host-pid-ulid.
+    pub name: String,
+    /// Tasks it holds.
+    pub pending: u64,
+    /// Since its last fetch or heartbeat, ms.
+    pub idle_ms: u64,
+}
+
 /// One entry of the dead-letter stream.
 #[derive(Debug, Clone)]
 pub struct DeadEntry {
@@ -442,6 +453,15 @@ impl Queue {
         match self {
             Queue::Redis(q) => q.live_tasks().await,
             Queue::Embedded(q) => q.live_tasks().await,
+        }
+    }
+
+    /// The workers of the fleet seen by the queue recently (consumers idle less than
+    /// `within`); empty for the embedded queue (its one worker holds the ledger lock).
+    pub async fn workers(&self, within: Duration) -> Result<Vec<LiveWorker>, QueueError> {
+        match self {
+            Queue::Redis(q) => q.workers(within).await,
+            Queue::Embedded(_) => Ok(Vec::new()),
         }
     }
 

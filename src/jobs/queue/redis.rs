@@ -34,8 +34,8 @@ use tracing::{debug, info, warn};
 
 use super::lease::LeaseWatch;
 use super::{
-    run_caught, worker_name, DeadEntry, DeadHook, QueueError, QueueLen, QueueOptions, Shutdown,
-    TaskCtx, TaskMsg, TaskResult, WorkerOptions, WorkerReport, WorkerStats,
+    run_caught, worker_name, DeadEntry, DeadHook, LiveWorker, QueueError, QueueLen, QueueOptions,
+    Shutdown, TaskCtx, TaskMsg, TaskResult, WorkerOptions, WorkerReport, WorkerStats,
 };
 
 const GROUP: &str = "workers";
@@ -397,7 +397,8 @@ impl RedisQueue {
             .query_async(&mut c)
             .await;
         match r {
-            Err(e) if e.to_string().contains("BUSYGROUP") => Ok(()),
+            // The group exists already (another worker created it): fine.
+            Err(e) if e.code() == Some("BUSYGROUP") => Ok(()),
             other => other,
         }
     }
@@ -577,6 +578,49 @@ impl RedisQueue {
                 break;
             }
             from += PAGE as isize;
+        }
+        Ok(out)
+    }
+
+    /// Consumers of the group idle less than `within` (see [`super::Queue::workers`]).
+    pub async fn workers(&self, within: Duration) -> Result<Vec<LiveWorker>, QueueError> {
+        let mut c = self.conn.clone();
+        let raw: Vec<redis::Value> = match redis::cmd("XINFO")
+            .arg("CONSUMERS")
+            .arg(&self.keys.stream)
+            .arg(GROUP)
+            .query_async(&mut c)
+            .await
+        {
+            Ok(v) => v,
+            // No stream or group yet (nothing enqueued since Redis started): no workers.
+            Err(e) if e.code() == Some("NOGROUP") => return Ok(Vec::new()),
+            Err(e) => return Err(self.err(e)),
+        };
+        let mut out = Vec::new();
+        for consumer in raw {
+            let Ok(fields) = redis::from_redis_value::<HashMap<String, redis::Value>>(consumer)
+            else {
+                continue;
+            };
+            let int = |k: &str| {
+                fields
+                    .get(k)
+                    .and_then(|v| redis::from_redis_value::<u64>(v.clone()).ok())
+                    .unwrap_or(0)
+            };
+            let name = fields
+                .get("name")
+                .and_then(|v| redis::from_redis_value::<String>(v.clone()).ok())
+                .unwrap_or_default();
+            let idle_ms = int("idle");
+            if u128::from(idle_ms) < within.as_millis() {
+                out.push(LiveWorker {
+                    name,
+                    pending: int("pending"),
+                    idle_ms,
+                });
+            }
         }
         Ok(out)
     }
@@ -902,7 +946,7 @@ impl Shared {
         WorkerStats::bump(&self.stats.backend_errors);
         warn!(worker = %self.worker, op = what, error = %e, "queue backend error; retrying");
         // A flushed or recreated Redis has no group: create it again.
-        if e.to_string().contains("NOGROUP") {
+        if e.code() == Some("NOGROUP") {
             if let Err(e) = self.q.ensure_group().await {
                 warn!(worker = %self.worker, error = %e, "recreating consumer group failed");
             }

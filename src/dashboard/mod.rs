@@ -1,0 +1,281 @@
+//! `syncfleet dashboard`: one page an operator reads at a glance, updated live — jobs with
+//! progress, rate, ETA, items by status and top failure reasons; gates (configured vs adaptive
+//! rate, ceiling, pause, today's burn curve); calls vs useful per API; live workers; queue
+//! depth and dead letters. Built from the ledger and Redis only (in embedded mode, from the
+//! ledger, the queue file and the configured gates), served by the binary with its assets
+//! embedded (the machines are offline: no CDN).
+//!
+//! Actions that change anything (retry a class of failed items, re-queue dead letters, set a
+//! gate's rate with a reason) need the token in `SYNCFLEET_DASHBOARD_TOKEN`, sent as
+//! `Authorization: Bearer TOKEN`; without the variable they are disabled. They do what the CLI
+//! commands do and are recorded the same way (a gate change lands in `gate_changes`).
+
+mod chart;
+mod state;
+
+use crate::jobs::producer;
+use crate::jobs::worker::Runtime;
+use crate::platform::{Api, ErrorClass, Platform};
+use crate::store::GateChange;
+use crate::throttle::Gates;
+use axum::extract::{Query, State};
+use axum::http::{header, HeaderMap, StatusCode};
+use axum::response::{Html, IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use serde::Deserialize;
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+/// The page: static HTML + a small script that polls `/api/state`.
+const INDEX_HTML: &str = include_str!("index.html");
+
+/// Why the dashboard could not start or serve.
+#[derive(Debug, thiserror::Error)]
+pub enum DashboardError {
+    #[error("cannot listen on {addr}: {source}")]
+    Listen {
+        addr: SocketAddr,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{addr} is not a loopback address: pass --allow-remote to serve the dashboard beyond this host (put it behind TLS and set SYNCFLEET_DASHBOARD_TOKEN)")]
+    NotLoopback { addr: SocketAddr },
+    #[error("dashboard server: {0}")]
+    Serve(#[source] std::io::Error),
+}
+
+/// The action token, compared without leaking its length or content through timing.
+#[derive(Clone)]
+struct Token(Option<Arc<str>>);
+
+impl Token {
+    fn check(&self, headers: &HeaderMap) -> Result<(), (StatusCode, String)> {
+        let Some(want) = &self.0 else {
+            return Err((
+                StatusCode::FORBIDDEN,
+                "actions are disabled: start the dashboard with SYNCFLEET_DASHBOARD_TOKEN set"
+                    .into(),
+            ));
+        };
+        let given = headers
+            .get(header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.strip_prefix("Bearer "))
+            .unwrap_or("");
+        let same = given.len() == want.len()
+            && given
+                .bytes()
+                .zip(want.bytes())
+                .fold(0u8, |acc, (a, b)| acc | (a ^ b))
+                == 0;
+        if same {
+            Ok(())
+        } else {
+            Err((StatusCode::UNAUTHORIZED, "missing or wrong token".into()))
+        }
+    }
+}
+
+struct App {
+    rt: Runtime,
+    gates: Gates,
+    token: Token,
+}
+
+type Shared = Arc<App>;
+
+/// Serve the dashboard on `addr` until the process ends. `token`: the action token.
+pub async fn serve(
+    rt: Runtime,
+    addr: SocketAddr,
+    allow_remote: bool,
+    token: Option<String>,
+) -> Result<(), DashboardError> {
+    if !addr.ip().is_loopback() && !allow_remote {
+        return Err(DashboardError::NotLoopback { addr });
+    }
+    let gates = match &rt.redis_url {
+        Some(url) => match Gates::redis(&rt.cfg, url).await {
+            Ok(g) => g,
+            Err(e) => {
+                tracing::warn!(error = %e, "gate state unreachable: showing configured gates");
+                Gates::embedded(&rt.cfg)
+            }
+        },
+        None => Gates::embedded(&rt.cfg),
+    };
+    let app = Arc::new(App {
+        rt,
+        gates,
+        token: Token(token.filter(|t| !t.is_empty()).map(Arc::from)),
+    });
+    let router = Router::new()
+        .route("/", get(index))
+        .route("/api/state", get(api_state))
+        .route("/chart/burn.svg", get(burn_chart))
+        .route("/api/actions/retry", post(action_retry))
+        .route("/api/actions/requeue-dead", post(action_requeue_dead))
+        .route("/api/actions/gate", post(action_gate))
+        .with_state(app);
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .map_err(|source| DashboardError::Listen { addr, source })?;
+    tracing::info!(%addr, "dashboard listening");
+    axum::serve(listener, router)
+        .await
+        .map_err(DashboardError::Serve)
+}
+
+async fn index() -> Html<&'static str> {
+    Html(INDEX_HTML)
+}
+
+async fn api_state(State(app): State<Shared>) -> Response {
+    match state::collect(&app.rt, &app.gates, app.token.0.is_some()).await {
+        Ok(s) => Json(s).into_response(),
+        Err(e) => (StatusCode::SERVICE_UNAVAILABLE, e).into_response(),
+    }
+}
+
+#[derive(Deserialize)]
+struct GateQuery {
+    platform: Platform,
+    api: Api,
+}
+
+async fn burn_chart(State(app): State<Shared>, Query(q): Query<GateQuery>) -> Response {
+    let now = chrono::Utc::now();
+    let start = chart::day_start(now);
+    let per_minute = match app
+        .rt
+        .store
+        .calls_per_minute(q.platform, q.api, start, now + chrono::Duration::minutes(1))
+        .await
+    {
+        Ok(rows) => rows,
+        Err(e) => return (StatusCode::SERVICE_UNAVAILABLE, e.to_string()).into_response(),
+    };
+    let used = chart::cumulative(start, &per_minute);
+    let quota = app.rt.cfg.gate(q.platform, q.api).daily_quota;
+    let title = format!("{}.{} calls today", q.platform, q.api);
+    match chart::burn_svg(&title, start, now, &used, quota) {
+        Ok(svg) => ([(header::CONTENT_TYPE, "image/svg+xml")], svg).into_response(),
+        Err(e) => (StatusCode::INTERNAL_SERVER_ERROR, e).into_response(),
+    }
+}
+
+#[derive(Deserialize)]
+struct RetryAction {
+    job: i64,
+    class: ErrorClass,
+}
+
+async fn action_retry(
+    State(app): State<Shared>,
+    headers: HeaderMap,
+    Json(a): Json<RetryAction>,
+) -> Response {
+    if let Err(e) = app.token.check(&headers) {
+        return e.into_response();
+    }
+    if a.class == ErrorClass::Fatal {
+        return (
+            StatusCode::BAD_REQUEST,
+            "fatal failures are caller errors: fix the cause and enqueue those items again",
+        )
+            .into_response();
+    }
+    let chunk = app.rt.cfg.queue.chunk_size;
+    match producer::retry_class(&app.rt.store, &app.rt.queue, a.job, a.class, chunk).await {
+        Ok(r) => {
+            tracing::info!(job = a.job, class = %a.class, items = r.items, "dashboard: retry");
+            Json(serde_json::json!({"items": r.items, "tasks": r.tasks})).into_response()
+        }
+        Err(e) => (StatusCode::BAD_REQUEST, format!("{e:#}")).into_response(),
+    }
+}
+
+#[derive(Deserialize)]
+struct RequeueAction {
+    job: Option<i64>,
+}
+
+async fn action_requeue_dead(
+    State(app): State<Shared>,
+    headers: HeaderMap,
+    Json(a): Json<RequeueAction>,
+) -> Response {
+    if let Err(e) = app.token.check(&headers) {
+        return e.into_response();
+    }
+    let chunk = app.rt.cfg.queue.chunk_size;
+    match producer::requeue_dead(&app.rt.store, &app.rt.queue, a.job, chunk).await {
+        Ok(r) => {
+            tracing::info!(
+                items = r.items,
+                entries = r.entries,
+                "dashboard: dead letters re-queued"
+            );
+            Json(serde_json::json!({"items": r.items, "tasks": r.tasks, "entries": r.entries}))
+                .into_response()
+        }
+        Err(e) => (StatusCode::BAD_REQUEST, format!("{e:#}")).into_response(),
+    }
+}
+
+#[derive(Deserialize)]
+struct GateAction {
+    platform: Platform,
+    api: Api,
+    rate: f64,
+    burst: Option<f64>,
+    why: String,
+}
+
+async fn action_gate(
+    State(app): State<Shared>,
+    headers: HeaderMap,
+    Json(a): Json<GateAction>,
+) -> Response {
+    if let Err(e) = app.token.check(&headers) {
+        return e.into_response();
+    }
+    if a.why.trim().is_empty() {
+        return (
+            StatusCode::BAD_REQUEST,
+            "a gate change needs a reason (why)",
+        )
+            .into_response();
+    }
+    let change = match app.gates.set_rate(a.platform, a.api, a.rate, a.burst).await {
+        Ok(c) => c,
+        Err(e) => return (StatusCode::BAD_REQUEST, format!("{e:#}")).into_response(),
+    };
+    let record = GateChange {
+        at: chrono::Utc::now(),
+        who: "dashboard".into(),
+        platform: a.platform,
+        api: a.api,
+        old_rate: Some(change.old.rate),
+        new_rate: change.new.rate,
+        old_burst: Some(change.old.burst.round() as u32),
+        new_burst: Some(change.new.burst.round() as u32),
+        why: a.why.clone(),
+    };
+    if let Err(e) = app.rt.store.record_gate_change(&record).await {
+        return (StatusCode::INTERNAL_SERVER_ERROR, e.to_string()).into_response();
+    }
+    tracing::info!(platform = %a.platform, api = %a.api, rate = a.rate, why = %a.why, "dashboard: gate set");
+    let applied = if app.rt.redis_url.is_some() {
+        "the fleet obeys it within a second"
+    } else {
+        "recorded; a running embedded worker keeps its rate until restarted with the new value in its config"
+    };
+    Json(serde_json::json!({
+        "old_rate": change.old.rate,
+        "new_rate": change.new.rate,
+        "applied": applied,
+    }))
+    .into_response()
+}

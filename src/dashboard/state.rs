@@ -1,0 +1,208 @@
+//! What the page shows, gathered from the ledger, the queue and the gates in one pass.
+
+use crate::jobs::queue::LiveWorker;
+use crate::jobs::worker::Runtime;
+use crate::store::{FailureReason, JobState};
+use crate::throttle::Gates;
+use serde::Serialize;
+use std::time::Duration;
+
+/// Jobs shown (the latest).
+const JOBS: u32 = 20;
+/// Failure reasons shown per job.
+const REASONS: u32 = 3;
+/// A consumer idle longer than this is not shown as a live worker.
+const LIVE_WITHIN: Duration = Duration::from_secs(60);
+
+#[derive(Debug, Serialize)]
+pub(crate) struct DashboardState {
+    mode: &'static str,
+    ledger: String,
+    jobs: Vec<JobView>,
+    gates: Vec<GateView>,
+    calls: Vec<CallsView>,
+    workers: Vec<LiveWorker>,
+    queue: QueueView,
+    /// Whether the token-protected actions are enabled.
+    actions: bool,
+}
+
+#[derive(Debug, Serialize)]
+struct JobView {
+    id: i64,
+    kind: &'static str,
+    state: &'static str,
+    total: u64,
+    pending: u64,
+    done: u64,
+    stale: u64,
+    failed: u64,
+    skipped: u64,
+    percent: f64,
+    rate_per_sec: f64,
+    eta_s: Option<u64>,
+    failures: Vec<FailureReason>,
+}
+
+#[derive(Debug, Serialize)]
+struct GateView {
+    platform: &'static str,
+    api: &'static str,
+    rate: f64,
+    burst: f64,
+    overridden: bool,
+    adaptive_rate: f64,
+    ceiling: Option<f64>,
+    paused_s: Option<f64>,
+    pause_reason: Option<String>,
+    used_today: u64,
+    daily_quota: Option<u64>,
+    burn: Option<f64>,
+}
+
+#[derive(Debug, Serialize)]
+struct CallsView {
+    platform: &'static str,
+    api: &'static str,
+    calls: u64,
+    useful: u64,
+}
+
+#[derive(Debug, Serialize, Default)]
+struct QueueView {
+    ready: u64,
+    in_flight: u64,
+    delayed: u64,
+    dead: u64,
+    /// Items failed as dead letters in the ledger, all jobs.
+    dead_items: u64,
+    error: Option<String>,
+}
+
+pub(crate) async fn collect(
+    rt: &Runtime,
+    gates: &Gates,
+    actions: bool,
+) -> Result<DashboardState, String> {
+    let store = &rt.store;
+    let now = chrono::Utc::now();
+    let mut jobs = Vec::new();
+    for j in store.list_jobs(JOBS).await.map_err(|e| e.to_string())? {
+        let status = store.job_status(j.id).await.map_err(|e| e.to_string())?;
+        let failures = if j.counts.failed > 0 {
+            store
+                .failure_reasons(j.id, REASONS)
+                .await
+                .map_err(|e| e.to_string())?
+        } else {
+            Vec::new()
+        };
+        jobs.push(JobView {
+            id: j.id,
+            kind: j.kind.as_str(),
+            state: j.state.as_str(),
+            total: j.total,
+            pending: j.counts.pending,
+            done: j.counts.done,
+            stale: j.counts.stale,
+            failed: j.counts.failed,
+            skipped: j.counts.skipped,
+            percent: j.percent(),
+            rate_per_sec: status.rate_per_sec,
+            eta_s: match j.state {
+                JobState::Finished => Some(0),
+                JobState::Running => status.eta().map(|d| d.as_secs()),
+            },
+            failures,
+        });
+    }
+    let today = crate::time::platform_day(now);
+    let report = store
+        .report_calls_for_day(today)
+        .await
+        .map_err(|e| e.to_string())?;
+    let calls: Vec<CallsView> = report
+        .by_api
+        .iter()
+        .map(|a| CallsView {
+            platform: a.platform.as_str(),
+            api: a.api.as_str(),
+            calls: a.calls,
+            useful: a.useful,
+        })
+        .collect();
+    // Gates worth a look: the ones called today, paused or overridden.
+    let gates: Vec<GateView> = match gates.snapshot().await {
+        Ok(all) => all
+            .into_iter()
+            .filter(|g| {
+                g.used_today > 0
+                    || g.pause.is_some()
+                    || g.overridden
+                    || report.calls_of(g.platform, g.api) > 0
+            })
+            .map(|g| GateView {
+                platform: g.platform.as_str(),
+                api: g.api.as_str(),
+                rate: g.limits.rate,
+                burst: g.limits.burst,
+                overridden: g.overridden,
+                adaptive_rate: g.adaptive_rate,
+                ceiling: g.ceiling,
+                paused_s: g.pause.as_ref().map(|p| p.0.as_secs_f64()),
+                pause_reason: g.pause.map(|p| p.1),
+                used_today: g.used_today.max(report.calls_of(g.platform, g.api)),
+                daily_quota: g.daily_quota,
+                burn: g.burn,
+            })
+            .collect(),
+        Err(e) => {
+            tracing::warn!(error = %e, "gate snapshot failed");
+            Vec::new()
+        }
+    };
+    let mut queue = match rt.queue.len().await {
+        Ok(l) => QueueView {
+            ready: l.ready,
+            in_flight: l.in_flight,
+            delayed: l.delayed,
+            dead: l.dead,
+            ..QueueView::default()
+        },
+        Err(e) => QueueView {
+            error: Some(e.to_string()),
+            ..QueueView::default()
+        },
+    };
+    queue.dead_items = store
+        .dead_item_counts()
+        .await
+        .map_err(|e| e.to_string())?
+        .iter()
+        .map(|(_, n)| n)
+        .sum();
+    let mut workers = rt.queue.workers(LIVE_WITHIN).await.unwrap_or_default();
+    if rt.redis_url.is_none() {
+        if let Ok(Some(held)) = store.embedded_lock_holder().await {
+            workers.push(LiveWorker {
+                name: held.holder,
+                pending: queue.in_flight,
+                idle_ms: 0,
+            });
+        }
+    }
+    Ok(DashboardState {
+        mode: if rt.redis_url.is_some() {
+            "fleet"
+        } else {
+            "embedded"
+        },
+        ledger: store.db_name().to_string(),
+        jobs,
+        gates,
+        calls,
+        workers,
+        queue,
+        actions,
+    })
+}

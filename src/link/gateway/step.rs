@@ -1,0 +1,243 @@
+//! One attempt: breaker → gate → bulkhead → send → classify. The attempt loop and the probe
+//! both go through [`Gateway::step`], so a refusal maps to the same [`LinkErrorKind`] whoever
+//! asked (the probe once mapped every gate refusal to `Paused`).
+
+use super::log::{log_send, log_would_reject};
+use super::{Bulkhead, CallContext, Gateway, LinkError, LinkErrorKind};
+use crate::link::breaker::{Decision, Outcome};
+use crate::platform::{ApiRequest, ApiResponse, CallError, ErrorClass, Platform};
+use crate::store::CallClass;
+use crate::throttle::{GateOutcome, GateRefusal};
+use std::time::{Duration, Instant};
+
+/// Who asks for the attempt, which decides what bounds it and what it owes besides the send.
+#[derive(Clone, Copy)]
+pub(super) enum Mode<'a> {
+    /// An attempt of a logical call: the breaker admits it and hears its outcome, the task
+    /// budget bounds the gate wait and the send, and the send gets its call line.
+    Call {
+        ctx: &'a CallContext,
+        /// Requests of the same logical call already sent (the call line's `retries`).
+        sends_before: u32,
+    },
+    /// A health probe: no breaker, a fixed gate wait, the class read timeout, no call line.
+    Probe { max_wait: Duration },
+}
+
+/// Why an attempt did not go on the wire.
+#[derive(Debug, Clone, PartialEq)]
+pub(super) struct Refusal {
+    pub(super) kind: LinkErrorKind,
+    /// `None` when no platform answer stands behind the refusal (breaker, time budget): the
+    /// call reports the class of its last platform error, else `Retry`.
+    pub(super) class: Option<ErrorClass>,
+    pub(super) message: String,
+    pub(super) retry_at: Option<Duration>,
+}
+
+impl Refusal {
+    /// The class to report, given the last platform error of the call.
+    pub(super) fn class_after(&self, last: Option<&CallError>) -> ErrorClass {
+        self.class
+            .unwrap_or_else(|| last.map_or(ErrorClass::Retry, |e| e.class))
+    }
+
+    /// A gate that did not let the attempt through: "not now", never the upstream's fault.
+    fn gate(refusal: GateRefusal) -> Refusal {
+        let (kind, retry_at) = match &refusal {
+            GateRefusal::Busy => (LinkErrorKind::Busy, Duration::from_secs(1)),
+            GateRefusal::RetryAt(d) => (LinkErrorKind::RateWait, *d),
+            GateRefusal::Paused { remaining, .. } => (LinkErrorKind::Paused, *remaining),
+        };
+        Refusal {
+            kind,
+            class: Some(ErrorClass::Slow),
+            message: refusal.to_string(),
+            retry_at: Some(retry_at),
+        }
+    }
+
+    fn budget(e: crate::link::budget::BudgetExhausted) -> Refusal {
+        Refusal {
+            kind: LinkErrorKind::BudgetExhausted,
+            class: None,
+            message: e.to_string(),
+            retry_at: None,
+        }
+    }
+}
+
+/// An attempt that went on the wire: the classified answer and the time it took.
+#[derive(Debug)]
+pub(super) struct Sent {
+    pub(super) result: Result<ApiResponse, CallError>,
+    pub(super) took: Duration,
+}
+
+impl Gateway {
+    /// The bulkhead of `platform`, or why there is none (a missing secret, or no config).
+    pub(super) fn bulkhead(&self, platform: Platform) -> Result<&Bulkhead, Refusal> {
+        if let Some(b) = self.inner.bulkheads.get(&platform) {
+            return Ok(b);
+        }
+        let (kind, message) = match self.inner.missing_secrets.get(&platform) {
+            Some(var) => (
+                LinkErrorKind::MissingSecret,
+                format!("{platform} client not built: environment variable {var} is not set (it must hold the secret)"),
+            ),
+            None => (
+                LinkErrorKind::NotConfigured,
+                format!("no client configured for {platform}"),
+            ),
+        };
+        Err(Refusal {
+            kind,
+            class: Some(ErrorClass::Fatal),
+            message,
+            retry_at: None,
+        })
+    }
+
+    /// One attempt through `bulkhead`: breaker (calls only) → time budget (calls only) → gate
+    /// → bulkhead slot → send → classify. The outcome is reported to the gate (a send spends
+    /// quota whoever made it), counted in the ledger, and, for calls, given to the breaker and
+    /// logged as a call line. Retries, backoff and the stale cache are the caller's.
+    pub(super) async fn step(
+        &self,
+        bulkhead: &Bulkhead,
+        platform: Platform,
+        req: &ApiRequest,
+        mode: Mode<'_>,
+    ) -> Result<Sent, Refusal> {
+        let api = req.api();
+        let class_timeout = self.read_timeout(api);
+        // 1. Breaker (calls only: a probe must see the upstream even while it is open).
+        let probe = match mode {
+            Mode::Call { .. } => match self.admit(platform, api).await {
+                Decision::Reject { retry_in } => {
+                    self.bump(platform, api, |c| c.breaker_rejects += 1);
+                    return Err(Refusal {
+                        kind: LinkErrorKind::BreakerOpen,
+                        class: None,
+                        message: format!("breaker open for {platform} {api}"),
+                        retry_at: Some(retry_in),
+                    });
+                }
+                decision => {
+                    if let Decision::WouldReject { retry_in } = decision {
+                        log_would_reject(platform, api, retry_in);
+                    }
+                    decision.is_probe()
+                }
+            },
+            Mode::Probe { .. } => false,
+        };
+        // Every admitted half-open probe gets a verdict, whatever stops the attempt.
+        let refuse = |r: Refusal| {
+            if probe {
+                self.record_breaker(platform, api, Outcome::Ignored, true);
+            }
+            Err(r)
+        };
+        // 2. Time budget: the gate's wait comes out of it.
+        let max_wait = match mode {
+            Mode::Call { ctx, .. } => {
+                let now = Instant::now();
+                if let Err(e) = ctx.budget.slice(now, class_timeout) {
+                    return refuse(Refusal::budget(e));
+                }
+                ctx.budget.wait_allowance(now, class_timeout)
+            }
+            Mode::Probe { max_wait } => max_wait,
+        };
+        // 3. Gate.
+        let permit = match self.inner.gates.acquire(platform, api, max_wait).await {
+            Ok(p) => p,
+            Err(refusal) => return refuse(Refusal::gate(refusal)),
+        };
+        // 4. Bulkhead slot: a slow platform cannot take another's connections.
+        let slot =
+            match tokio::time::timeout(bulkhead.pool_wait, bulkhead.slots.clone().acquire_owned())
+                .await
+            {
+                Ok(Ok(slot)) => slot,
+                _ => {
+                    drop(permit);
+                    return refuse(Refusal {
+                        kind: LinkErrorKind::Busy,
+                        class: Some(ErrorClass::Slow),
+                        message: format!(
+                            "no {platform} connection slot within {} ms",
+                            bulkhead.pool_wait.as_millis()
+                        ),
+                        retry_at: Some(Duration::from_secs(1)),
+                    });
+                }
+            };
+        // 5. Send, with the slice the budget grants now (the gate may have waited).
+        let slice = match mode {
+            Mode::Call { ctx, .. } => match ctx.budget.slice(Instant::now(), class_timeout) {
+                Ok(s) => s,
+                Err(e) => return refuse(Refusal::budget(e)),
+            },
+            Mode::Probe { .. } => class_timeout,
+        };
+        let sent_at = Instant::now();
+        let result = bulkhead.transport.call(req, slice).await;
+        let took = sent_at.elapsed();
+        drop(slot);
+        drop(permit);
+        // 6. Classify and record.
+        if let Mode::Call { ctx, sends_before } = mode {
+            log_send(platform, api, ctx, &result, took, sends_before);
+        }
+        self.ledger_add(
+            platform,
+            api,
+            result
+                .as_ref()
+                .map_or_else(|e| CallClass::from(e.class), |_| CallClass::Ok),
+        );
+        self.inner
+            .gates
+            .report(platform, api, GateOutcome::of(&result));
+        if let Mode::Call { .. } = mode {
+            let slow = took > Duration::from_millis(self.inner.link.breaker.slow_call_ms);
+            let outcome = match &result {
+                Ok(_) => Outcome::Success { slow },
+                Err(e) if e.class == ErrorClass::Retry => Outcome::Failure { slow },
+                // Caller errors and rate limits say nothing about upstream health.
+                Err(_) => Outcome::Ignored,
+            };
+            self.record_breaker(platform, api, outcome, probe);
+        }
+        Ok(Sent { result, took })
+    }
+
+    /// One raw attempt for probes: gate → bulkhead → HTTP, no breaker, retry or stale. The
+    /// outcome is reported to the gate (it spends quota like any call). Returns the response
+    /// or the classified error, and the HTTP time; a refusal maps as in a logical call.
+    pub async fn probe_call(
+        &self,
+        platform: Platform,
+        req: &ApiRequest,
+        max_wait: Duration,
+    ) -> Result<(Result<ApiResponse, CallError>, Duration), LinkError> {
+        let refused = |r: Refusal| LinkError {
+            platform,
+            api: req.api(),
+            class: r.class_after(None),
+            kind: r.kind,
+            message: r.message,
+            retry_at: r.retry_at,
+            attempts: 0,
+            last: None,
+        };
+        let bulkhead = self.bulkhead(platform).map_err(refused)?;
+        let sent = self
+            .step(bulkhead, platform, req, Mode::Probe { max_wait })
+            .await
+            .map_err(refused)?;
+        Ok((sent.result, sent.took))
+    }
+}

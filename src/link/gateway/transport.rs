@@ -1,0 +1,29 @@
+//! The seam in front of the HTTP client: a bulkhead sends through a [`Transport`], which is a
+//! [`PlatformClient`] in production and a scripted fake in the gateway's unit tests.
+//!
+//! The impl for `PlatformClient` lives here rather than in `platform::client`, so the platform
+//! layer does not depend on the link layer (the dependency runs one way: link → platform).
+
+use crate::platform::{ApiRequest, ApiResponse, CallError, PlatformClient};
+use futures::future::BoxFuture;
+use std::time::Duration;
+
+/// Sends one request to one platform and classifies the answer.
+pub trait Transport: Send + Sync {
+    /// One call of `req`; `slice` bounds the whole call (what the task budget grants).
+    fn call<'a>(
+        &'a self,
+        req: &'a ApiRequest,
+        slice: Duration,
+    ) -> BoxFuture<'a, Result<ApiResponse, CallError>>;
+}
+
+impl Transport for PlatformClient {
+    fn call<'a>(
+        &'a self,
+        req: &'a ApiRequest,
+        slice: Duration,
+    ) -> BoxFuture<'a, Result<ApiResponse, CallError>> {
+        Box::pin(PlatformClient::call(self, req, slice))
+    }
+}
