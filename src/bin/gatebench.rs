@@ -240,14 +240,14 @@ async fn hammer_worker(url: &str, a: &HammerArgs) -> anyhow::Result<()> {
                             }
                         }
                     }
-                    Err(GateRefusal::Paused { remaining, reason }) => {
-                        // The gate's own state unreachable (a response timeout) is an error.
-                        if reason.starts_with("gate state unreachable") {
-                            other += 1;
-                        } else {
-                            refused += 1;
-                        }
+                    Err(GateRefusal::Paused { remaining, .. }) => {
+                        refused += 1;
                         tokio::time::sleep(remaining.min(left)).await;
+                    }
+                    // The gate's own state unreachable (a response timeout) is an error.
+                    Err(GateRefusal::Unreachable { retry_in, .. }) => {
+                        other += 1;
+                        tokio::time::sleep(retry_in.min(left)).await;
                     }
                     Err(GateRefusal::RetryAt(d)) => {
                         refused += 1;
@@ -635,7 +635,8 @@ async fn sim_bench(redis: Option<&str>, a: &SimBenchArgs) -> anyhow::Result<()> 
                         drop(permit);
                     }
                     Err(GateRefusal::RetryAt(d))
-                    | Err(GateRefusal::Paused { remaining: d, .. }) => {
+                    | Err(GateRefusal::Paused { remaining: d, .. })
+                    | Err(GateRefusal::Unreachable { retry_in: d, .. }) => {
                         tokio::time::sleep(d.min(left)).await
                     }
                     Err(GateRefusal::Busy) => {}

@@ -32,6 +32,8 @@ pub async fn run(cli: &Cli, args: &DashboardArgs) -> Result<(), CliError> {
         .map_err(|e| match e {
             DashboardError::NotLoopback { .. } => CliError::input(e.to_string()),
             DashboardError::Listen { .. } => CliError::input(e.to_string()),
-            DashboardError::Serve(_) => CliError::runtime(e.to_string()),
+            DashboardError::Serve(_) | DashboardError::Ledger(_) | DashboardError::Chart(_) => {
+                CliError::runtime(e.to_string())
+            }
         })
 }

@@ -30,11 +30,16 @@ pub async fn run(cli: &Cli, args: &ProbeArgs) -> Result<(), CliError> {
     let (gates, fleet) = match &cli.redis {
         Some(url) => (
             Gates::redis_with_namespace(&cfg, url, &args.namespace).await?,
-            Some(FleetLink::connect(url, &args.namespace).await?),
+            Some(
+                FleetLink::connect(url, &args.namespace)
+                    .await
+                    .map_err(|e| CliError::runtime(e.to_string()))?,
+            ),
         ),
         None => (Gates::embedded(&cfg), None),
     };
-    let gw = Gateway::from_config(&cfg, gates, fleet, None).map_err(CliError::input)?;
+    let gw = Gateway::from_config(&cfg, gates, fleet, None)
+        .map_err(|e| CliError::input(e.to_string()))?;
     if args.once {
         let reports = run_probes(&gw, &cfg.probe).await;
         for r in &reports {

@@ -2,8 +2,13 @@
 //! daily quota the elapsed part of the day allows (above the line, the quota will not last).
 //! Rendered server-side with plotters: no JavaScript chart library, nothing from a CDN.
 
+use super::DashboardError;
 use chrono::{DateTime, Duration as ChronoDuration, Timelike, Utc};
 use plotters::prelude::*;
+
+fn chart_err(e: impl std::fmt::Display) -> DashboardError {
+    DashboardError::Chart(e.to_string())
+}
 
 /// One point per minute with calls: (minutes since the day's start, cumulative calls).
 pub(crate) fn cumulative(
@@ -30,11 +35,11 @@ pub(crate) fn burn_svg(
     now: DateTime<Utc>,
     used: &[(f64, f64)],
     quota: Option<u64>,
-) -> Result<String, String> {
+) -> Result<String, DashboardError> {
     let mut svg = String::new();
     {
         let root = SVGBackend::with_string(&mut svg, (480, 220)).into_drawing_area();
-        root.fill(&WHITE).map_err(|e| e.to_string())?;
+        root.fill(&WHITE).map_err(chart_err)?;
         let elapsed = (now - day_start).num_minutes().clamp(1, 1440) as f64;
         let top_used = used.last().map_or(0.0, |p| p.1);
         let fair_now = quota.map_or(0.0, |q| q as f64 * elapsed / 1440.0);
@@ -45,28 +50,28 @@ pub(crate) fn burn_svg(
             .x_label_area_size(24)
             .y_label_area_size(48)
             .build_cartesian_2d(0f64..elapsed.max(60.0), 0f64..y_max)
-            .map_err(|e| e.to_string())?;
+            .map_err(chart_err)?;
         chart
             .configure_mesh()
             .x_desc("minutes since 00:00 GMT+8")
             .x_labels(6)
             .y_labels(5)
             .draw()
-            .map_err(|e| e.to_string())?;
+            .map_err(chart_err)?;
         if let Some(q) = quota {
             let fair = vec![(0.0, 0.0), (elapsed, q as f64 * elapsed / 1440.0)];
             chart
                 .draw_series(LineSeries::new(fair, &RGBColor(150, 150, 150)))
-                .map_err(|e| e.to_string())?
+                .map_err(chart_err)?
                 .label("fair share of the daily quota");
         }
         let mut line = vec![(0.0, 0.0)];
         line.extend_from_slice(used);
         chart
             .draw_series(LineSeries::new(line, RGBColor(200, 60, 40).stroke_width(2)))
-            .map_err(|e| e.to_string())?
+            .map_err(chart_err)?
             .label("calls today");
-        root.present().map_err(|e| e.to_string())?;
+        root.present().map_err(chart_err)?;
     }
     Ok(svg)
 }

@@ -43,6 +43,12 @@ pub enum DashboardError {
     NotLoopback { addr: SocketAddr },
     #[error("dashboard server: {0}")]
     Serve(#[source] std::io::Error),
+    /// The ledger could not be read for the page.
+    #[error(transparent)]
+    Ledger(#[from] crate::store::StoreError),
+    /// plotters could not draw the chart.
+    #[error("chart: {0}")]
+    Chart(String),
 }
 
 /// The action token, compared without leaking its length or content through timing.
@@ -134,7 +140,7 @@ async fn index() -> Html<&'static str> {
 async fn api_state(State(app): State<Shared>) -> Response {
     match state::collect(&app.rt, &app.gates, app.token.0.is_some()).await {
         Ok(s) => Json(s).into_response(),
-        Err(e) => (StatusCode::SERVICE_UNAVAILABLE, e).into_response(),
+        Err(e) => (StatusCode::SERVICE_UNAVAILABLE, e.to_string()).into_response(),
     }
 }
 
@@ -161,7 +167,7 @@ async fn burn_chart(State(app): State<Shared>, Query(q): Query<GateQuery>) -> Re
     let title = format!("{}.{} calls today", q.platform, q.api);
     match chart::burn_svg(&title, start, now, &used, quota) {
         Ok(svg) => ([(header::CONTENT_TYPE, "image/svg+xml")], svg).into_response(),
-        Err(e) => (StatusCode::INTERNAL_SERVER_ERROR, e).into_response(),
+        Err(e) => (StatusCode::INTERNAL_SERVER_ERROR, e.to_string()).into_response(),
     }
 }
 

@@ -1,5 +1,6 @@
 //! What the page shows, gathered from the ledger, the queue and the gates in one pass.
 
+use super::DashboardError;
 use crate::jobs::queue::LiveWorker;
 use crate::jobs::worker::Runtime;
 use crate::store::{FailureReason, JobState};
@@ -83,17 +84,14 @@ pub(crate) async fn collect(
     rt: &Runtime,
     gates: &Gates,
     actions: bool,
-) -> Result<DashboardState, String> {
+) -> Result<DashboardState, DashboardError> {
     let store = &rt.store;
     let now = chrono::Utc::now();
     let mut jobs = Vec::new();
-    for j in store.list_jobs(JOBS).await.map_err(|e| e.to_string())? {
-        let status = store.job_status(j.id).await.map_err(|e| e.to_string())?;
+    for j in store.list_jobs(JOBS).await? {
+        let status = store.job_status(j.id).await?;
         let failures = if j.counts.failed > 0 {
-            store
-                .failure_reasons(j.id, REASONS)
-                .await
-                .map_err(|e| e.to_string())?
+            store.failure_reasons(j.id, REASONS).await?
         } else {
             Vec::new()
         };
@@ -117,10 +115,7 @@ pub(crate) async fn collect(
         });
     }
     let today = crate::time::platform_day(now);
-    let report = store
-        .report_calls_for_day(today)
-        .await
-        .map_err(|e| e.to_string())?;
+    let report = store.report_calls_for_day(today).await?;
     let calls: Vec<CallsView> = report
         .by_api
         .iter()
@@ -174,13 +169,7 @@ pub(crate) async fn collect(
             ..QueueView::default()
         },
     };
-    queue.dead_items = store
-        .dead_item_counts()
-        .await
-        .map_err(|e| e.to_string())?
-        .iter()
-        .map(|(_, n)| n)
-        .sum();
+    queue.dead_items = store.dead_item_counts().await?.iter().map(|(_, n)| n).sum();
     let mut workers = rt.queue.workers(LIVE_WITHIN).await.unwrap_or_default();
     if rt.redis_url.is_none() {
         if let Ok(Some(held)) = store.embedded_lock_holder().await {

@@ -134,7 +134,7 @@ impl Runtime {
         };
         Gateway::from_config(&self.cfg, gates.clone(), fleet, Some(self.store.clone()))
             .map(|gateway| (gates, gateway))
-            .map_err(|message| GatewayError::Build { message })
+            .map_err(GatewayError::Build)
     }
 
     /// Run a worker until `shutdown`; in embedded mode it holds the ledger's worker lock so a
@@ -180,13 +180,12 @@ pub enum GatewayError {
     /// The fleet gates (Redis) could not be reached.
     #[error(transparent)]
     Gates(#[from] GateError),
-    /// The fleet link state (Redis) could not be reached. `link::shared` still reports an
-    /// `anyhow::Error`; kept whole here (with its chain).
-    #[error("{0:#}")]
-    FleetLink(anyhow::Error),
-    /// The gateway refused the configuration (`Gateway::from_config` reports a message).
-    #[error("{message}")]
-    Build { message: String },
+    /// The fleet link state (Redis) could not be reached.
+    #[error(transparent)]
+    FleetLink(#[from] crate::link::shared::FleetLinkError),
+    /// A platform client could not be built from the configuration.
+    #[error(transparent)]
+    Build(#[from] crate::platform::client::ClientError),
 }
 
 /// Time the stop may take beyond the shutdown grace: recording outcomes, acks, give-backs.

@@ -84,14 +84,24 @@ fn unix_ms(t: SystemTime) -> i64 {
         .unwrap_or(0)
 }
 
+/// Why the link layer's fleet state (Redis) could not be reached. Redis's error is part of
+/// the message, never the URL's password (redis-rs does not print it).
+#[derive(Debug, thiserror::Error)]
+pub enum FleetLinkError {
+    #[error("bad redis url: {0}")]
+    BadUrl(String),
+    #[error("cannot connect to redis for the link layer: {0}")]
+    Connect(String),
+}
+
 impl FleetLink {
     /// Connect to the fleet's Redis; keys live under `namespace` (the gates' namespace, `sf`).
-    pub async fn connect(url: &str, namespace: &str) -> anyhow::Result<FleetLink> {
-        let client = redis::Client::open(url).map_err(|e| anyhow::anyhow!("bad redis url: {e}"))?;
+    pub async fn connect(url: &str, namespace: &str) -> Result<FleetLink, FleetLinkError> {
+        let client = redis::Client::open(url).map_err(|e| FleetLinkError::BadUrl(e.to_string()))?;
         let conn = client
             .get_connection_manager()
             .await
-            .map_err(|e| anyhow::anyhow!("cannot connect to redis for the link layer: {e}"))?;
+            .map_err(|e| FleetLinkError::Connect(e.to_string()))?;
         Ok(FleetLink {
             conn,
             namespace: namespace.to_string(),

@@ -37,14 +37,6 @@ pub enum ClientError {
     },
 }
 
-/// Bridge for callers that still report errors as text (`link::gateway`'s builder returns
-/// `Result<_, String>` and uses `?` on [`PlatformClient::new`]); remove with that.
-impl From<ClientError> for String {
-    fn from(e: ClientError) -> String {
-        e.to_string()
-    }
-}
-
 /// A signed-call client for one platform. Holds the secret and session (read once); its
 /// `Debug` shows neither.
 #[derive(Debug, Clone)]

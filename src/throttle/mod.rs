@@ -47,9 +47,18 @@ pub enum GateRefusal {
     /// The next token is further away than the caller may wait: come back after this long.
     #[error("rate: next token in {} ms, beyond the caller's max wait", .0.as_millis())]
     RetryAt(Duration),
-    /// The gate is paused fleet-wide (ban, spent daily quota, or its state is unreachable).
+    /// The gate is paused fleet-wide (a platform ban, a spent daily quota).
     #[error("paused for {} ms: {reason}", .remaining.as_millis())]
     Paused { remaining: Duration, reason: String },
+    /// The gate's shared state (Redis) could not be reached: no worker may assume its share,
+    /// so the call is held back like a pause and its task re-queued.
+    #[error("gate state unreachable (retry in {} ms): {error}", .retry_in.as_millis())]
+    Unreachable {
+        retry_in: Duration,
+        error: String,
+        /// Redis did not answer in time (as opposed to refusing the command).
+        timed_out: bool,
+    },
 }
 
 /// Why the fleet gates' state in Redis could not be reached, read or changed, or a rate
@@ -202,6 +211,7 @@ enum Reservation {
     After(Duration),
     Refused(Duration),
     Paused(Duration, String),
+    Unreachable(Duration, String, bool),
 }
 
 enum Backend {
@@ -426,6 +436,13 @@ impl Gates {
             Reservation::Refused(retry) => return Err(GateRefusal::RetryAt(retry)),
             Reservation::Paused(remaining, reason) => {
                 return Err(GateRefusal::Paused { remaining, reason })
+            }
+            Reservation::Unreachable(retry_in, error, timed_out) => {
+                return Err(GateRefusal::Unreachable {
+                    retry_in,
+                    error,
+                    timed_out,
+                })
             }
         }
         Ok(Permit {

@@ -219,10 +219,7 @@ impl RedisGates {
                 self.log_error("acquire", &e);
                 // Without the shared state no worker may assume its share: hold the call back
                 // briefly, like a pause, so the task is re-queued instead of failing.
-                Reservation::Paused(
-                    Duration::from_secs(1),
-                    format!("gate state unreachable: {e}"),
-                )
+                Reservation::Unreachable(Duration::from_secs(1), e.to_string(), e.is_timeout())
             }
         }
     }

@@ -409,7 +409,7 @@ impl Gateway {
         gates: Gates,
         fleet: Option<FleetLink>,
         store: Option<Store>,
-    ) -> Result<Gateway, String> {
+    ) -> Result<Gateway, crate::platform::client::ClientError> {
         let mut b = Gateway::builder(cfg.link.clone(), gates);
         for (&platform, pc) in &cfg.platforms {
             if let Some(missing) = pc.missing_secret() {

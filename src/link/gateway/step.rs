@@ -48,6 +48,7 @@ impl Refusal {
             GateRefusal::Busy => (LinkErrorKind::Busy, Duration::from_secs(1)),
             GateRefusal::RetryAt(d) => (LinkErrorKind::RateWait, *d),
             GateRefusal::Paused { remaining, .. } => (LinkErrorKind::Paused, *remaining),
+            GateRefusal::Unreachable { retry_in, .. } => (LinkErrorKind::Paused, *retry_in),
         };
         Refusal {
             kind,
