@@ -23,8 +23,10 @@ fn opts(redis: &TestRedis) -> QueueOptions {
         name: redis.prefix.clone(),
         push_batch: 5000,
         poll_interval: Duration::from_millis(20),
-        heartbeat: Duration::from_millis(100),
-        missed_heartbeats: 3,
+        // Claim idle 1 s: short enough for quick orphan tests, long enough that a live
+        // worker's heartbeat (every 250 ms) is never missed on a loaded 2-core machine.
+        heartbeat: Duration::from_millis(250),
+        missed_heartbeats: 4,
         max_attempts: 3,
         retry_base: Duration::from_millis(50),
         retry_cap: Duration::from_millis(200),
@@ -197,10 +199,10 @@ async fn crashed_worker_task_is_recovered_with_attempts_then_dead() {
     wait_for(10, "first delivery", || runs.total() == 1).await;
     a.0.abort();
     let started = Instant::now();
-    // Worker B recovers it after the claim idle time (300 ms) as attempt 2, and crashes too.
+    // Worker B recovers it after the claim idle time (1 s) as attempt 2, and crashes too.
     let b = spawn_worker(&q, 1, hang(runs.clone()));
-    wait_for(10, "recovery", || runs.total() == 2).await;
-    assert!(started.elapsed() >= Duration::from_millis(250));
+    wait_for(20, "recovery", || runs.total() == 2).await;
+    assert!(started.elapsed() >= Duration::from_millis(750));
     b.0.abort();
     assert_eq!(runs.attempts(0), vec![1, 2]);
     // Worker C must not run it a third time: it is dead.

@@ -336,7 +336,8 @@ async fn one_workers_rate_limit_slows_every_worker_and_a_ban_pauses_all() {
     match b.acquire(P, A, Duration::from_secs(1)).await {
         Err(GateRefusal::Paused { remaining, reason }) => {
             assert!(
-                remaining > Duration::from_millis(2500) && remaining <= Duration::from_secs(3),
+                // 3 s from the report, less the flush and this call: generous on a loaded box.
+                remaining > Duration::from_millis(1000) && remaining <= Duration::from_secs(3),
                 "{remaining:?}"
             );
             assert!(reason.contains("ban"), "{reason}");
@@ -420,8 +421,10 @@ async fn a_reservation_beyond_max_wait_is_refused_and_not_taken() {
         Err(GateRefusal::RetryAt(d)) => d,
         other => panic!("expected RetryAt, got {other:?}"),
     };
+    // One interval (100 ms) from the first acquisition, less the time since: how much less
+    // depends on the machine, so only the bounds that do not race it are checked.
     assert!(
-        first > Duration::from_millis(50) && first <= Duration::from_millis(100),
+        first > Duration::ZERO && first <= Duration::from_millis(100),
         "{first:?}"
     );
     // Not taken: the second refusal names (about) the same time, not one interval later.
