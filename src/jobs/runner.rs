@@ -539,7 +539,12 @@ where
     let mut attempt = 0;
     loop {
         attempt += 1;
-        match op().await {
+        let started = Instant::now();
+        let result = op().await;
+        // A no-op unless a metrics recorder is installed (`work --metrics-listen`).
+        metrics::histogram!(crate::ops::metrics::LEDGER_WRITE)
+            .record(started.elapsed().as_secs_f64());
+        match result {
             Ok(v) => return Ok(v),
             Err(e) if e.is_busy() && attempt < LEDGER_WRITE_ATTEMPTS => {
                 let base = 20u64 << attempt.min(6);

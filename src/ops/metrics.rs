@@ -410,14 +410,9 @@ impl Collector {
         if let Err(e) = self.jobs(&s.store).await {
             collect_error("ledger", &e, last_warn);
         }
-        // A write transaction that changes nothing (no job has id i64::MIN): it takes the
-        // ledger's write lock and commits like every outcome write, so its time is what a
-        // write waits for. Timed here because the ledger's own writers belong to others.
-        let t = Instant::now();
-        match s.store.revive_dead_items(i64::MIN, &[]).await {
-            Ok(_) => metrics::histogram!(LEDGER_WRITE).record(t.elapsed().as_secs_f64()),
-            Err(e) => collect_error("ledger", &e, last_warn),
-        }
+        // Ledger write latency is recorded by the writes themselves (`jobs::runner::
+        // ledger_write`): probing with a write of its own every second would take SQLite's
+        // single write lock from the workers it measures.
         metrics::counter!(LOG_DROPPED).absolute(crate::logging::dropped_lines());
         metrics::gauge!(COLLECT_DURATION).set(started.elapsed().as_secs_f64());
     }
