@@ -529,7 +529,7 @@ fn report_script_matches_the_reference_aimd_type() {
         (40_500, 0, true), // measured: 80 admitted in the last second, above the ceiling
         (45_950, 60, false), // in the success window only
         (46_000, 0, true), // isolated (5.5 s later), measured under the ceiling: kept
-        (90_000, 2_000, false), // past the hold: recovery may probe above the ceiling
+        (700_000, 2_000, false), // past the hold: recovery may probe above the ceiling
     ];
     for &(ms, successes, hit) in events {
         let now_ms = ms;

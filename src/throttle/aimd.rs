@@ -56,7 +56,7 @@ impl AimdParams {
             ceiling_factor: 0.99,
             hit_cooldown_ms: 1_000,
             decrease_margin: 0.97,
-            ceiling_hold_ms: 30_000,
+            ceiling_hold_ms: 600_000,
         }
     }
 
@@ -177,16 +177,11 @@ impl AimdState {
             // What the platform admitted in the last second is its limit, as seen from here.
             // A lower measurement replaces a known ceiling only when the hits repeat: an
             // isolated rejection under the ceiling (a burst, a phase) must not ratchet it down.
-            // The first measurement of a gate is provisional: right after a start the reports
-            // of the last second are still arriving, and a ceiling measured low would cap the
-            // gate for the whole hold. The second hit (within the window) measures again,
-            // from a steady second, and sets it.
             let m = f64::from(measured);
-            self.ceiling = match self.ceiling {
-                None if !second => None,
-                Some(c) if m <= c && !second => Some(c),
-                _ => Some(m),
-            };
+            self.ceiling = Some(match self.ceiling {
+                Some(c) if m <= c && !second => c,
+                _ => m,
+            });
             self.rate = (m.min(at) * params.decrease_margin).max(params.min_rate);
             self.successes = 0;
             self.last_hit_ms = Some(now_ms);
@@ -374,10 +369,6 @@ mod tests {
             HitEffect::Measured
         );
         assert!((s.rate - 97.0).abs() < 1e-9, "{}", s.rate);
-        // The first measurement is provisional; the next hit, from a steady second, sets it.
-        assert_eq!(s.ceiling, None);
-        admitted(&mut s, &p, &mut clock, 100, 2);
-        s.on_rate_limited(&p, clock.advance(10));
         assert_eq!(s.ceiling, Some(100.0));
         // Recovery stops just under the measured limit while the ceiling holds.
         admitted(&mut s, &p, &mut clock, 95, 20);
@@ -423,8 +414,8 @@ mod tests {
         admitted(&mut s, &p, &mut clock, 80, 2);
         s.on_rate_limited(&p, clock.advance(10));
         assert_eq!(s.ceiling, Some(80.0));
-        // 30 s without a hit: recovery may probe above the old measurement.
-        admitted(&mut s, &p, &mut clock, 80, 40);
+        // Ten minutes without a hit: recovery may probe above the old measurement.
+        admitted(&mut s, &p, &mut clock, 80, 610);
         assert!(s.rate > 80.0, "{}", s.rate);
     }
 

@@ -84,13 +84,7 @@ if hit == 1 and not in_cooldown then
   if measured >= min_measured then
     -- What the platform admitted in the last second is its limit; an isolated hit under a
     -- known ceiling does not lower it, repeated hits do.
-    -- The first measurement is provisional (reports of the last second may still be
-    -- arriving): the second hit within the window sets the ceiling.
-    if ceiling == nil then
-      if second then ceiling = measured end
-    elseif measured > ceiling or second then
-      ceiling = measured
-    end
+    if ceiling == nil or measured > ceiling or second then ceiling = measured end
     local m = measured
     if m > at then m = at end
     rate = m * margin
