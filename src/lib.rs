@@ -14,6 +14,7 @@ pub mod logging;
 // Issue 11: metrics for operators (src/ops/).
 pub mod ops;
 pub mod platform;
+pub mod secret;
 pub mod sim;
 pub mod store;
 pub mod throttle;

@@ -3,7 +3,8 @@
 
 use super::classify::{describe_reqwest, transport_kind, CallError};
 use super::{alibaba, jd, taobao, Api, ApiRequest, ApiResponse, Credentials, Platform};
-use crate::config::{MissingSecret, PlatformConfig, Secret};
+use crate::config::{MissingSecret, PlatformConfig};
+use crate::secret::Secret;
 use chrono::{DateTime, Utc};
 use serde_json::Value;
 use std::time::Duration;

@@ -243,9 +243,9 @@ pub fn parse_response(req: &ApiRequest, body: &Value) -> Result<ApiResponse, Cal
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::Secret;
     use crate::platform::sign::SignMethod;
     use crate::platform::ErrorClass;
+    use crate::secret::Secret;
     use chrono::TimeZone;
     use std::time::Duration;
 

@@ -14,7 +14,7 @@ pub use classify::{CallError, TransportError};
 pub use client::{PlatformClient, RawResponse};
 pub use model::{ApiRequest, ApiResponse, Item, Order, OrderPage, Trace, TraceEvent};
 
-use crate::config::Secret;
+use crate::secret::Secret;
 use serde::{Deserialize, Serialize};
 use std::fmt;
 use std::str::FromStr;

@@ -195,23 +195,7 @@ pub(crate) fn json_list<S: AsRef<str>>(items: &[S]) -> String {
     serde_json::to_string(&refs).unwrap_or_else(|_| "[]".to_string())
 }
 
-/// The URL with the password (if any) replaced, for messages.
-pub fn redact_url(url: &str) -> String {
-    let Some((scheme, rest)) = url.split_once("://") else {
-        return url.to_string();
-    };
-    let (authority, path) = match rest.find('/') {
-        Some(i) => rest.split_at(i),
-        None => (rest, ""),
-    };
-    match authority.rsplit_once('@') {
-        Some((userinfo, host)) => {
-            let user = userinfo.split(':').next().unwrap_or("");
-            format!("{scheme}://{user}:***@{host}{path}")
-        }
-        None => url.to_string(),
-    }
-}
+pub use crate::secret::redact_url;
 
 impl Store {
     /// Open the ledger named by `url`: `sqlite://PATH` (created if missing; `sqlite:PATH` and

@@ -1,0 +1,7 @@
+local p = redis.call('XPENDING', KEYS[1], ARGV[1], ARGV[3], ARGV[3], 1)
+if not p[1] or p[1][2] ~= ARGV[2] then return 0 end
+redis.call('XADD', KEYS[2], 'MAXLEN', '=', tonumber(ARGV[7]), '*', 'd', ARGV[4], 'attempts', ARGV[5],
+  'error', ARGV[6], 'worker', ARGV[2])
+redis.call('XACK', KEYS[1], ARGV[1], ARGV[3])
+redis.call('XDEL', KEYS[1], ARGV[3])
+return 1

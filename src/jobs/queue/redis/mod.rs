@@ -1,0 +1,555 @@
+//! Fleet mode: an apalis 1.0 backend over a Redis Stream with one consumer group.
+//!
+//! Keys (the `{name}` hash tag keeps them in one cluster slot):
+//! - `{name}:stream`  — ready and in-flight tasks; fields `d` (JSON [`TaskMsg`]) and `a`
+//!   (attempts consumed before this entry). Group `workers`; each worker is a consumer named
+//!   host-pid-ulid. An entry's attempt is `a + delivery count`, so a recovered orphan
+//!   (XAUTOCLAIM bumps the delivery count) counts one attempt.
+//! - `{name}:delayed` — sorted set, score = due time in Redis-server ms, member
+//!   `a:ulid:json`; due members are moved into the stream at most `promote_batch` per fetch.
+//! - `{name}:dead`    — dead-letter stream, trimmed to `dead_max` entries.
+//!
+//! Acked entries are `XDEL`eted, so the stream holds only ready and in-flight tasks.
+//! Each worker refreshes the idle time of its in-flight entries every heartbeat (`XCLAIM
+//! JUSTID`, which leaves the delivery count alone); entries idle longer than
+//! `heartbeat * missed_heartbeats` are taken over by any live worker.
+
+use std::collections::{HashMap, VecDeque};
+use std::future::Future;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+
+use apalis::prelude::{BoxDynError, Task, WorkerBuilder, WorkerBuilderExt, WorkerContext};
+use apalis_core::backend::finalize::Ephemeral;
+use apalis_core::backend::{Backend, BackendConfig};
+use apalis_core::layers::Identity;
+use apalis_core::task::task_id::RandomId;
+use futures::future::BoxFuture;
+use futures::FutureExt;
+use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use redis::{RedisError, Script};
+use tracing::{debug, info, warn};
+
+use super::lease::LeaseWatch;
+use super::{
+    run_caught, worker_name, DeadEntry, DeadHook, LiveWorker, QueueError, QueueLen, QueueOptions,
+    Shutdown, TaskCtx, TaskMsg, TaskResult, WorkerOptions, WorkerReport, WorkerStats,
+};
+use crate::secret::redact_url as redact;
+
+mod worker;
+
+pub use worker::{Envelope, StreamsBackend};
+
+const GROUP: &str = "workers";
+
+/// Promote due delayed tasks (bounded), then read new entries for this consumer.
+/// KEYS: stream, delayed. ARGV: group, consumer, count, promote_batch.
+/// Returns flat [id, d, attempt, ...].
+const FETCH_LUA: &str = include_str!("lua/fetch.lua");
+
+/// Take over orphans (idle > min_idle) and count the recovery as an attempt; orphans past
+/// max_attempts go to the dead stream instead. Scans from `cursor` and follows the cursor
+/// XAUTOCLAIM returns (each call looks at most COUNT*10 entries), so an orphan behind many
+/// live entries is still found; the next cursor is returned for the next sweep.
+/// KEYS: stream, dead. ARGV: group, consumer, min_idle_ms, count, max_attempts, dead_max, cursor.
+/// Returns flat [next_cursor, n_claimed, (id, d, attempt) * n_claimed, (d, attempts) * dead].
+const CLAIM_LUA: &str = include_str!("lua/claim.lua");
+
+/// Ack and delete an entry this consumer still owns (a worker whose claim was taken over
+/// must not ack the new owner's delivery). KEYS: stream. ARGV: group, consumer, id.
+const ACK_LUA: &str = include_str!("lua/ack.lua");
+
+/// The queue's fleet identity: bind it to `id` when unset; return the bound id.
+/// KEYS: fleet key. ARGV: id.
+const BIND_FLEET_LUA: &str = include_str!("lua/bind_fleet.lua");
+
+/// Schedule a task (member `a:ulid:json`) and, when an entry id is given and this consumer
+/// still owns it, ack and delete that entry in the same step.
+/// KEYS: stream, delayed. ARGV: delay_ms, member, group, consumer, id-or-empty.
+const RESCHEDULE_LUA: &str = include_str!("lua/reschedule.lua");
+
+/// Schedule many fresh tasks at once. KEYS: delayed. ARGV: delay_ms, members...
+const PUSH_DELAYED_LUA: &str = include_str!("lua/push_delayed.lua");
+
+/// Move an owned entry to the dead stream.
+/// KEYS: stream, dead. ARGV: group, consumer, id, d, attempts, error, dead_max.
+const DEAD_LUA: &str = include_str!("lua/dead.lua");
+
+/// Refresh the idle time of entries this consumer still owns (JUSTID: delivery count kept).
+/// KEYS: stream. ARGV: group, consumer, ids... Returns the ids that are no longer ours.
+const HEARTBEAT_LUA: &str = include_str!("lua/heartbeat.lua");
+
+/// Give back fetched-but-unstarted entries at shutdown: re-add them at the tail with their
+/// attempts unchanged, then ack and delete the originals.
+/// KEYS: stream. ARGV: group, consumer, then (id, d, a) triples.
+const RELEASE_LUA: &str = include_str!("lua/release.lua");
+
+/// Remove consumers with nothing pending that have been idle for long (restarted workers).
+/// KEYS: stream. ARGV: group, min_idle_ms, own name. Returns how many were removed.
+const GC_CONSUMERS_LUA: &str = include_str!("lua/gc_consumers.lua");
+
+/// KEYS: stream, delayed, dead. ARGV: group. Returns [xlen, pending, delayed, dead].
+const LEN_LUA: &str = include_str!("lua/len.lua");
+
+struct Scripts {
+    fetch: Script,
+    claim: Script,
+    ack: Script,
+    bind_fleet: Script,
+    reschedule: Script,
+    push_delayed: Script,
+    dead: Script,
+    heartbeat: Script,
+    release: Script,
+    gc: Script,
+    len: Script,
+}
+
+impl Scripts {
+    fn new() -> Scripts {
+        Scripts {
+            fetch: Script::new(FETCH_LUA),
+            claim: Script::new(CLAIM_LUA),
+            ack: Script::new(ACK_LUA),
+            bind_fleet: Script::new(BIND_FLEET_LUA),
+            reschedule: Script::new(RESCHEDULE_LUA),
+            push_delayed: Script::new(PUSH_DELAYED_LUA),
+            dead: Script::new(DEAD_LUA),
+            heartbeat: Script::new(HEARTBEAT_LUA),
+            release: Script::new(RELEASE_LUA),
+            gc: Script::new(GC_CONSUMERS_LUA),
+            len: Script::new(LEN_LUA),
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+struct Keys {
+    stream: String,
+    delayed: String,
+    dead: String,
+    fleet: String,
+}
+
+impl Keys {
+    fn new(name: &str) -> Keys {
+        Keys {
+            stream: format!("{{{name}}}:stream"),
+            delayed: format!("{{{name}}}:delayed"),
+            dead: format!("{{{name}}}:dead"),
+            fleet: format!("{{{name}}}:fleet"),
+        }
+    }
+}
+
+/// The Redis Streams queue: producer side and worker runner.
+#[derive(Clone)]
+pub struct RedisQueue {
+    conn: ConnectionManager,
+    keys: Keys,
+    opts: QueueOptions,
+    url: String,
+    scripts: Arc<Scripts>,
+}
+
+impl RedisQueue {
+    /// Connect and create the stream and its consumer group if missing. The connection
+    /// reconnects by itself after errors.
+    pub async fn connect(url: &str, opts: QueueOptions) -> Result<RedisQueue, QueueError> {
+        let red = redact(url);
+        let err = |e: RedisError| QueueError::Redis {
+            url: red.clone(),
+            msg: e.to_string(),
+        };
+        let client = redis::Client::open(url).map_err(err)?;
+        // A 20k-task pipeline takes far longer than the 500 ms default response timeout;
+        // a timed-out push would be retried and duplicated.
+        let cfg = ConnectionManagerConfig::new()
+            .set_response_timeout(Some(Duration::from_secs(10)))
+            .set_connection_timeout(Some(Duration::from_secs(3)))
+            .set_number_of_retries(2)
+            .set_max_delay(Duration::from_secs(2));
+        let conn = ConnectionManager::new_with_config(client, cfg)
+            .await
+            .map_err(err)?;
+        let q = RedisQueue {
+            conn,
+            keys: Keys::new(&opts.name),
+            opts,
+            url: red,
+            scripts: Arc::new(Scripts::new()),
+        };
+        q.ensure_group().await.map_err(|e| q.err(e))?;
+        Ok(q)
+    }
+
+    /// [`RedisQueue::connect`], retried with backoff (100 ms doubling to 5 s, logged) while
+    /// Redis is unreachable, until it answers or `shutdown` is triggered. For workers
+    /// started before Redis is up. A malformed URL fails at once.
+    pub async fn connect_retrying(
+        url: &str,
+        opts: QueueOptions,
+        shutdown: &Shutdown,
+    ) -> Result<RedisQueue, QueueError> {
+        if let Err(e) = redis::Client::open(url) {
+            return Err(QueueError::Redis {
+                url: redact(url),
+                msg: e.to_string(),
+            });
+        }
+        let mut backoff = Duration::from_millis(100);
+        loop {
+            match RedisQueue::connect(url, opts.clone()).await {
+                Ok(q) => return Ok(q),
+                Err(e) if shutdown.is_triggered() => return Err(e),
+                Err(e) => {
+                    warn!(error = %e, retry_in = ?backoff, "redis queue unreachable; retrying");
+                    tokio::select! {
+                        _ = tokio::time::sleep(backoff) => {}
+                        _ = shutdown.wait() => {}
+                    }
+                    backoff = (backoff * 2).min(Duration::from_secs(5));
+                }
+            }
+        }
+    }
+
+    pub fn options(&self) -> &QueueOptions {
+        &self.opts
+    }
+
+    fn err(&self, e: RedisError) -> QueueError {
+        QueueError::Redis {
+            url: self.url.clone(),
+            msg: e.to_string(),
+        }
+    }
+
+    /// Names of the keys (stream, delayed set, dead stream), for tests and operators.
+    pub fn key_names(&self) -> (String, String, String) {
+        (
+            self.keys.stream.clone(),
+            self.keys.delayed.clone(),
+            self.keys.dead.clone(),
+        )
+    }
+
+    async fn ensure_group(&self) -> Result<(), RedisError> {
+        let mut c = self.conn.clone();
+        let r: Result<(), RedisError> = redis::cmd("XGROUP")
+            .arg("CREATE")
+            .arg(&self.keys.stream)
+            .arg(GROUP)
+            .arg("0")
+            .arg("MKSTREAM")
+            .query_async(&mut c)
+            .await;
+        match r {
+            // The group exists already (another worker created it): fine.
+            Err(e) if e.code() == Some("BUSYGROUP") => Ok(()),
+            other => other,
+        }
+    }
+
+    /// Push tasks with one pipelined round trip per `push_batch` tasks. On error the tasks
+    /// of earlier batches are confirmed (`QueueError::Push::pushed`); the failed batch may be
+    /// partly in the queue, so retrying it can duplicate tasks, which handlers tolerate
+    /// (they skip items the ledger shows terminal).
+    pub async fn push_bulk(&self, tasks: &[TaskMsg]) -> Result<usize, QueueError> {
+        let mut c = self.conn.clone();
+        let mut pushed = 0usize;
+        for batch in tasks.chunks(self.opts.push_batch.max(1)) {
+            let mut p = redis::pipe();
+            for t in batch {
+                let d = serde_json::to_string(t).map_err(|e| QueueError::Encode(e.to_string()))?;
+                p.cmd("XADD")
+                    .arg(&self.keys.stream)
+                    .arg("*")
+                    .arg("d")
+                    .arg(d)
+                    .arg("a")
+                    .arg(0)
+                    .ignore();
+            }
+            p.query_async::<()>(&mut c)
+                .await
+                .map_err(|e| QueueError::Push {
+                    url: self.url.clone(),
+                    pushed,
+                    msg: e.to_string(),
+                })?;
+            pushed += batch.len();
+        }
+        Ok(pushed)
+    }
+
+    /// Schedule a fresh task (attempts start at 1) to become ready after `delay`.
+    pub async fn push_delayed(&self, task: &TaskMsg, delay: Duration) -> Result<(), QueueError> {
+        let d = serde_json::to_string(task).map_err(|e| QueueError::Encode(e.to_string()))?;
+        let mut c = self.conn.clone();
+        self.scripts
+            .reschedule
+            .key(&self.keys.stream)
+            .key(&self.keys.delayed)
+            .arg(delay.as_millis() as u64)
+            .arg(member(0, &d))
+            .arg(GROUP)
+            .arg("")
+            .arg("")
+            .invoke_async::<i64>(&mut c)
+            .await
+            .map_err(|e| self.err(e))?;
+        Ok(())
+    }
+
+    /// Schedule fresh tasks (attempts start at 1) to become ready after `delay`, one round
+    /// trip per `push_batch` tasks. Same retry caveat as [`RedisQueue::push_bulk`].
+    pub async fn push_delayed_bulk(
+        &self,
+        tasks: &[TaskMsg],
+        delay: Duration,
+    ) -> Result<usize, QueueError> {
+        let mut c = self.conn.clone();
+        let mut pushed = 0usize;
+        for batch in tasks.chunks(self.opts.push_batch.max(1)) {
+            let mut inv = self.scripts.push_delayed.prepare_invoke();
+            inv.key(&self.keys.delayed).arg(delay.as_millis() as u64);
+            for t in batch {
+                let d = serde_json::to_string(t).map_err(|e| QueueError::Encode(e.to_string()))?;
+                inv.arg(member(0, &d));
+            }
+            inv.invoke_async::<i64>(&mut c)
+                .await
+                .map_err(|e| QueueError::Push {
+                    url: self.url.clone(),
+                    pushed,
+                    msg: e.to_string(),
+                })?;
+            pushed += batch.len();
+        }
+        Ok(pushed)
+    }
+
+    /// Ready, in-flight, delayed and dead counts.
+    pub async fn len(&self) -> Result<QueueLen, QueueError> {
+        let mut c = self.conn.clone();
+        let v: Vec<u64> = self
+            .scripts
+            .len
+            .key(&self.keys.stream)
+            .key(&self.keys.delayed)
+            .key(&self.keys.dead)
+            .arg(GROUP)
+            .invoke_async(&mut c)
+            .await
+            .map_err(|e| self.err(e))?;
+        let g = |i: usize| v.get(i).copied().unwrap_or(0);
+        Ok(QueueLen {
+            ready: g(0).saturating_sub(g(1)),
+            in_flight: g(1),
+            delayed: g(2),
+            dead: g(3),
+        })
+    }
+
+    /// See [`super::Queue::bind_fleet`].
+    pub async fn bind_fleet(&self, ledger_fleet: &str, ledger: &str) -> Result<(), QueueError> {
+        let mut c = self.conn.clone();
+        let bound: String = self
+            .scripts
+            .bind_fleet
+            .key(&self.keys.fleet)
+            .arg(ledger_fleet)
+            .invoke_async(&mut c)
+            .await
+            .map_err(|e| self.err(e))?;
+        if bound == ledger_fleet {
+            return Ok(());
+        }
+        Err(QueueError::FleetMismatch {
+            queue: format!("{} ({})", self.url, self.keys.stream),
+            queue_fleet: bound,
+            ledger: ledger.to_string(),
+            ledger_fleet: ledger_fleet.to_string(),
+        })
+    }
+
+    /// Every ready, in-flight and delayed task (see [`super::Queue::live_tasks`]); read in
+    /// pages so a large queue costs several short round trips, not one long one.
+    pub async fn live_tasks(&self) -> Result<Vec<TaskMsg>, QueueError> {
+        const PAGE: usize = 1000;
+        let mut c = self.conn.clone();
+        let mut out = Vec::new();
+        let mut start = "-".to_string();
+        loop {
+            let page: Vec<(String, Vec<(String, String)>)> = redis::cmd("XRANGE")
+                .arg(&self.keys.stream)
+                .arg(&start)
+                .arg("+")
+                .arg("COUNT")
+                .arg(PAGE)
+                .query_async(&mut c)
+                .await
+                .map_err(|e| self.err(e))?;
+            let n = page.len();
+            for (id, fields) in page {
+                if let Some((_, d)) = fields.iter().find(|(k, _)| k == "d") {
+                    if let Ok(t) = serde_json::from_str::<TaskMsg>(d) {
+                        out.push(t);
+                    }
+                }
+                start = format!("({id}");
+            }
+            if n < PAGE {
+                break;
+            }
+        }
+        let mut from = 0isize;
+        loop {
+            let members: Vec<String> = redis::cmd("ZRANGE")
+                .arg(&self.keys.delayed)
+                .arg(from)
+                .arg(from + PAGE as isize - 1)
+                .query_async(&mut c)
+                .await
+                .map_err(|e| self.err(e))?;
+            let n = members.len();
+            for m in members {
+                // member = attempts:ulid:json
+                if let Some(json) = m.splitn(3, ':').nth(2) {
+                    if let Ok(t) = serde_json::from_str::<TaskMsg>(json) {
+                        out.push(t);
+                    }
+                }
+            }
+            if n < PAGE {
+                break;
+            }
+            from += PAGE as isize;
+        }
+        Ok(out)
+    }
+
+    /// Consumers of the group idle less than `within` (see [`super::Queue::workers`]).
+    pub async fn workers(&self, within: Duration) -> Result<Vec<LiveWorker>, QueueError> {
+        let mut c = self.conn.clone();
+        let raw: Vec<redis::Value> = match redis::cmd("XINFO")
+            .arg("CONSUMERS")
+            .arg(&self.keys.stream)
+            .arg(GROUP)
+            .query_async(&mut c)
+            .await
+        {
+            Ok(v) => v,
+            // No stream or group yet (nothing enqueued since Redis started): no workers.
+            Err(e) if e.code() == Some("NOGROUP") => return Ok(Vec::new()),
+            Err(e) => return Err(self.err(e)),
+        };
+        let mut out = Vec::new();
+        for consumer in raw {
+            let Ok(fields) = redis::from_redis_value::<HashMap<String, redis::Value>>(consumer)
+            else {
+                continue;
+            };
+            let int = |k: &str| {
+                fields
+                    .get(k)
+                    .and_then(|v| redis::from_redis_value::<u64>(v.clone()).ok())
+                    .unwrap_or(0)
+            };
+            let name = fields
+                .get("name")
+                .and_then(|v| redis::from_redis_value::<String>(v.clone()).ok())
+                .unwrap_or_default();
+            let idle_ms = int("idle");
+            if u128::from(idle_ms) < within.as_millis() {
+                out.push(LiveWorker {
+                    name,
+                    pending: int("pending"),
+                    idle_ms,
+                });
+            }
+        }
+        Ok(out)
+    }
+
+    /// The dead-letter stream, oldest first.
+    pub async fn dead_entries(&self, limit: usize) -> Result<Vec<DeadEntry>, QueueError> {
+        let mut c = self.conn.clone();
+        let page: Vec<(String, Vec<(String, String)>)> = redis::cmd("XRANGE")
+            .arg(&self.keys.dead)
+            .arg("-")
+            .arg("+")
+            .arg("COUNT")
+            .arg(limit.max(1))
+            .query_async(&mut c)
+            .await
+            .map_err(|e| self.err(e))?;
+        Ok(page
+            .into_iter()
+            .map(|(id, fields)| {
+                let get = |k: &str| {
+                    fields
+                        .iter()
+                        .find(|(f, _)| f == k)
+                        .map(|(_, v)| v.clone())
+                        .unwrap_or_default()
+                };
+                DeadEntry {
+                    id,
+                    task: serde_json::from_str(&get("d")).ok(),
+                    attempts: get("attempts").parse().unwrap_or(0),
+                    error: get("error"),
+                    worker: get("worker"),
+                }
+            })
+            .collect())
+    }
+
+    /// Push `task` as a fresh task, then delete dead entry `id` (in that order: a failure in
+    /// between leaves the entry listed, never lost).
+    pub async fn requeue_dead(&self, id: &str, task: Option<&TaskMsg>) -> Result<(), QueueError> {
+        if let Some(task) = task {
+            self.push_bulk(std::slice::from_ref(task)).await?;
+        }
+        let mut c = self.conn.clone();
+        redis::cmd("XDEL")
+            .arg(&self.keys.dead)
+            .arg(id)
+            .query_async::<i64>(&mut c)
+            .await
+            .map_err(|e| self.err(e))?;
+        Ok(())
+    }
+}
+
+fn member(prior_attempts: u32, d: &str) -> String {
+    format!("{prior_attempts}:{}:{d}", ulid::Ulid::new())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn member_format_matches_lua_pattern() {
+        let m = member(3, r#"{"a":"x:y"}"#);
+        let mut parts = m.splitn(3, ':');
+        assert_eq!(parts.next(), Some("3"));
+        assert!(parts
+            .next()
+            .is_some_and(|u| u.chars().all(|c| c.is_ascii_alphanumeric())));
+        assert_eq!(parts.next(), Some(r#"{"a":"x:y"}"#));
+    }
+
+    #[test]
+    fn keys_share_a_hash_tag() {
+        let k = Keys::new("q");
+        assert_eq!(k.stream, "{q}:stream");
+        assert_eq!(k.delayed, "{q}:delayed");
+        assert_eq!(k.dead, "{q}:dead");
+    }
+}
