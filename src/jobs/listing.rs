@@ -1,7 +1,7 @@
 //! Listing: `item_get` on the source platform (a read: cacheable, may degrade to stale),
 //! then `item_add` on the target (a write with idempotency key `out_request_id = job:item`).
 
-use super::runner::{ItemRun, JobRunner, Stop, Useful};
+use super::item::{HandlerCtx, ItemRun, Stop, Useful};
 use crate::platform::model::{ApiRequest, ApiResponse, Item};
 use crate::platform::{Api, ErrorClass, Platform};
 use crate::store::ItemOutcome;
@@ -18,14 +18,14 @@ pub(crate) struct Chunk<'a> {
     pub(crate) carried: &'a HashMap<String, String>,
 }
 
-/// Run the pending items of one chunk, [`super::runner::ITEM_PARALLELISM`] at a time; yields
+/// Run the pending items of one chunk, [`super::item::ITEM_PARALLELISM`] at a time; yields
 /// each item's outcome as it finishes. An item starts only with a permit of `unrecorded`
 /// (the runner returns permits as it records outcomes); a closed semaphore ends the chunk
 /// without calling (the outcomes yielded then are discarded). Once `stop` says so, items
 /// not started are handed back without calling, and items still calling when it expires
 /// are abandoned (their write, if it went out, repeats with the same idempotency key).
 pub(crate) fn stream_chunk<'a>(
-    runner: &'a JobRunner,
+    runner: &'a HandlerCtx,
     chunk: Chunk<'a>,
     useful: &'a Useful,
     unrecorded: &'a tokio::sync::Semaphore,
@@ -53,7 +53,7 @@ pub(crate) fn stream_chunk<'a>(
             };
             (key, run)
         })
-        .buffer_unordered(super::runner::ITEM_PARALLELISM)
+        .buffer_unordered(super::item::ITEM_PARALLELISM)
 }
 
 /// The idempotency key of copying `item` in `job_id`: repeats are answered with the first
@@ -72,7 +72,7 @@ struct SourceRead {
 }
 
 async fn list_one(
-    runner: &JobRunner,
+    runner: &HandlerCtx,
     job_id: i64,
     (from, to): (Platform, Platform),
     key: &str,
@@ -139,7 +139,11 @@ async fn list_one(
 }
 
 /// `item_get` on the source: the item, and why it is stale when it was served stale.
-async fn read_source(runner: &JobRunner, from: Platform, key: &str) -> Result<SourceRead, ItemRun> {
+async fn read_source(
+    runner: &HandlerCtx,
+    from: Platform,
+    key: &str,
+) -> Result<SourceRead, ItemRun> {
     let read_ctx = runner.call_context();
     let source = runner
         .gateway

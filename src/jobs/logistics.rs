@@ -4,7 +4,7 @@
 //! queried in the same transaction that stores its trace, so a trace that failed to store is
 //! queried again by the next run instead of being skipped as "queried recently".
 
-use super::runner::{ledger_write, ItemRun, JobRunner, Useful};
+use super::item::{ledger_write, HandlerCtx, ItemRun, Useful};
 use crate::platform::model::{ApiRequest, ApiResponse};
 use crate::platform::{Api, ErrorClass, Platform};
 use crate::store::{ItemOutcome, LogisticsEvent, StoreError};
@@ -12,7 +12,7 @@ use futures::StreamExt;
 use std::time::Duration;
 
 pub(crate) async fn run_chunk(
-    runner: &JobRunner,
+    runner: &HandlerCtx,
     platform: Platform,
     keys: &[String],
     useful: &Useful,
@@ -56,14 +56,14 @@ pub(crate) async fn run_chunk(
             let run = trace_one(runner, platform, &key, useful).await;
             (key, run)
         })
-        .buffer_unordered(super::runner::ITEM_PARALLELISM)
+        .buffer_unordered(super::item::ITEM_PARALLELISM)
         .collect()
         .await;
     out.extend(traced);
     Ok(out)
 }
 
-async fn trace_one(runner: &JobRunner, platform: Platform, key: &str, useful: &Useful) -> ItemRun {
+async fn trace_one(runner: &HandlerCtx, platform: Platform, key: &str, useful: &Useful) -> ItemRun {
     let ctx = runner.call_context();
     let reply = match runner
         .gateway

@@ -2,6 +2,7 @@
 //! between producers and workers).
 
 pub mod demo;
+pub(crate) mod item;
 pub mod listing;
 pub mod logistics;
 pub mod orders;

@@ -2,7 +2,7 @@
 //! `order_list` pages until `has_next` is false and upserts only orders whose `modified`
 //! advanced. A page that changes nothing is a call without useful data.
 
-use super::runner::{ledger_write, ItemRun, JobRunner, Useful};
+use super::item::{ledger_write, HandlerCtx, ItemRun, Useful};
 use crate::platform::model::{ApiRequest, ApiResponse, Order as PlatformOrder};
 use crate::platform::{Api, ErrorClass, Platform};
 use crate::store::{ItemOutcome, Order};
@@ -80,7 +80,7 @@ fn to_ledger(platform: Platform, shop: &str, o: &PlatformOrder) -> Order {
 }
 
 pub(crate) async fn run_chunk(
-    runner: &JobRunner,
+    runner: &HandlerCtx,
     platform: Platform,
     shop: &str,
     keys: &[String],
@@ -110,7 +110,7 @@ struct SliceProgress {
 }
 
 async fn sync_slice(
-    runner: &JobRunner,
+    runner: &HandlerCtx,
     platform: Platform,
     shop: &str,
     key: &str,

@@ -10,115 +10,20 @@
 //! When the worker stops (SIGTERM) no new item starts, items already calling get the
 //! shutdown grace, and the rest go back uncharged (docs/design.md, "Scale-in").
 
+use super::item::{
+    item_retry_backoff, ledger_write, HandlerCtx, ItemRun, Stop, Useful, ITEM_PARALLELISM,
+};
 use super::queue::DeadHook;
 use super::queue::{TaskCtx, TaskMsg, TaskResult};
 use super::spec::JobSpec;
 use super::{listing, logistics, orders};
 use crate::config::Config;
-use crate::link::gateway::{CallContext, Gateway, LinkError, LinkErrorKind};
-use crate::platform::{Api, ErrorClass, Platform};
-use crate::store::{CallClass, CallRecord, ItemOutcome, ItemStatus, Store, StoreError};
-use chrono::Utc;
+use crate::link::gateway::Gateway;
+use crate::store::{ItemOutcome, ItemStatus, Store, StoreError};
 use futures::StreamExt;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-
-/// Items of one chunk run at once. The gate's concurrency slots bound the real
-/// parallelism; this only keeps enough calls queued at the gate to use them.
-pub(crate) const ITEM_PARALLELISM: usize = 16;
-
-/// The result of running one item.
-pub(crate) enum ItemRun {
-    /// The item is finished (any terminal status) or recorded an attempt.
-    Outcome(ItemOutcome),
-    /// Not now: re-queue the item after this long (no attempt consumed).
-    Later(Duration),
-    /// A transient failure (the failed outcome it would end with): run it again after a
-    /// backoff while the item has retry rounds left, else record the failure.
-    Again(ItemOutcome),
-    /// `run`, and keep `carry` (JSON) with the item: what this run already fetched, so the
-    /// next run does not call for it again (docs/design.md, "No call thrown away").
-    Carry { carry: String, run: Box<ItemRun> },
-}
-
-impl ItemRun {
-    /// `self`, keeping `carry` when the item is not finished by it.
-    pub(crate) fn carrying(self, carry: impl FnOnce() -> Option<String>) -> ItemRun {
-        match self {
-            ItemRun::Later(_) | ItemRun::Again(_) => match carry() {
-                Some(carry) => ItemRun::Carry {
-                    carry,
-                    run: Box::new(self),
-                },
-                None => self,
-            },
-            other => other,
-        }
-    }
-}
-
-/// "Not now" for a platform whose secret this worker lacks: another worker may have it.
-const MISSING_SECRET_RETRY: Duration = Duration::from_secs(60);
-
-impl ItemRun {
-    /// Map a link error: "not now" errors re-queue, transient ones (class `retry`) run
-    /// again within the item's retry rounds, the rest fail the item with their class.
-    pub(crate) fn from_link_error(key: &str, e: &LinkError) -> ItemRun {
-        if let Some(after) = e.retry_at {
-            return ItemRun::Later(after);
-        }
-        if e.kind == LinkErrorKind::MissingSecret {
-            tracing::error!(error = %e, "this worker cannot call the platform: handing the item back");
-            return ItemRun::Later(MISSING_SECRET_RETRY);
-        }
-        let failed = ItemOutcome::failed(key, e.class, e.to_string());
-        match e.class {
-            ErrorClass::Retry => ItemRun::Again(failed),
-            _ => ItemRun::Outcome(failed),
-        }
-    }
-}
-
-/// Backoff before an item's next transient-retry round (`round` counts from 0): doubling
-/// from 1 s, capped at 30 s, with full jitter so a burst of failures does not come back
-/// at once.
-pub(crate) fn item_retry_backoff(round: u32) -> Duration {
-    let cap = Duration::from_secs(1u64 << round.min(5)).min(Duration::from_secs(30));
-    let ms = u64::try_from(cap.as_millis()).unwrap_or(u64::MAX);
-    Duration::from_millis(ms / 2 + rand::random::<u64>() % (ms / 2 + 1))
-}
-
-/// Useful-call tally of one task, written to the calls ledger once per task.
-#[derive(Default)]
-pub(crate) struct Useful(Mutex<HashMap<(Platform, Api), u64>>);
-
-impl Useful {
-    pub(crate) fn add(&self, platform: Platform, api: Api, n: u64) {
-        if n == 0 {
-            return;
-        }
-        if let Ok(mut m) = self.0.lock() {
-            *m.entry((platform, api)).or_default() += n;
-        }
-    }
-
-    fn records(&self) -> Vec<CallRecord> {
-        let now = Utc::now();
-        let map = self.0.lock().map(|m| m.clone()).unwrap_or_default();
-        map.into_iter()
-            .map(|((platform, api), useful)| CallRecord {
-                minute: now,
-                platform,
-                api,
-                class: CallClass::Ok,
-                // The gateway counts the calls themselves; this row only adds usefulness.
-                calls: 0,
-                useful,
-            })
-            .collect()
-    }
-}
 
 /// What a task's recorded groups left to do.
 #[derive(Default)]
@@ -140,11 +45,10 @@ const RECORD_EVERY: Duration = Duration::from_millis(100);
 /// leave to repeat (with the same idempotency key) per task.
 pub(crate) const UNRECORDED_MAX: usize = 2 * ITEM_PARALLELISM;
 
-/// Everything a task needs: the ledger, the link layer, the queue (to re-queue), config.
+/// Runs tasks: reads what is pending, calls the job's handler per item through the shared
+/// [`HandlerCtx`], records outcomes, and decides what goes back to the queue.
 pub struct JobRunner {
-    pub(crate) store: Store,
-    pub(crate) gateway: Gateway,
-    pub(crate) cfg: Arc<Config>,
+    ctx: HandlerCtx,
     /// Specs are immutable once a job exists: read each once per process.
     specs: Mutex<HashMap<i64, Arc<JobSpec>>>,
 }
@@ -152,27 +56,24 @@ pub struct JobRunner {
 impl JobRunner {
     pub fn new(store: Store, gateway: Gateway, cfg: Arc<Config>) -> JobRunner {
         JobRunner {
-            store,
-            gateway,
-            cfg,
+            ctx: HandlerCtx {
+                store,
+                gateway,
+                cfg,
+            },
             specs: Mutex::new(HashMap::new()),
         }
     }
 
     pub fn gateway(&self) -> &Gateway {
-        &self.gateway
-    }
-
-    /// A fresh call context whose budget is the configured per-item budget.
-    pub(crate) fn call_context(&self) -> CallContext {
-        CallContext::for_task(&self.cfg.link)
+        &self.ctx.gateway
     }
 
     async fn spec(&self, job_id: i64) -> Result<Arc<JobSpec>, TaskError> {
         if let Some(s) = self.specs.lock().ok().and_then(|m| m.get(&job_id).cloned()) {
             return Ok(s);
         }
-        let status = self.store.job_status(job_id).await?;
+        let status = self.ctx.store.job_status(job_id).await?;
         let spec: JobSpec = serde_json::from_str(&status.spec)
             .map_err(|e| TaskError::Spec { job_id, source: e })?;
         let spec = Arc::new(spec);
@@ -238,15 +139,16 @@ impl JobRunner {
                 ItemRun::Carry { .. } => {}
             }
         }
-        ledger_write("keep_carry", || self.store.keep_carry(job_id, &keep)).await?;
+        ledger_write("keep_carry", || self.ctx.store.keep_carry(job_id, &keep)).await?;
         if !again.is_empty() {
             let keys: Vec<String> = again.iter().map(|o| o.key.clone()).collect();
-            let rounds: HashMap<String, u32> =
-                ledger_write("item_attempts", || self.store.item_attempts(job_id, &keys))
-                    .await?
-                    .into_iter()
-                    .collect();
-            let allowed = self.cfg.jobs.item_retry_rounds;
+            let rounds: HashMap<String, u32> = ledger_write("item_attempts", || {
+                self.ctx.store.item_attempts(job_id, &keys)
+            })
+            .await?
+            .into_iter()
+            .collect();
+            let allowed = self.ctx.cfg.jobs.item_retry_rounds;
             for failed in again {
                 let round = rounds.get(&failed.key).copied().unwrap_or(0);
                 if round < allowed {
@@ -274,7 +176,7 @@ impl JobRunner {
             - tally.retried;
         tally.retried = 0;
         let report = ledger_write("finish_items", || {
-            self.store.finish_items(job_id, &outcomes)
+            self.ctx.store.finish_items(job_id, &outcomes)
         })
         .await?;
         if report.job_finished {
@@ -287,7 +189,7 @@ impl JobRunner {
     /// pending end `failed` with class `dead`, so the job finishes and SQL says why;
     /// `syncfleet dead --requeue` puts them back.
     pub fn dead_hook(&self) -> DeadHook {
-        let store = self.store.clone();
+        let store = self.ctx.store.clone();
         Arc::new(move |task: TaskMsg, attempts: u32, error: String| {
             let store = store.clone();
             Box::pin(async move {
@@ -315,7 +217,10 @@ impl JobRunner {
     }
 
     async fn try_run_task(&self, task: &TaskMsg, ctx: &TaskCtx) -> Result<TaskResult, TaskError> {
-        let stop = Stop::new(ctx, Duration::from_secs(self.cfg.queue.shutdown_grace_s));
+        let stop = Stop::new(
+            ctx,
+            Duration::from_secs(self.ctx.cfg.queue.shutdown_grace_s),
+        );
         if stop.refuses_new_items() {
             return Ok(TaskResult::RetryAfter(HAND_BACK_DELAY));
         }
@@ -328,7 +233,7 @@ impl JobRunner {
             });
         }
         // A re-delivered task does only what the ledger still shows pending.
-        let keys = self.store.items_to_run(task.job_id, &task.keys).await?;
+        let keys = self.ctx.store.items_to_run(task.job_id, &task.keys).await?;
         if keys.is_empty() {
             return Ok(TaskResult::Done);
         }
@@ -345,7 +250,7 @@ impl JobRunner {
                 // waits for a permit before it starts; permits come back once recorded, so
                 // at most UNRECORDED_MAX items of a task are started and not yet recorded.
                 let unrecorded = tokio::sync::Semaphore::new(UNRECORDED_MAX);
-                let carried = self.store.carried(task.job_id, &keys).await?;
+                let carried = self.ctx.store.carried(task.job_id, &keys).await?;
                 let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
                 let produce = async {
                     let chunk = listing::Chunk {
@@ -354,7 +259,7 @@ impl JobRunner {
                         keys: &keys,
                         carried: &carried,
                     };
-                    let runs = listing::stream_chunk(self, chunk, &useful, &unrecorded, &stop);
+                    let runs = listing::stream_chunk(&self.ctx, chunk, &useful, &unrecorded, &stop);
                     futures::pin_mut!(runs);
                     while let Some(run) = runs.next().await {
                         if tx.send(run).is_err() {
@@ -397,15 +302,15 @@ impl JobRunner {
                 recorded?;
             }
             JobSpec::Orders { platform, shop, .. } => {
-                let carried = self.store.carried(task.job_id, &keys).await?;
-                let run = orders::run_chunk(self, *platform, shop, &keys, &useful, &carried);
+                let carried = self.ctx.store.carried(task.job_id, &keys).await?;
+                let run = orders::run_chunk(&self.ctx, *platform, shop, &keys, &useful, &carried);
                 let Some(runs) = stop.cut_short(run).await else {
                     return Ok(TaskResult::RetryAfter(HAND_BACK_DELAY));
                 };
                 self.record(task.job_id, runs, &mut tally).await?;
             }
             JobSpec::Logistics { platform, .. } => {
-                let run = logistics::run_chunk(self, *platform, &keys, &useful);
+                let run = logistics::run_chunk(&self.ctx, *platform, &keys, &useful);
                 let Some(runs) = stop.cut_short(run).await else {
                     return Ok(TaskResult::RetryAfter(HAND_BACK_DELAY));
                 };
@@ -423,7 +328,8 @@ impl JobRunner {
         if !records.is_empty() {
             // Not worth failing the task for: a re-run finds its items terminal and could
             // not recount their usefulness anyway.
-            if let Err(e) = ledger_write("record_calls", || self.store.record_calls(&records)).await
+            if let Err(e) =
+                ledger_write("record_calls", || self.ctx.store.record_calls(&records)).await
             {
                 tracing::warn!(
                     job = task.job_id,
@@ -480,79 +386,3 @@ pub(crate) enum TaskError {
 const HAND_BACK_DELAY: Duration = Duration::from_millis(50);
 /// How soon a task of a job the ledger does not know comes back.
 const UNKNOWN_JOB_RETRY: Duration = Duration::from_secs(60);
-
-/// When a task must stop calling: the worker is stopping (no new item; items already
-/// calling get `grace`) or the task's claim is gone (stop at once).
-pub(crate) struct Stop {
-    stopping: crate::jobs::queue::Shutdown,
-    lease_lost: crate::jobs::queue::Shutdown,
-    grace: Duration,
-}
-
-impl Stop {
-    fn new(ctx: &TaskCtx, grace: Duration) -> Stop {
-        Stop {
-            stopping: ctx.stopping.clone(),
-            lease_lost: ctx.lease_lost.clone(),
-            grace,
-        }
-    }
-
-    /// No new item may start.
-    pub(crate) fn refuses_new_items(&self) -> bool {
-        self.stopping.is_triggered() || self.lease_lost.is_triggered()
-    }
-
-    /// Resolves when running items must be abandoned.
-    pub(crate) async fn expired(&self) {
-        tokio::select! {
-            _ = self.lease_lost.wait() => {}
-            _ = async {
-                self.stopping.wait().await;
-                tokio::time::sleep(self.grace).await;
-            } => {}
-        }
-    }
-
-    /// Run `work` unless it must be abandoned first (`None`).
-    pub(crate) async fn cut_short<T>(
-        &self,
-        work: impl std::future::Future<Output = T>,
-    ) -> Option<T> {
-        tokio::select! {
-            r = work => Some(r),
-            _ = self.expired() => None,
-        }
-    }
-}
-
-/// Ledger write attempts on "busy" before the task fails.
-const LEDGER_WRITE_ATTEMPTS: u32 = 6;
-
-/// Run a ledger write, retrying "database is locked" with jittered backoff: failing the task
-/// instead would repeat its platform calls (and its writes) on the re-run.
-pub(crate) async fn ledger_write<T, F, Fut>(what: &str, mut op: F) -> Result<T, StoreError>
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Result<T, StoreError>>,
-{
-    let mut attempt = 0;
-    loop {
-        attempt += 1;
-        let started = Instant::now();
-        let result = op().await;
-        // A no-op unless a metrics recorder is installed (`work --metrics-listen`).
-        metrics::histogram!(crate::ops::metrics::LEDGER_WRITE)
-            .record(started.elapsed().as_secs_f64());
-        match result {
-            Ok(v) => return Ok(v),
-            Err(e) if e.is_busy() && attempt < LEDGER_WRITE_ATTEMPTS => {
-                let base = 20u64 << attempt.min(6);
-                let wait = base + rand::random::<u64>() % base;
-                tracing::debug!(attempt, wait_ms = wait, "{what}: ledger busy, retrying");
-                tokio::time::sleep(Duration::from_millis(wait)).await;
-            }
-            Err(e) => return Err(e),
-        }
-    }
-}

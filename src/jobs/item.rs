@@ -1,0 +1,201 @@
+//! What the job handlers share with the runner: the context they call through, an item's
+//! result ([`ItemRun`]), the useful-call tally, the stop signal of a task, and ledger writes
+//! that ride out a busy SQLite. Its own module so the handlers (listing, orders, logistics)
+//! depend on it and not on the runner that calls them.
+
+use super::queue::TaskCtx;
+use crate::config::Config;
+use crate::link::gateway::{CallContext, Gateway, LinkError, LinkErrorKind};
+use crate::platform::{Api, ErrorClass, Platform};
+use crate::store::{CallClass, CallRecord, ItemOutcome, Store, StoreError};
+use chrono::Utc;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// What a handler calls through: the ledger, the link layer, the configuration.
+#[derive(Clone)]
+pub(crate) struct HandlerCtx {
+    pub(crate) store: Store,
+    pub(crate) gateway: Gateway,
+    pub(crate) cfg: Arc<Config>,
+}
+
+impl HandlerCtx {
+    /// A fresh call context whose budget is the configured per-item budget.
+    pub(crate) fn call_context(&self) -> CallContext {
+        CallContext::for_task(&self.cfg.link)
+    }
+}
+
+/// Items of one chunk run at once. The gate's concurrency slots bound the real
+/// parallelism; this only keeps enough calls queued at the gate to use them.
+pub(crate) const ITEM_PARALLELISM: usize = 16;
+
+/// The result of running one item.
+pub(crate) enum ItemRun {
+    /// The item is finished (any terminal status) or recorded an attempt.
+    Outcome(ItemOutcome),
+    /// Not now: re-queue the item after this long (no attempt consumed).
+    Later(Duration),
+    /// A transient failure (the failed outcome it would end with): run it again after a
+    /// backoff while the item has retry rounds left, else record the failure.
+    Again(ItemOutcome),
+    /// `run`, and keep `carry` (JSON) with the item: what this run already fetched, so the
+    /// next run does not call for it again (docs/design.md, "No call thrown away").
+    Carry { carry: String, run: Box<ItemRun> },
+}
+
+impl ItemRun {
+    /// `self`, keeping `carry` when the item is not finished by it.
+    pub(crate) fn carrying(self, carry: impl FnOnce() -> Option<String>) -> ItemRun {
+        match self {
+            ItemRun::Later(_) | ItemRun::Again(_) => match carry() {
+                Some(carry) => ItemRun::Carry {
+                    carry,
+                    run: Box::new(self),
+                },
+                None => self,
+            },
+            other => other,
+        }
+    }
+}
+
+/// "Not now" for a platform whose secret this worker lacks: another worker may have it.
+const MISSING_SECRET_RETRY: Duration = Duration::from_secs(60);
+
+impl ItemRun {
+    /// Map a link error: "not now" errors re-queue, transient ones (class `retry`) run
+    /// again within the item's retry rounds, the rest fail the item with their class.
+    pub(crate) fn from_link_error(key: &str, e: &LinkError) -> ItemRun {
+        if let Some(after) = e.retry_at {
+            return ItemRun::Later(after);
+        }
+        if e.kind == LinkErrorKind::MissingSecret {
+            tracing::error!(error = %e, "this worker cannot call the platform: handing the item back");
+            return ItemRun::Later(MISSING_SECRET_RETRY);
+        }
+        let failed = ItemOutcome::failed(key, e.class, e.to_string());
+        match e.class {
+            ErrorClass::Retry => ItemRun::Again(failed),
+            _ => ItemRun::Outcome(failed),
+        }
+    }
+}
+
+/// Backoff before an item's next transient-retry round (`round` counts from 0): doubling
+/// from 1 s, capped at 30 s, with full jitter so a burst of failures does not come back
+/// at once.
+pub(crate) fn item_retry_backoff(round: u32) -> Duration {
+    let cap = Duration::from_secs(1u64 << round.min(5)).min(Duration::from_secs(30));
+    let ms = u64::try_from(cap.as_millis()).unwrap_or(u64::MAX);
+    Duration::from_millis(ms / 2 + rand::random::<u64>() % (ms / 2 + 1))
+}
+
+/// Useful-call tally of one task, written to the calls ledger once per task.
+#[derive(Default)]
+pub(crate) struct Useful(Mutex<HashMap<(Platform, Api), u64>>);
+
+impl Useful {
+    pub(crate) fn add(&self, platform: Platform, api: Api, n: u64) {
+        if n == 0 {
+            return;
+        }
+        if let Ok(mut m) = self.0.lock() {
+            *m.entry((platform, api)).or_default() += n;
+        }
+    }
+
+    pub(crate) fn records(&self) -> Vec<CallRecord> {
+        let now = Utc::now();
+        let map = self.0.lock().map(|m| m.clone()).unwrap_or_default();
+        map.into_iter()
+            .map(|((platform, api), useful)| CallRecord {
+                minute: now,
+                platform,
+                api,
+                class: CallClass::Ok,
+                // The gateway counts the calls themselves; this row only adds usefulness.
+                calls: 0,
+                useful,
+            })
+            .collect()
+    }
+}
+
+/// When a task must stop calling: the worker is stopping (no new item; items already
+/// calling get `grace`) or the task's claim is gone (stop at once).
+pub(crate) struct Stop {
+    stopping: crate::jobs::queue::Shutdown,
+    lease_lost: crate::jobs::queue::Shutdown,
+    grace: Duration,
+}
+
+impl Stop {
+    pub(crate) fn new(ctx: &TaskCtx, grace: Duration) -> Stop {
+        Stop {
+            stopping: ctx.stopping.clone(),
+            lease_lost: ctx.lease_lost.clone(),
+            grace,
+        }
+    }
+
+    /// No new item may start.
+    pub(crate) fn refuses_new_items(&self) -> bool {
+        self.stopping.is_triggered() || self.lease_lost.is_triggered()
+    }
+
+    /// Resolves when running items must be abandoned.
+    pub(crate) async fn expired(&self) {
+        tokio::select! {
+            _ = self.lease_lost.wait() => {}
+            _ = async {
+                self.stopping.wait().await;
+                tokio::time::sleep(self.grace).await;
+            } => {}
+        }
+    }
+
+    /// Run `work` unless it must be abandoned first (`None`).
+    pub(crate) async fn cut_short<T>(
+        &self,
+        work: impl std::future::Future<Output = T>,
+    ) -> Option<T> {
+        tokio::select! {
+            r = work => Some(r),
+            _ = self.expired() => None,
+        }
+    }
+}
+
+/// Ledger write attempts on "busy" before the task fails.
+const LEDGER_WRITE_ATTEMPTS: u32 = 6;
+
+/// Run a ledger write, retrying "database is locked" with jittered backoff: failing the task
+/// instead would repeat its platform calls (and its writes) on the re-run.
+pub(crate) async fn ledger_write<T, F, Fut>(what: &str, mut op: F) -> Result<T, StoreError>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<T, StoreError>>,
+{
+    let mut attempt = 0;
+    loop {
+        attempt += 1;
+        let started = Instant::now();
+        let result = op().await;
+        // A no-op unless a metrics recorder is installed (`work --metrics-listen`).
+        metrics::histogram!(crate::ops::metrics::LEDGER_WRITE)
+            .record(started.elapsed().as_secs_f64());
+        match result {
+            Ok(v) => return Ok(v),
+            Err(e) if e.is_busy() && attempt < LEDGER_WRITE_ATTEMPTS => {
+                let base = 20u64 << attempt.min(6);
+                let wait = base + rand::random::<u64>() % base;
+                tracing::debug!(attempt, wait_ms = wait, "{what}: ledger busy, retrying");
+                tokio::time::sleep(Duration::from_millis(wait)).await;
+            }
+            Err(e) => return Err(e),
+        }
+    }
+}
