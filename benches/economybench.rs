@@ -91,19 +91,7 @@ impl Run {
 /// counters are taken as differences, so a second job on one harness counts only itself.
 async fn job(h: &mut Harness, name: &str, config: &Path, items: u64, workers: usize) -> Run {
     let (get0, add0) = (h.stats(FROM, Api::ItemGet), h.stats(TO, Api::ItemAdd));
-    let file = h.item_file(items);
-    let job = h.enqueue_with(
-        config,
-        &[
-            "listing",
-            "--from",
-            "alibaba",
-            "--to",
-            "taobao",
-            "--items",
-            file.to_str().expect("utf-8 path"),
-        ],
-    );
+    let job = h.enqueue_listing_with(config, items);
     let started = Instant::now();
     for _ in 0..workers {
         h.spawn_worker_with(config, 8, 2);

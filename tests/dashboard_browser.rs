@@ -81,16 +81,7 @@ async fn dashboard_shows_live_progress_and_guards_its_actions() {
         ..ClientOpts::default()
     };
     let mut h = Harness::start(sim, &opts).await;
-    let items = h.item_file(3_000);
-    let job = h.enqueue(&[
-        "listing",
-        "--from",
-        "alibaba",
-        "--to",
-        "taobao",
-        "--items",
-        items.to_str().expect("utf-8 path"),
-    ]);
+    let job = h.enqueue_listing(3_000);
     h.spawn_worker(8, 5);
 
     let port = free_port();

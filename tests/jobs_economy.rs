@@ -13,11 +13,10 @@ use syncfleet::sim::SimConfig;
 const FROM: Platform = Platform::Alibaba;
 const TO: Platform = Platform::Taobao;
 
-/// Writes are the tighter limit: 1688 item_get 400/s, Taobao item_add 100/s, and the write
-/// gate set to the grant with a short wait, so writes are deferred again and again.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn write_bound_listing_reads_each_item_once_and_useful_means_used() {
-    let _serial = jobs_harness::serial().await;
+/// A harness whose simulator admits 1688 item_get at 400/s and Taobao item_add at 100/s
+/// (writes are the tighter limit), and a client config whose item_add gate is `gate`
+/// (TOML lines); returns the harness and that config's path.
+async fn write_bound(gate: &str) -> (Harness, std::path::PathBuf) {
     let sim = SimConfig::demo()
         .with_limit(FROM, Api::ItemGet, 400, 10_000_000)
         .with_limit(TO, Api::ItemAdd, 100, 10_000_000);
@@ -25,26 +24,23 @@ async fn write_bound_listing_reads_each_item_once_and_useful_means_used() {
         rate: 400.0,
         ..ClientOpts::default()
     };
-    let mut h = Harness::start(sim, &opts).await;
+    let h = Harness::start(sim, &opts).await;
     let text = format!(
-        "{}\n[gates.\"taobao.item_add\"]\nrate = 100\nburst = 5\nmax_wait_ms = 300\n",
+        "{}\n[gates.\"taobao.item_add\"]\n{gate}\n",
         client_toml(&h.sim, &opts)
     );
     let config = h.dir.path().join("write-bound.toml");
     std::fs::write(&config, text).expect("config");
-    let items = h.item_file(800);
-    let job = h.enqueue_with(
-        &config,
-        &[
-            "listing",
-            "--from",
-            "alibaba",
-            "--to",
-            "taobao",
-            "--items",
-            items.to_str().expect("utf-8 path"),
-        ],
-    );
+    (h, config)
+}
+
+/// Writes are the tighter limit: 1688 item_get 400/s, Taobao item_add 100/s, and the write
+/// gate set to the grant with a short wait, so writes are deferred again and again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn write_bound_listing_reads_each_item_once_and_useful_means_used() {
+    let _serial = jobs_harness::serial().await;
+    let (mut h, config) = write_bound("rate = 100\nburst = 5\nmax_wait_ms = 300").await;
+    let job = h.enqueue_listing_with(&config, 800);
     let started = chrono::Utc::now() - chrono::Duration::minutes(1);
     h.spawn_worker_with(&config, 8, 3);
     h.spawn_worker_with(&config, 8, 3);
@@ -89,33 +85,8 @@ async fn write_bound_listing_reads_each_item_once_and_useful_means_used() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_gate_ten_times_too_high_converges_without_sustained_rejections() {
     let _serial = jobs_harness::serial().await;
-    let sim = SimConfig::demo()
-        .with_limit(FROM, Api::ItemGet, 400, 10_000_000)
-        .with_limit(TO, Api::ItemAdd, 100, 10_000_000);
-    let opts = ClientOpts {
-        rate: 400.0,
-        ..ClientOpts::default()
-    };
-    let mut h = Harness::start(sim, &opts).await;
-    let text = format!(
-        "{}\n[gates.\"taobao.item_add\"]\nrate = 1000\nburst = 20\nmax_wait_ms = 2000\n",
-        client_toml(&h.sim, &opts)
-    );
-    let config = h.dir.path().join("too-high.toml");
-    std::fs::write(&config, text).expect("config");
-    let items = h.item_file(1_000);
-    let job = h.enqueue_with(
-        &config,
-        &[
-            "listing",
-            "--from",
-            "alibaba",
-            "--to",
-            "taobao",
-            "--items",
-            items.to_str().expect("utf-8 path"),
-        ],
-    );
+    let (mut h, config) = write_bound("rate = 1000\nburst = 20\nmax_wait_ms = 2000").await;
+    let job = h.enqueue_listing_with(&config, 1_000);
     h.spawn_worker_with(&config, 8, 3);
     h.spawn_worker_with(&config, 8, 3);
     let status = h.wait_job(job, Duration::from_secs(180)).await;

@@ -33,16 +33,7 @@ fn distinct_writes(h: &Harness) -> u64 {
 async fn listing_10k_across_three_workers_writes_each_item_once() {
     let _serial = jobs_harness::serial().await;
     let mut h = Harness::start(sim_config(), &ClientOpts::default()).await;
-    let items = h.item_file(10_000);
-    let job = h.enqueue(&[
-        "listing",
-        "--from",
-        "alibaba",
-        "--to",
-        "taobao",
-        "--items",
-        items.to_str().unwrap(),
-    ]);
+    let job = h.enqueue_listing(10_000);
     for _ in 0..3 {
         h.spawn_worker(8, 3);
     }
@@ -81,16 +72,7 @@ async fn sigkilled_worker_loses_no_item_and_writes_none_twice() {
     let _serial = jobs_harness::serial().await;
     let concurrency = 8;
     let mut h = Harness::start(sim_config(), &ClientOpts::default()).await;
-    let items = h.item_file(10_000);
-    let job = h.enqueue(&[
-        "listing",
-        "--from",
-        "alibaba",
-        "--to",
-        "taobao",
-        "--items",
-        items.to_str().unwrap(),
-    ]);
+    let job = h.enqueue_listing(10_000);
     let victim = h.spawn_worker(concurrency, 3);
     h.spawn_worker(concurrency, 3);
     h.spawn_worker(concurrency, 3);
@@ -132,16 +114,7 @@ async fn sigkilled_worker_loses_no_item_and_writes_none_twice() {
 async fn redis_flushed_mid_job_is_restored_by_reconcile() {
     let _serial = jobs_harness::serial().await;
     let mut h = Harness::start(sim_config(), &ClientOpts::default()).await;
-    let items = h.item_file(10_000);
-    let job = h.enqueue(&[
-        "listing",
-        "--from",
-        "alibaba",
-        "--to",
-        "taobao",
-        "--items",
-        items.to_str().unwrap(),
-    ]);
+    let job = h.enqueue_listing(10_000);
     h.spawn_worker(8, 5);
     h.spawn_worker(8, 5);
     h.wait_terminal(job, 2_500, Duration::from_secs(60)).await;
@@ -226,16 +199,7 @@ async fn backlog_of_20k_tasks_is_processed_once_workers_start() {
 async fn sigterm_finishes_in_flight_tasks_and_repeats_nothing() {
     let _serial = jobs_harness::serial().await;
     let mut h = Harness::start(sim_config(), &ClientOpts::default()).await;
-    let items = h.item_file(8_000);
-    let job = h.enqueue(&[
-        "listing",
-        "--from",
-        "alibaba",
-        "--to",
-        "taobao",
-        "--items",
-        items.to_str().unwrap(),
-    ]);
+    let job = h.enqueue_listing(8_000);
     let leaving = h.spawn_worker(8, 3);
     h.spawn_worker(8, 3);
     h.wait_terminal(job, 1_500, Duration::from_secs(60)).await;

@@ -30,19 +30,6 @@ fn distinct_writes(h: &Harness) -> u64 {
     s.ok - s.duplicate_writes
 }
 
-fn listing(h: &Harness, n: u64) -> i64 {
-    let items = h.item_file(n);
-    h.enqueue(&[
-        "listing",
-        "--from",
-        "alibaba",
-        "--to",
-        "taobao",
-        "--items",
-        items.to_str().expect("utf-8 path"),
-    ])
-}
-
 fn drill(h: &Harness, patch: DrillPatch) {
     h.sim.set_drill(patch).expect("drill");
 }
@@ -93,7 +80,7 @@ async fn scale_in_hands_chunks_back_without_charging_an_attempt() {
         ..ClientOpts::default()
     };
     let mut h = Harness::start(sim_config(), &opts).await;
-    let job = listing(&h, 1_200);
+    let job = h.enqueue_listing(1_200);
     // 8 chunks of 100 at 40 items/s: the leaving worker holds at least 20 s of work.
     let leaving = h.spawn_worker(8, 3);
     h.wait_terminal(job, 60, Duration::from_secs(60)).await;
@@ -148,7 +135,7 @@ async fn dead_letters_reach_the_ledger_and_can_be_requeued() {
         ..ClientOpts::default()
     };
     let mut h = Harness::start(sim_config(), &opts).await;
-    let job = listing(&h, 300);
+    let job = h.enqueue_listing(300);
     // One task at a time; killed mid-chunk, its task has used its only attempt.
     let doomed = h.spawn_worker(1, 3);
     h.wait_terminal(job, 20, Duration::from_secs(60)).await;
@@ -198,7 +185,7 @@ async fn dead_letters_reach_the_ledger_and_can_be_requeued() {
 async fn wrong_or_missing_ledger_is_refused() {
     let _serial = jobs_harness::serial().await;
     let h = Harness::start(sim_config(), &ClientOpts::default()).await;
-    let job = listing(&h, 500);
+    let job = h.enqueue_listing(500);
     let before = redis_queue(&h).await.len().await.expect("len");
 
     let other = format!("sqlite://{}", h.dir.path().join("other.db").display());
@@ -256,7 +243,7 @@ async fn transient_failures_heal_without_an_operator() {
         ..ClientOpts::default()
     };
     let mut h = Harness::start(sim_config(), &opts).await;
-    let job = listing(&h, 1_500);
+    let job = h.enqueue_listing(1_500);
     drill(
         &h,
         DrillPatch {
@@ -316,7 +303,7 @@ async fn transient_failures_heal_without_an_operator() {
 async fn reconcile_pushes_only_stranded_items_and_status_flags_them() {
     let _serial = jobs_harness::serial().await;
     let mut h = Harness::start(sim_config(), &ClientOpts::default()).await;
-    let job = listing(&h, 1_000);
+    let job = h.enqueue_listing(1_000);
     let out = h.run(&["reconcile", &job.to_string()]);
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains("re-pushed 0 unfinished item(s)"), "{text}");
@@ -365,7 +352,7 @@ async fn worker_exits_when_redis_stays_unreachable() {
         eprintln!("skipped: needs a private redis-server (REDIS_URL is set)");
         return;
     }
-    let job = listing(&h, 2_000);
+    let job = h.enqueue_listing(2_000);
     // The operator's setting from the report: exit once idle for 3 s.
     let pid = h.spawn_worker(4, 3);
     h.wait_terminal(job, 50, Duration::from_secs(60)).await;

@@ -12,16 +12,7 @@ use syncfleet::sim::SimConfig;
 /// Run a small listing job with one worker at `RUST_LOG=info` (call lines, job and worker
 /// lines) and `extra` flags; returns its stderr.
 async fn worker_stderr(h: &mut Harness, items: u64, extra: &[&str]) -> String {
-    let file = h.item_file(items);
-    let job = h.enqueue(&[
-        "listing",
-        "--from",
-        "alibaba",
-        "--to",
-        "taobao",
-        "--items",
-        file.to_str().expect("utf-8 path"),
-    ]);
+    let job = h.enqueue_listing(items);
     let config = h.config.clone();
     let pid = h.spawn_worker_args(&config, 4, 1, extra, &[("RUST_LOG", "info")]);
     h.wait_job(job, Duration::from_secs(60)).await;

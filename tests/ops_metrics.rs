@@ -121,16 +121,7 @@ async fn metrics_during_and_after_a_job_match_the_simulator_and_the_ledger() {
         ..ClientOpts::default()
     };
     let mut h = Harness::start(sim, &opts).await;
-    let items = h.item_file(ITEMS);
-    let job = h.enqueue(&[
-        "listing",
-        "--from",
-        "alibaba",
-        "--to",
-        "taobao",
-        "--items",
-        items.to_str().expect("utf-8 path"),
-    ]);
+    let job = h.enqueue_listing(ITEMS);
     let addr: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().expect("addr");
     let config = h.config.clone();
     // Idle exit off: the worker keeps serving after the job until it is told to stop.

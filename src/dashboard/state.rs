@@ -89,7 +89,15 @@ pub(crate) async fn collect(
     let now = chrono::Utc::now();
     let mut jobs = Vec::new();
     for j in store.list_jobs(JOBS).await? {
-        let status = store.job_status(j.id).await?;
+        // A finished job's counts and rate are in its summary; only a running job needs its
+        // last minute read (rate, ETA).
+        let (rate_per_sec, eta_s) = match j.state {
+            JobState::Finished => (j.rate_per_sec(0, now), Some(0)),
+            JobState::Running => {
+                let status = store.job_status(j.id).await?;
+                (status.rate_per_sec, status.eta().map(|d| d.as_secs()))
+            }
+        };
         let failures = if j.counts.failed > 0 {
             store.failure_reasons(j.id, REASONS).await?
         } else {
@@ -106,11 +114,8 @@ pub(crate) async fn collect(
             failed: j.counts.failed,
             skipped: j.counts.skipped,
             percent: j.percent(),
-            rate_per_sec: status.rate_per_sec,
-            eta_s: match j.state {
-                JobState::Finished => Some(0),
-                JobState::Running => status.eta().map(|d| d.as_secs()),
-            },
+            rate_per_sec,
+            eta_s,
             failures,
         });
     }

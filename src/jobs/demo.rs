@@ -185,15 +185,10 @@ pub async fn run(
     let gates = Gates::embedded(&rt.cfg);
     let gateway = sim_gateway(&rt.cfg, &sim_cfg, &rt.store, gates.clone(), None)?;
     // Stopped when dropped at the end of the run.
-    let _metrics =
-        crate::ops::metrics::serve_if(opts.metrics_listen, || crate::ops::metrics::Sources {
-            cfg: rt.cfg.clone(),
-            gates,
-            gateway: gateway.clone(),
-            queue: rt.queue.clone(),
-            store: rt.store.clone(),
-        })
-        .await?;
+    let _metrics = crate::ops::metrics::serve_if(opts.metrics_listen, || {
+        rt.metrics_sources(gates, gateway.clone())
+    })
+    .await?;
 
     let keys: Vec<String> = (1..=opts.items).map(|i| i.to_string()).collect();
     let spec = JobSpec::Listing {

@@ -233,7 +233,16 @@ impl JobRunner {
             });
         }
         // A re-delivered task does only what the ledger still shows pending.
-        let keys = self.ctx.store.items_to_run(task.job_id, &task.keys).await?;
+        let pending = self
+            .ctx
+            .store
+            .items_to_run_carrying(task.job_id, &task.keys)
+            .await?;
+        let carried: HashMap<String, String> = pending
+            .iter()
+            .filter_map(|(k, c)| c.clone().map(|c| (k.clone(), c)))
+            .collect();
+        let keys: Vec<String> = pending.into_iter().map(|(k, _)| k).collect();
         if keys.is_empty() {
             return Ok(TaskResult::Done);
         }
@@ -250,7 +259,6 @@ impl JobRunner {
                 // waits for a permit before it starts; permits come back once recorded, so
                 // at most UNRECORDED_MAX items of a task are started and not yet recorded.
                 let unrecorded = tokio::sync::Semaphore::new(UNRECORDED_MAX);
-                let carried = self.ctx.store.carried(task.job_id, &keys).await?;
                 let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
                 let produce = async {
                     let chunk = listing::Chunk {
@@ -302,7 +310,6 @@ impl JobRunner {
                 recorded?;
             }
             JobSpec::Orders { platform, shop, .. } => {
-                let carried = self.ctx.store.carried(task.job_id, &keys).await?;
                 let run = orders::run_chunk(&self.ctx, *platform, shop, &keys, &useful, &carried);
                 let Some(runs) = stop.cut_short(run).await else {
                     return Ok(TaskResult::RetryAfter(HAND_BACK_DELAY));

@@ -71,6 +71,18 @@ impl RuntimeError {
 }
 
 impl Runtime {
+    /// What the metrics collector reads: this runtime's ledger, queue and config, and the
+    /// gates and gateway the worker calls through.
+    pub fn metrics_sources(&self, gates: Gates, gateway: Gateway) -> crate::ops::metrics::Sources {
+        crate::ops::metrics::Sources {
+            cfg: self.cfg.clone(),
+            gates,
+            gateway,
+            queue: self.queue.clone(),
+            store: self.store.clone(),
+        }
+    }
+
     /// Open an existing ledger (applying new migrations) and the queue of the mode
     /// `redis_url` selects. A missing ledger is refused (only `db migrate` creates one), and
     /// so is a queue that serves another ledger (its fleet id differs).
@@ -266,15 +278,10 @@ pub async fn run_worker(
     super::secrets::check_running_jobs(&rt.store, &rt.cfg).await?;
     let (gates, gateway) = rt.gates_and_gateway().await?;
     // Issue 11: metrics endpoint and collector, stopped when `_metrics` drops at return.
-    let _metrics =
-        crate::ops::metrics::serve_if(opts.metrics_listen, || crate::ops::metrics::Sources {
-            cfg: rt.cfg.clone(),
-            gates,
-            gateway: gateway.clone(),
-            queue: rt.queue.clone(),
-            store: rt.store.clone(),
-        })
-        .await?;
+    let _metrics = crate::ops::metrics::serve_if(opts.metrics_listen, || {
+        rt.metrics_sources(gates, gateway.clone())
+    })
+    .await?;
     shutdown_on_signal(shutdown.clone());
     let unreachable = (rt.cfg.queue.unreachable_exit_s > 0)
         .then(|| Duration::from_secs(rt.cfg.queue.unreachable_exit_s));

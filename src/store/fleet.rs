@@ -48,17 +48,7 @@ impl Store {
         .await
         .ctx(self, "fail_dead_items: update items")?
         .rows_affected();
-        sqlx::query(concat!(
-            "UPDATE jobs SET status = 'finished', finished_at = ",
-            now_ms!(),
-            " WHERE id = ? AND status = 'running'
-               AND NOT EXISTS (SELECT 1 FROM job_items WHERE job_id = ? AND status = 'pending')"
-        ))
-        .bind(job_id)
-        .bind(job_id)
-        .execute(&mut *tx)
-        .await
-        .ctx(self, "fail_dead_items: finish job")?;
+        self.finish_job_if_done(&mut tx, job_id, None).await?;
         tx.commit().await.ctx(self, "fail_dead_items: commit")?;
         Ok(changed)
     }
@@ -89,11 +79,7 @@ impl Store {
         .await
         .ctx(self, "revive_dead_items: update items")?;
         if !revived.is_empty() {
-            sqlx::query("UPDATE jobs SET status = 'running', finished_at = NULL WHERE id = ?")
-                .bind(job_id)
-                .execute(&mut *tx)
-                .await
-                .ctx(self, "revive_dead_items: reopen job")?;
+            self.reopen_job(&mut tx, job_id).await?;
         }
         tx.commit().await.ctx(self, "revive_dead_items: commit")?;
         Ok(revived)
@@ -147,23 +133,24 @@ impl Store {
             .collect())
     }
 
-    /// What pending items of the job carry from an earlier run (key -> JSON), for `keys`.
-    pub async fn carried(
+    /// [`Store::items_to_run`] with what each pending item carries from an earlier run
+    /// (JSON, or `None`): one query for what a (re-)run task must do and what it may reuse.
+    pub async fn items_to_run_carrying(
         &self,
         job_id: i64,
         keys: &[String],
-    ) -> Result<std::collections::HashMap<String, String>, StoreError> {
-        let rows: Vec<(String, String)> = sqlx::query_as(
+    ) -> Result<Vec<(String, Option<String>)>, StoreError> {
+        sqlx::query_as(
             "SELECT i.item_key, i.carry FROM json_each(?) AS k
              CROSS JOIN job_items AS i ON i.job_id = ? AND i.item_key = k.value
-             WHERE i.status = 'pending' AND i.carry IS NOT NULL",
+             WHERE i.status = 'pending'
+             ORDER BY i.seq",
         )
         .bind(json_list(keys))
         .bind(job_id)
         .fetch_all(&self.pool)
         .await
-        .ctx(self, "carried")?;
-        Ok(rows.into_iter().collect())
+        .ctx(self, "items_to_run_carrying")
     }
 
     /// Keep what pending items already fetched (key, JSON), in one transaction.

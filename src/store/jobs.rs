@@ -293,16 +293,50 @@ impl Store {
         .ctx(self, "reset_items_to_pending: update items")?
         .rows_affected();
         if reset > 0 {
-            sqlx::query("UPDATE jobs SET status = 'running', finished_at = NULL WHERE id = ?")
-                .bind(job_id)
-                .execute(&mut *tx)
-                .await
-                .ctx(self, "reset_items_to_pending: reopen job")?;
+            self.reopen_job(&mut tx, job_id).await?;
         }
         tx.commit()
             .await
             .ctx(self, "reset_items_to_pending: commit")?;
         Ok(reset)
+    }
+
+    /// Inside `tx`: mark the job finished (at `now`, or the database's now) when no item is
+    /// pending. True for exactly the transaction that finished it.
+    pub(super) async fn finish_job_if_done(
+        &self,
+        tx: &mut sqlx::Transaction<'_, sqlx::Sqlite>,
+        job_id: i64,
+        now: Option<i64>,
+    ) -> Result<bool, StoreError> {
+        let finished = sqlx::query(concat!(
+            "UPDATE jobs SET status = 'finished', finished_at = COALESCE(?, ",
+            now_ms!(),
+            ") WHERE id = ? AND status = 'running'
+               AND NOT EXISTS (SELECT 1 FROM job_items WHERE job_id = ? AND status = 'pending')"
+        ))
+        .bind(now)
+        .bind(job_id)
+        .bind(job_id)
+        .execute(&mut **tx)
+        .await
+        .ctx(self, "finish job")?
+        .rows_affected();
+        Ok(finished == 1)
+    }
+
+    /// Inside `tx`: the job runs again (items were put back to pending).
+    pub(super) async fn reopen_job(
+        &self,
+        tx: &mut sqlx::Transaction<'_, sqlx::Sqlite>,
+        job_id: i64,
+    ) -> Result<(), StoreError> {
+        sqlx::query("UPDATE jobs SET status = 'running', finished_at = NULL WHERE id = ?")
+            .bind(job_id)
+            .execute(&mut **tx)
+            .await
+            .ctx(self, "reopen job")?;
+        Ok(())
     }
 
     /// Record outcomes in one transaction: status, error class/message, result, attempts + 1.
@@ -347,19 +381,7 @@ impl Store {
             .ctx(self, "finish_items: update item")?
             .rows_affected();
         }
-        let job_finished = sqlx::query(
-            "UPDATE jobs SET status = 'finished', finished_at = ?
-             WHERE id = ? AND status = 'running'
-               AND NOT EXISTS (SELECT 1 FROM job_items WHERE job_id = ? AND status = 'pending')",
-        )
-        .bind(now)
-        .bind(job_id)
-        .bind(job_id)
-        .execute(&mut *tx)
-        .await
-        .ctx(self, "finish_items: finish job")?
-        .rows_affected()
-            == 1;
+        let job_finished = self.finish_job_if_done(&mut tx, job_id, Some(now)).await?;
         tx.commit().await.ctx(self, "finish_items: commit")?;
         Ok(FinishReport {
             recorded,

@@ -218,19 +218,9 @@ impl Store {
             .begin_with("BEGIN IMMEDIATE")
             .await
             .ctx(self, "record_trace: begin")?;
-        let mut new = 0;
-        for event in events {
-            new += sqlx::query(INSERT_EVENT)
-                .bind(platform.as_str())
-                .bind(order_id)
-                .bind(&event.event_time)
-                .bind(&event.status)
-                .bind(&event.description)
-                .execute(&mut *tx)
-                .await
-                .ctx(self, "record_trace: insert event")?
-                .rows_affected();
-        }
+        let new = self
+            .insert_events_in(&mut tx, platform, order_id, events)
+            .await?;
         if let Some(last) = events.last() {
             sqlx::query(SET_LAST_STATUS)
                 .bind(&last.status)
@@ -252,6 +242,30 @@ impl Store {
         .await
         .ctx(self, "record_trace: mark queried")?;
         tx.commit().await.ctx(self, "record_trace: commit")?;
+        Ok(new)
+    }
+
+    /// INSERT OR IGNORE the events of one order inside `tx`; how many were new.
+    async fn insert_events_in(
+        &self,
+        tx: &mut sqlx::Transaction<'_, sqlx::Sqlite>,
+        platform: Platform,
+        order_id: &str,
+        events: &[LogisticsEvent],
+    ) -> Result<u64, StoreError> {
+        let mut new = 0;
+        for event in events {
+            new += sqlx::query(INSERT_EVENT)
+                .bind(platform.as_str())
+                .bind(order_id)
+                .bind(&event.event_time)
+                .bind(&event.status)
+                .bind(&event.description)
+                .execute(&mut **tx)
+                .await
+                .ctx(self, "insert event")?
+                .rows_affected();
+        }
         Ok(new)
     }
 
@@ -289,19 +303,9 @@ impl Store {
             .begin_with("BEGIN IMMEDIATE")
             .await
             .ctx(self, "insert_events: begin")?;
-        let mut new = 0;
-        for event in events {
-            new += sqlx::query(INSERT_EVENT)
-                .bind(platform.as_str())
-                .bind(order_id)
-                .bind(&event.event_time)
-                .bind(&event.status)
-                .bind(&event.description)
-                .execute(&mut *tx)
-                .await
-                .ctx(self, "insert_events: insert")?
-                .rows_affected();
-        }
+        let new = self
+            .insert_events_in(&mut tx, platform, order_id, events)
+            .await?;
         tx.commit().await.ctx(self, "insert_events: commit")?;
         Ok(new)
     }

@@ -80,16 +80,7 @@ impl Pick {
 
 /// Enqueue `items` listing items, run 3 workers under `chaos`, wait for the job to end.
 pub async fn run(h: &mut Harness, items: u64, chaos: Chaos) -> ChaosReport {
-    let file = h.item_file(items);
-    let job = h.enqueue(&[
-        "listing",
-        "--from",
-        "alibaba",
-        "--to",
-        "taobao",
-        "--items",
-        file.to_str().expect("utf-8 path"),
-    ]);
+    let job = h.enqueue_listing(items);
     let started = Instant::now();
     let mut live: Vec<u32> = (0..3).map(|_| h.spawn_worker(8, 3)).collect();
     let mut events = Vec::new();

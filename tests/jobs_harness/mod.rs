@@ -231,6 +231,23 @@ impl Harness {
         self.enqueue_with(&self.config.clone(), args)
     }
 
+    /// Enqueue a listing (1688 -> Taobao) of items 1..=n with `config`; returns the job id.
+    pub fn enqueue_listing_with(&self, config: &Path, n: u64) -> i64 {
+        let items = self.item_file(n);
+        let items = items.to_str().expect("utf-8 temp path");
+        self.enqueue_with(
+            config,
+            &[
+                "listing", "--from", "alibaba", "--to", "taobao", "--items", items,
+            ],
+        )
+    }
+
+    /// [`Harness::enqueue_listing_with`] with the harness's own config.
+    pub fn enqueue_listing(&self, n: u64) -> i64 {
+        self.enqueue_listing_with(&self.config.clone(), n)
+    }
+
     /// Write `n` listing item ids (1..=n) to a file; returns its path.
     pub fn item_file(&self, n: u64) -> PathBuf {
         let path = self.dir.path().join(format!("items-{n}.txt"));

@@ -215,6 +215,10 @@ impl EmbeddedQueue {
         })
     }
 
+    // The three reads below are SQL on the queue's own file (apalis-sqlite's `Jobs` table),
+    // not on the ledger, so they live with the queue rather than in `src/store`: apalis 1.0
+    // can list one status a page at a time but cannot delete a dead row.
+
     /// Pending, fetched and running rows (see [`super::Queue::live_tasks`]).
     pub async fn live_tasks(&self) -> Result<Vec<TaskMsg>, QueueError> {
         let rows: Vec<Vec<u8>> = sqlx::query_scalar(

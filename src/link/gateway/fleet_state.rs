@@ -95,17 +95,7 @@ impl Gateway {
 
     /// Count a logical call in the retry budget (locally, and in the fleet's when there is one).
     pub(super) async fn budget_record_call(&self, platform: Platform, api: Api) {
-        let now = Instant::now();
-        {
-            let mut b = self
-                .inner
-                .local_budget
-                .lock()
-                .unwrap_or_else(|p| p.into_inner());
-            b.entry((platform, api))
-                .or_insert_with(|| LocalRetryBudget::new(self.inner.budget_policy, now))
-                .record_call(now);
-        }
+        self.local_budget(platform, api, |b, now| b.record_call(now));
         if let Some(fleet) = &self.inner.fleet {
             if let Err(e) = fleet
                 .budget_record_call(platform, api, self.inner.budget_policy.window)
@@ -127,15 +117,26 @@ impl Gateway {
                 Err(e) => self.redis_warn("retry budget", &e),
             }
         }
+        self.local_budget(platform, api, |b, now| b.try_retry(now))
+    }
+
+    /// Run `f` on this process's retry budget of (platform, api), made on first use.
+    fn local_budget<R>(
+        &self,
+        platform: Platform,
+        api: Api,
+        f: impl FnOnce(&mut LocalRetryBudget, Instant) -> R,
+    ) -> R {
         let now = Instant::now();
         let mut b = self
             .inner
             .local_budget
             .lock()
             .unwrap_or_else(|p| p.into_inner());
-        b.entry((platform, api))
-            .or_insert_with(|| LocalRetryBudget::new(self.inner.budget_policy, now))
-            .try_retry(now)
+        let budget = b
+            .entry((platform, api))
+            .or_insert_with(|| LocalRetryBudget::new(self.inner.budget_policy, now));
+        f(budget, now)
     }
 
     pub(super) fn redis_warn(&self, what: &str, e: &redis::RedisError) {
