@@ -1,36 +1,52 @@
-//! The SQL ledger against real SQLite files in temporary directories.
+//! The SQL ledger against real databases: each test body runs on SQLite (a file in a temporary
+//! directory) and on PostgreSQL (a fresh database on the server `scripts/test` provides);
+//! tests of one backend's own features say so.
+
+mod support;
 
 use chrono::{Duration as ChronoDuration, TimeZone, Utc};
 use std::time::Duration;
+use support::ledger::{Kind, TestLedger};
 use syncfleet::platform::{Api, ErrorClass, Platform};
 use syncfleet::store::*;
-use tempfile::TempDir;
-
-async fn fresh() -> (TempDir, Store) {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let url = format!("sqlite://{}", dir.path().join("ledger.db").display());
-    let store = Store::connect(&url).await.expect("connect");
-    store.migrate().await.expect("migrate");
-    (dir, store)
-}
 
 fn keys(n: usize) -> Vec<String> {
     (0..n).map(|i| format!("item-{i:06}")).collect()
 }
 
-/// Plain SQL against the same file, as an operator would inspect it.
-async fn raw(dir: &TempDir) -> sqlx::SqlitePool {
-    let url = format!("sqlite://{}", dir.path().join("ledger.db").display());
-    sqlx::SqlitePool::connect(&url).await.expect("raw connect")
-}
+on_both_backends!(
+    migrations_apply_twice_idempotently,
+    only_migrate_creates_a_ledger,
+    fleet_id_is_made_once_and_kept,
+    dead_items_fail_finish_the_job_and_revive,
+    create_job_is_atomic,
+    empty_job_is_created_finished,
+    rerun_skips_terminal_items,
+    finish_items_finishes_job_only_when_all_terminal,
+    concurrent_finishers_see_job_finished_exactly_once,
+    retry_by_class_resets_failed_items_and_reopens_job,
+    job_status_of_unknown_job_is_not_found,
+    upsert_order_only_when_modified_advances,
+    logistics_events_dedup_with_insert_or_ignore,
+    record_trace_marks_queried_only_together_with_the_events,
+    ledger_instants_come_from_the_database_clock,
+    logistics_candidates_skip_signed_recent_and_unshipped,
+    record_calls_increments_and_reports,
+    embedded_lock_refuses_second_holder_until_stale,
+    gate_changes_and_stale_cache_round_trip,
+    views_report_progress_and_useful_ratio,
+);
 
-#[tokio::test]
-async fn migrations_apply_twice_idempotently() {
-    let dir = tempfile::tempdir().unwrap();
-    let url = format!("sqlite://{}", dir.path().join("new.db").display());
+async fn migrations_apply_twice_idempotently(kind: Kind) {
+    let ledger = TestLedger::empty(kind).await;
+    let url = ledger.url.clone();
     let store = Store::connect(&url).await.unwrap();
     let first = store.migrate().await.unwrap();
-    let migrations = std::fs::read_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/migrations"))
+    let dir = match kind {
+        Kind::Sqlite => "sqlite",
+        Kind::Postgres => "postgres",
+    };
+    let migrations = std::fs::read_dir(format!("{}/migrations/{dir}", env!("CARGO_MANIFEST_DIR")))
         .unwrap()
         .filter(|e| {
             e.as_ref()
@@ -57,28 +73,47 @@ async fn migrations_apply_twice_idempotently() {
     assert_eq!(again.job_status(id).await.unwrap().job.total, 3);
 }
 
-#[tokio::test]
-async fn only_migrate_creates_a_ledger() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("mistyped.db");
-    let url = format!("sqlite://{}", path.display());
+async fn only_migrate_creates_a_ledger(kind: Kind) {
+    let ledger = TestLedger::empty(kind).await;
+    let url = match kind {
+        // A mistyped file name.
+        Kind::Sqlite => ledger.url.replace("ledger.db", "mistyped.db"),
+        // A mistyped database name on the right server.
+        Kind::Postgres => format!("{}_mistyped", ledger.url),
+    };
     let err = Store::connect_existing(&url).await.unwrap_err();
     assert!(err.is_input_error(), "{err}");
     let msg = err.to_string();
     assert!(
-        msg.contains("mistyped.db") && msg.contains("db migrate"),
+        msg.contains("mistyped") && msg.contains("db migrate"),
         "{msg}"
     );
-    assert!(!path.exists(), "a refused open must not create the file");
+    if kind == Kind::Sqlite {
+        let path = url.trim_start_matches("sqlite://");
+        assert!(
+            !std::path::Path::new(path).exists(),
+            "a refused open must not create the file"
+        );
+    }
+    // A database that exists but holds no ledger is refused the same way (Postgres: the DBA
+    // made the database; the SQLite counterpart is an existing empty file, which migrates).
+    if kind == Kind::Postgres {
+        let err = Store::connect_existing(&ledger.url).await.unwrap_err();
+        assert!(matches!(err, StoreError::Missing { .. }), "{err}");
+    }
     // Once created (what `db migrate` does), it opens.
-    Store::connect(&url).await.unwrap().migrate().await.unwrap();
-    Store::connect_existing(&url).await.unwrap();
+    Store::connect(&ledger.url)
+        .await
+        .unwrap()
+        .migrate()
+        .await
+        .unwrap();
+    Store::connect_existing(&ledger.url).await.unwrap();
 }
 
-#[tokio::test]
-async fn fleet_id_is_made_once_and_kept() {
-    let dir = tempfile::tempdir().unwrap();
-    let url = format!("sqlite://{}", dir.path().join("l.db").display());
+async fn fleet_id_is_made_once_and_kept(kind: Kind) {
+    let ledger = TestLedger::empty(kind).await;
+    let url = ledger.url.clone();
     let a = Store::connect(&url).await.unwrap();
     a.migrate().await.unwrap();
     let id = a.fleet_id().await.unwrap();
@@ -87,7 +122,7 @@ async fn fleet_id_is_made_once_and_kept() {
     let b = Store::connect_existing(&url).await.unwrap();
     b.migrate().await.unwrap();
     assert_eq!(b.fleet_id().await.unwrap(), id);
-    let (_d2, other) = fresh().await;
+    let (_l2, other) = TestLedger::fresh(kind).await;
     assert_ne!(
         other.fleet_id().await.unwrap(),
         id,
@@ -95,9 +130,8 @@ async fn fleet_id_is_made_once_and_kept() {
     );
 }
 
-#[tokio::test]
-async fn dead_items_fail_finish_the_job_and_revive() {
-    let (_dir, store) = fresh().await;
+async fn dead_items_fail_finish_the_job_and_revive(kind: Kind) {
+    let (_ledger, store) = TestLedger::fresh(kind).await;
     let id = store
         .create_job(JobKind::Listing, "{}", &keys(4))
         .await
@@ -132,7 +166,7 @@ async fn dead_items_fail_finish_the_job_and_revive() {
 
 #[tokio::test]
 async fn pragmas_in_effect_on_every_pooled_connection() {
-    let (_dir, store) = fresh().await;
+    let (_ledger, store) = TestLedger::fresh(Kind::Sqlite).await;
     let all = store.pragmas_per_connection(4).await.unwrap();
     assert_eq!(all.len(), 4);
     for p in all {
@@ -145,7 +179,11 @@ async fn pragmas_in_effect_on_every_pooled_connection() {
 
 #[tokio::test]
 async fn bad_urls_are_input_errors_naming_the_url() {
-    for url in ["postgres://u:pw@localhost/x", "sqlite://", "mysql://h/db"] {
+    for url in [
+        "postgres://u:pw@127.0.0.1:notaport/x",
+        "sqlite://",
+        "mysql://h/db",
+    ] {
         let err = Store::connect(url).await.unwrap_err();
         assert!(err.is_input_error(), "{url}: {err}");
         let msg = err.to_string();
@@ -173,9 +211,8 @@ async fn in_memory_ledger_works() {
     assert_eq!(store.pending_keys(id).await.unwrap().len(), 5);
 }
 
-#[tokio::test]
-async fn create_job_is_atomic() {
-    let (dir, store) = fresh().await;
+async fn create_job_is_atomic(kind: Kind) {
+    let (ledger, store) = TestLedger::fresh(kind).await;
     let mut ks = keys(5000);
     // A duplicate deep in the list: the job row and thousands of items are already written
     // inside the transaction when the insert fails.
@@ -190,11 +227,8 @@ async fn create_job_is_atomic() {
     }
     assert!(err.is_input_error());
     assert!(store.list_jobs(10).await.unwrap().is_empty());
-    let pool = raw(&dir).await;
-    let items: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM job_items")
-        .fetch_one(&pool)
-        .await
-        .unwrap();
+    let raw = ledger.raw().await;
+    let (items,): (i64,) = raw.one("SELECT COUNT(*) FROM job_items").await;
     assert_eq!(items, 0);
     // Invalid spec JSON is refused by the schema, also leaving nothing.
     assert!(store
@@ -222,9 +256,8 @@ async fn create_job_is_atomic() {
     assert_eq!(st.spec, r#"{"from":"alibaba"}"#);
 }
 
-#[tokio::test]
-async fn empty_job_is_created_finished() {
-    let (_dir, store) = fresh().await;
+async fn empty_job_is_created_finished(kind: Kind) {
+    let (_ledger, store) = TestLedger::fresh(kind).await;
     let id = store
         .create_job(JobKind::Logistics, "{}", &[])
         .await
@@ -235,9 +268,8 @@ async fn empty_job_is_created_finished() {
     assert_eq!(st.eta(), Some(Duration::ZERO));
 }
 
-#[tokio::test]
-async fn rerun_skips_terminal_items() {
-    let (_dir, store) = fresh().await;
+async fn rerun_skips_terminal_items(kind: Kind) {
+    let (_ledger, store) = TestLedger::fresh(kind).await;
     let ks = keys(10);
     let id = store.create_job(JobKind::Listing, "{}", &ks).await.unwrap();
     store
@@ -281,9 +313,8 @@ async fn rerun_skips_terminal_items() {
     assert_eq!(seven.error_class, Some(ErrorClass::Retry));
 }
 
-#[tokio::test]
-async fn finish_items_finishes_job_only_when_all_terminal() {
-    let (_dir, store) = fresh().await;
+async fn finish_items_finishes_job_only_when_all_terminal(kind: Kind) {
+    let (_ledger, store) = TestLedger::fresh(kind).await;
     let ks = keys(4);
     let id = store.create_job(JobKind::Listing, "{}", &ks).await.unwrap();
     let r = store
@@ -341,14 +372,12 @@ async fn finish_items_finishes_job_only_when_all_terminal() {
     assert!(st.rate_per_sec > 0.0, "4 items finished within the minute");
 }
 
-#[tokio::test]
-async fn concurrent_finishers_see_job_finished_exactly_once() {
-    let (dir, store) = fresh().await;
+async fn concurrent_finishers_see_job_finished_exactly_once(kind: Kind) {
+    let (ledger, store) = TestLedger::fresh(kind).await;
     let ks = keys(800);
     let id = store.create_job(JobKind::Listing, "{}", &ks).await.unwrap();
-    // A second pool on the same file stands in for a second worker process.
-    let url = format!("sqlite://{}", dir.path().join("ledger.db").display());
-    let other = Store::connect(&url).await.unwrap();
+    // A second pool on the same ledger stands in for a second worker process.
+    let other = Store::connect(&ledger.url).await.unwrap();
     let mut tasks = Vec::new();
     for (i, chunk) in ks.chunks(50).enumerate() {
         let s = if i % 2 == 0 {
@@ -371,9 +400,8 @@ async fn concurrent_finishers_see_job_finished_exactly_once() {
     assert_eq!(store.job_status(id).await.unwrap().job.counts.done, 800);
 }
 
-#[tokio::test]
-async fn retry_by_class_resets_failed_items_and_reopens_job() {
-    let (_dir, store) = fresh().await;
+async fn retry_by_class_resets_failed_items_and_reopens_job(kind: Kind) {
+    let (_ledger, store) = TestLedger::fresh(kind).await;
     let ks = keys(5);
     let id = store.create_job(JobKind::Listing, "{}", &ks).await.unwrap();
     store
@@ -422,9 +450,8 @@ async fn retry_by_class_resets_failed_items_and_reopens_job() {
     assert_eq!(one.error_class, None);
 }
 
-#[tokio::test]
-async fn job_status_of_unknown_job_is_not_found() {
-    let (_dir, store) = fresh().await;
+async fn job_status_of_unknown_job_is_not_found(kind: Kind) {
+    let (_ledger, store) = TestLedger::fresh(kind).await;
     match store.job_status(42).await {
         Err(e @ StoreError::JobNotFound { job_id: 42, .. }) => {
             assert!(e.is_input_error());
@@ -446,9 +473,8 @@ fn order(id: &str, modified_s: i64, status: &str) -> Order {
     }
 }
 
-#[tokio::test]
-async fn upsert_order_only_when_modified_advances() {
-    let (_dir, store) = fresh().await;
+async fn upsert_order_only_when_modified_advances(kind: Kind) {
+    let (_ledger, store) = TestLedger::fresh(kind).await;
     let o = order("1001", 0, "WAIT_SELLER_SEND_GOODS");
     assert!(store.upsert_order_if_advanced(&o).await.unwrap(), "new");
     assert!(
@@ -489,9 +515,8 @@ async fn upsert_order_only_when_modified_advances() {
     assert_eq!(store.upsert_orders_if_advanced(&page).await.unwrap(), 2);
 }
 
-#[tokio::test]
-async fn logistics_events_dedup_with_insert_or_ignore() {
-    let (_dir, store) = fresh().await;
+async fn logistics_events_dedup_with_insert_or_ignore(kind: Kind) {
+    let (_ledger, store) = TestLedger::fresh(kind).await;
     let ev = |t: &str, s: &str| LogisticsEvent {
         event_time: t.into(),
         status: s.into(),
@@ -527,9 +552,8 @@ async fn logistics_events_dedup_with_insert_or_ignore() {
 
 /// Issue 8: an order was marked queried before its trace was stored, so after a failed store
 /// a re-run skipped it as "queried recently" and its events were never stored.
-#[tokio::test]
-async fn record_trace_marks_queried_only_together_with_the_events() {
-    let (dir, store) = fresh().await;
+async fn record_trace_marks_queried_only_together_with_the_events(kind: Kind) {
+    let (ledger, store) = TestLedger::fresh(kind).await;
     let mut o = order("t1", 0, "WAIT_BUYER_CONFIRM_GOODS");
     o.shop = "shop1".into();
     o.shipped = true;
@@ -554,16 +578,23 @@ async fn record_trace_marks_queried_only_together_with_the_events() {
             description: "signed".into(),
         },
     ];
-    // The second event fails to store (a real SQLite error, as a full disk would give).
-    let pool = raw(&dir).await;
-    sqlx::query(
-        "CREATE TRIGGER fail_second_event BEFORE INSERT ON logistics_events
-         WHEN NEW.event_time = '2026-01-02 10:00:00'
-         BEGIN SELECT RAISE(ABORT, 'test: event store fails'); END",
-    )
-    .execute(&pool)
-    .await
-    .unwrap();
+    // The second event fails to store (a real database error, as a full disk would give).
+    let raw = ledger.raw().await;
+    raw.execute(match kind {
+        Kind::Sqlite => {
+            "CREATE TRIGGER fail_second_event BEFORE INSERT ON logistics_events
+             WHEN NEW.event_time = '2026-01-02 10:00:00'
+             BEGIN SELECT RAISE(ABORT, 'test: event store fails'); END"
+        }
+        Kind::Postgres => {
+            "CREATE FUNCTION fail_second_event() RETURNS trigger AS $$
+             BEGIN RAISE EXCEPTION 'test: event store fails'; END $$ LANGUAGE plpgsql;
+             CREATE TRIGGER fail_second_event BEFORE INSERT ON logistics_events
+             FOR EACH ROW WHEN (NEW.event_time = '2026-01-02 10:00:00')
+             EXECUTE FUNCTION fail_second_event();"
+        }
+    })
+    .await;
     let err = store
         .record_trace(Platform::Taobao, "t1", &trace, true)
         .await
@@ -593,10 +624,11 @@ async fn record_trace_marks_queried_only_together_with_the_events() {
         vec!["t1".to_string()]
     );
     // The re-run stores everything and marks the order, in one go.
-    sqlx::query("DROP TRIGGER fail_second_event")
-        .execute(&pool)
-        .await
-        .unwrap();
+    raw.execute(match kind {
+        Kind::Sqlite => "DROP TRIGGER fail_second_event",
+        Kind::Postgres => "DROP TRIGGER fail_second_event ON logistics_events",
+    })
+    .await;
     assert_eq!(
         store
             .record_trace(Platform::Taobao, "t1", &trace, true)
@@ -628,17 +660,11 @@ async fn record_trace_marks_queried_only_together_with_the_events() {
     );
 }
 
-/// Ledger instants are the database's clock in unix milliseconds (`unixepoch('subsec')`).
-#[tokio::test]
-async fn ledger_instants_come_from_the_database_clock() {
-    let (dir, store) = fresh().await;
-    let pool = raw(&dir).await;
-    let db_now = || async {
-        sqlx::query_scalar::<_, i64>("SELECT CAST(unixepoch('subsec') * 1000 AS INTEGER)")
-            .fetch_one(&pool)
-            .await
-            .unwrap()
-    };
+/// Ledger instants are the database's clock in unix milliseconds.
+async fn ledger_instants_come_from_the_database_clock(kind: Kind) {
+    let (ledger, store) = TestLedger::fresh(kind).await;
+    let raw = ledger.raw().await;
+    let db_now = || async { raw.one::<(i64,)>(ledger.now_ms_sql()).await.0 };
     let before = db_now().await;
     let ks = keys(2);
     let id = store.create_job(JobKind::Listing, "{}", &ks).await.unwrap();
@@ -664,9 +690,8 @@ async fn ledger_instants_come_from_the_database_clock() {
     assert!((created - Utc::now().timestamp_millis()).abs() < 60_000);
 }
 
-#[tokio::test]
-async fn logistics_candidates_skip_signed_recent_and_unshipped() {
-    let (_dir, store) = fresh().await;
+async fn logistics_candidates_skip_signed_recent_and_unshipped(kind: Kind) {
+    let (_ledger, store) = TestLedger::fresh(kind).await;
     let now = Utc::now();
     let rec = |id: &str, shop: &str, shipped: bool, signed: bool, queried_min_ago: Option<i64>| {
         let mut o = order(id, 0, "WAIT_BUYER_CONFIRM_GOODS");
@@ -758,9 +783,8 @@ async fn logistics_candidates_skip_signed_recent_and_unshipped() {
         .unwrap());
 }
 
-#[tokio::test]
-async fn record_calls_increments_and_reports() {
-    let (_dir, store) = fresh().await;
+async fn record_calls_increments_and_reports(kind: Kind) {
+    let (_ledger, store) = TestLedger::fresh(kind).await;
     // 15:59 UTC is 23:59 GMT+8 on Jan 1; 16:00 UTC is Jan 2 in GMT+8.
     let t = Utc.with_ymd_and_hms(2026, 1, 1, 15, 59, 10).unwrap();
     let next_day = Utc.with_ymd_and_hms(2026, 1, 1, 16, 0, 0).unwrap();
@@ -806,11 +830,9 @@ async fn record_calls_increments_and_reports() {
     assert_eq!(minute_key(t), "2026-01-01 15:59");
 }
 
-#[tokio::test]
-async fn embedded_lock_refuses_second_holder_until_stale() {
-    let (dir, store) = fresh().await;
-    let url = format!("sqlite://{}", dir.path().join("ledger.db").display());
-    let other = Store::connect(&url).await.unwrap();
+async fn embedded_lock_refuses_second_holder_until_stale(kind: Kind) {
+    let (ledger, store) = TestLedger::fresh(kind).await;
+    let other = Store::connect(&ledger.url).await.unwrap();
     let stale = Duration::from_millis(400);
     store
         .try_acquire_embedded_lock("worker-a", stale)
@@ -857,9 +879,8 @@ async fn embedded_lock_refuses_second_holder_until_stale() {
         .unwrap();
 }
 
-#[tokio::test]
-async fn gate_changes_and_stale_cache_round_trip() {
-    let (_dir, store) = fresh().await;
+async fn gate_changes_and_stale_cache_round_trip(kind: Kind) {
+    let (_ledger, store) = TestLedger::fresh(kind).await;
     let at = Utc.with_ymd_and_hms(2026, 1, 1, 0, 0, 0).unwrap();
     let change = GateChange {
         at,
@@ -921,9 +942,8 @@ async fn gate_changes_and_stale_cache_round_trip() {
     );
 }
 
-#[tokio::test]
-async fn views_report_progress_and_useful_ratio() {
-    let (dir, store) = fresh().await;
+async fn views_report_progress_and_useful_ratio(kind: Kind) {
+    let (ledger, store) = TestLedger::fresh(kind).await;
     let ks = keys(4);
     let id = store.create_job(JobKind::Listing, "{}", &ks).await.unwrap();
     store
@@ -958,21 +978,23 @@ async fn views_report_progress_and_useful_ratio() {
         ])
         .await
         .unwrap();
-    let pool = raw(&dir).await;
-    let row: (i64, String, i64, i64, i64, i64, i64, i64, f64) = sqlx::query_as(
-        "SELECT job_id, kind, total, pending, done, stale, failed, skipped, percent
-         FROM job_progress WHERE job_id = ?",
-    )
-    .bind(id)
-    .fetch_one(&pool)
-    .await
-    .unwrap();
+    // The views as an operator reads them; the casts make the numeric columns one type on both.
+    let raw = ledger.raw().await;
+    let row: (i64, String, i64, i64, i64, i64, i64, i64, f64) = raw
+        .one(&format!(
+            "SELECT job_id, kind, total, pending, done, stale, failed, skipped,
+                    CAST(percent AS DOUBLE PRECISION)
+             FROM job_progress WHERE job_id = {id}"
+        ))
+        .await;
     assert_eq!(row, (id, "listing".into(), 4, 2, 1, 0, 1, 0, 50.0));
-    let calls: (String, String, i64, i64, f64) =
-        sqlx::query_as("SELECT platform, api, calls, useful, useful_ratio FROM calls_by_api")
-            .fetch_one(&pool)
-            .await
-            .unwrap();
+    let calls: (String, String, i64, i64, f64) = raw
+        .one(
+            "SELECT platform, api, CAST(calls AS BIGINT), CAST(useful AS BIGINT),
+                    CAST(useful_ratio AS DOUBLE PRECISION)
+             FROM calls_by_api",
+        )
+        .await;
     assert_eq!(calls, ("alibaba".into(), "order_list".into(), 10, 2, 0.2));
 }
 
@@ -995,11 +1017,60 @@ fn db_migrate_command_reports_and_uses_exit_codes() {
     let out = String::from_utf8_lossy(&second.stdout);
     assert_eq!(second.status.code(), Some(0));
     assert!(out.contains("up to date"), "{out}");
-    let bad = run("postgres://app:hunter2@db/ledger");
+    // A malformed URL is the operator's input: exit 2, password never shown.
+    let bad = run("postgres://app:hunter2@127.0.0.1:notaport/ledger");
     let err = String::from_utf8_lossy(&bad.stderr);
     assert_eq!(bad.status.code(), Some(2), "{err}");
-    assert!(err.contains("postgres://app:***@db/ledger"), "{err}");
+    assert!(err.contains("postgres://app:***@127.0.0.1"), "{err}");
     assert!(!err.contains("hunter2"), "{err}");
+    // A server that does not answer is a runtime failure (exit 1), named without the password.
+    let down = run("postgres://app:hunter2@127.0.0.1:1/ledger");
+    let err = String::from_utf8_lossy(&down.stderr);
+    assert_eq!(down.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("postgres://app:***@127.0.0.1:1/ledger"),
+        "{err}"
+    );
+    assert!(!err.contains("hunter2"), "{err}");
+}
+
+/// `db migrate` on PostgreSQL creates the database when missing, then reports it up to date.
+#[tokio::test]
+async fn db_migrate_command_on_postgres() {
+    let ledger = TestLedger::empty(Kind::Postgres).await;
+    // A database that does not exist yet, on the test server: `db migrate` creates it.
+    let url = format!("{}_new", ledger.url);
+    let run = |db: &str| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_syncfleet"))
+            .args(["--db", db, "db", "migrate"])
+            .output()
+            .expect("run syncfleet")
+    };
+    let first = run(&url);
+    let out = String::from_utf8_lossy(&first.stdout);
+    assert_eq!(
+        first.status.code(),
+        Some(0),
+        "{out}{}",
+        String::from_utf8_lossy(&first.stderr)
+    );
+    assert!(
+        out.contains("applied migration") && out.contains("PostgreSQL"),
+        "{out}"
+    );
+    let second = run(&url);
+    let out = String::from_utf8_lossy(&second.stdout);
+    assert!(out.contains("up to date"), "{out}");
+    // Clean up the database the command made (the fixture drops only its own).
+    let store = Store::connect_existing(&url).await.unwrap();
+    assert_eq!(store.backend(), Backend::Postgres);
+    store.close().await;
+    let raw = ledger.raw().await;
+    raw.execute(&format!(
+        "DROP DATABASE IF EXISTS {} WITH (FORCE)",
+        url.rsplit('/').next().unwrap()
+    ))
+    .await;
 }
 
 /// Issue 8: `enqueue orders --since 0001-01-01 --until 9999-12-31` queued 3.65M tasks. The

@@ -1,13 +1,14 @@
 //! `syncfleet db migrate`: create or upgrade the SQL ledger named by `--db`.
 
 use super::{Cli, CliError};
-use crate::store::{Store, StoreError};
+use crate::store::{Backend, Store, StoreError};
 use clap::Subcommand;
 
 #[derive(Debug, Subcommand)]
 pub enum DbCommand {
-    /// Apply the ledger migrations not yet applied to the database named by --db
-    /// (created if missing); prints what it did and the connection settings in effect.
+    /// Apply the ledger migrations not yet applied to the database named by --db (a SQLite
+    /// file is created if missing; a Postgres database too, when the role may create it);
+    /// prints what it did and the connection settings (SQLite) or server version (Postgres).
     Migrate,
 }
 
@@ -54,20 +55,27 @@ pub async fn run(cli: &Cli, cmd: &DbCommand) -> Result<(), CliError> {
                     report.already_applied
                 );
             }
-            let p = store.pragmas().await?;
-            let synchronous = match p.synchronous {
-                0 => "OFF",
-                1 => "NORMAL",
-                2 => "FULL",
-                3 => "EXTRA",
-                _ => "?",
-            };
-            println!(
-                "{db}: journal_mode={} synchronous={synchronous} busy_timeout={}ms foreign_keys={}",
-                p.journal_mode,
-                p.busy_timeout_ms,
-                if p.foreign_keys { "on" } else { "off" }
-            );
+            match store.backend() {
+                Backend::Sqlite => {
+                    let p = store.pragmas().await?;
+                    let synchronous = match p.synchronous {
+                        0 => "OFF",
+                        1 => "NORMAL",
+                        2 => "FULL",
+                        3 => "EXTRA",
+                        _ => "?",
+                    };
+                    println!(
+                        "{db}: journal_mode={} synchronous={synchronous} busy_timeout={}ms foreign_keys={}",
+                        p.journal_mode,
+                        p.busy_timeout_ms,
+                        if p.foreign_keys { "on" } else { "off" }
+                    );
+                }
+                Backend::Postgres => {
+                    println!("{db}: {}", store.server_version().await?);
+                }
+            }
             store.close().await;
             Ok(())
         }

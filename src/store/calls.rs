@@ -1,5 +1,6 @@
 //! The calls ledger, the gate-change audit trail and the stale-response cache.
 
+use super::backend::{execute, fetch, scalar, sql};
 use super::{from_ms, to_i64, to_ms, to_u64, QueryCtx, Store, StoreError};
 use super::{ApiCalls, CallRecord, CallReport, ClassCalls, GateChange, StaleEntry};
 use crate::platform::{Api, Platform};
@@ -31,26 +32,36 @@ impl Store {
         if batch.is_empty() {
             return Ok(());
         }
-        let mut tx = self
-            .pool
-            .begin_with("BEGIN IMMEDIATE")
-            .await
-            .ctx(self, "record_calls: begin")?;
-        for r in batch {
-            sqlx::query(
-                "INSERT INTO api_calls (minute, platform, api, class, calls, useful)
-                 VALUES (?, ?, ?, ?, ?, ?)
-                 ON CONFLICT (minute, platform, api, class) DO UPDATE SET
-                     calls = calls + excluded.calls, useful = useful + excluded.useful",
+        // Rows in key order: two workers upserting the same minutes lock them in the same
+        // order (PostgreSQL), so they wait for each other instead of deadlocking.
+        let mut rows: Vec<(String, &CallRecord)> =
+            batch.iter().map(|r| (minute_key(r.minute), r)).collect();
+        rows.sort_by(|(ma, a), (mb, b)| {
+            (ma, a.platform.as_str(), a.api.as_str(), a.class.as_str()).cmp(&(
+                mb,
+                b.platform.as_str(),
+                b.api.as_str(),
+                b.class.as_str(),
+            ))
+        });
+        let mut tx = self.begin("record_calls: begin").await?;
+        for (minute, r) in rows {
+            execute!(
+                tx.on(),
+                sql!(
+                    "INSERT INTO api_calls (minute, platform, api, class, calls, useful)
+                     VALUES ($1, $2, $3, $4, $5, $6)
+                     ON CONFLICT (minute, platform, api, class) DO UPDATE SET
+                         calls = api_calls.calls + excluded.calls,
+                         useful = api_calls.useful + excluded.useful"
+                ),
+                minute,
+                r.platform.as_str(),
+                r.api.as_str(),
+                r.class.as_str(),
+                to_i64(r.calls),
+                to_i64(r.useful)
             )
-            .bind(minute_key(r.minute))
-            .bind(r.platform.as_str())
-            .bind(r.api.as_str())
-            .bind(r.class.as_str())
-            .bind(to_i64(r.calls))
-            .bind(to_i64(r.useful))
-            .execute(&mut *tx)
-            .await
             .ctx(self, "record_calls: upsert")?;
         }
         tx.commit().await.ctx(self, "record_calls: commit")?;
@@ -64,15 +75,19 @@ impl Store {
         from: DateTime<Utc>,
         to: DateTime<Utc>,
     ) -> Result<CallReport, StoreError> {
-        let rows: Vec<(String, String, String, i64, i64)> = sqlx::query_as(
-            "SELECT platform, api, class, SUM(calls), SUM(useful) FROM api_calls
-             WHERE minute >= ? AND minute < ?
-             GROUP BY platform, api, class ORDER BY platform, api, class",
+        let mut c = self.conn("report_calls").await?;
+        let rows = fetch!(
+            fetch_all as (String, String, String, i64, i64),
+            c.on(),
+            sql!(
+                "SELECT platform, api, class, CAST(SUM(calls) AS BIGINT),
+                        CAST(SUM(useful) AS BIGINT)
+                 FROM api_calls WHERE minute >= $1 AND minute < $2
+                 GROUP BY platform, api, class ORDER BY platform, api, class"
+            ),
+            minute_key(from),
+            minute_key(to)
         )
-        .bind(minute_key(from))
-        .bind(minute_key(to))
-        .fetch_all(&self.pool)
-        .await
         .ctx(self, "report_calls")?;
         let mut report = CallReport {
             from,
@@ -121,34 +136,40 @@ impl Store {
 
     /// Append a gate change to the audit trail; returns its id.
     pub async fn record_gate_change(&self, change: &GateChange) -> Result<i64, StoreError> {
-        sqlx::query_scalar(
-            "INSERT INTO gate_changes
-                (at, who, platform, api, old_rate, new_rate, old_burst, new_burst, why)
-             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
+        let mut c = self.conn("record_gate_change").await?;
+        scalar!(
+            fetch_one as i64,
+            c.on(),
+            sql!(
+                "INSERT INTO gate_changes
+                    (at, who, platform, api, old_rate, new_rate, old_burst, new_burst, why)
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) RETURNING id"
+            ),
+            to_ms(change.at),
+            &change.who,
+            change.platform.as_str(),
+            change.api.as_str(),
+            change.old_rate,
+            change.new_rate,
+            change.old_burst.map(i64::from),
+            change.new_burst.map(i64::from),
+            &change.why
         )
-        .bind(to_ms(change.at))
-        .bind(&change.who)
-        .bind(change.platform.as_str())
-        .bind(change.api.as_str())
-        .bind(change.old_rate)
-        .bind(change.new_rate)
-        .bind(change.old_burst.map(i64::from))
-        .bind(change.new_burst.map(i64::from))
-        .bind(&change.why)
-        .fetch_one(&self.pool)
-        .await
         .ctx(self, "record_gate_change")
     }
 
     /// The last `limit` gate changes, newest first, with their ids.
     pub async fn gate_changes(&self, limit: u32) -> Result<Vec<(i64, GateChange)>, StoreError> {
-        let rows: Vec<GateRow> = sqlx::query_as(
-            "SELECT id, at, who, platform, api, old_rate, new_rate, old_burst, new_burst, why
-             FROM gate_changes ORDER BY id DESC LIMIT ?",
+        let mut c = self.conn("gate_changes").await?;
+        let rows = fetch!(
+            fetch_all as GateRow,
+            c.on(),
+            sql!(
+                "SELECT id, at, who, platform, api, old_rate, new_rate, old_burst, new_burst, why
+                 FROM gate_changes ORDER BY id DESC LIMIT $1"
+            ),
+            i64::from(limit)
         )
-        .bind(i64::from(limit))
-        .fetch_all(&self.pool)
-        .await
         .ctx(self, "gate_changes")?;
         let burst = |b: Option<i64>| b.map(|b| u32::try_from(b).unwrap_or(u32::MAX));
         rows.into_iter()
@@ -182,18 +203,21 @@ impl Store {
         body_json: &str,
         stored_at: DateTime<Utc>,
     ) -> Result<(), StoreError> {
-        sqlx::query(
-            "INSERT INTO stale_cache (platform, api, key, body, stored_at) VALUES (?, ?, ?, ?, ?)
-             ON CONFLICT (platform, api, key) DO UPDATE SET
-                 body = excluded.body, stored_at = excluded.stored_at",
+        let mut c = self.conn("stale_put").await?;
+        execute!(
+            c.on(),
+            sql!(
+                "INSERT INTO stale_cache (platform, api, key, body, stored_at)
+                 VALUES ($1, $2, $3, $4, $5)
+                 ON CONFLICT (platform, api, key) DO UPDATE SET
+                     body = excluded.body, stored_at = excluded.stored_at"
+            ),
+            platform.as_str(),
+            api.as_str(),
+            key,
+            body_json,
+            to_ms(stored_at)
         )
-        .bind(platform.as_str())
-        .bind(api.as_str())
-        .bind(key)
-        .bind(body_json)
-        .bind(to_ms(stored_at))
-        .execute(&self.pool)
-        .await
         .ctx(self, "stale_put")?;
         Ok(())
     }
@@ -205,14 +229,18 @@ impl Store {
         api: Api,
         key: &str,
     ) -> Result<Option<StaleEntry>, StoreError> {
-        let row: Option<(String, i64)> = sqlx::query_as(
-            "SELECT body, stored_at FROM stale_cache WHERE platform = ? AND api = ? AND key = ?",
+        let mut c = self.conn("stale_get").await?;
+        let row = fetch!(
+            fetch_optional as (String, i64),
+            c.on(),
+            sql!(
+                "SELECT body, stored_at FROM stale_cache
+                 WHERE platform = $1 AND api = $2 AND key = $3"
+            ),
+            platform.as_str(),
+            api.as_str(),
+            key
         )
-        .bind(platform.as_str())
-        .bind(api.as_str())
-        .bind(key)
-        .fetch_optional(&self.pool)
-        .await
         .ctx(self, "stale_get")?;
         Ok(row.map(|(body, stored_at)| StaleEntry {
             body,
@@ -222,13 +250,13 @@ impl Store {
 
     /// Drop cached responses stored before `older_than` (retention); returns how many.
     pub async fn stale_purge(&self, older_than: DateTime<Utc>) -> Result<u64, StoreError> {
-        let purged = sqlx::query("DELETE FROM stale_cache WHERE stored_at < ?")
-            .bind(to_ms(older_than))
-            .execute(&self.pool)
-            .await
-            .ctx(self, "stale_purge")?
-            .rows_affected();
-        Ok(purged)
+        let mut c = self.conn("stale_purge").await?;
+        execute!(
+            c.on(),
+            sql!("DELETE FROM stale_cache WHERE stored_at < $1"),
+            to_ms(older_than)
+        )
+        .ctx(self, "stale_purge")
     }
 }
 

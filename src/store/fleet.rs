@@ -6,7 +6,7 @@
 //! the migration: the queue records the id of the ledger it serves, so a worker started with
 //! another ledger is refused instead of burning the fleet's tasks.
 
-use super::jobs::now_ms;
+use super::backend::{execute, fetch, scalar, sql};
 use super::{json_list, QueryCtx, Store, StoreError};
 
 /// `job_items.error_class` of items whose task went to the dead-letter stream.
@@ -15,10 +15,13 @@ pub const DEAD_CLASS: &str = "dead";
 impl Store {
     /// This ledger's fleet identity (made once by the migrations).
     pub async fn fleet_id(&self) -> Result<String, StoreError> {
-        sqlx::query_scalar("SELECT id FROM fleet WHERE one = 1")
-            .fetch_one(&self.pool)
-            .await
-            .ctx(self, "fleet_id")
+        let mut c = self.conn("fleet_id").await?;
+        scalar!(
+            fetch_one as String,
+            c.on(),
+            sql!("SELECT id FROM fleet WHERE one = 1")
+        )
+        .ctx(self, "fleet_id")
     }
 
     /// Mark the still-pending `keys` of a dead task `failed` with class `dead` and `message`,
@@ -29,25 +32,21 @@ impl Store {
         keys: &[String],
         message: &str,
     ) -> Result<u64, StoreError> {
-        let mut tx = self
-            .pool
-            .begin_with("BEGIN IMMEDIATE")
-            .await
-            .ctx(self, "fail_dead_items: begin")?;
-        let changed = sqlx::query(concat!(
-            "UPDATE job_items
-             SET status = 'failed', error_class = 'dead', error_message = ?, updated_at = ",
-            now_ms!(),
-            " WHERE job_id = ? AND status = 'pending'
-               AND item_key IN (SELECT value FROM json_each(?))"
-        ))
-        .bind(message.chars().take(2000).collect::<String>())
-        .bind(job_id)
-        .bind(json_list(keys))
-        .execute(&mut *tx)
-        .await
-        .ctx(self, "fail_dead_items: update items")?
-        .rows_affected();
+        let mut tx = self.begin("fail_dead_items: begin").await?;
+        let changed = execute!(
+            tx.on(),
+            sql!(
+                "UPDATE job_items
+                 SET status = 'failed', error_class = 'dead', error_message = $1,
+                     updated_at = " NOW "
+                 WHERE job_id = $2 AND status = 'pending'
+                   AND item_key IN (SELECT value FROM " [KEYS "$3" AS k] ")"
+            ),
+            message.chars().take(2000).collect::<String>(),
+            job_id,
+            json_list(keys)
+        )
+        .ctx(self, "fail_dead_items: update items")?;
         self.finish_job_if_done(&mut tx, job_id, None).await?;
         tx.commit().await.ctx(self, "fail_dead_items: commit")?;
         Ok(changed)
@@ -60,29 +59,29 @@ impl Store {
         job_id: i64,
         keys: &[String],
     ) -> Result<Vec<String>, StoreError> {
-        let mut tx = self
-            .pool
-            .begin_with("BEGIN IMMEDIATE")
-            .await
-            .ctx(self, "revive_dead_items: begin")?;
-        let revived: Vec<String> = sqlx::query_scalar(concat!(
-            "UPDATE job_items
-             SET status = 'pending', error_class = NULL, error_message = NULL, updated_at = ",
-            now_ms!(),
-            " WHERE job_id = ? AND status = 'failed' AND error_class = 'dead'
-               AND item_key IN (SELECT value FROM json_each(?))
-             RETURNING item_key"
-        ))
-        .bind(job_id)
-        .bind(json_list(keys))
-        .fetch_all(&mut *tx)
-        .await
+        let mut tx = self.begin("revive_dead_items: begin").await?;
+        let mut revived = fetch!(
+            fetch_all as (String, i64),
+            tx.on(),
+            sql!(
+                "UPDATE job_items
+                 SET status = 'pending', error_class = NULL, error_message = NULL,
+                     updated_at = " NOW "
+                 WHERE job_id = $1 AND status = 'failed' AND error_class = 'dead'
+                   AND item_key IN (SELECT value FROM " [KEYS "$2" AS k] ")
+                 RETURNING item_key, seq"
+            ),
+            job_id,
+            json_list(keys)
+        )
         .ctx(self, "revive_dead_items: update items")?;
         if !revived.is_empty() {
             self.reopen_job(&mut tx, job_id).await?;
         }
         tx.commit().await.ctx(self, "revive_dead_items: commit")?;
-        Ok(revived)
+        // RETURNING promises no order.
+        revived.sort_by_key(|(_, seq)| *seq);
+        Ok(revived.into_iter().map(|(key, _)| key).collect())
     }
 
     /// Recorded attempts of the given items (how many transient-retry rounds each used).
@@ -91,14 +90,17 @@ impl Store {
         job_id: i64,
         keys: &[String],
     ) -> Result<Vec<(String, u32)>, StoreError> {
-        let rows: Vec<(String, i64)> = sqlx::query_as(
-            "SELECT i.item_key, i.attempts FROM json_each(?) AS k
-             CROSS JOIN job_items AS i ON i.job_id = ? AND i.item_key = k.value",
+        let mut c = self.conn("item_attempts").await?;
+        let rows = fetch!(
+            fetch_all as (String, i64),
+            c.on(),
+            sql!(
+                "SELECT i.item_key, i.attempts FROM " [KEYS "$1" AS k]
+                " CROSS JOIN job_items AS i WHERE i.job_id = $2 AND i.item_key = k.value"
+            ),
+            json_list(keys),
+            job_id
         )
-        .bind(json_list(keys))
-        .bind(job_id)
-        .fetch_all(&self.pool)
-        .await
         .ctx(self, "item_attempts")?;
         Ok(rows
             .into_iter()
@@ -108,24 +110,30 @@ impl Store {
 
     /// Keys of the job's items that failed as dead letters, in `seq` order.
     pub async fn dead_items(&self, job_id: i64) -> Result<Vec<String>, StoreError> {
-        sqlx::query_scalar(
-            "SELECT item_key FROM job_items
-             WHERE job_id = ? AND status = 'failed' AND error_class = 'dead' ORDER BY seq",
+        let mut c = self.conn("dead_items").await?;
+        scalar!(
+            fetch_all as String,
+            c.on(),
+            sql!(
+                "SELECT item_key FROM job_items
+                 WHERE job_id = $1 AND status = 'failed' AND error_class = 'dead' ORDER BY seq"
+            ),
+            job_id
         )
-        .bind(job_id)
-        .fetch_all(&self.pool)
-        .await
         .ctx(self, "dead_items")
     }
 
     /// Jobs with items failed as dead letters, and how many: (job id, items).
     pub async fn dead_item_counts(&self) -> Result<Vec<(i64, u64)>, StoreError> {
-        let rows: Vec<(i64, i64)> = sqlx::query_as(
-            "SELECT job_id, count(*) FROM job_items
-             WHERE status = 'failed' AND error_class = 'dead' GROUP BY job_id ORDER BY job_id",
+        let mut c = self.conn("dead_item_counts").await?;
+        let rows = fetch!(
+            fetch_all as (i64, i64),
+            c.on(),
+            sql!(
+                "SELECT job_id, COUNT(*) FROM job_items
+                 WHERE status = 'failed' AND error_class = 'dead' GROUP BY job_id ORDER BY job_id"
+            )
         )
-        .fetch_all(&self.pool)
-        .await
         .ctx(self, "dead_item_counts")?;
         Ok(rows
             .into_iter()
@@ -140,16 +148,19 @@ impl Store {
         job_id: i64,
         keys: &[String],
     ) -> Result<Vec<(String, Option<String>)>, StoreError> {
-        sqlx::query_as(
-            "SELECT i.item_key, i.carry FROM json_each(?) AS k
-             CROSS JOIN job_items AS i ON i.job_id = ? AND i.item_key = k.value
-             WHERE i.status = 'pending'
-             ORDER BY i.seq",
+        let mut c = self.conn("items_to_run_carrying").await?;
+        fetch!(
+            fetch_all as (String, Option<String>),
+            c.on(),
+            sql!(
+                "SELECT i.item_key, i.carry FROM " [KEYS "$1" AS k]
+                " CROSS JOIN job_items AS i
+                 WHERE i.job_id = $2 AND i.item_key = k.value AND i.status = 'pending'
+                 ORDER BY i.seq"
+            ),
+            json_list(keys),
+            job_id
         )
-        .bind(json_list(keys))
-        .bind(job_id)
-        .fetch_all(&self.pool)
-        .await
         .ctx(self, "items_to_run_carrying")
     }
 
@@ -162,20 +173,18 @@ impl Store {
         if carry.is_empty() {
             return Ok(());
         }
-        let mut tx = self
-            .pool
-            .begin_with("BEGIN IMMEDIATE")
-            .await
-            .ctx(self, "keep_carry: begin")?;
+        let mut tx = self.begin("keep_carry: begin").await?;
         for (key, json) in carry {
-            sqlx::query(
-                "UPDATE job_items SET carry = ? WHERE job_id = ? AND item_key = ? AND status = 'pending'",
+            execute!(
+                tx.on(),
+                sql!(
+                    "UPDATE job_items SET carry = $1
+                     WHERE job_id = $2 AND item_key = $3 AND status = 'pending'"
+                ),
+                json,
+                job_id,
+                key
             )
-            .bind(json)
-            .bind(job_id)
-            .bind(key)
-            .execute(&mut *tx)
-            .await
             .ctx(self, "keep_carry: update item")?;
         }
         tx.commit().await.ctx(self, "keep_carry: commit")?;

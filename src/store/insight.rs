@@ -1,5 +1,6 @@
 //! Read models for the dashboard: why a job's items failed, and a gate's calls per minute.
 
+use super::backend::{fetch, sql};
 use super::{minute_key, QueryCtx, Store, StoreError};
 use crate::platform::{Api, Platform};
 use chrono::{DateTime, Utc};
@@ -19,15 +20,18 @@ impl Store {
         job_id: i64,
         limit: u32,
     ) -> Result<Vec<FailureReason>, StoreError> {
-        let rows: Vec<(Option<String>, Option<String>, i64)> = sqlx::query_as(
-            "SELECT error_class, error_message, count(*) FROM job_items
-             WHERE job_id = ? AND status = 'failed'
-             GROUP BY 1, 2 ORDER BY 3 DESC LIMIT ?",
+        let mut c = self.conn("failure_reasons").await?;
+        let rows = fetch!(
+            fetch_all as (Option<String>, Option<String>, i64),
+            c.on(),
+            sql!(
+                "SELECT error_class, error_message, COUNT(*) FROM job_items
+                 WHERE job_id = $1 AND status = 'failed'
+                 GROUP BY 1, 2 ORDER BY 3 DESC LIMIT $2"
+            ),
+            job_id,
+            i64::from(limit)
         )
-        .bind(job_id)
-        .bind(i64::from(limit))
-        .fetch_all(&self.pool)
-        .await
         .ctx(self, "failure_reasons")?;
         Ok(rows
             .into_iter()
@@ -48,17 +52,20 @@ impl Store {
         from: DateTime<Utc>,
         to: DateTime<Utc>,
     ) -> Result<Vec<(String, u64)>, StoreError> {
-        let rows: Vec<(String, i64)> = sqlx::query_as(
-            "SELECT minute, SUM(calls) FROM api_calls
-             WHERE platform = ? AND api = ? AND minute >= ? AND minute < ?
-             GROUP BY minute ORDER BY minute",
+        let mut c = self.conn("calls_per_minute").await?;
+        let rows = fetch!(
+            fetch_all as (String, i64),
+            c.on(),
+            sql!(
+                "SELECT minute, CAST(SUM(calls) AS BIGINT) FROM api_calls
+                 WHERE platform = $1 AND api = $2 AND minute >= $3 AND minute < $4
+                 GROUP BY minute ORDER BY minute"
+            ),
+            platform.as_str(),
+            api.as_str(),
+            minute_key(from),
+            minute_key(to)
         )
-        .bind(platform.as_str())
-        .bind(api.as_str())
-        .bind(minute_key(from))
-        .bind(minute_key(to))
-        .fetch_all(&self.pool)
-        .await
         .ctx(self, "calls_per_minute")?;
         Ok(rows
             .into_iter()

@@ -1,5 +1,6 @@
 //! Jobs and their items: creation, what to run, outcomes, progress.
 
+use super::backend::{execute, fetch, scalar, sql, Conn, Tx};
 use super::{from_ms, json_list, to_i64, to_u64, QueryCtx, Store, StoreError};
 use super::{
     FinishReport, ItemOutcome, ItemRecord, ItemStatus, JobKind, JobState, JobStatus, JobSummary,
@@ -7,17 +8,6 @@ use super::{
 };
 use crate::platform::ErrorClass;
 use std::collections::HashSet;
-
-/// The database's clock in unix milliseconds, as an SQL expression. Every instant the ledger
-/// writes (and every "how long ago" it compares) comes from here, not from the writing host:
-/// workers on several hosts share one ledger, and their clocks disagree. `'subsec'` needs
-/// SQLite 3.42+ (sqlx bundles a newer one; `sql_clock_is_milliseconds` checks it).
-macro_rules! now_ms {
-    () => {
-        "CAST(unixepoch('subsec') * 1000 AS INTEGER)"
-    };
-}
-pub(super) use now_ms;
 
 /// Longest error message kept per item (a platform body can be large; the class says enough).
 const MAX_ERROR_MESSAGE: usize = 2000;
@@ -64,40 +54,49 @@ impl Store {
         } else {
             JobState::Running
         };
-        // IMMEDIATE: take the write lock up front so busy_timeout applies (a deferred
-        // transaction upgrading to a writer fails at once with SQLITE_BUSY under WAL).
-        let mut tx = self
-            .pool
-            .begin_with("BEGIN IMMEDIATE")
-            .await
-            .ctx(self, "create_job: begin")?;
+        let mut tx = self.begin("create_job: begin").await?;
         // The items get the job's own creation instant (one clock reading for the whole job).
-        let (job_id, now): (i64, i64) = sqlx::query_as(concat!(
-            "INSERT INTO jobs (kind, spec, status, total_items, created_at, finished_at)
-             VALUES (?, ?, ?, ?, ",
-            now_ms!(),
-            ", NULL) RETURNING id, created_at"
-        ))
-        .bind(kind.as_str())
-        .bind(spec_json)
-        .bind(state.as_str())
-        .bind(total)
-        .fetch_one(&mut *tx)
-        .await
-        .ctx(self, "create_job: insert job")?;
-        // One statement for all items: the keys travel as one JSON array and json_each
-        // numbers them (key = array index = seq). Measured in examples/ledger_bench.rs.
-        let inserted = sqlx::query(
-            "INSERT INTO job_items (job_id, item_key, seq, updated_at)
-             SELECT ?, value, key, ? FROM json_each(?)",
+        let (job_id, now) = fetch!(
+            fetch_one as (i64, i64),
+            tx.on(),
+            sql!(
+                "INSERT INTO jobs (kind, spec, status, total_items, created_at, finished_at)
+                 VALUES ($1, $2, $3, $4, " NOW ", NULL) RETURNING id, created_at"
+            ),
+            kind.as_str(),
+            spec_json,
+            state.as_str(),
+            total
         )
-        .bind(job_id)
-        .bind(now)
-        .bind(json_list(item_keys))
-        .execute(&mut *tx)
-        .await;
+        .ctx(self, "create_job: insert job")?;
+        // One statement for all items, whatever their number: SQLite numbers the keys of one
+        // bound JSON array with json_each (key = array index = seq); PostgreSQL takes them as
+        // one text[] parameter and numbers them WITH ORDINALITY. Measured in
+        // examples/ledger_bench.rs and BENCHMARKS.md (100k items).
+        let inserted = match tx.on() {
+            Conn::Sqlite(c) => sqlx::query(
+                "INSERT INTO job_items (job_id, item_key, seq, updated_at)
+                 SELECT $1, value, key, $2 FROM json_each($3)",
+            )
+            .bind(job_id)
+            .bind(now)
+            .bind(json_list(item_keys))
+            .execute(&mut *c)
+            .await
+            .map(|_| ()),
+            Conn::Postgres(c) => sqlx::query(
+                "INSERT INTO job_items (job_id, item_key, seq, updated_at)
+                 SELECT $1, k.key, k.ord - 1, $2 FROM unnest($3::text[]) WITH ORDINALITY AS k(key, ord)",
+            )
+            .bind(job_id)
+            .bind(now)
+            .bind(item_keys)
+            .execute(&mut *c)
+            .await
+            .map(|_| ()),
+        };
         match inserted {
-            Ok(_) => {}
+            Ok(()) => {}
             Err(e) if is_unique_violation(&e) => {
                 // Dropping `tx` rolls back; find the culprit only on this error path.
                 drop(tx);
@@ -116,11 +115,12 @@ impl Store {
         }
         if item_keys.is_empty() {
             // Finished at the instant it was created.
-            sqlx::query("UPDATE jobs SET finished_at = created_at WHERE id = ?")
-                .bind(job_id)
-                .execute(&mut *tx)
-                .await
-                .ctx(self, "create_job: finish empty job")?;
+            execute!(
+                tx.on(),
+                sql!("UPDATE jobs SET finished_at = created_at WHERE id = $1"),
+                job_id
+            )
+            .ctx(self, "create_job: finish empty job")?;
         }
         tx.commit().await.ctx(self, "create_job: commit")?;
         Ok(job_id)
@@ -136,21 +136,25 @@ impl Store {
         item_keys: &[String],
         rows_per_statement: usize,
     ) -> Result<i64, StoreError> {
-        let mut tx = self
-            .pool
-            .begin_with("BEGIN IMMEDIATE")
-            .await
-            .ctx(self, "create_job: begin")?;
-        let (job_id, now): (i64, i64) = sqlx::query_as(concat!(
-            "INSERT INTO jobs (kind, spec, status, total_items, created_at)
-             VALUES (?, ?, 'running', ?, ",
-            now_ms!(),
-            ") RETURNING id, created_at"
-        ))
+        let mut tx = self.begin("create_job: begin").await?;
+        let Tx::Sqlite(lite) = &mut tx else {
+            return Err(StoreError::Unsupported {
+                db: self.db.to_string(),
+                what: "the multi-row insert baseline",
+                backend: self.backend().as_str(),
+            });
+        };
+        let (job_id, now): (i64, i64) = sqlx::query_as(
+            sql!(
+                "INSERT INTO jobs (kind, spec, status, total_items, created_at)
+                 VALUES ($1, $2, 'running', $3, " NOW ") RETURNING id, created_at"
+            )
+            .sqlite,
+        )
         .bind(kind.as_str())
         .bind(spec_json)
         .bind(to_i64(item_keys.len() as u64))
-        .fetch_one(&mut *tx)
+        .fetch_one(&mut **lite)
         .await
         .ctx(self, "create_job: insert job")?;
         for (chunk_no, chunk) in item_keys.chunks(rows_per_statement.max(1)).enumerate() {
@@ -165,7 +169,7 @@ impl Store {
                     .push_bind(now);
             });
             qb.build()
-                .execute(&mut *tx)
+                .execute(&mut **lite)
                 .await
                 .ctx(self, "create_job: insert items")?;
         }
@@ -180,18 +184,21 @@ impl Store {
         job_id: i64,
         keys: &[String],
     ) -> Result<Vec<String>, StoreError> {
-        // CROSS JOIN keeps json_each as the outer loop: one primary-key lookup per key,
-        // instead of scanning every pending item of a large job.
-        sqlx::query_scalar(
-            "SELECT i.item_key FROM json_each(?) AS k
-             CROSS JOIN job_items AS i ON i.job_id = ? AND i.item_key = k.value
-             WHERE i.status = 'pending'
-             ORDER BY i.seq",
+        let mut c = self.conn("items_to_run").await?;
+        // CROSS JOIN keeps the key list as the outer loop (SQLite): one primary-key lookup
+        // per key, instead of scanning every pending item of a large job.
+        scalar!(
+            fetch_all as String,
+            c.on(),
+            sql!(
+                "SELECT i.item_key FROM " [KEYS "$1" AS k]
+                " CROSS JOIN job_items AS i
+                 WHERE i.job_id = $2 AND i.item_key = k.value AND i.status = 'pending'
+                 ORDER BY i.seq"
+            ),
+            json_list(keys),
+            job_id
         )
-        .bind(json_list(keys))
-        .bind(job_id)
-        .fetch_all(&self.pool)
-        .await
         .ctx(self, "items_to_run")
     }
 
@@ -205,27 +212,34 @@ impl Store {
     ) -> Result<Vec<String>, StoreError> {
         let size = to_i64(chunk_size.max(1));
         let from = to_i64(chunk).saturating_mul(size);
-        sqlx::query_scalar(
-            "SELECT item_key FROM job_items
-             WHERE job_id = ? AND seq >= ? AND seq < ? AND status = 'pending'
-             ORDER BY seq",
+        let mut c = self.conn("chunk_pending_keys").await?;
+        scalar!(
+            fetch_all as String,
+            c.on(),
+            sql!(
+                "SELECT item_key FROM job_items
+                 WHERE job_id = $1 AND seq >= $2 AND seq < $3 AND status = 'pending'
+                 ORDER BY seq"
+            ),
+            job_id,
+            from,
+            from.saturating_add(size)
         )
-        .bind(job_id)
-        .bind(from)
-        .bind(from.saturating_add(size))
-        .fetch_all(&self.pool)
-        .await
         .ctx(self, "chunk_pending_keys")
     }
 
     /// Every pending key of the job in `seq` order (for `reconcile`).
     pub async fn pending_keys(&self, job_id: i64) -> Result<Vec<String>, StoreError> {
-        sqlx::query_scalar(
-            "SELECT item_key FROM job_items WHERE job_id = ? AND status = 'pending' ORDER BY seq",
+        let mut c = self.conn("pending_keys").await?;
+        scalar!(
+            fetch_all as String,
+            c.on(),
+            sql!(
+                "SELECT item_key FROM job_items WHERE job_id = $1 AND status = 'pending'
+                 ORDER BY seq"
+            ),
+            job_id
         )
-        .bind(job_id)
-        .fetch_all(&self.pool)
-        .await
         .ctx(self, "pending_keys")
     }
 
@@ -236,14 +250,17 @@ impl Store {
         job_id: i64,
         chunk_size: u64,
     ) -> Result<Vec<u64>, StoreError> {
-        let chunks: Vec<i64> = sqlx::query_scalar(
-            "SELECT DISTINCT seq / ? FROM job_items
-             WHERE job_id = ? AND status = 'pending' ORDER BY 1",
+        let mut c = self.conn("pending_chunks").await?;
+        let chunks = scalar!(
+            fetch_all as i64,
+            c.on(),
+            sql!(
+                "SELECT DISTINCT seq / $1 FROM job_items
+                 WHERE job_id = $2 AND status = 'pending' ORDER BY 1"
+            ),
+            to_i64(chunk_size.max(1)),
+            job_id
         )
-        .bind(to_i64(chunk_size.max(1)))
-        .bind(job_id)
-        .fetch_all(&self.pool)
-        .await
         .ctx(self, "pending_chunks")?;
         Ok(chunks.into_iter().map(to_u64).collect())
     }
@@ -254,14 +271,17 @@ impl Store {
         job_id: i64,
         class: ErrorClass,
     ) -> Result<Vec<String>, StoreError> {
-        sqlx::query_scalar(
-            "SELECT item_key FROM job_items
-             WHERE job_id = ? AND status = 'failed' AND error_class = ? ORDER BY seq",
+        let mut c = self.conn("items_by_class").await?;
+        scalar!(
+            fetch_all as String,
+            c.on(),
+            sql!(
+                "SELECT item_key FROM job_items
+                 WHERE job_id = $1 AND status = 'failed' AND error_class = $2 ORDER BY seq"
+            ),
+            job_id,
+            class.as_str()
         )
-        .bind(job_id)
-        .bind(class.as_str())
-        .fetch_all(&self.pool)
-        .await
         .ctx(self, "items_by_class")
     }
 
@@ -273,25 +293,20 @@ impl Store {
         job_id: i64,
         keys: &[String],
     ) -> Result<u64, StoreError> {
-        let mut tx = self
-            .pool
-            .begin_with("BEGIN IMMEDIATE")
-            .await
-            .ctx(self, "reset_items_to_pending: begin")?;
-        let reset = sqlx::query(concat!(
-            "UPDATE job_items
-             SET status = 'pending', error_class = NULL, error_message = NULL, result = NULL,
-                 updated_at = ",
-            now_ms!(),
-            " WHERE job_id = ? AND status IN ('failed', 'stale', 'skipped')
-               AND item_key IN (SELECT value FROM json_each(?))"
-        ))
-        .bind(job_id)
-        .bind(json_list(keys))
-        .execute(&mut *tx)
-        .await
-        .ctx(self, "reset_items_to_pending: update items")?
-        .rows_affected();
+        let mut tx = self.begin("reset_items_to_pending: begin").await?;
+        let reset = execute!(
+            tx.on(),
+            sql!(
+                "UPDATE job_items
+                 SET status = 'pending', error_class = NULL, error_message = NULL, result = NULL,
+                     updated_at = " NOW "
+                 WHERE job_id = $1 AND status IN ('failed', 'stale', 'skipped')
+                   AND item_key IN (SELECT value FROM " [KEYS "$2" AS k] ")"
+            ),
+            job_id,
+            json_list(keys)
+        )
+        .ctx(self, "reset_items_to_pending: update items")?;
         if reset > 0 {
             self.reopen_job(&mut tx, job_id).await?;
         }
@@ -301,41 +316,54 @@ impl Store {
         Ok(reset)
     }
 
+    /// Inside `tx`: wait for the other writers of this job's completion to commit
+    /// (PostgreSQL: a row lock on the job). Under READ COMMITTED two transactions that each
+    /// record the last items of different chunks would each see the other's items still
+    /// pending, and neither would finish the job; locking the job row before the check makes
+    /// the second one read after the first committed. SQLite's `BEGIN IMMEDIATE` already
+    /// serialises writers.
+    async fn lock_job(&self, tx: &mut Tx, job_id: i64) -> Result<(), StoreError> {
+        if let Conn::Postgres(c) = tx.on() {
+            sqlx::query("SELECT 1 FROM jobs WHERE id = $1 FOR UPDATE")
+                .bind(job_id)
+                .execute(&mut *c)
+                .await
+                .ctx(self, "lock job")?;
+        }
+        Ok(())
+    }
+
     /// Inside `tx`: mark the job finished (at `now`, or the database's now) when no item is
-    /// pending. True for exactly the transaction that finished it.
+    /// pending. True for exactly the transaction that finished it, under concurrent writers.
     pub(super) async fn finish_job_if_done(
         &self,
-        tx: &mut sqlx::Transaction<'_, sqlx::Sqlite>,
+        tx: &mut Tx,
         job_id: i64,
         now: Option<i64>,
     ) -> Result<bool, StoreError> {
-        let finished = sqlx::query(concat!(
-            "UPDATE jobs SET status = 'finished', finished_at = COALESCE(?, ",
-            now_ms!(),
-            ") WHERE id = ? AND status = 'running'
-               AND NOT EXISTS (SELECT 1 FROM job_items WHERE job_id = ? AND status = 'pending')"
-        ))
-        .bind(now)
-        .bind(job_id)
-        .bind(job_id)
-        .execute(&mut **tx)
-        .await
-        .ctx(self, "finish job")?
-        .rows_affected();
+        self.lock_job(tx, job_id).await?;
+        let finished = execute!(
+            tx.on(),
+            sql!(
+                "UPDATE jobs SET status = 'finished', finished_at = COALESCE($1, " NOW ")
+                 WHERE id = $2 AND status = 'running'
+                   AND NOT EXISTS (SELECT 1 FROM job_items WHERE job_id = $2 AND status = 'pending')"
+            ),
+            now,
+            job_id
+        )
+        .ctx(self, "finish job")?;
         Ok(finished == 1)
     }
 
     /// Inside `tx`: the job runs again (items were put back to pending).
-    pub(super) async fn reopen_job(
-        &self,
-        tx: &mut sqlx::Transaction<'_, sqlx::Sqlite>,
-        job_id: i64,
-    ) -> Result<(), StoreError> {
-        sqlx::query("UPDATE jobs SET status = 'running', finished_at = NULL WHERE id = ?")
-            .bind(job_id)
-            .execute(&mut **tx)
-            .await
-            .ctx(self, "reopen job")?;
+    pub(super) async fn reopen_job(&self, tx: &mut Tx, job_id: i64) -> Result<(), StoreError> {
+        execute!(
+            tx.on(),
+            sql!("UPDATE jobs SET status = 'running', finished_at = NULL WHERE id = $1"),
+            job_id
+        )
+        .ctx(self, "reopen job")?;
         Ok(())
     }
 
@@ -348,39 +376,73 @@ impl Store {
         job_id: i64,
         outcomes: &[ItemOutcome],
     ) -> Result<FinishReport, StoreError> {
-        let mut tx = self
-            .pool
-            .begin_with("BEGIN IMMEDIATE")
-            .await
-            .ctx(self, "finish_items: begin")?;
+        let mut tx = self.begin("finish_items: begin").await?;
         // One clock reading for the whole batch: its items and the job's end agree.
-        let now: i64 = sqlx::query_scalar(concat!("SELECT ", now_ms!()))
-            .fetch_one(&mut *tx)
-            .await
+        let now = scalar!(fetch_one as i64, tx.on(), sql!("SELECT " NOW))
             .ctx(self, "finish_items: read clock")?;
-        let mut recorded = 0;
-        for o in outcomes {
-            recorded += sqlx::query(
-                "UPDATE job_items
-                 SET status = ?, error_class = ?, error_message = ?, result = ?,
-                     attempts = attempts + 1, updated_at = ?,
-                     carry = CASE WHEN ? = 'pending' THEN carry END
-                 WHERE job_id = ? AND item_key = ? AND status = 'pending'",
-            )
-            .bind(o.status.as_str())
-            .bind(o.error_class.map(ErrorClass::as_str))
-            .bind(o.error_message.as_deref().map(truncate))
-            .bind(o.result.as_deref())
-            .bind(now)
-            // A finished item no longer needs what it carried.
-            .bind(o.status.as_str())
-            .bind(job_id)
-            .bind(&o.key)
-            .execute(&mut *tx)
-            .await
-            .ctx(self, "finish_items: update item")?
-            .rows_affected();
-        }
+        let recorded = match tx.on() {
+            // In-process statements are cheap: one prepared UPDATE per outcome.
+            Conn::Sqlite(c) => {
+                let mut recorded = 0;
+                for o in outcomes {
+                    recorded += sqlx::query(
+                        "UPDATE job_items
+                         SET status = $1, error_class = $2, error_message = $3, result = $4,
+                             attempts = attempts + 1, updated_at = $5,
+                             carry = CASE WHEN $1 = 'pending' THEN carry END
+                         WHERE job_id = $6 AND item_key = $7 AND status = 'pending'",
+                    )
+                    .bind(o.status.as_str())
+                    .bind(o.error_class.map(ErrorClass::as_str))
+                    .bind(o.error_message.as_deref().map(truncate))
+                    .bind(o.result.as_deref())
+                    .bind(now)
+                    .bind(job_id)
+                    .bind(&o.key)
+                    .execute(&mut *c)
+                    .await
+                    .ctx(self, "finish_items: update item")?
+                    .rows_affected();
+                }
+                recorded
+            }
+            // Over the network a round trip per item would dominate: one UPDATE for the
+            // batch, its columns as arrays. A finished item no longer needs what it carried.
+            Conn::Postgres(c) => {
+                let keys: Vec<&str> = outcomes.iter().map(|o| o.key.as_str()).collect();
+                let statuses: Vec<&str> = outcomes.iter().map(|o| o.status.as_str()).collect();
+                let classes: Vec<Option<&str>> = outcomes
+                    .iter()
+                    .map(|o| o.error_class.map(ErrorClass::as_str))
+                    .collect();
+                let messages: Vec<Option<&str>> = outcomes
+                    .iter()
+                    .map(|o| o.error_message.as_deref().map(truncate))
+                    .collect();
+                let results: Vec<Option<&str>> =
+                    outcomes.iter().map(|o| o.result.as_deref()).collect();
+                sqlx::query(
+                    "UPDATE job_items AS i
+                     SET status = o.status, error_class = o.class, error_message = o.message,
+                         result = o.result, attempts = i.attempts + 1, updated_at = $2,
+                         carry = CASE WHEN o.status = 'pending' THEN i.carry END
+                     FROM unnest($3::text[], $4::text[], $5::text[], $6::text[], $7::text[])
+                          AS o(key, status, class, message, result)
+                     WHERE i.job_id = $1 AND i.item_key = o.key AND i.status = 'pending'",
+                )
+                .bind(job_id)
+                .bind(now)
+                .bind(keys)
+                .bind(statuses)
+                .bind(classes)
+                .bind(messages)
+                .bind(results)
+                .execute(&mut *c)
+                .await
+                .ctx(self, "finish_items: update items")?
+                .rows_affected()
+            }
+        };
         let job_finished = self.finish_job_if_done(&mut tx, job_id, Some(now)).await?;
         tx.commit().await.ctx(self, "finish_items: commit")?;
         Ok(FinishReport {
@@ -392,13 +454,16 @@ impl Store {
     /// A job's counts per status, times, and its rate: over the last minute while it runs (for
     /// the ETA), over its whole life once finished (see [`JobSummary::rate_per_sec`]).
     pub async fn job_status(&self, job_id: i64) -> Result<JobStatus, StoreError> {
-        let row: Option<JobSpecRow> = sqlx::query_as(
-            "SELECT id, kind, status, total_items, created_at, finished_at, spec
-             FROM jobs WHERE id = ?",
+        let mut c = self.conn("job_status").await?;
+        let row = fetch!(
+            fetch_optional as JobSpecRow,
+            c.on(),
+            sql!(
+                "SELECT id, kind, status, total_items, created_at, finished_at, spec
+                 FROM jobs WHERE id = $1"
+            ),
+            job_id
         )
-        .bind(job_id)
-        .fetch_optional(&self.pool)
-        .await
         .ctx(self, "job_status: read job")?;
         let Some((id, kind, state, total, created, finished, spec)) = row else {
             return Err(StoreError::JobNotFound {
@@ -406,22 +471,24 @@ impl Store {
                 job_id,
             });
         };
+        drop(c);
         let job = self
             .summary((id, kind, state, total, created, finished))
             .await?;
+        let mut c = self.conn("job_status").await?;
         // "The last minute" on the clock that stamped `updated_at`: the database's.
-        let (now, recent): (i64, i64) = sqlx::query_as(concat!(
-            "SELECT clock.ms, (SELECT COUNT(*) FROM job_items
-                          WHERE job_id = ? AND status IN ('done', 'stale', 'failed', 'skipped')
-                            AND updated_at >= clock.ms - ?)
-             FROM (SELECT ",
-            now_ms!(),
-            " AS ms) AS clock"
-        ))
-        .bind(job_id)
-        .bind(i64::try_from(RATE_WINDOW.as_millis()).unwrap_or(i64::MAX))
-        .fetch_one(&self.pool)
-        .await
+        let (now, recent) = fetch!(
+            fetch_one as (i64, i64),
+            c.on(),
+            sql!(
+                "SELECT clock.ms, (SELECT COUNT(*) FROM job_items
+                              WHERE job_id = $1 AND status IN ('done', 'stale', 'failed', 'skipped')
+                                AND updated_at >= clock.ms - $2)
+                 FROM (SELECT " NOW " AS ms) AS clock"
+            ),
+            job_id,
+            i64::try_from(RATE_WINDOW.as_millis()).unwrap_or(i64::MAX)
+        )
         .ctx(self, "job_status: recent rate")?;
         let rate_per_sec = job.rate_per_sec(to_u64(recent), from_ms(now));
         Ok(JobStatus {
@@ -434,22 +501,29 @@ impl Store {
     /// Id and spec (JSON text, as given to `create_job`) of every running job, oldest first:
     /// what a starting worker may be asked to run.
     pub async fn running_job_specs(&self) -> Result<Vec<(i64, String)>, StoreError> {
-        sqlx::query_as("SELECT id, spec FROM jobs WHERE status = 'running' ORDER BY id")
-            .fetch_all(&self.pool)
-            .await
-            .ctx(self, "running_job_specs")
+        let mut c = self.conn("running_job_specs").await?;
+        fetch!(
+            fetch_all as (i64, String),
+            c.on(),
+            sql!("SELECT id, spec FROM jobs WHERE status = 'running' ORDER BY id")
+        )
+        .ctx(self, "running_job_specs")
     }
 
     /// The most recent jobs (newest first) with their counts.
     pub async fn list_jobs(&self, limit: u32) -> Result<Vec<JobSummary>, StoreError> {
-        let rows: Vec<JobRow> = sqlx::query_as(
-            "SELECT id, kind, status, total_items, created_at, finished_at
-             FROM jobs ORDER BY id DESC LIMIT ?",
+        let mut c = self.conn("list_jobs").await?;
+        let rows = fetch!(
+            fetch_all as JobRow,
+            c.on(),
+            sql!(
+                "SELECT id, kind, status, total_items, created_at, finished_at
+                 FROM jobs ORDER BY id DESC LIMIT $1"
+            ),
+            i64::from(limit)
         )
-        .bind(i64::from(limit))
-        .fetch_all(&self.pool)
-        .await
         .ctx(self, "list_jobs")?;
+        drop(c);
         let mut out = Vec::with_capacity(rows.len());
         for row in rows {
             out.push(self.summary(row).await?);
@@ -464,18 +538,21 @@ impl Store {
         status: Option<ItemStatus>,
         limit: u32,
     ) -> Result<Vec<ItemRecord>, StoreError> {
-        let rows: Vec<ItemRow> = sqlx::query_as(
-            "SELECT item_key, seq, status, error_class, error_message, result, attempts, updated_at
-             FROM job_items
-             WHERE job_id = ? AND (? IS NULL OR status = ?)
-             ORDER BY seq LIMIT ?",
+        let mut c = self.conn("items").await?;
+        let rows = fetch!(
+            fetch_all as ItemRow,
+            c.on(),
+            sql!(
+                "SELECT item_key, seq, status, error_class, error_message, result, attempts,
+                        updated_at
+                 FROM job_items
+                 WHERE job_id = $1 AND ($2 IS NULL OR status = $2)
+                 ORDER BY seq LIMIT $3"
+            ),
+            job_id,
+            status.map(ItemStatus::as_str),
+            i64::from(limit)
         )
-        .bind(job_id)
-        .bind(status.map(ItemStatus::as_str))
-        .bind(status.map(ItemStatus::as_str))
-        .bind(i64::from(limit))
-        .fetch_all(&self.pool)
-        .await
         .ctx(self, "items")?;
         rows.into_iter()
             .map(
@@ -500,12 +577,13 @@ impl Store {
 
     async fn summary(&self, row: JobRow) -> Result<JobSummary, StoreError> {
         let (id, kind, state, total, created, finished) = row;
-        let per_status: Vec<(String, i64)> = sqlx::query_as(
-            "SELECT status, COUNT(*) FROM job_items WHERE job_id = ? GROUP BY status",
+        let mut c = self.conn("count items per status").await?;
+        let per_status = fetch!(
+            fetch_all as (String, i64),
+            c.on(),
+            sql!("SELECT status, COUNT(*) FROM job_items WHERE job_id = $1 GROUP BY status"),
+            id
         )
-        .bind(id)
-        .fetch_all(&self.pool)
-        .await
         .ctx(self, "count items per status")?;
         let mut counts = StatusCounts::default();
         for (status, n) in per_status {

@@ -2,9 +2,9 @@
 //! worker process is refused (its in-process gates would not be shared), while a crashed
 //! holder's lease is taken over once its heartbeat is stale.
 
+use super::backend::{execute, fetch, sql};
 use super::HeldBy;
-use super::{from_ms, to_ms, QueryCtx, Store, StoreError};
-use chrono::Utc;
+use super::{from_ms, QueryCtx, Store, StoreError};
 use std::time::Duration;
 
 /// The lock row's name (one embedded worker per ledger).
@@ -25,28 +25,30 @@ impl Store {
         let stale_ms = i64::try_from(stale_after.as_millis()).unwrap_or(i64::MAX);
         // A holder that releases between our two statements makes us look again; bounded.
         for _ in 0..3 {
-            let now = to_ms(Utc::now());
-            // One statement decides: insert, re-take our own, or take over a stale lease.
-            let taken = sqlx::query(
-                "INSERT INTO embedded_lock (name, holder, pid, acquired_at, heartbeat_at)
-                 VALUES (?, ?, ?, ?, ?)
-                 ON CONFLICT (name) DO UPDATE SET
-                     holder = excluded.holder, pid = excluded.pid,
-                     acquired_at = CASE WHEN embedded_lock.holder = excluded.holder
-                                   THEN embedded_lock.acquired_at ELSE excluded.acquired_at END,
-                     heartbeat_at = excluded.heartbeat_at
-                 WHERE embedded_lock.holder = excluded.holder OR embedded_lock.heartbeat_at < ?",
+            let mut c = self.conn("acquire embedded lock").await?;
+            // One statement decides: insert, re-take our own, or take over a stale lease
+            // (heartbeats and their age on the database's clock).
+            let taken = execute!(
+                c.on(),
+                sql!(
+                    "INSERT INTO embedded_lock (name, holder, pid, acquired_at, heartbeat_at)
+                     VALUES ($1, $2, $3, " NOW ", " NOW ")
+                     ON CONFLICT (name) DO UPDATE SET
+                         holder = excluded.holder, pid = excluded.pid,
+                         acquired_at = CASE WHEN embedded_lock.holder = excluded.holder
+                                       THEN embedded_lock.acquired_at
+                                       ELSE excluded.acquired_at END,
+                         heartbeat_at = excluded.heartbeat_at
+                     WHERE embedded_lock.holder = excluded.holder
+                        OR embedded_lock.heartbeat_at < excluded.heartbeat_at - $4"
+                ),
+                EMBEDDED,
+                holder,
+                i64::from(std::process::id()),
+                stale_ms
             )
-            .bind(EMBEDDED)
-            .bind(holder)
-            .bind(i64::from(std::process::id()))
-            .bind(now)
-            .bind(now)
-            .bind(now.saturating_sub(stale_ms))
-            .execute(&self.pool)
-            .await
-            .ctx(self, "acquire embedded lock")?
-            .rows_affected();
+            .ctx(self, "acquire embedded lock")?;
+            drop(c);
             if taken == 1 {
                 return Ok(());
             }
@@ -66,15 +68,17 @@ impl Store {
     /// Refresh the lease. Fails with [`StoreError::LockLost`] when another process took it
     /// over (this one was presumed dead): the caller must stop working.
     pub async fn heartbeat_embedded_lock(&self, holder: &str) -> Result<(), StoreError> {
-        let updated =
-            sqlx::query("UPDATE embedded_lock SET heartbeat_at = ? WHERE name = ? AND holder = ?")
-                .bind(to_ms(Utc::now()))
-                .bind(EMBEDDED)
-                .bind(holder)
-                .execute(&self.pool)
-                .await
-                .ctx(self, "heartbeat embedded lock")?
-                .rows_affected();
+        let mut c = self.conn("heartbeat embedded lock").await?;
+        let updated = execute!(
+            c.on(),
+            sql!(
+                "UPDATE embedded_lock SET heartbeat_at = " NOW
+                " WHERE name = $1 AND holder = $2"
+            ),
+            EMBEDDED,
+            holder
+        )
+        .ctx(self, "heartbeat embedded lock")?;
         if updated == 1 {
             Ok(())
         } else {
@@ -87,24 +91,28 @@ impl Store {
 
     /// Give the lock up (on shutdown). True when `holder` held it.
     pub async fn release_embedded_lock(&self, holder: &str) -> Result<bool, StoreError> {
-        let deleted = sqlx::query("DELETE FROM embedded_lock WHERE name = ? AND holder = ?")
-            .bind(EMBEDDED)
-            .bind(holder)
-            .execute(&self.pool)
-            .await
-            .ctx(self, "release embedded lock")?
-            .rows_affected();
+        let mut c = self.conn("release embedded lock").await?;
+        let deleted = execute!(
+            c.on(),
+            sql!("DELETE FROM embedded_lock WHERE name = $1 AND holder = $2"),
+            EMBEDDED,
+            holder
+        )
+        .ctx(self, "release embedded lock")?;
         Ok(deleted == 1)
     }
 
     /// Who holds the embedded-worker lock now, if anyone (stale or not).
     pub async fn embedded_lock_holder(&self) -> Result<Option<HeldBy>, StoreError> {
-        let row: Option<(String, i64, i64, i64)> = sqlx::query_as(
-            "SELECT holder, pid, acquired_at, heartbeat_at FROM embedded_lock WHERE name = ?",
+        let mut c = self.conn("read embedded lock").await?;
+        let row = fetch!(
+            fetch_optional as (String, i64, i64, i64),
+            c.on(),
+            sql!(
+                "SELECT holder, pid, acquired_at, heartbeat_at FROM embedded_lock WHERE name = $1"
+            ),
+            EMBEDDED
         )
-        .bind(EMBEDDED)
-        .fetch_optional(&self.pool)
-        .await
         .ctx(self, "read embedded lock")?;
         Ok(row.map(|(holder, pid, since, heartbeat)| HeldBy {
             holder,

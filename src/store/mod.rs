@@ -3,38 +3,38 @@
 //!
 //! The ledger is the source of truth; the queue is only transport. Every write that must be
 //! all-or-nothing (a job with its items, a batch of outcomes, a batch of call counts) runs in
-//! one transaction. Instants are stored as unix milliseconds (UTC); the API speaks
-//! `chrono::DateTime<Utc>` and the crate's own `Platform` / `Api` / `ErrorClass` types, never
-//! backend types, so a Postgres backend can sit behind the same signatures later.
+//! one transaction. Instants are stored as unix milliseconds (UTC), read from the database's
+//! clock; the API speaks `chrono::DateTime<Utc>` and the crate's own `Platform` / `Api` /
+//! `ErrorClass` types, never backend types.
+//!
+//! Two backends sit behind the same API, chosen by the URL: SQLite (`sqlite://PATH`, the
+//! embedded default and the single-host choice) and PostgreSQL (`postgres://...`, a fleet
+//! across hosts); see [`backend`] and docs/design.md, "The ledger on two backends".
 //!
 //! Open with [`Store::connect`], then [`Store::migrate`] (idempotent).
 
+mod backend;
 mod calls;
 mod fleet;
 mod insight;
 mod jobs;
 mod lock;
 mod orders;
+mod postgres;
+mod sqlite;
 mod types;
 
+pub use backend::Backend;
 pub use calls::minute_key;
 pub use fleet::DEAD_CLASS;
 pub use insight::FailureReason;
 pub use lock::EMBEDDED_LOCK_STALE_AFTER;
+pub use sqlite::{Pragmas, BUSY_TIMEOUT};
 pub use types::*;
 
+use backend::{Pool, Pooled, Tx};
 use chrono::{DateTime, Utc};
-use sqlx::sqlite::{
-    SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous,
-};
-use std::str::FromStr;
 use std::sync::Arc;
-use std::time::Duration;
-
-/// How long a connection waits on a locked database before failing (SQLite `busy_timeout`).
-pub const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
-/// Pool size for file databases. SQLite has one writer at a time; readers run in parallel (WAL).
-const MAX_CONNECTIONS: u32 = 8;
 
 /// A ledger failure. Messages name the database (password redacted) and what failed.
 #[derive(Debug, thiserror::Error)]
@@ -73,8 +73,9 @@ pub enum StoreError {
         what: &'static str,
         value: String,
     },
-    /// The ledger file does not exist: only `db migrate` creates one (a mistyped path must
-    /// not start an empty ledger beside the real one).
+    /// The ledger does not exist (no SQLite file, no Postgres database, or a database without
+    /// the ledger's tables): only `db migrate` creates one (a mistyped URL must not start an
+    /// empty ledger beside the real one).
     #[error(
         "no ledger at {db}: create it with `syncfleet db migrate` (or fix --db / SYNCFLEET_DB)"
     )]
@@ -85,6 +86,13 @@ pub enum StoreError {
     /// This process no longer holds the embedded-worker lock (taken over after going stale).
     #[error("ledger {db}: embedded-worker lock lost by `{holder}` (another process took it over)")]
     LockLost { db: String, holder: String },
+    /// The operation exists on the other backend only.
+    #[error("ledger {db}: {what} is not available on {backend}")]
+    Unsupported {
+        db: String,
+        what: &'static str,
+        backend: &'static str,
+    },
 }
 
 impl StoreError {
@@ -100,10 +108,11 @@ impl StoreError {
         )
     }
 
-    /// True when SQLite answered "busy"/"locked": another process held the write lock past
-    /// `busy_timeout`. SQLite's busy handler polls with growing sleeps, so with several worker
-    /// processes writing, one waiter can lose every race for the whole timeout; the write is
-    /// worth retrying.
+    /// True when another writer got in the way and the write is worth retrying as a whole:
+    /// SQLite answered "busy"/"locked" (another process held the write lock past
+    /// `busy_timeout`; its busy handler polls with growing sleeps, so one waiter can lose
+    /// every race), or PostgreSQL aborted the transaction as a deadlock victim or a
+    /// serialization failure.
     pub fn is_busy(&self) -> bool {
         let StoreError::Query {
             source: sqlx::Error::Database(db),
@@ -112,19 +121,23 @@ impl StoreError {
         else {
             return false;
         };
-        // Primary result codes SQLITE_BUSY (5) and SQLITE_LOCKED (6); extended codes keep
-        // them in the low byte.
-        db.code()
-            .and_then(|c| c.parse::<i64>().ok())
-            .is_some_and(|c| matches!(c & 0xff, 5 | 6))
+        let Some(code) = db.code() else {
+            return false;
+        };
+        // The codes of one backend mean something else on the other: ask the error's type.
+        if db.try_downcast_ref::<sqlx::sqlite::SqliteError>().is_some() {
+            sqlite::is_busy_code(&code)
+        } else {
+            postgres::is_retry_code(&code)
+        }
     }
 }
 
 /// Handle to the ledger: a connection pool. Cheap to clone; share one per process.
 #[derive(Clone)]
 pub struct Store {
-    pool: SqlitePool,
-    /// The database as shown in messages (URL with any password removed).
+    pool: Pool,
+    /// The database as shown in messages (path for SQLite files, URL without password).
     db: Arc<str>,
 }
 
@@ -141,17 +154,6 @@ pub struct MigrateReport {
     pub applied: Vec<(i64, String)>,
     /// Migrations that were already in place.
     pub already_applied: usize,
-}
-
-/// Connection settings read back from one pooled connection.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Pragmas {
-    /// `wal` for file databases (`memory` for in-memory ones).
-    pub journal_mode: String,
-    /// 0 OFF, 1 NORMAL, 2 FULL, 3 EXTRA.
-    pub synchronous: i64,
-    pub busy_timeout_ms: i64,
-    pub foreign_keys: bool,
 }
 
 /// Convert a sqlx error into a [`StoreError::Query`] naming the operation.
@@ -179,7 +181,7 @@ pub(crate) fn from_ms(ms: i64) -> DateTime<Utc> {
     DateTime::from_timestamp_millis(ms).unwrap_or_default()
 }
 
-/// Saturating conversions between the API's unsigned counts and SQLite's i64.
+/// Saturating conversions between the API's unsigned counts and the ledger's i64.
 pub(crate) fn to_i64(n: u64) -> i64 {
     i64::try_from(n).unwrap_or(i64::MAX)
 }
@@ -187,8 +189,9 @@ pub(crate) fn to_u64(n: i64) -> u64 {
     u64::try_from(n).unwrap_or(0)
 }
 
-/// A list of strings as one JSON array, bound as a single parameter and expanded in SQL with
-/// `json_each`: one statement whatever the list length, and no SQL text built from data.
+/// A list of strings as one JSON array, bound as a single parameter and expanded in SQL as a
+/// table (`[KEYS $n AS k]` in [`backend::sql!`]): one statement whatever the list length, and
+/// no SQL text built from data.
 pub(crate) fn json_list<S: AsRef<str>>(items: &[S]) -> String {
     let refs: Vec<&str> = items.iter().map(AsRef::as_ref).collect();
     // Serializing a list of strings cannot fail.
@@ -198,16 +201,17 @@ pub(crate) fn json_list<S: AsRef<str>>(items: &[S]) -> String {
 pub use crate::secret::redact_url;
 
 impl Store {
-    /// Open the ledger named by `url`: `sqlite://PATH` (created if missing; `sqlite:PATH` and
-    /// `sqlite:///ABS/PATH` work too) or `sqlite::memory:` (private to this process).
-    ///
-    /// Every pooled connection gets WAL, `synchronous=NORMAL`, `busy_timeout` 5 s and
-    /// `foreign_keys=ON` (set at connect time, so no connection is ever without them).
+    /// Open the ledger named by `url`, creating it when missing:
+    /// - `sqlite://PATH` (`sqlite:PATH` and `sqlite:///ABS/PATH` work too) or
+    ///   `sqlite::memory:` (private to this process). Every pooled connection gets WAL,
+    ///   `synchronous=NORMAL`, `busy_timeout` 5 s and `foreign_keys=ON`.
+    /// - `postgres://USER[:PASSWORD]@HOST[:PORT]/DATABASE` (or `postgresql://`): the database
+    ///   must exist; [`Store::migrate`] creates the tables.
     pub async fn connect(url: &str) -> Result<Store, StoreError> {
         Store::open(url, true).await
     }
 
-    /// Like [`Store::connect`], but a ledger file that does not exist is refused with
+    /// Like [`Store::connect`], but a ledger that does not exist is refused with
     /// [`StoreError::Missing`] instead of created: every command but `db migrate` (and the
     /// demo, which makes its own) opens the ledger this way.
     pub async fn connect_existing(url: &str) -> Result<Store, StoreError> {
@@ -215,99 +219,82 @@ impl Store {
     }
 
     async fn open(url: &str, create: bool) -> Result<Store, StoreError> {
-        let bad = |reason: &str| StoreError::BadUrl {
-            url: redact_url(url),
-            reason: reason.to_string(),
-        };
-        if !url.starts_with("sqlite:") {
+        if url.starts_with("sqlite:") {
+            sqlite::open(url, create).await
+        } else if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+            postgres::open(url, create).await
+        } else {
             let scheme = url.split(':').next().unwrap_or("");
-            return Err(bad(&format!(
-                "unsupported scheme `{scheme}` (expected sqlite://PATH or sqlite::memory:)"
-            )));
+            Err(StoreError::BadUrl {
+                url: redact_url(url),
+                reason: format!(
+                    "unsupported scheme `{scheme}` (expected sqlite://PATH, sqlite::memory: \
+                     or postgres://USER@HOST/DATABASE)"
+                ),
+            })
         }
-        let rest = url
-            .trim_start_matches("sqlite://")
-            .trim_start_matches("sqlite:");
-        if rest.is_empty() || rest.starts_with('?') {
-            return Err(bad("no database path (expected sqlite://PATH)"));
-        }
-        let options = SqliteConnectOptions::from_str(url)
-            .map_err(|e| bad(&e.to_string()))?
-            .create_if_missing(create)
-            .journal_mode(SqliteJournalMode::Wal)
-            .synchronous(SqliteSynchronous::Normal)
-            .busy_timeout(BUSY_TIMEOUT)
-            .foreign_keys(true);
-        let in_memory = rest.starts_with(":memory:") || url.contains("mode=memory");
-        if !create && !in_memory && !options.get_filename().exists() {
-            return Err(StoreError::Missing {
-                db: options.get_filename().display().to_string(),
-            });
-        }
-        let db: Arc<str> = if in_memory {
-            Arc::from(url)
-        } else {
-            Arc::from(options.get_filename().display().to_string())
-        };
-        // An in-memory database lives as long as one of its connections and shared-cache
-        // connections fail with "table is locked" instead of waiting: use exactly one, forever.
-        let pool_options = if in_memory {
-            SqlitePoolOptions::new()
-                .max_connections(1)
-                .min_connections(1)
-                .idle_timeout(None)
-                .max_lifetime(None)
-        } else {
-            SqlitePoolOptions::new().max_connections(MAX_CONNECTIONS)
-        };
-        let pool = pool_options
-            .acquire_timeout(Duration::from_secs(30))
-            .connect_with(options)
-            .await
-            .map_err(|source| StoreError::Connect {
-                db: db.to_string(),
-                source,
-            })?;
-        Ok(Store { pool, db })
     }
 
-    /// The database as named in messages (path for SQLite files).
+    /// The database as named in messages (path for SQLite files, URL without password).
     pub fn db_name(&self) -> &str {
         &self.db
     }
 
-    /// Close every pooled connection (waits for checked-out ones to come back).
-    pub async fn close(&self) {
-        self.pool.close().await;
+    /// Which database holds this ledger.
+    pub fn backend(&self) -> Backend {
+        self.pool.backend()
     }
 
-    /// Apply the migrations under `migrations/` that are not applied yet. Idempotent.
+    /// Close every pooled connection (waits for checked-out ones to come back).
+    pub async fn close(&self) {
+        match &self.pool {
+            Pool::Sqlite(p) => p.close().await,
+            Pool::Postgres(p) => p.close().await,
+        }
+    }
+
+    /// A pooled connection for one or more statements outside a transaction.
+    pub(crate) async fn conn(&self, what: &'static str) -> Result<Pooled, StoreError> {
+        match &self.pool {
+            Pool::Sqlite(p) => p.acquire().await.map(Pooled::Sqlite),
+            Pool::Postgres(p) => p.acquire().await.map(Pooled::Postgres),
+        }
+        .ctx(self, what)
+    }
+
+    /// Begin a write transaction. SQLite: `BEGIN IMMEDIATE`, taking the write lock up front so
+    /// `busy_timeout` applies (a deferred transaction upgrading to a writer fails at once with
+    /// SQLITE_BUSY under WAL). PostgreSQL: READ COMMITTED; row locks order the writers, and
+    /// [`Store::lock_job`] where a decision reads other transactions' rows.
+    pub(crate) async fn begin(&self, what: &'static str) -> Result<Tx, StoreError> {
+        match &self.pool {
+            Pool::Sqlite(p) => p.begin_with("BEGIN IMMEDIATE").await.map(Tx::Sqlite),
+            Pool::Postgres(p) => p.begin().await.map(Tx::Postgres),
+        }
+        .ctx(self, what)
+    }
+
+    /// Apply the migrations of this backend (`migrations/sqlite/` or `migrations/postgres/`)
+    /// that are not applied yet. Idempotent; on PostgreSQL, concurrent callers wait for each
+    /// other (sqlx takes an advisory lock).
     pub async fn migrate(&self) -> Result<MigrateReport, StoreError> {
         let migrate_err = |reason: String| StoreError::Migrate {
             db: self.db.to_string(),
             reason,
         };
-        // apalis-sqlite's `Jobs` table would collide with our `jobs` (SQLite names are
-        // case-insensitive): the embedded queue needs its own file.
-        let apalis: Option<String> = sqlx::query_scalar(
-            "SELECT name FROM sqlite_master WHERE type = 'table' AND name = 'Workers'",
-        )
-        .fetch_optional(&self.pool)
-        .await
-        .ctx(self, "migrate: inspect schema")?;
-        if apalis.is_some() {
-            return Err(migrate_err(
-                "this file holds an apalis-sqlite queue (table `Workers`); \
-                 the ledger and the embedded queue must use separate database files"
-                    .to_string(),
-            ));
-        }
-        let migrator = sqlx::migrate!("./migrations");
+        let migrator = match &self.pool {
+            Pool::Sqlite(p) => {
+                sqlite::refuse_apalis_file(self, p).await?;
+                sqlx::migrate!("./migrations/sqlite")
+            }
+            Pool::Postgres(_) => sqlx::migrate!("./migrations/postgres"),
+        };
         let applied_before = self.applied_versions().await?;
-        migrator
-            .run(&self.pool)
-            .await
-            .map_err(|e| migrate_err(e.to_string()))?;
+        match &self.pool {
+            Pool::Sqlite(p) => migrator.run(p).await,
+            Pool::Postgres(p) => migrator.run(p).await,
+        }
+        .map_err(|e| migrate_err(e.to_string()))?;
         let mut report = MigrateReport {
             applied: Vec::new(),
             already_applied: 0,
@@ -322,72 +309,69 @@ impl Store {
         Ok(report)
     }
 
+    /// Versions of the migrations applied so far (none on a new database).
     async fn applied_versions(&self) -> Result<Vec<i64>, StoreError> {
-        let exists: Option<String> = sqlx::query_scalar(
-            "SELECT name FROM sqlite_master WHERE type = 'table' AND name = '_sqlx_migrations'",
-        )
-        .fetch_optional(&self.pool)
-        .await
-        .ctx(self, "migrate: inspect schema")?;
-        if exists.is_none() {
+        let mut c = self.conn("migrate: inspect schema").await?;
+        if !self.has_migrations_table(&mut c).await? {
             return Ok(Vec::new());
         }
-        sqlx::query_scalar("SELECT version FROM _sqlx_migrations WHERE success = 1")
-            .fetch_all(&self.pool)
-            .await
-            .ctx(self, "migrate: list applied migrations")
+        backend::scalar!(
+            fetch_all as i64,
+            c.on(),
+            backend::sql!("SELECT version FROM _sqlx_migrations WHERE success")
+        )
+        .ctx(self, "migrate: list applied migrations")
     }
 
-    /// The settings of one pooled connection.
+    /// True when the database has sqlx's migration table (it holds a ledger).
+    async fn has_migrations_table(&self, c: &mut Pooled) -> Result<bool, StoreError> {
+        let n = backend::scalar!(
+            fetch_one as i64,
+            c.on(),
+            backend::sql!(
+                sqlite: "SELECT COUNT(*) FROM sqlite_master
+                         WHERE type = 'table' AND name = '_sqlx_migrations'",
+                postgres: "SELECT COUNT(*) FROM information_schema.tables
+                           WHERE table_schema = current_schema() AND table_name = '_sqlx_migrations'",
+            )
+        )
+        .ctx(self, "migrate: inspect schema")?;
+        Ok(n > 0)
+    }
+
+    /// The settings of one pooled connection (SQLite only).
     pub async fn pragmas(&self) -> Result<Pragmas, StoreError> {
-        let mut conn = self.pool.acquire().await.ctx(self, "acquire connection")?;
-        read_pragmas(self, &mut conn).await
+        sqlite::pragmas(self, 1).await?.pop().ok_or_else(|| {
+            // `pragmas(_, 1)` reads one connection or fails.
+            StoreError::Unsupported {
+                db: self.db.to_string(),
+                what: "connection pragmas",
+                backend: self.backend().as_str(),
+            }
+        })
     }
 
     /// The settings of `n` connections held at the same time (so the pool must open `n`
     /// distinct connections; `n` is capped at the pool size): proves the pragmas are per
-    /// connection.
+    /// connection. SQLite only.
     pub async fn pragmas_per_connection(&self, n: usize) -> Result<Vec<Pragmas>, StoreError> {
-        let max = usize::try_from(self.pool.options().get_max_connections()).unwrap_or(1);
-        let n = n.min(max);
-        let mut held = Vec::with_capacity(n);
-        for _ in 0..n {
-            held.push(self.pool.acquire().await.ctx(self, "acquire connection")?);
-        }
-        let mut out = Vec::with_capacity(n);
-        for conn in held.iter_mut() {
-            out.push(read_pragmas(self, conn).await?);
-        }
-        Ok(out)
+        sqlite::pragmas(self, n).await
     }
-}
 
-async fn read_pragmas(
-    store: &Store,
-    conn: &mut sqlx::pool::PoolConnection<sqlx::Sqlite>,
-) -> Result<Pragmas, StoreError> {
-    let journal_mode: String = sqlx::query_scalar("PRAGMA journal_mode")
-        .fetch_one(&mut **conn)
-        .await
-        .ctx(store, "read pragma journal_mode")?;
-    let synchronous: i64 = sqlx::query_scalar("PRAGMA synchronous")
-        .fetch_one(&mut **conn)
-        .await
-        .ctx(store, "read pragma synchronous")?;
-    let busy_timeout_ms: i64 = sqlx::query_scalar("PRAGMA busy_timeout")
-        .fetch_one(&mut **conn)
-        .await
-        .ctx(store, "read pragma busy_timeout")?;
-    let foreign_keys: i64 = sqlx::query_scalar("PRAGMA foreign_keys")
-        .fetch_one(&mut **conn)
-        .await
-        .ctx(store, "read pragma foreign_keys")?;
-    Ok(Pragmas {
-        journal_mode,
-        synchronous,
-        busy_timeout_ms,
-        foreign_keys: foreign_keys == 1,
-    })
+    /// The server's version (`SELECT version()` on PostgreSQL, `sqlite_version()` on SQLite),
+    /// for `db migrate` to print.
+    pub async fn server_version(&self) -> Result<String, StoreError> {
+        let mut c = self.conn("server version").await?;
+        backend::scalar!(
+            fetch_one as String,
+            c.on(),
+            backend::sql!(
+                sqlite: "SELECT 'SQLite ' || sqlite_version()",
+                postgres: "SELECT version()",
+            )
+        )
+        .ctx(self, "server version")
+    }
 }
 
 #[cfg(test)]

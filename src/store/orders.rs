@@ -1,18 +1,16 @@
 //! Orders and logistics events: keep only what changed, never query what is settled.
 
-use super::jobs::now_ms;
+use super::backend::{execute, fetch, scalar, sql, Sql, Tx};
 use super::{from_ms, json_list, to_ms, QueryCtx, Store, StoreError};
 use super::{LogisticsEvent, Order, OrderRecord};
 use crate::platform::Platform;
 use std::time::Duration;
 
-// Instants written here come from the database's clock (`now_ms!`), never the host's.
-const UPSERT_ORDER: &str = concat!(
+// Instants written here come from the database's clock (`NOW`), never the host's.
+const UPSERT_ORDER: Sql = sql!(
     "INSERT INTO orders
         (platform, order_id, shop, status, shipped, modified, amount_cents, updated_at)
-    VALUES (?, ?, ?, ?, ?, ?, ?, ",
-    now_ms!(),
-    ")
+    VALUES ($1, $2, $3, $4, $5, $6, $7, " NOW ")
     ON CONFLICT (platform, order_id) DO UPDATE SET
         shop = excluded.shop, status = excluded.status, shipped = excluded.shipped,
         modified = excluded.modified, amount_cents = excluded.amount_cents,
@@ -20,29 +18,39 @@ const UPSERT_ORDER: &str = concat!(
     WHERE excluded.modified > orders.modified"
 );
 
-const INSERT_EVENT: &str = concat!(
-    "INSERT OR IGNORE INTO logistics_events
-        (platform, order_id, event_time, status, description, stored_at)
-    VALUES (?, ?, ?, ?, ?, ",
-    now_ms!(),
-    ")"
+/// Dedup by the UNIQUE key: one affected row means a new event. SQLite keeps its
+/// `INSERT OR IGNORE`; PostgreSQL says `ON CONFLICT DO NOTHING`.
+const INSERT_EVENT: Sql = sql!(
+    sqlite: concat!(
+        "INSERT OR IGNORE INTO logistics_events
+            (platform, order_id, event_time, status, description, stored_at)
+        VALUES ($1, $2, $3, $4, $5, ", sql!(@sqlite NOW), ")"
+    ),
+    postgres: concat!(
+        "INSERT INTO logistics_events
+            (platform, order_id, event_time, status, description, stored_at)
+        VALUES ($1, $2, $3, $4, $5, ", sql!(@postgres NOW), ")
+        ON CONFLICT DO NOTHING"
+    ),
 );
 
 /// `signed` is sticky: once an order is signed it stays signed (a late, out-of-order trace
 /// cannot make it a candidate again).
-const SET_LAST_STATUS: &str = "UPDATE orders SET last_status = ?, signed = MAX(signed, ?)
-    WHERE platform = ? AND order_id = ?";
+const SET_LAST_STATUS: Sql = sql!(
+    "UPDATE orders SET last_status = $1, signed = (signed OR $2)
+     WHERE platform = $3 AND order_id = $4"
+);
 
 type OrderRow = (
     String,
     String,
     String,
     String,
-    i64,
+    bool,
     i64,
     i64,
     Option<String>,
-    i64,
+    bool,
     Option<i64>,
 );
 
@@ -51,43 +59,45 @@ impl Store {
     /// new or changed (a useful call); false when the ledger already had this version or a
     /// newer one. Logistics fields (`last_status`, `signed`, `last_queried_at`) are kept.
     pub async fn upsert_order_if_advanced(&self, order: &Order) -> Result<bool, StoreError> {
-        let changed = sqlx::query(UPSERT_ORDER)
-            .bind(order.platform.as_str())
-            .bind(&order.order_id)
-            .bind(&order.shop)
-            .bind(&order.status)
-            .bind(order.shipped)
-            .bind(to_ms(order.modified))
-            .bind(order.amount_cents)
-            .execute(&self.pool)
-            .await
-            .ctx(self, "upsert_order_if_advanced")?
-            .rows_affected();
+        let mut c = self.conn("upsert_order_if_advanced").await?;
+        let changed = execute!(
+            c.on(),
+            UPSERT_ORDER,
+            order.platform.as_str(),
+            &order.order_id,
+            &order.shop,
+            &order.status,
+            order.shipped,
+            to_ms(order.modified),
+            order.amount_cents
+        )
+        .ctx(self, "upsert_order_if_advanced")?;
         Ok(changed == 1)
     }
 
     /// [`Store::upsert_order_if_advanced`] for a page of orders in one transaction; returns
     /// how many were new or advanced (0 means the page brought nothing new).
     pub async fn upsert_orders_if_advanced(&self, orders: &[Order]) -> Result<u64, StoreError> {
-        let mut tx = self
-            .pool
-            .begin_with("BEGIN IMMEDIATE")
-            .await
-            .ctx(self, "upsert_orders_if_advanced: begin")?;
+        // Rows in key order, so concurrent pages lock shared orders in one order (PostgreSQL).
+        let mut sorted: Vec<&Order> = orders.iter().collect();
+        sorted.sort_by(|a, b| {
+            (a.platform.as_str(), &a.order_id).cmp(&(b.platform.as_str(), &b.order_id))
+        });
+        let mut tx = self.begin("upsert_orders_if_advanced: begin").await?;
         let mut changed = 0;
-        for order in orders {
-            changed += sqlx::query(UPSERT_ORDER)
-                .bind(order.platform.as_str())
-                .bind(&order.order_id)
-                .bind(&order.shop)
-                .bind(&order.status)
-                .bind(order.shipped)
-                .bind(to_ms(order.modified))
-                .bind(order.amount_cents)
-                .execute(&mut *tx)
-                .await
-                .ctx(self, "upsert_orders_if_advanced: upsert")?
-                .rows_affected();
+        for order in sorted {
+            changed += execute!(
+                tx.on(),
+                UPSERT_ORDER,
+                order.platform.as_str(),
+                &order.order_id,
+                &order.shop,
+                &order.status,
+                order.shipped,
+                to_ms(order.modified),
+                order.amount_cents
+            )
+            .ctx(self, "upsert_orders_if_advanced: upsert")?;
         }
         tx.commit()
             .await
@@ -101,15 +111,18 @@ impl Store {
         platform: Platform,
         order_id: &str,
     ) -> Result<Option<OrderRecord>, StoreError> {
-        let row: Option<OrderRow> = sqlx::query_as(
-            "SELECT platform, order_id, shop, status, shipped, modified, amount_cents,
-                    last_status, signed, last_queried_at
-             FROM orders WHERE platform = ? AND order_id = ?",
+        let mut c = self.conn("get_order").await?;
+        let row = fetch!(
+            fetch_optional as OrderRow,
+            c.on(),
+            sql!(
+                "SELECT platform, order_id, shop, status, shipped, modified, amount_cents,
+                        last_status, signed, last_queried_at
+                 FROM orders WHERE platform = $1 AND order_id = $2"
+            ),
+            platform.as_str(),
+            order_id
         )
-        .bind(platform.as_str())
-        .bind(order_id)
-        .fetch_optional(&self.pool)
-        .await
         .ctx(self, "get_order")?;
         let Some((p, id, shop, status, shipped, modified, amount, last, signed, queried)) = row
         else {
@@ -121,12 +134,12 @@ impl Store {
                 order_id: id,
                 shop,
                 status,
-                shipped: shipped != 0,
+                shipped,
                 modified: from_ms(modified),
                 amount_cents: amount,
             },
             last_status: last,
-            signed: signed != 0,
+            signed,
             last_queried_at: queried.map(from_ms),
         }))
     }
@@ -141,19 +154,20 @@ impl Store {
         min_interval: Duration,
     ) -> Result<Vec<String>, StoreError> {
         let interval_ms = i64::try_from(min_interval.as_millis()).unwrap_or(i64::MAX);
-        sqlx::query_scalar(concat!(
-            "SELECT DISTINCT order_id FROM orders
-             WHERE platform = ? AND shop = ? AND signed = 0 AND shipped = 1
-               AND (last_queried_at IS NULL OR last_queried_at <= ",
-            now_ms!(),
-            " - ?)
-             ORDER BY order_id"
-        ))
-        .bind(platform.as_str())
-        .bind(shop)
-        .bind(interval_ms)
-        .fetch_all(&self.pool)
-        .await
+        let mut c = self.conn("logistics_candidates").await?;
+        scalar!(
+            fetch_all as String,
+            c.on(),
+            sql!(
+                "SELECT DISTINCT order_id FROM orders
+                 WHERE platform = $1 AND shop = $2 AND NOT signed AND shipped
+                   AND (last_queried_at IS NULL OR last_queried_at <= " NOW " - $3)
+                 ORDER BY order_id"
+            ),
+            platform.as_str(),
+            shop,
+            interval_ms
+        )
         .ctx(self, "logistics_candidates")
     }
 
@@ -166,18 +180,20 @@ impl Store {
         min_interval: Duration,
     ) -> Result<bool, StoreError> {
         let interval_ms = i64::try_from(min_interval.as_millis()).unwrap_or(i64::MAX);
-        let recent: Option<i64> = sqlx::query_scalar(concat!(
-            "SELECT last_queried_at > ",
-            now_ms!(),
-            " - ? FROM orders WHERE platform = ? AND order_id = ? AND last_queried_at IS NOT NULL"
-        ))
-        .bind(interval_ms)
-        .bind(platform.as_str())
-        .bind(order_id)
-        .fetch_optional(&self.pool)
-        .await
+        let mut c = self.conn("queried_within").await?;
+        let recent = scalar!(
+            fetch_optional as bool,
+            c.on(),
+            sql!(
+                "SELECT last_queried_at > " NOW " - $1 FROM orders
+                 WHERE platform = $2 AND order_id = $3 AND last_queried_at IS NOT NULL"
+            ),
+            interval_ms,
+            platform.as_str(),
+            order_id
+        )
         .ctx(self, "queried_within")?;
-        Ok(recent.unwrap_or(0) != 0)
+        Ok(recent.unwrap_or(false))
     }
 
     /// Record that these orders' logistics were queried now (database clock); returns rows
@@ -187,18 +203,17 @@ impl Store {
         platform: Platform,
         order_ids: &[String],
     ) -> Result<u64, StoreError> {
-        let updated = sqlx::query(concat!(
-            "UPDATE orders SET last_queried_at = ",
-            now_ms!(),
-            " WHERE platform = ? AND order_id IN (SELECT value FROM json_each(?))"
-        ))
-        .bind(platform.as_str())
-        .bind(json_list(order_ids))
-        .execute(&self.pool)
-        .await
-        .ctx(self, "mark_queried")?
-        .rows_affected();
-        Ok(updated)
+        let mut c = self.conn("mark_queried").await?;
+        execute!(
+            c.on(),
+            sql!(
+                "UPDATE orders SET last_queried_at = " NOW
+                " WHERE platform = $1 AND order_id IN (SELECT value FROM " [KEYS "$2" AS k] ")"
+            ),
+            platform.as_str(),
+            json_list(order_ids)
+        )
+        .ctx(self, "mark_queried")
     }
 
     /// Store what one logistics query learned, in one transaction: the trace's events (INSERT
@@ -213,58 +228,55 @@ impl Store {
         events: &[LogisticsEvent],
         signed: bool,
     ) -> Result<u64, StoreError> {
-        let mut tx = self
-            .pool
-            .begin_with("BEGIN IMMEDIATE")
-            .await
-            .ctx(self, "record_trace: begin")?;
+        let mut tx = self.begin("record_trace: begin").await?;
         let new = self
             .insert_events_in(&mut tx, platform, order_id, events)
             .await?;
         if let Some(last) = events.last() {
-            sqlx::query(SET_LAST_STATUS)
-                .bind(&last.status)
-                .bind(signed)
-                .bind(platform.as_str())
-                .bind(order_id)
-                .execute(&mut *tx)
-                .await
-                .ctx(self, "record_trace: set last status")?;
+            execute!(
+                tx.on(),
+                SET_LAST_STATUS,
+                &last.status,
+                signed,
+                platform.as_str(),
+                order_id
+            )
+            .ctx(self, "record_trace: set last status")?;
         }
-        sqlx::query(concat!(
-            "UPDATE orders SET last_queried_at = ",
-            now_ms!(),
-            " WHERE platform = ? AND order_id = ?"
-        ))
-        .bind(platform.as_str())
-        .bind(order_id)
-        .execute(&mut *tx)
-        .await
+        execute!(
+            tx.on(),
+            sql!(
+                "UPDATE orders SET last_queried_at = " NOW
+                " WHERE platform = $1 AND order_id = $2"
+            ),
+            platform.as_str(),
+            order_id
+        )
         .ctx(self, "record_trace: mark queried")?;
         tx.commit().await.ctx(self, "record_trace: commit")?;
         Ok(new)
     }
 
-    /// INSERT OR IGNORE the events of one order inside `tx`; how many were new.
+    /// Insert the events of one order inside `tx` unless known; how many were new.
     async fn insert_events_in(
         &self,
-        tx: &mut sqlx::Transaction<'_, sqlx::Sqlite>,
+        tx: &mut Tx,
         platform: Platform,
         order_id: &str,
         events: &[LogisticsEvent],
     ) -> Result<u64, StoreError> {
         let mut new = 0;
         for event in events {
-            new += sqlx::query(INSERT_EVENT)
-                .bind(platform.as_str())
-                .bind(order_id)
-                .bind(&event.event_time)
-                .bind(&event.status)
-                .bind(&event.description)
-                .execute(&mut **tx)
-                .await
-                .ctx(self, "insert event")?
-                .rows_affected();
+            new += execute!(
+                tx.on(),
+                INSERT_EVENT,
+                platform.as_str(),
+                order_id,
+                &event.event_time,
+                &event.status,
+                &event.description
+            )
+            .ctx(self, "insert event")?;
         }
         Ok(new)
     }
@@ -277,16 +289,17 @@ impl Store {
         order_id: &str,
         event: &LogisticsEvent,
     ) -> Result<bool, StoreError> {
-        let inserted = sqlx::query(INSERT_EVENT)
-            .bind(platform.as_str())
-            .bind(order_id)
-            .bind(&event.event_time)
-            .bind(&event.status)
-            .bind(&event.description)
-            .execute(&self.pool)
-            .await
-            .ctx(self, "insert_event")?
-            .rows_affected();
+        let mut c = self.conn("insert_event").await?;
+        let inserted = execute!(
+            c.on(),
+            INSERT_EVENT,
+            platform.as_str(),
+            order_id,
+            &event.event_time,
+            &event.status,
+            &event.description
+        )
+        .ctx(self, "insert_event")?;
         Ok(inserted == 1)
     }
 
@@ -298,11 +311,7 @@ impl Store {
         order_id: &str,
         events: &[LogisticsEvent],
     ) -> Result<u64, StoreError> {
-        let mut tx = self
-            .pool
-            .begin_with("BEGIN IMMEDIATE")
-            .await
-            .ctx(self, "insert_events: begin")?;
+        let mut tx = self.begin("insert_events: begin").await?;
         let new = self
             .insert_events_in(&mut tx, platform, order_id, events)
             .await?;
@@ -316,14 +325,17 @@ impl Store {
         platform: Platform,
         order_id: &str,
     ) -> Result<Vec<LogisticsEvent>, StoreError> {
-        let rows: Vec<(String, String, String)> = sqlx::query_as(
-            "SELECT event_time, status, description FROM logistics_events
-             WHERE platform = ? AND order_id = ? ORDER BY event_time, status",
+        let mut c = self.conn("events").await?;
+        let rows = fetch!(
+            fetch_all as (String, String, String),
+            c.on(),
+            sql!(
+                "SELECT event_time, status, description FROM logistics_events
+                 WHERE platform = $1 AND order_id = $2 ORDER BY event_time, status"
+            ),
+            platform.as_str(),
+            order_id
         )
-        .bind(platform.as_str())
-        .bind(order_id)
-        .fetch_all(&self.pool)
-        .await
         .ctx(self, "events")?;
         Ok(rows
             .into_iter()
@@ -345,15 +357,16 @@ impl Store {
         status: &str,
         signed: bool,
     ) -> Result<bool, StoreError> {
-        let updated = sqlx::query(SET_LAST_STATUS)
-            .bind(status)
-            .bind(signed)
-            .bind(platform.as_str())
-            .bind(order_id)
-            .execute(&self.pool)
-            .await
-            .ctx(self, "set_last_status")?
-            .rows_affected();
+        let mut c = self.conn("set_last_status").await?;
+        let updated = execute!(
+            c.on(),
+            SET_LAST_STATUS,
+            status,
+            signed,
+            platform.as_str(),
+            order_id
+        )
+        .ctx(self, "set_last_status")?;
         Ok(updated == 1)
     }
 
@@ -368,35 +381,49 @@ impl Store {
                     r.order.order_id,
                     r.order.shop,
                     r.order.status,
-                    i64::from(r.order.shipped),
+                    r.order.shipped,
                     to_ms(r.order.modified),
                     r.order.amount_cents,
                     r.last_status,
-                    i64::from(r.signed),
+                    r.signed,
                     r.last_queried_at.map(to_ms),
                 ])
             })
             .collect();
         let payload = serde_json::Value::Array(rows).to_string();
-        let mut tx = self
-            .pool
-            .begin_with("BEGIN IMMEDIATE")
-            .await
-            .ctx(self, "insert_orders: begin")?;
-        let inserted = sqlx::query(concat!(
-            "INSERT OR REPLACE INTO orders
-                (platform, order_id, shop, status, shipped, modified, amount_cents,
-                 last_status, signed, last_queried_at, updated_at)
-             SELECT value ->> 0, value ->> 1, value ->> 2, value ->> 3, value ->> 4,
-                    value ->> 5, value ->> 6, value ->> 7, value ->> 8, value ->> 9, ",
-            now_ms!(),
-            " FROM json_each(?)"
-        ))
-        .bind(payload)
-        .execute(&mut *tx)
-        .await
-        .ctx(self, "insert_orders: insert")?
-        .rows_affected();
+        let mut tx = self.begin("insert_orders: begin").await?;
+        let inserted = execute!(
+            tx.on(),
+            sql!(
+                sqlite: concat!(
+                    "INSERT OR REPLACE INTO orders
+                        (platform, order_id, shop, status, shipped, modified, amount_cents,
+                         last_status, signed, last_queried_at, updated_at)
+                     SELECT value ->> 0, value ->> 1, value ->> 2, value ->> 3, value ->> 4,
+                            value ->> 5, value ->> 6, value ->> 7, value ->> 8, value ->> 9, ",
+                    sql!(@sqlite NOW),
+                    " FROM json_each($1)"
+                ),
+                postgres: concat!(
+                    "INSERT INTO orders
+                        (platform, order_id, shop, status, shipped, modified, amount_cents,
+                         last_status, signed, last_queried_at, updated_at)
+                     SELECT v ->> 0, v ->> 1, v ->> 2, v ->> 3, CAST(v ->> 4 AS BOOLEAN),
+                            CAST(v ->> 5 AS BIGINT), CAST(v ->> 6 AS BIGINT), v ->> 7,
+                            CAST(v ->> 8 AS BOOLEAN), CAST(v ->> 9 AS BIGINT), ",
+                    sql!(@postgres NOW),
+                    " FROM json_array_elements(CAST($1 AS json)) AS v
+                     ON CONFLICT (platform, order_id) DO UPDATE SET
+                         shop = excluded.shop, status = excluded.status,
+                         shipped = excluded.shipped, modified = excluded.modified,
+                         amount_cents = excluded.amount_cents, last_status = excluded.last_status,
+                         signed = excluded.signed, last_queried_at = excluded.last_queried_at,
+                         updated_at = excluded.updated_at"
+                ),
+            ),
+            payload
+        )
+        .ctx(self, "insert_orders: insert")?;
         tx.commit().await.ctx(self, "insert_orders: commit")?;
         Ok(inserted)
     }

@@ -1,6 +1,8 @@
 //! Shared test support. Each integration test file that needs it says `mod support;`.
 #![allow(dead_code)]
 
+pub mod ledger;
+pub mod postgres;
 pub mod proxy;
 pub mod queue;
 pub mod redis;

@@ -1,0 +1,86 @@
+//! The PostgreSQL backend's own parts: opening a pool, creating the database for `db migrate`,
+//! telling a missing ledger from a mistyped URL, and the error codes worth a retry.
+
+use super::backend::Pool;
+use super::{redact_url, Store, StoreError};
+use sqlx::migrate::MigrateDatabase;
+use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
+use std::str::FromStr;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Connections per process. Workers hold one only for a statement or a short transaction;
+/// 8 per process keeps a fleet of dozens under the server's default `max_connections` (100).
+const MAX_CONNECTIONS: u32 = 8;
+
+/// SQLSTATE `invalid_catalog_name`: the database named in the URL does not exist.
+const NO_SUCH_DATABASE: &str = "3D000";
+
+/// Open `postgres://...` (see [`Store::connect`]). With `create`, a database that does not
+/// exist yet is created (what `db migrate` does on a fresh server); without it, a missing
+/// database, or one without the ledger's tables, is [`StoreError::Missing`].
+pub(super) async fn open(url: &str, create: bool) -> Result<Store, StoreError> {
+    let shown = redact_url(url);
+    let options = PgConnectOptions::from_str(url)
+        .map_err(|e| StoreError::BadUrl {
+            url: shown.clone(),
+            reason: e.to_string(),
+        })?
+        .application_name("syncfleet");
+    let db: Arc<str> = Arc::from(shown.as_str());
+    let connect = || {
+        PgPoolOptions::new()
+            .max_connections(MAX_CONNECTIONS)
+            .acquire_timeout(Duration::from_secs(30))
+            .connect_with(options.clone())
+    };
+    let pool = match connect().await {
+        Ok(pool) => pool,
+        Err(e) if is_code(&e, NO_SUCH_DATABASE) && create => {
+            sqlx::Postgres::create_database(url)
+                .await
+                .map_err(|source| StoreError::Connect {
+                    db: db.to_string(),
+                    source,
+                })?;
+            connect().await.map_err(|source| StoreError::Connect {
+                db: db.to_string(),
+                source,
+            })?
+        }
+        Err(e) if is_code(&e, NO_SUCH_DATABASE) => {
+            return Err(StoreError::Missing { db: db.to_string() })
+        }
+        Err(source) => {
+            return Err(StoreError::Connect {
+                db: db.to_string(),
+                source,
+            })
+        }
+    };
+    let store = Store {
+        pool: Pool::Postgres(pool),
+        db,
+    };
+    if !create {
+        let mut c = store.conn("inspect schema").await?;
+        if !store.has_migrations_table(&mut c).await? {
+            return Err(StoreError::Missing {
+                db: store.db.to_string(),
+            });
+        }
+    }
+    Ok(store)
+}
+
+fn is_code(e: &sqlx::Error, code: &str) -> bool {
+    e.as_database_error()
+        .and_then(|d| d.code())
+        .is_some_and(|c| c == code)
+}
+
+/// SQLSTATE `serialization_failure` (40001) and `deadlock_detected` (40P01): the server
+/// aborted this transaction so another could go on; running it again is the documented cure.
+pub(super) fn is_retry_code(code: &str) -> bool {
+    matches!(code, "40001" | "40P01")
+}
