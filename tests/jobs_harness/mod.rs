@@ -1,6 +1,9 @@
 //! Shared harness of the job tests (tests/jobs_*.rs): a private Redis, the simulator in this
-//! process over loopback, a temp dir with the ledger and a generated client config, and the
-//! `syncfleet` binary run as real child processes (enqueue, work, status, reconcile).
+//! process over loopback, a temp dir with the ledger (SQLite) or a fresh PostgreSQL database,
+//! a generated client config, and the `syncfleet` binary run as real child processes
+//! (enqueue, work, status, reconcile). On PostgreSQL every worker is its own "host": an empty
+//! working directory with its own copy of the config, sharing nothing with the others but the
+//! network addresses of Redis, PostgreSQL and the simulator.
 #![allow(dead_code)]
 
 use std::fs::File;
@@ -10,6 +13,7 @@ use std::time::{Duration, Instant};
 
 pub mod chaos;
 
+use crate::support::ledger::{Kind, TestLedger};
 use crate::support::redis::TestRedis;
 use syncfleet::config::Config;
 use syncfleet::link::gateway::Gateway;
@@ -77,6 +81,10 @@ pub struct Harness {
     pub db: String,
     pub store: Store,
     workers: Vec<(String, Child)>,
+    /// Workers run as separate hosts (own empty working directory and config copy).
+    separate_hosts: bool,
+    /// Declared last: dropped after the workers are gone.
+    _ledger: TestLedger,
 }
 
 /// The client config text for `sim`: every platform of the simulator's demo apps, secrets from
@@ -114,6 +122,12 @@ pub fn client_toml(sim: &SimHandle, o: &ClientOpts) -> String {
 
 impl Harness {
     pub async fn start(sim_cfg: SimConfig, opts: &ClientOpts) -> Harness {
+        Harness::start_on(Kind::Sqlite, sim_cfg, opts).await
+    }
+
+    /// [`Harness::start`] with the ledger on `kind`; on PostgreSQL the workers run as separate
+    /// hosts.
+    pub async fn start_on(kind: Kind, sim_cfg: SimConfig, opts: &ClientOpts) -> Harness {
         let redis = TestRedis::start();
         let sim = sim::spawn(sim_cfg, "127.0.0.1:0".parse().unwrap())
             .await
@@ -121,7 +135,12 @@ impl Harness {
         let dir = tempfile::tempdir().expect("temp dir");
         let config = dir.path().join("client.toml");
         std::fs::write(&config, client_toml(&sim, opts)).expect("write config");
-        let db = format!("sqlite://{}", dir.path().join("ledger.db").display());
+        let ledger = TestLedger::empty(kind).await;
+        let db = match kind {
+            // The ledger beside the config, as the SQLite tests have always had it.
+            Kind::Sqlite => format!("sqlite://{}", dir.path().join("ledger.db").display()),
+            Kind::Postgres => ledger.url.clone(),
+        };
         let store = Store::connect(&db).await.expect("open ledger");
         store.migrate().await.expect("migrate ledger");
         Harness {
@@ -132,6 +151,8 @@ impl Harness {
             db,
             store,
             workers: Vec::new(),
+            separate_hosts: kind == Kind::Postgres,
+            _ledger: ledger,
         }
     }
 
@@ -262,17 +283,21 @@ impl Harness {
         let n = self.workers.len();
         let out = File::create(self.dir.path().join(format!("worker{n}.out"))).expect("log");
         let err = File::create(self.dir.path().join(format!("worker{n}.err"))).expect("log");
-        let child = self
-            .command_with(
-                config,
-                &[
-                    "work",
-                    "--concurrency",
-                    &concurrency.to_string(),
-                    "--exit-when-idle-s",
-                    &idle_s.to_string(),
-                ],
-            )
+        let (config, host_dir) = self.host_for(n, config);
+        let mut cmd = self.command_with(
+            &config,
+            &[
+                "work",
+                "--concurrency",
+                &concurrency.to_string(),
+                "--exit-when-idle-s",
+                &idle_s.to_string(),
+            ],
+        );
+        if let Some(dir) = host_dir {
+            cmd.current_dir(dir);
+        }
+        let child = cmd
             .stdin(Stdio::null())
             .stdout(out)
             .stderr(err)
@@ -281,6 +306,36 @@ impl Harness {
         let pid = child.id();
         self.workers.push((format!("worker{n}"), child));
         pid
+    }
+
+    /// Where worker `n` runs: on separate hosts, a new empty directory holding only its own
+    /// copy of `config` (returned with the directory); otherwise `config` as is.
+    fn host_for(&self, n: usize, config: &Path) -> (PathBuf, Option<PathBuf>) {
+        if !self.separate_hosts {
+            return (config.to_path_buf(), None);
+        }
+        let host = self.dir.path().join(format!("host{n}"));
+        std::fs::create_dir_all(&host).expect("host dir");
+        let own = host.join("syncfleet.toml");
+        std::fs::copy(config, &own).expect("copy config to the host");
+        (own, Some(host))
+    }
+
+    /// Files in worker directories other than the worker's own config copy: on separate hosts
+    /// a worker must need (and leave) nothing else on its disk, e.g. no SQLite ledger or queue.
+    pub fn host_files(&self) -> Vec<PathBuf> {
+        let mut out = Vec::new();
+        for n in 0..self.workers.len() {
+            let host = self.dir.path().join(format!("host{n}"));
+            if let Ok(entries) = std::fs::read_dir(&host) {
+                for e in entries.flatten() {
+                    if e.file_name() != "syncfleet.toml" {
+                        out.push(e.path());
+                    }
+                }
+            }
+        }
+        out
     }
 
     pub fn spawn_worker(&mut self, concurrency: usize, idle_s: u64) -> u32 {
