@@ -77,6 +77,7 @@ fn child(args: &Args, on: bool) -> Result<(), String> {
         target: Duration::from_secs(args.target_s.max(1)),
         concurrency: 16,
         metrics_listen: on.then(|| SocketAddr::from(([127, 0, 0, 1], args.port))),
+        ledger: None,
     };
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()

@@ -23,6 +23,11 @@ pub struct DemoArgs {
     /// Serve Prometheus metrics at http://ADDR/metrics during the run (off by default).
     #[arg(long, value_name = "ADDR")]
     pub metrics_listen: Option<std::net::SocketAddr>,
+    /// Put the ledger on this database instead of a new SQLite file in --dir, e.g.
+    /// postgres://USER@127.0.0.1/DB (a scratch database: the demo adds its job to it). The
+    /// queue stays embedded in --dir.
+    #[arg(long, value_name = "URL")]
+    pub ledger: Option<String>,
 }
 
 /// The demo's failures are runtime failures (exit 1), whatever their cause.
@@ -42,10 +47,15 @@ pub async fn run(_cli: &Cli, args: &DemoArgs) -> Result<(), CliError> {
         target: Duration::from_secs(args.target_s.max(1)),
         concurrency: args.concurrency.max(1),
         metrics_listen: args.metrics_listen,
+        ledger: args.ledger.clone(),
     };
     let limit = demo::scaled_limit(opts.items, opts.target);
+    let ledger = match &opts.ledger {
+        Some(url) => format!("the ledger on {}", crate::store::redact_url(url)),
+        None => "SQLite ledger".to_string(),
+    };
     println!(
-        "syncfleet demo: listing {} items 1688 -> Taobao on the embedded default (SQLite queue, in-process gates), \
+        "syncfleet demo: listing {} items 1688 -> Taobao on the embedded default (SQLite queue, in-process gates, {ledger}), \
          against the simulator limited to {limit} calls/s per API",
         opts.items
     );
@@ -104,9 +114,14 @@ pub async fn run(_cli: &Cli, args: &DemoArgs) -> Result<(), CliError> {
         report.duration.as_secs_f64() / report.physical_limit.as_secs_f64().max(1e-9)
     );
     println!();
+    let client = if opts.ledger.is_some() {
+        "psql"
+    } else {
+        "sqlite3"
+    };
     println!(
-        "inspect with SQL:   sqlite3 {} \"SELECT status, count(*) FROM job_items GROUP BY status\"",
-        report.ledger.display()
+        "inspect with SQL:   {client} {} \"SELECT status, count(*) FROM job_items GROUP BY status\"",
+        report.ledger
     );
     Ok(())
 }

@@ -22,6 +22,9 @@ pub struct DemoOptions {
     pub items: u64,
     /// Where the ledger and queue files go (recreated).
     pub dir: PathBuf,
+    /// The ledger: `None` for a new SQLite file in `dir`; a `postgres://` URL puts it on a
+    /// PostgreSQL server (a scratch database: the demo adds its job to what is there).
+    pub ledger: Option<String>,
     /// Target duration: the simulator's per-second limit is scaled to items / this.
     pub target: Duration,
     /// Tasks a worker runs at once.
@@ -55,7 +58,8 @@ pub struct DemoReport {
     pub physical_limit: Duration,
     /// Simulator-side calls / calls the limit allowed over the run, per API, the lower.
     pub quota_utilisation: f64,
-    pub ledger: PathBuf,
+    /// The ledger as named in messages (SQLite path, or Postgres URL without password).
+    pub ledger: String,
 }
 
 /// The simulator's per-second limit for `items` in about `target`.
@@ -179,9 +183,12 @@ pub async fn run(
     let loopback = std::net::SocketAddr::from(([127, 0, 0, 1], 0));
     let sim = sim::spawn(sim_cfg.clone(), loopback).await?;
     let cfg = client_config(&sim, limit, &opts.dir)?;
-    let ledger = opts.dir.join("ledger.db");
-    let db_url = format!("sqlite://{}", ledger.display());
-    let rt = Runtime::create(cfg, &db_url, None).await?;
+    let sqlite_ledger = opts.dir.join("ledger.db");
+    let db_url = match &opts.ledger {
+        Some(url) => url.clone(),
+        None => format!("sqlite://{}", sqlite_ledger.display()),
+    };
+    let rt = Runtime::create_with_queue_file(cfg, &db_url, &opts.dir.join("queue.db")).await?;
     let gates = Gates::embedded(&rt.cfg);
     let gateway = sim_gateway(&rt.cfg, &sim_cfg, &rt.store, gates.clone(), None)?;
     // Stopped when dropped at the end of the run.
@@ -263,8 +270,9 @@ pub async fn run(
     let physical_limit = Duration::from_secs_f64(opts.items as f64 / limit as f64);
     let calls = rt
         .store
+        // From the job's own first minute: a reused (Postgres) ledger holds earlier runs.
         .report_calls(
-            chrono::Utc::now() - chrono::Duration::hours(1),
+            status.job.created_at,
             chrono::Utc::now() + chrono::Duration::minutes(1),
         )
         .await?;
@@ -281,6 +289,6 @@ pub async fn run(
         } else {
             0.0
         },
-        ledger,
+        ledger: rt.store.db_name().to_string(),
     })
 }

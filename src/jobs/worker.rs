@@ -11,7 +11,7 @@ use crate::link::gateway::Gateway;
 use crate::link::shared::FleetLink;
 use crate::store::{Store, StoreError};
 use crate::throttle::{GateError, Gates};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -27,12 +27,17 @@ pub struct Runtime {
     pub redis_url: Option<String>,
 }
 
-/// The embedded queue's file: beside the ledger file (`syncfleet.db` → `syncfleet.queue.db`).
+/// The embedded queue's file: beside a SQLite ledger file (`syncfleet.db` →
+/// `syncfleet.queue.db`); for a ledger on a database server (PostgreSQL), `syncfleet.queue.db`
+/// in the working directory: without Redis the queue lives on the one host that runs
+/// everything.
 pub fn embedded_queue_path(db_url: &str) -> PathBuf {
-    let path = db_url
+    let Some(path) = db_url
         .strip_prefix("sqlite://")
         .or_else(|| db_url.strip_prefix("sqlite:"))
-        .unwrap_or(db_url);
+    else {
+        return PathBuf::from("syncfleet.queue.db");
+    };
     let path = path.split('?').next().unwrap_or(path);
     let p = PathBuf::from(path);
     let stem = p
@@ -92,7 +97,7 @@ impl Runtime {
         redis_url: Option<&str>,
     ) -> Result<Runtime, RuntimeError> {
         let store = Store::connect_existing(db_url).await?;
-        Runtime::with_store(cfg, store, db_url, redis_url).await
+        Runtime::with_store(cfg, store, &embedded_queue_path(db_url), redis_url).await
     }
 
     /// [`Runtime::open`], creating the ledger when it does not exist (the demo, tools).
@@ -102,18 +107,29 @@ impl Runtime {
         redis_url: Option<&str>,
     ) -> Result<Runtime, RuntimeError> {
         let store = Store::connect(db_url).await?;
-        Runtime::with_store(cfg, store, db_url, redis_url).await
+        Runtime::with_store(cfg, store, &embedded_queue_path(db_url), redis_url).await
+    }
+
+    /// [`Runtime::create`] with the embedded queue in `queue_file` (the demo keeps it in its
+    /// own directory whatever the ledger).
+    pub async fn create_with_queue_file(
+        cfg: Config,
+        db_url: &str,
+        queue_file: &Path,
+    ) -> Result<Runtime, RuntimeError> {
+        let store = Store::connect(db_url).await?;
+        Runtime::with_store(cfg, store, queue_file, None).await
     }
 
     async fn with_store(
         cfg: Config,
         store: Store,
-        db_url: &str,
+        queue_file: &Path,
         redis_url: Option<&str>,
     ) -> Result<Runtime, RuntimeError> {
         store.migrate().await?;
         let opts = QueueOptions::from_config(&cfg.queue);
-        let queue = Queue::open(redis_url, &embedded_queue_path(db_url), opts).await?;
+        let queue = Queue::open(redis_url, queue_file, opts).await?;
         queue
             .bind_fleet(&store.fleet_id().await?, store.db_name())
             .await?;
@@ -430,6 +446,11 @@ mod tests {
         assert_eq!(
             embedded_queue_path("sqlite:///var/lib/sf/ledger.db?mode=rwc"),
             PathBuf::from("/var/lib/sf/ledger.queue.db")
+        );
+        // A server ledger: the working directory, never a path made of the URL.
+        assert_eq!(
+            embedded_queue_path("postgres://sf:pw@db.internal/ledger"),
+            PathBuf::from("syncfleet.queue.db")
         );
     }
 }
