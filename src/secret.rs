@@ -35,16 +35,35 @@ pub fn redact_url(url: &str) -> String {
     let Some((scheme, rest)) = url.split_once("://") else {
         return url.to_string();
     };
+    let (rest, query) = match rest.split_once('?') {
+        Some((r, q)) => (r, Some(q)),
+        None => (rest, None),
+    };
     let (authority, path) = match rest.find('/') {
         Some(i) => rest.split_at(i),
         None => (rest, ""),
     };
-    match authority.rsplit_once('@') {
-        Some((userinfo, host)) => {
+    let authority = match authority.rsplit_once('@') {
+        // Only a password is hidden: a user name alone stays readable.
+        Some((userinfo, host)) if userinfo.contains(':') => {
             let user = userinfo.split(':').next().unwrap_or("");
-            format!("{scheme}://{user}:***@{host}{path}")
+            format!("{user}:***@{host}")
         }
-        None => url.to_string(),
+        _ => authority.to_string(),
+    };
+    // A password may also travel as a query parameter (`?password=...` for PostgreSQL).
+    let query = query.map(|q| {
+        q.split('&')
+            .map(|kv| match kv.split_once('=') {
+                Some((k, _)) if k.eq_ignore_ascii_case("password") => format!("{k}=***"),
+                _ => kv.to_string(),
+            })
+            .collect::<Vec<_>>()
+            .join("&")
+    });
+    match query {
+        Some(q) => format!("{scheme}://{authority}{path}?{q}"),
+        None => format!("{scheme}://{authority}{path}"),
     }
 }
 
@@ -68,6 +87,19 @@ mod tests {
         assert_eq!(
             redact_url("redis://127.0.0.1:6380"),
             "redis://127.0.0.1:6380"
+        );
+        assert_eq!(
+            redact_url("redis://:secret@127.0.0.1:6380"),
+            "redis://:***@127.0.0.1:6380"
+        );
+        // A user without a password is shown as is; a password in the query is not.
+        assert_eq!(
+            redact_url("postgres://sf@127.0.0.1/ledger"),
+            "postgres://sf@127.0.0.1/ledger"
+        );
+        assert_eq!(
+            redact_url("postgres://127.0.0.1/ledger?user=sf&password=secret&sslmode=require"),
+            "postgres://127.0.0.1/ledger?user=sf&password=***&sslmode=require"
         );
     }
 }

@@ -5,7 +5,9 @@
 --   * flags (`orders.shipped`, `orders.signed`) are BOOLEAN: write `NOT signed`, `shipped`
 --     in SQL, which SQLite reads the same way;
 --   * JSON columns are TEXT checked by a cast to json (as SQLite's json_valid);
---   * ids are identity columns; the fleet id comes from gen_random_uuid().
+--   * ids are identity columns; the fleet id comes from gen_random_uuid();
+--   * jobs.pending_items counts a job's pending items (see src/store/jobs.rs,
+--     finish_job_if_done); SQLite has no such column.
 -- Instants are BIGINT unix milliseconds (UTC) from the database server's clock; api_calls.minute
 -- is TEXT 'YYYY-MM-DD HH:MM' in UTC.
 
@@ -15,6 +17,9 @@ CREATE TABLE jobs (
     spec        TEXT    NOT NULL DEFAULT '{}' CHECK (spec::json IS NOT NULL),
     status      TEXT    NOT NULL DEFAULT 'running' CHECK (status IN ('running', 'finished')),
     total_items BIGINT  NOT NULL,
+    -- Items still pending, kept by the store in the transaction that changes them: the job's
+    -- completion is decided from it (PostgreSQL only; SQLite answers from its index).
+    pending_items BIGINT NOT NULL DEFAULT 0,
     created_at  BIGINT  NOT NULL,
     finished_at BIGINT
 );

@@ -47,7 +47,8 @@ impl Store {
             json_list(keys)
         )
         .ctx(self, "fail_dead_items: update items")?;
-        self.finish_job_if_done(&mut tx, job_id, None).await?;
+        self.finish_job_if_done(&mut tx, job_id, None, changed)
+            .await?;
         tx.commit().await.ctx(self, "fail_dead_items: commit")?;
         Ok(changed)
     }
@@ -76,7 +77,8 @@ impl Store {
         )
         .ctx(self, "revive_dead_items: update items")?;
         if !revived.is_empty() {
-            self.reopen_job(&mut tx, job_id).await?;
+            self.reopen_job(&mut tx, job_id, revived.len() as u64)
+                .await?;
         }
         tx.commit().await.ctx(self, "revive_dead_items: commit")?;
         // RETURNING promises no order.

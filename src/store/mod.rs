@@ -265,7 +265,7 @@ impl Store {
     /// Begin a write transaction. SQLite: `BEGIN IMMEDIATE`, taking the write lock up front so
     /// `busy_timeout` applies (a deferred transaction upgrading to a writer fails at once with
     /// SQLITE_BUSY under WAL). PostgreSQL: READ COMMITTED; row locks order the writers, and
-    /// [`Store::lock_job`] where a decision reads other transactions' rows.
+    /// the job's pending count (`jobs.pending_items`) where a decision reads other transactions' rows.
     pub(crate) async fn begin(&self, what: &'static str) -> Result<Tx, StoreError> {
         match &self.pool {
             Pool::Sqlite(p) => p.begin_with("BEGIN IMMEDIATE").await.map(Tx::Sqlite),
