@@ -932,13 +932,52 @@ async fn gate_changes_and_stale_cache_round_trip(kind: Kind) {
         .stale_put(Platform::Jd, Api::ItemGet, "43", "not json", at)
         .await
         .is_err());
+    // A batch (what the gateway flushes): one new key, one replaced; all or nothing.
+    let entry = |v: &str| StaleEntry {
+        body: format!(r#"{{"v":{v}}}"#),
+        stored_at: later,
+    };
+    store
+        .stale_put_many(&[
+            (Platform::Jd, Api::ItemGet, "44".into(), entry("4")),
+            (Platform::Jd, Api::ItemGet, "42".into(), entry("3")),
+        ])
+        .await
+        .unwrap();
+    for (key, v) in [("44", "4"), ("42", "3")] {
+        let got = store
+            .stale_get(Platform::Jd, Api::ItemGet, key)
+            .await
+            .unwrap();
+        assert_eq!(got, Some(entry(v)), "{key}");
+    }
+    let bad = StaleEntry {
+        body: "not json".into(),
+        stored_at: later,
+    };
+    assert!(store
+        .stale_put_many(&[
+            (Platform::Jd, Api::ItemGet, "45".into(), entry("5")),
+            (Platform::Jd, Api::ItemGet, "46".into(), bad),
+        ])
+        .await
+        .is_err());
+    assert_eq!(
+        store
+            .stale_get(Platform::Jd, Api::ItemGet, "45")
+            .await
+            .unwrap(),
+        None,
+        "a failed batch writes nothing"
+    );
     assert_eq!(store.stale_purge(later).await.unwrap(), 0);
     assert_eq!(
         store
             .stale_purge(later + ChronoDuration::seconds(1))
             .await
             .unwrap(),
-        1
+        2,
+        "keys 42 and 44"
     );
 }
 

@@ -1,6 +1,6 @@
 //! The calls ledger, the gate-change audit trail and the stale-response cache.
 
-use super::backend::{execute, fetch, scalar, sql};
+use super::backend::{execute, fetch, scalar, sql, Sql};
 use super::{from_ms, to_i64, to_ms, to_u64, QueryCtx, Store, StoreError};
 use super::{ApiCalls, CallRecord, CallReport, ClassCalls, GateChange, StaleEntry};
 use crate::platform::{Api, Platform};
@@ -11,6 +11,13 @@ use chrono::{DateTime, NaiveDate, TimeZone, Utc};
 pub fn minute_key(at: DateTime<Utc>) -> String {
     at.format("%Y-%m-%d %H:%M").to_string()
 }
+
+const STALE_PUT: Sql = sql!(
+    "INSERT INTO stale_cache (platform, api, key, body, stored_at)
+     VALUES ($1, $2, $3, $4, $5)
+     ON CONFLICT (platform, api, key) DO UPDATE SET
+         body = excluded.body, stored_at = excluded.stored_at"
+);
 
 type GateRow = (
     i64,
@@ -206,12 +213,7 @@ impl Store {
         let mut c = self.conn("stale_put").await?;
         execute!(
             c.on(),
-            sql!(
-                "INSERT INTO stale_cache (platform, api, key, body, stored_at)
-                 VALUES ($1, $2, $3, $4, $5)
-                 ON CONFLICT (platform, api, key) DO UPDATE SET
-                     body = excluded.body, stored_at = excluded.stored_at"
-            ),
+            STALE_PUT,
             platform.as_str(),
             api.as_str(),
             key,
@@ -220,6 +222,32 @@ impl Store {
         )
         .ctx(self, "stale_put")?;
         Ok(())
+    }
+
+    /// [`Store::stale_put`] for a batch of answers in one transaction, in key order (so
+    /// concurrent writers lock shared keys in one order).
+    pub async fn stale_put_many(
+        &self,
+        entries: &[(Platform, Api, String, StaleEntry)],
+    ) -> Result<(), StoreError> {
+        let mut sorted: Vec<&(Platform, Api, String, StaleEntry)> = entries.iter().collect();
+        sorted.sort_by(|a, b| {
+            (a.0.as_str(), a.1.as_str(), &a.2).cmp(&(b.0.as_str(), b.1.as_str(), &b.2))
+        });
+        let mut tx = self.begin("stale_put_many: begin").await?;
+        for (platform, api, key, entry) in sorted {
+            execute!(
+                tx.on(),
+                STALE_PUT,
+                platform.as_str(),
+                api.as_str(),
+                key,
+                &entry.body,
+                to_ms(entry.stored_at)
+            )
+            .ctx(self, "stale_put_many: upsert")?;
+        }
+        tx.commit().await.ctx(self, "stale_put_many: commit")
     }
 
     /// The last good response for (platform, api, key), if any.

@@ -5,6 +5,7 @@ use super::backend::Pool;
 use super::{redact_url, Store, StoreError};
 use sqlx::migrate::MigrateDatabase;
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
+use sqlx::ConnectOptions;
 use std::str::FromStr;
 use std::sync::Arc;
 use std::time::Duration;
@@ -26,7 +27,10 @@ pub(super) async fn open(url: &str, create: bool) -> Result<Store, StoreError> {
             url: shown.clone(),
             reason: e.to_string(),
         })?
-        .application_name("syncfleet");
+        .application_name("syncfleet")
+        // Creating a job of 100k items is one statement of about a second, by design: not a
+        // warning for the operator (sqlx warns at 1 s by default).
+        .log_slow_statements(log::LevelFilter::Info, Duration::from_secs(1));
     let db: Arc<str> = Arc::from(shown.as_str());
     let connect = || {
         PgPoolOptions::new()

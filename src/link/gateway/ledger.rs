@@ -1,6 +1,7 @@
 //! Counters and the calls ledger: every logical call bumps the in-process counters, every
 //! request on the wire adds one to a (minute, platform, api, class) row, and the rows are
-//! written to the ledger in batches (every 2 s in the background, and on [`Gateway::flush`]).
+//! written to the ledger in batches (every 2 s in the background, and on [`Gateway::flush`]),
+//! with the stale-cache answers kept since the last batch.
 
 use super::log::{log_refusal, log_stale};
 use super::{CallContext, CallCounters, Gateway, Inner, LinkError, LinkSnapshot, Reply};
@@ -136,5 +137,6 @@ impl Inner {
                 batch.len()
             );
         }
+        self.flush_stale(store).await;
     }
 }

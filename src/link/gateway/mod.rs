@@ -279,6 +279,8 @@ struct Inner {
     counters: Mutex<HashMap<(Platform, Api), CallCounters>>,
     /// Ledger rows not yet written.
     ledger: Mutex<ledger::PendingRows>,
+    /// Fresh read answers not yet written to the ledger's stale cache (embedded mode).
+    stale_pending: Mutex<stale::PendingStale>,
     /// Last time a Redis problem was logged, so an outage logs once per 10 s.
     last_redis_warn: Mutex<Option<Instant>>,
 }
@@ -378,6 +380,7 @@ impl GatewayBuilder {
             local_budget: Mutex::new(HashMap::new()),
             counters: Mutex::new(HashMap::new()),
             ledger: Mutex::new(HashMap::new()),
+            stale_pending: Mutex::new(HashMap::new()),
             last_redis_warn: Mutex::new(None),
         });
         if inner.store.is_some() {

@@ -1,12 +1,45 @@
 //! The stale cache: every fresh read answer is kept (in Redis with a fleet, else in the
 //! ledger), and a read whose upstream cannot answer is served its last good answer, flagged,
 //! while that is young enough. Writes never degrade.
+//!
+//! Ledger writes are batched with the call counts (every 2 s, one transaction): one upsert per
+//! read on the call path would cost a write transaction per call, contending with the outcome
+//! batches for SQLite's single writer and adding a round trip per call on PostgreSQL. Answers
+//! not yet written are served from memory.
 
 use super::attempt::Failed;
-use super::{Gateway, Reply, StaleInfo};
+use super::{Gateway, Inner, Reply, StaleInfo};
 use crate::platform::{Api, ApiRequest, ApiResponse, Platform};
-use chrono::Utc;
+use crate::store::{StaleEntry, Store};
+use chrono::{DateTime, Utc};
+use std::collections::HashMap;
 use std::time::Duration;
+
+/// Stale-cache answers not yet in the ledger: (platform, api, request key) → (body, stored at).
+pub(super) type PendingStale = HashMap<(Platform, Api, String), (String, DateTime<Utc>)>;
+
+impl Inner {
+    /// Write the answers kept since the last flush (the newest per key) in one transaction.
+    pub(super) async fn flush_stale(&self, store: &Store) {
+        let batch: Vec<(Platform, Api, String, StaleEntry)> = {
+            let mut p = self.stale_pending.lock().unwrap_or_else(|p| p.into_inner());
+            p.drain()
+                .map(|((platform, api, key), (body, stored_at))| {
+                    (platform, api, key, StaleEntry { body, stored_at })
+                })
+                .collect()
+        };
+        if batch.is_empty() {
+            return;
+        }
+        if let Err(e) = store.stale_put_many(&batch).await {
+            tracing::warn!(
+                "stale cache write failed ({} answers dropped): {e}",
+                batch.len()
+            );
+        }
+    }
+}
 
 impl Gateway {
     fn stale_max_age(&self, api: Api) -> Duration {
@@ -37,10 +70,12 @@ impl Gateway {
             {
                 self.redis_warn("stale cache", &e);
             }
-        } else if let Some(store) = &self.inner.store {
-            if let Err(e) = store.stale_put(platform, api, &key, &body, now).await {
-                tracing::warn!(%platform, %api, "stale cache write failed: {e}");
-            }
+        } else if self.inner.store.is_some() {
+            self.inner
+                .stale_pending
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .insert((platform, api, key), (body, now));
         }
     }
 
@@ -66,12 +101,22 @@ impl Gateway {
                 }
             }
         } else if let Some(store) = &self.inner.store {
-            match store.stale_get(platform, api, &key).await {
-                Ok(v) => v.map(|e| (e.body, e.stored_at)),
-                Err(e) => {
-                    tracing::warn!(%platform, %api, "stale cache read failed: {e}");
-                    None
-                }
+            let unwritten = self
+                .inner
+                .stale_pending
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .get(&(platform, api, key.clone()))
+                .cloned();
+            match unwritten {
+                Some(found) => Some(found),
+                None => match store.stale_get(platform, api, &key).await {
+                    Ok(v) => v.map(|e| (e.body, e.stored_at)),
+                    Err(e) => {
+                        tracing::warn!(%platform, %api, "stale cache read failed: {e}");
+                        None
+                    }
+                },
             }
         } else {
             None
