@@ -10,6 +10,19 @@ use support::ledger::{Kind, TestLedger};
 use syncfleet::platform::{Api, ErrorClass, Platform};
 use syncfleet::store::*;
 
+#[test]
+fn test_databases_replace_only_the_path_of_the_server_url() {
+    use support::postgres::with_database;
+    assert_eq!(
+        with_database(
+            "postgres://u:p@127.0.0.1:5432/postgres?sslmode=disable",
+            "x"
+        ),
+        "postgres://u:p@127.0.0.1:5432/x?sslmode=disable"
+    );
+    assert_eq!(with_database("postgres://u@h", "x"), "postgres://u@h/x");
+}
+
 fn keys(n: usize) -> Vec<String> {
     (0..n).map(|i| format!("item-{i:06}")).collect()
 }

@@ -11,7 +11,7 @@ use crate::link::gateway::Gateway;
 use crate::link::shared::FleetLink;
 use crate::platform::{Api, Platform};
 use crate::sim::{self, SimConfig, SimError};
-use crate::store::{CallReport, JobStatus, Store, StoreError};
+use crate::store::{CallReport, JobState, JobStatus, Store, StoreError};
 use crate::throttle::Gates;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -221,22 +221,25 @@ pub async fn run(
         let concurrency = opts.concurrency;
         tokio::spawn(async move { rt.work(gateway, concurrency, shutdown).await })
     };
+    // Poll the job's state (one row) often, so the end is seen within 100 ms; count its items
+    // (a scan of the job) only for the progress line every 2 s: on PostgreSQL a count every
+    // 200 ms took CPU from the server the worker writes to.
     let mut last_print = Instant::now();
-    let status = loop {
-        tokio::time::sleep(Duration::from_millis(200)).await;
-        let status = rt.store.job_status(enq.job_id).await?;
-        if status.job.counts.pending == 0 {
-            break status;
+    loop {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        if rt.store.job_state(enq.job_id).await? == JobState::Finished {
+            break;
         }
         if last_print.elapsed() >= Duration::from_secs(2) {
-            on_progress(&status);
+            on_progress(&rt.store.job_status(enq.job_id).await?);
             last_print = Instant::now();
         }
         if worker.is_finished() {
             return Err(DemoError::WorkerStopped);
         }
-    };
+    }
     let duration = started.elapsed();
+    let status = rt.store.job_status(enq.job_id).await?;
     shutdown.trigger();
     match worker.await {
         Ok(Ok(_)) => {}

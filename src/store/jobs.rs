@@ -559,6 +559,26 @@ impl Store {
         })
     }
 
+    /// Whether the job still runs: one row by primary key, cheap enough to poll often (a full
+    /// [`Store::job_status`] counts the job's items).
+    pub async fn job_state(&self, job_id: i64) -> Result<JobState, StoreError> {
+        let mut c = self.conn("job_state").await?;
+        let state = scalar!(
+            fetch_optional as String,
+            c.on(),
+            sql!("SELECT status FROM jobs WHERE id = $1"),
+            job_id
+        )
+        .ctx(self, "job_state")?;
+        match state {
+            Some(s) => self.parse(&s, "jobs.status"),
+            None => Err(StoreError::JobNotFound {
+                db: self.db.to_string(),
+                job_id,
+            }),
+        }
+    }
+
     /// Id and spec (JSON text, as given to `create_job`) of every running job, oldest first:
     /// what a starting worker may be asked to run.
     pub async fn running_job_specs(&self) -> Result<Vec<(i64, String)>, StoreError> {
