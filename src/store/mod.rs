@@ -20,6 +20,7 @@ mod insight;
 mod jobs;
 mod lock;
 mod orders;
+mod outcomes;
 mod postgres;
 mod sqlite;
 mod types;
