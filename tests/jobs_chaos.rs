@@ -28,20 +28,7 @@ async fn listing_survives_kills_restarts_errors_and_an_outage() {
         return;
     }
     let r = chaos::run(&mut h, 3_000, Chaos::Full).await;
-    println!("{:#?}", r.events);
-    println!("{}", r.worker_lines.join("\n"));
-    println!(
-        "{:?} in {:?}; created {} (repeats answered idempotently: {})",
-        r.counts, r.took, r.created, r.duplicate_writes
-    );
-    assert_eq!(
-        (r.counts.failed, r.counts.pending),
-        (0, 0),
-        "{:?}",
-        r.counts
-    );
-    assert_eq!(r.counts.done + r.counts.stale, 3_000, "{:?}", r.counts);
-    assert_eq!(r.created, 3_000, "exactly one created item per listed item");
+    r.assert_every_item_once();
     // Stale items are flagged with the reason.
     let stale = h
         .store

@@ -40,6 +40,33 @@ pub struct ChaosReport {
 }
 
 impl ChaosReport {
+    /// Print what happened, then assert the promise: every item done (or stale, flagged),
+    /// none failed or pending, and exactly one created at the platform per listed item.
+    pub fn assert_every_item_once(&self) {
+        println!("{:#?}", self.events);
+        println!("{}", self.worker_lines.join("\n"));
+        println!(
+            "{:?} in {:?}; created {} (repeats answered idempotently: {})",
+            self.counts, self.took, self.created, self.duplicate_writes
+        );
+        assert_eq!(
+            (self.counts.failed, self.counts.pending),
+            (0, 0),
+            "{:?}",
+            self.counts
+        );
+        assert_eq!(
+            self.counts.done + self.counts.stale,
+            self.items,
+            "{:?}",
+            self.counts
+        );
+        assert_eq!(
+            self.created, self.items,
+            "exactly one created item per listed item"
+        );
+    }
+
     /// Attempts charged, as the workers reported them: failed runs plus orphans recovered.
     pub fn attempts_charged(&self) -> u64 {
         fn field(line: &str, suffix: &str) -> u64 {
