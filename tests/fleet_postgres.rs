@@ -12,22 +12,19 @@ use jobs_harness::{ClientOpts, Harness};
 use std::time::Duration;
 use support::ledger::Kind;
 use syncfleet::platform::{Api, Platform};
-use syncfleet::sim::SimConfig;
 use syncfleet::store::{Backend, JobState};
 
-const FROM: Platform = Platform::Alibaba;
 const TO: Platform = Platform::Taobao;
-
-fn sim_config() -> SimConfig {
-    SimConfig::demo()
-        .with_limit(FROM, Api::ItemGet, 2_000, 10_000_000)
-        .with_limit(TO, Api::ItemAdd, 2_000, 10_000_000)
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn listing_10k_on_separate_hosts_writes_each_item_once() {
     let _serial = jobs_harness::serial().await;
-    let mut h = Harness::start_on(Kind::Postgres, sim_config(), &ClientOpts::default()).await;
+    let mut h = Harness::start_on(
+        Kind::Postgres,
+        jobs_harness::listing_sim(),
+        &ClientOpts::default(),
+    )
+    .await;
     assert_eq!(h.store.backend(), Backend::Postgres);
     let job = h.enqueue_listing(10_000);
     for _ in 0..3 {
@@ -82,7 +79,7 @@ async fn chaos_on_postgres_loses_nothing_and_writes_nothing_twice() {
         rate: 300.0,
         ..ClientOpts::default()
     };
-    let mut h = Harness::start_on(Kind::Postgres, sim_config(), &opts).await;
+    let mut h = Harness::start_on(Kind::Postgres, jobs_harness::listing_sim(), &opts).await;
     if !h.redis.owned() {
         eprintln!("skipped: the Redis restart needs a private redis-server (REDIS_URL is set)");
         return;

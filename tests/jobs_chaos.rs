@@ -9,15 +9,11 @@ mod support;
 
 use jobs_harness::chaos::{self, Chaos};
 use jobs_harness::{ClientOpts, Harness};
-use syncfleet::platform::{Api, Platform};
-use syncfleet::sim::SimConfig;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn listing_survives_kills_restarts_errors_and_an_outage() {
     let _serial = jobs_harness::serial().await;
-    let sim = SimConfig::demo()
-        .with_limit(Platform::Alibaba, Api::ItemGet, 2_000, 10_000_000)
-        .with_limit(Platform::Taobao, Api::ItemAdd, 2_000, 10_000_000);
+    let sim = jobs_harness::listing_sim();
     let opts = ClientOpts {
         rate: 300.0,
         ..ClientOpts::default()

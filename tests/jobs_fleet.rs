@@ -9,19 +9,9 @@ use jobs_harness::{ClientOpts, Harness};
 use std::time::Duration;
 use syncfleet::jobs::queue::{QueueOptions, RedisQueue};
 use syncfleet::platform::{Api, Platform};
-use syncfleet::sim::SimConfig;
 use syncfleet::store::JobState;
 
-const FROM: Platform = Platform::Alibaba;
 const TO: Platform = Platform::Taobao;
-
-/// Limits high enough to finish fast; the client gates (ClientOpts::default, 1,900/s + burst
-/// 20) sit under them the way an operator sizes a gate from the console.
-fn sim_config() -> SimConfig {
-    SimConfig::demo()
-        .with_limit(FROM, Api::ItemGet, 2_000, 10_000_000)
-        .with_limit(TO, Api::ItemAdd, 2_000, 10_000_000)
-}
 
 /// Distinct items written at the simulator (item_add answered ok, minus repeats of a key).
 fn distinct_writes(h: &Harness) -> u64 {
@@ -32,7 +22,7 @@ fn distinct_writes(h: &Harness) -> u64 {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn listing_10k_across_three_workers_writes_each_item_once() {
     let _serial = jobs_harness::serial().await;
-    let mut h = Harness::start(sim_config(), &ClientOpts::default()).await;
+    let mut h = Harness::start(jobs_harness::listing_sim(), &ClientOpts::default()).await;
     let job = h.enqueue_listing(10_000);
     for _ in 0..3 {
         h.spawn_worker(8, 3);
@@ -71,7 +61,7 @@ async fn listing_10k_across_three_workers_writes_each_item_once() {
 async fn sigkilled_worker_loses_no_item_and_writes_none_twice() {
     let _serial = jobs_harness::serial().await;
     let concurrency = 8;
-    let mut h = Harness::start(sim_config(), &ClientOpts::default()).await;
+    let mut h = Harness::start(jobs_harness::listing_sim(), &ClientOpts::default()).await;
     let job = h.enqueue_listing(10_000);
     let victim = h.spawn_worker(concurrency, 3);
     h.spawn_worker(concurrency, 3);
@@ -113,7 +103,7 @@ async fn sigkilled_worker_loses_no_item_and_writes_none_twice() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn redis_flushed_mid_job_is_restored_by_reconcile() {
     let _serial = jobs_harness::serial().await;
-    let mut h = Harness::start(sim_config(), &ClientOpts::default()).await;
+    let mut h = Harness::start(jobs_harness::listing_sim(), &ClientOpts::default()).await;
     let job = h.enqueue_listing(10_000);
     h.spawn_worker(8, 5);
     h.spawn_worker(8, 5);
@@ -156,7 +146,7 @@ async fn redis_flushed_mid_job_is_restored_by_reconcile() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn backlog_of_20k_tasks_is_processed_once_workers_start() {
     let _serial = jobs_harness::serial().await;
-    let mut h = Harness::start(sim_config(), &ClientOpts::default()).await;
+    let mut h = Harness::start(jobs_harness::listing_sim(), &ClientOpts::default()).await;
     let items = h.item_file(20_000);
     // One item per task: 20,000 tasks wait in Redis while no worker runs.
     let job = h.enqueue(&[
@@ -198,7 +188,7 @@ async fn backlog_of_20k_tasks_is_processed_once_workers_start() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigterm_finishes_in_flight_tasks_and_repeats_nothing() {
     let _serial = jobs_harness::serial().await;
-    let mut h = Harness::start(sim_config(), &ClientOpts::default()).await;
+    let mut h = Harness::start(jobs_harness::listing_sim(), &ClientOpts::default()).await;
     let job = h.enqueue_listing(8_000);
     let leaving = h.spawn_worker(8, 3);
     h.spawn_worker(8, 3);

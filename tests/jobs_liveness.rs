@@ -12,17 +12,11 @@ use std::process::Stdio;
 use std::time::{Duration, Instant};
 use syncfleet::jobs::queue::{QueueOptions, RedisQueue};
 use syncfleet::platform::{Api, Platform};
-use syncfleet::sim::{DrillPatch, SimConfig};
+use syncfleet::sim::DrillPatch;
 use syncfleet::store::JobState;
 
 const FROM: Platform = Platform::Alibaba;
 const TO: Platform = Platform::Taobao;
-
-fn sim_config() -> SimConfig {
-    SimConfig::demo()
-        .with_limit(FROM, Api::ItemGet, 2_000, 10_000_000)
-        .with_limit(TO, Api::ItemAdd, 2_000, 10_000_000)
-}
 
 /// Distinct items written at the simulator (item_add answered ok, minus repeats of a key).
 fn distinct_writes(h: &Harness) -> u64 {
@@ -79,7 +73,7 @@ async fn scale_in_hands_chunks_back_without_charging_an_attempt() {
         shutdown_grace_s: 1,
         ..ClientOpts::default()
     };
-    let mut h = Harness::start(sim_config(), &opts).await;
+    let mut h = Harness::start(jobs_harness::listing_sim(), &opts).await;
     let job = h.enqueue_listing(1_200);
     // 8 chunks of 100 at 40 items/s: the leaving worker holds at least 20 s of work.
     let leaving = h.spawn_worker(8, 3);
@@ -134,7 +128,7 @@ async fn dead_letters_reach_the_ledger_and_can_be_requeued() {
         max_attempts: 1,
         ..ClientOpts::default()
     };
-    let mut h = Harness::start(sim_config(), &opts).await;
+    let mut h = Harness::start(jobs_harness::listing_sim(), &opts).await;
     let job = h.enqueue_listing(300);
     // One task at a time; killed mid-chunk, its task has used its only attempt.
     let doomed = h.spawn_worker(1, 3);
@@ -184,7 +178,7 @@ async fn dead_letters_reach_the_ledger_and_can_be_requeued() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn wrong_or_missing_ledger_is_refused() {
     let _serial = jobs_harness::serial().await;
-    let h = Harness::start(sim_config(), &ClientOpts::default()).await;
+    let h = Harness::start(jobs_harness::listing_sim(), &ClientOpts::default()).await;
     let job = h.enqueue_listing(500);
     let before = redis_queue(&h).await.len().await.expect("len");
 
@@ -242,7 +236,7 @@ async fn transient_failures_heal_without_an_operator() {
         rate: 300.0,
         ..ClientOpts::default()
     };
-    let mut h = Harness::start(sim_config(), &opts).await;
+    let mut h = Harness::start(jobs_harness::listing_sim(), &opts).await;
     let job = h.enqueue_listing(1_500);
     drill(
         &h,
@@ -302,7 +296,7 @@ async fn transient_failures_heal_without_an_operator() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn reconcile_pushes_only_stranded_items_and_status_flags_them() {
     let _serial = jobs_harness::serial().await;
-    let mut h = Harness::start(sim_config(), &ClientOpts::default()).await;
+    let mut h = Harness::start(jobs_harness::listing_sim(), &ClientOpts::default()).await;
     let job = h.enqueue_listing(1_000);
     let out = h.run(&["reconcile", &job.to_string()]);
     let text = String::from_utf8_lossy(&out.stdout);
@@ -347,7 +341,7 @@ async fn worker_exits_when_redis_stays_unreachable() {
         ..ClientOpts::default()
     };
     let opts = ClientOpts { rate: 50.0, ..opts };
-    let mut h = Harness::start(sim_config(), &opts).await;
+    let mut h = Harness::start(jobs_harness::listing_sim(), &opts).await;
     if !h.redis.owned() {
         eprintln!("skipped: needs a private redis-server (REDIS_URL is set)");
         return;

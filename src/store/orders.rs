@@ -59,20 +59,10 @@ impl Store {
     /// new or changed (a useful call); false when the ledger already had this version or a
     /// newer one. Logistics fields (`last_status`, `signed`, `last_queried_at`) are kept.
     pub async fn upsert_order_if_advanced(&self, order: &Order) -> Result<bool, StoreError> {
-        let mut c = self.conn("upsert_order_if_advanced").await?;
-        let changed = execute!(
-            c.on(),
-            UPSERT_ORDER,
-            order.platform.as_str(),
-            &order.order_id,
-            &order.shop,
-            &order.status,
-            order.shipped,
-            to_ms(order.modified),
-            order.amount_cents
-        )
-        .ctx(self, "upsert_order_if_advanced")?;
-        Ok(changed == 1)
+        Ok(self
+            .upsert_orders_if_advanced(std::slice::from_ref(order))
+            .await?
+            == 1)
     }
 
     /// [`Store::upsert_order_if_advanced`] for a page of orders in one transaction; returns

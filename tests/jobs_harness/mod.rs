@@ -31,6 +31,15 @@ fn session_env(p: Platform) -> String {
     format!("SF_JOBTEST_{}_SESSION", p.as_str().to_uppercase())
 }
 
+/// The simulator for listing tests (1688 -> Taobao): item_get and item_add at 2,000/s, high
+/// enough to finish fast, with the client gates (ClientOpts::default, 1,900/s + burst 20)
+/// under them the way an operator sizes a gate from the console.
+pub fn listing_sim() -> SimConfig {
+    SimConfig::demo()
+        .with_limit(Platform::Alibaba, Api::ItemGet, 2_000, 10_000_000)
+        .with_limit(Platform::Taobao, Api::ItemAdd, 2_000, 10_000_000)
+}
+
 /// Client settings the tests vary.
 #[derive(Debug, Clone)]
 pub struct ClientOpts {
