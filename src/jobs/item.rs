@@ -5,6 +5,7 @@
 
 use super::queue::TaskCtx;
 use crate::config::Config;
+use crate::link::backoff::Backoff;
 use crate::link::gateway::{CallContext, Gateway, LinkError, LinkErrorKind};
 use crate::platform::{Api, ErrorClass, Platform};
 use crate::store::{CallClass, CallRecord, ItemOutcome, Store, StoreError};
@@ -88,10 +89,14 @@ impl ItemRun {
 /// from 1 s, capped at 30 s, with full jitter so a burst of failures does not come back
 /// at once.
 pub(crate) fn item_retry_backoff(round: u32) -> Duration {
-    let cap = Duration::from_secs(1u64 << round.min(5)).min(Duration::from_secs(30));
-    let ms = u64::try_from(cap.as_millis()).unwrap_or(u64::MAX);
-    Duration::from_millis(ms / 2 + rand::random::<u64>() % (ms / 2 + 1))
+    ITEM_RETRY.equal_jitter(round)
 }
+
+const ITEM_RETRY: Backoff = Backoff::new(Duration::from_secs(1), Duration::from_secs(30));
+
+/// A busy ledger's retries: 40-80 ms after the first, doubling to at most 1.3-2.6 s.
+const LEDGER_BUSY_RETRY: Backoff =
+    Backoff::new(Duration::from_millis(80), Duration::from_millis(2560));
 
 /// Useful-call tally of one task, written to the calls ledger once per task.
 #[derive(Default)]
@@ -190,10 +195,9 @@ where
         match result {
             Ok(v) => return Ok(v),
             Err(e) if e.is_busy() && attempt < LEDGER_WRITE_ATTEMPTS => {
-                let base = 20u64 << attempt.min(6);
-                let wait = base + rand::random::<u64>() % base;
-                tracing::debug!(attempt, wait_ms = wait, "{what}: ledger busy, retrying");
-                tokio::time::sleep(Duration::from_millis(wait)).await;
+                let wait = LEDGER_BUSY_RETRY.equal_jitter(attempt - 1);
+                tracing::debug!(attempt, wait = ?wait, "{what}: ledger busy, retrying");
+                tokio::time::sleep(wait).await;
             }
             Err(e) => return Err(e),
         }

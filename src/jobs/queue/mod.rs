@@ -25,6 +25,7 @@ use serde::{Deserialize, Serialize};
 use tokio::sync::watch;
 
 use crate::config::QueueConfig;
+use crate::link::backoff::Backoff;
 
 pub use self::embedded::EmbeddedQueue;
 pub use self::redis::RedisQueue;
@@ -162,10 +163,7 @@ impl QueueOptions {
 
     /// Backoff before the retry that follows failed attempt `attempt` (1-based).
     pub fn retry_backoff(&self, attempt: u32) -> Duration {
-        let exp = attempt.saturating_sub(1).min(20);
-        self.retry_base
-            .saturating_mul(1u32 << exp)
-            .min(self.retry_cap)
+        Backoff::new(self.retry_base, self.retry_cap).ceiling(attempt.saturating_sub(1))
     }
 }
 

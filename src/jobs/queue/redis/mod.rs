@@ -37,6 +37,7 @@ use super::{
     run_caught, worker_name, DeadEntry, DeadHook, LiveWorker, QueueError, QueueLen, QueueOptions,
     Shutdown, TaskCtx, TaskMsg, TaskResult, WorkerOptions, WorkerReport, WorkerStats,
 };
+use crate::link::backoff::Backoff;
 use crate::secret::redact_url as redact;
 
 mod worker;
@@ -44,6 +45,13 @@ mod worker;
 pub use worker::{Envelope, StreamsBackend};
 
 const GROUP: &str = "workers";
+
+/// Reconnecting to an unreachable Redis: 100 ms doubling to 5 s.
+const CONNECT_RETRY: Backoff = Backoff::new(Duration::from_millis(100), Duration::from_secs(5));
+/// A failed fetch: 100 ms doubling to 5 s, back to 100 ms after a success.
+const FETCH_RETRY: Backoff = CONNECT_RETRY;
+/// Acks and reschedules retried until the claim idle time: 50 ms doubling to 2 s.
+const SETTLE_RETRY: Backoff = Backoff::new(Duration::from_millis(50), Duration::from_secs(2));
 
 /// Promote due delayed tasks (bounded), then read new entries for this consumer.
 /// KEYS: stream, delayed. ARGV: group, consumer, count, promote_batch.
@@ -200,18 +208,18 @@ impl RedisQueue {
                 msg: e.to_string(),
             });
         }
-        let mut backoff = Duration::from_millis(100);
+        let mut backoff = CONNECT_RETRY.doubling();
         loop {
             match RedisQueue::connect(url, opts.clone()).await {
                 Ok(q) => return Ok(q),
                 Err(e) if shutdown.is_triggered() => return Err(e),
                 Err(e) => {
-                    warn!(error = %e, retry_in = ?backoff, "redis queue unreachable; retrying");
+                    let wait = backoff.next_delay();
+                    warn!(error = %e, retry_in = ?wait, "redis queue unreachable; retrying");
                     tokio::select! {
-                        _ = tokio::time::sleep(backoff) => {}
+                        _ = tokio::time::sleep(wait) => {}
                         _ = shutdown.wait() => {}
                     }
-                    backoff = (backoff * 2).min(Duration::from_secs(5));
                 }
             }
         }

@@ -227,7 +227,7 @@ impl Shared {
     /// Fetch until there is work or shutdown (then an empty batch). Backend errors are
     /// logged and retried with backoff; they never reach apalis, whose worker would die.
     async fn fetch_batch(self: Arc<Self>) -> Vec<Envelope> {
-        let mut backoff = Duration::from_millis(100);
+        let mut backoff = FETCH_RETRY.doubling();
         loop {
             if self.shutdown.is_triggered() {
                 return Vec::new();
@@ -252,14 +252,12 @@ impl Shared {
                     return got;
                 }
                 Ok(_) => {
-                    backoff = Duration::from_millis(100);
+                    backoff.reset();
                     self.q.opts.poll_interval
                 }
                 Err(e) => {
                     self.note_error("fetch", &e).await;
-                    let w = backoff;
-                    backoff = (backoff * 2).min(Duration::from_secs(5));
-                    w
+                    backoff.next_delay()
                 }
             };
             tokio::select! {
@@ -288,18 +286,18 @@ impl Shared {
         Fut: Future<Output = Result<(), RedisError>>,
     {
         let deadline = Instant::now() + self.q.opts.claim_idle();
-        let mut backoff = Duration::from_millis(50);
+        let mut backoff = SETTLE_RETRY.doubling();
         loop {
             match op().await {
                 Ok(()) => return true,
                 Err(e) => {
                     self.note_error(what, &e).await;
-                    if Instant::now() + backoff > deadline {
+                    let wait = backoff.next_delay();
+                    if Instant::now() + wait > deadline {
                         warn!(worker = %self.worker, op = what, "giving up; the entry will be recovered as an orphan");
                         return false;
                     }
-                    tokio::time::sleep(backoff).await;
-                    backoff = (backoff * 2).min(Duration::from_secs(2));
+                    tokio::time::sleep(wait).await;
                 }
             }
         }
