@@ -17,12 +17,12 @@ pub use crate::secret::Secret;
 /// A config problem, naming the file and key (and line, when known).
 #[derive(Debug, Clone, PartialEq)]
 pub struct ConfigProblem {
-    pub file: PathBuf,
-    pub key: String,
-    pub line: Option<usize>,
-    pub message: String,
+    pub(crate) file: PathBuf,
+    pub(crate) key: String,
+    pub(crate) line: Option<usize>,
+    pub(crate) message: String,
     /// Warnings are reported but do not fail `config check`.
-    pub warning: bool,
+    pub(crate) warning: bool,
 }
 
 impl fmt::Display for ConfigProblem {
@@ -42,7 +42,7 @@ impl fmt::Display for ConfigProblem {
 /// Loading failed: the problems that stopped it (at least one).
 #[derive(Debug, thiserror::Error)]
 #[error("{}", .0.iter().map(|p| p.to_string()).collect::<Vec<_>>().join("\n"))]
-pub struct ConfigError(pub Vec<ConfigProblem>);
+pub struct ConfigError(pub(crate) Vec<ConfigProblem>);
 
 fn default_true() -> bool {
     true
@@ -56,31 +56,31 @@ pub struct PlatformConfig {
     pub endpoint: String,
     pub app_key: String,
     /// Name of the environment variable holding the app secret.
-    pub secret_env: String,
+    pub(crate) secret_env: String,
     /// Name of the environment variable holding the session / access token.
     #[serde(default)]
-    pub session_env: Option<String>,
+    pub(crate) session_env: Option<String>,
     /// TOP only: md5, hmac or hmac-sha256.
     #[serde(default)]
-    pub sign_method: SignMethod,
+    pub(crate) sign_method: SignMethod,
     /// The platform's hard per-second cap for this app (any one API), if known:
     /// `config check` rejects a gate whose burst + rate exceeds it.
     #[serde(default)]
-    pub per_second_cap: Option<f64>,
+    pub(crate) per_second_cap: Option<f64>,
     #[serde(default = "PlatformConfig::default_connect_ms")]
-    pub connect_timeout_ms: u64,
+    pub(crate) connect_timeout_ms: u64,
     /// Idle keep-alive of pooled connections: must stay below the platform's idle close.
     #[serde(default = "PlatformConfig::default_idle_keepalive_s")]
     pub idle_keepalive_s: u64,
     /// After how long idle the platform closes a connection (observed; about 30 s).
     #[serde(default = "PlatformConfig::default_platform_idle_close_s")]
-    pub platform_idle_close_s: u64,
+    pub(crate) platform_idle_close_s: u64,
     /// Bulkhead: at most this many calls in flight to this platform from one process.
     #[serde(default = "PlatformConfig::default_max_in_flight")]
-    pub max_in_flight: usize,
+    pub(crate) max_in_flight: usize,
     /// How long a call may wait for a bulkhead slot before failing fast as busy.
     #[serde(default = "PlatformConfig::default_pool_wait_ms")]
-    pub pool_wait_ms: u64,
+    pub(crate) pool_wait_ms: u64,
 }
 
 impl PlatformConfig {
@@ -101,12 +101,12 @@ impl PlatformConfig {
     }
 
     /// Read the app secret from the environment variable the config names.
-    pub fn secret(&self) -> Result<Secret, MissingSecret> {
+    pub(crate) fn secret(&self) -> Result<Secret, MissingSecret> {
         read_secret_env(&self.secret_env)
     }
 
     /// Read the session / access token, if the config names a variable for it.
-    pub fn session(&self) -> Result<Option<Secret>, MissingSecret> {
+    pub(crate) fn session(&self) -> Result<Option<Secret>, MissingSecret> {
         match &self.session_env {
             Some(var) => read_secret_env(var).map(Some),
             None => Ok(None),
@@ -115,7 +115,7 @@ impl PlatformConfig {
 
     /// The first variable this platform's client needs (app secret, then session) that is
     /// unset or empty; None when every one is there. Reads the environment, shows no value.
-    pub fn missing_secret(&self) -> Option<MissingSecret> {
+    pub(crate) fn missing_secret(&self) -> Option<MissingSecret> {
         std::iter::once(&self.secret_env)
             .chain(self.session_env.as_ref())
             .find_map(|var| read_secret_env(var).err())
@@ -126,7 +126,7 @@ impl PlatformConfig {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("environment variable {var} is not set (it must hold the secret)")]
 pub struct MissingSecret {
-    pub var: String,
+    pub(crate) var: String,
 }
 
 fn read_secret_env(var: &str) -> Result<Secret, MissingSecret> {
@@ -141,22 +141,22 @@ fn read_secret_env(var: &str) -> Result<Secret, MissingSecret> {
 /// A gate entry as written in the file: every field optional, falling back to `default`.
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct GateEntry {
+pub(crate) struct GateEntry {
     /// Long-run rate, calls per second (fleet-wide).
-    pub rate: Option<f64>,
+    pub(crate) rate: Option<f64>,
     /// Instant burst, calls.
-    pub burst: Option<f64>,
+    pub(crate) burst: Option<f64>,
     /// In-flight calls per process; derived as rate x p95 when absent.
-    pub concurrency: Option<u32>,
+    pub(crate) concurrency: Option<u32>,
     /// Expected p95 latency, for deriving concurrency and the config check warning.
-    pub p95_ms: Option<u64>,
+    pub(crate) p95_ms: Option<u64>,
     /// Longest a caller waits for a token; a later reservation is refused with its time.
-    pub max_wait_ms: Option<u64>,
+    pub(crate) max_wait_ms: Option<u64>,
     /// Daily quota of the app for this API (calls per day, GMT+8).
-    pub daily_quota: Option<u64>,
+    pub(crate) daily_quota: Option<u64>,
     /// AIMD: rate added after `aimd_successes` consecutive successes.
-    pub aimd_step: Option<f64>,
-    pub aimd_successes: Option<u32>,
+    pub(crate) aimd_step: Option<f64>,
+    pub(crate) aimd_successes: Option<u32>,
 }
 
 /// A gate's resolved settings.
@@ -164,10 +164,10 @@ pub struct GateEntry {
 pub struct GateConfig {
     pub rate: f64,
     pub burst: f64,
-    pub concurrency: u32,
-    pub p95_ms: u64,
-    pub max_wait: Duration,
-    pub daily_quota: Option<u64>,
+    pub(crate) concurrency: u32,
+    pub(crate) p95_ms: u64,
+    pub(crate) max_wait: Duration,
+    pub(crate) daily_quota: Option<u64>,
     pub aimd_step: f64,
     pub aimd_successes: u32,
 }
@@ -176,7 +176,7 @@ pub struct GateConfig {
 #[derive(Debug, Clone, Copy, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct ClassTimeouts {
-    pub connect_ms: u64,
+    pub(crate) connect_ms: u64,
     pub read_ms: u64,
 }
 
@@ -184,13 +184,13 @@ pub struct ClassTimeouts {
 #[serde(deny_unknown_fields)]
 pub struct TimeoutsConfig {
     #[serde(default = "TimeoutsConfig::list")]
-    pub list: ClassTimeouts,
+    pub(crate) list: ClassTimeouts,
     #[serde(default = "TimeoutsConfig::detail")]
     pub detail: ClassTimeouts,
     #[serde(default = "TimeoutsConfig::batch")]
-    pub batch: ClassTimeouts,
+    pub(crate) batch: ClassTimeouts,
     #[serde(default = "TimeoutsConfig::logistics")]
-    pub logistics: ClassTimeouts,
+    pub(crate) logistics: ClassTimeouts,
 }
 
 impl TimeoutsConfig {
@@ -244,14 +244,14 @@ impl Default for TimeoutsConfig {
 #[serde(deny_unknown_fields, default)]
 pub struct RetryConfig {
     /// Attempts for reads, first one included.
-    pub max_attempts: u32,
-    pub base_ms: u64,
-    pub cap_ms: u64,
+    pub(crate) max_attempts: u32,
+    pub(crate) base_ms: u64,
+    pub(crate) cap_ms: u64,
     /// Retries may be at most this share of calls over the window (fleet-wide).
-    pub budget_ratio: f64,
-    pub budget_window_s: u64,
+    pub(crate) budget_ratio: f64,
+    pub(crate) budget_window_s: u64,
     /// Retries always allowed per window, so a quiet gate can still retry.
-    pub budget_min_retries: u64,
+    pub(crate) budget_min_retries: u64,
 }
 
 impl Default for RetryConfig {
@@ -270,21 +270,21 @@ impl Default for RetryConfig {
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct BreakerConfig {
-    pub window_s: u64,
-    pub failure_ratio: f64,
+    pub(crate) window_s: u64,
+    pub(crate) failure_ratio: f64,
     /// Calls slower than this count as slow; a slow ratio above `slow_ratio` opens too.
-    pub slow_call_ms: u64,
-    pub slow_ratio: f64,
-    pub min_samples: u32,
+    pub(crate) slow_call_ms: u64,
+    pub(crate) slow_ratio: f64,
+    pub(crate) min_samples: u32,
     /// Longest open period: the cap of the growing open time.
     pub open_s: u64,
     /// First open period after a trip; doubles with each failed half-open probe (up to
     /// `open_s`) and falls back here once the breaker closes.
     pub initial_open_ms: u64,
-    pub half_open_probes: u32,
-    pub close_after: u32,
+    pub(crate) half_open_probes: u32,
+    pub(crate) close_after: u32,
     /// Log what the breaker would do without doing it.
-    pub observe_only: bool,
+    pub(crate) observe_only: bool,
 }
 
 impl Default for BreakerConfig {
@@ -309,14 +309,14 @@ impl Default for BreakerConfig {
 pub struct LinkConfig {
     pub timeouts: TimeoutsConfig,
     /// Total time budget of one task; every attempt takes its slice from it.
-    pub task_budget_ms: u64,
+    pub(crate) task_budget_ms: u64,
     pub retry: RetryConfig,
-    pub breaker: BreakerConfig,
+    pub(crate) breaker: BreakerConfig,
     /// Stale reads older than this are refused (per API override in `stale_max_age_s_per_api`).
-    pub stale_max_age_s: u64,
-    pub stale_max_age_s_per_api: BTreeMap<String, u64>,
+    pub(crate) stale_max_age_s: u64,
+    pub(crate) stale_max_age_s_per_api: BTreeMap<String, u64>,
     #[serde(default = "default_true")]
-    pub degrade_reads: bool,
+    pub(crate) degrade_reads: bool,
 }
 
 impl Default for LinkConfig {
@@ -337,22 +337,22 @@ impl Default for LinkConfig {
 #[serde(deny_unknown_fields, default)]
 pub struct QueueConfig {
     /// Items per task.
-    pub chunk_size: usize,
+    pub(crate) chunk_size: usize,
     /// Queue name (Redis key prefix / apalis queue).
-    pub name: String,
+    pub(crate) name: String,
     /// Tasks per enqueue round trip.
-    pub push_batch: usize,
-    pub poll_interval_ms: u64,
-    pub heartbeat_s: u64,
-    pub missed_heartbeats: u32,
+    pub(crate) push_batch: usize,
+    pub(crate) poll_interval_ms: u64,
+    pub(crate) heartbeat_s: u64,
+    pub(crate) missed_heartbeats: u32,
     /// Attempts per task before it is dead.
-    pub max_attempts: u32,
+    pub(crate) max_attempts: u32,
     /// After SIGTERM, items already calling get this long to finish; the rest of each chunk
     /// goes back to the queue without charging an attempt (docs/design.md, "Scale-in").
-    pub shutdown_grace_s: u64,
+    pub(crate) shutdown_grace_s: u64,
     /// A worker that cannot reach the queue for this long exits with status 1 instead of
     /// hanging (0 = wait for it forever).
-    pub unreachable_exit_s: u64,
+    pub(crate) unreachable_exit_s: u64,
 }
 
 impl Default for QueueConfig {
@@ -373,16 +373,16 @@ impl Default for QueueConfig {
 
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields, default)]
-pub struct JobsConfig {
+pub(crate) struct JobsConfig {
     /// A logistics order is not queried again within this interval.
-    pub logistics_min_interval_s: u64,
+    pub(crate) logistics_min_interval_s: u64,
     /// Order sync slices: the platform's maximum window (1 day on TOP).
-    pub order_slice_s: u64,
-    pub order_page_size: u32,
+    pub(crate) order_slice_s: u64,
+    pub(crate) order_page_size: u32,
     /// An item whose call failed with a transient class (retry, or a write whose outcome is
     /// unknown) goes back to the queue with backoff up to this many times before it ends
     /// `failed` (0 = fail at once, the operator runs `retry`).
-    pub item_retry_rounds: u32,
+    pub(crate) item_retry_rounds: u32,
 }
 
 impl Default for JobsConfig {
@@ -401,7 +401,7 @@ impl Default for JobsConfig {
 pub struct ProbeConfig {
     pub interval_s: u64,
     /// Fixed sample ids used by probes (item id for item_get, order id for logistics).
-    pub sample_item_id: String,
+    pub(crate) sample_item_id: String,
     pub sample_order_id: String,
 }
 
@@ -435,13 +435,13 @@ struct RawConfig {
 /// The whole client configuration, validated.
 #[derive(Debug, Clone)]
 pub struct Config {
-    pub file: PathBuf,
+    pub(crate) file: PathBuf,
     pub platforms: BTreeMap<Platform, PlatformConfig>,
     /// `default` plus `platform.api` entries.
-    pub gates: BTreeMap<String, GateEntry>,
+    pub(crate) gates: BTreeMap<String, GateEntry>,
     pub link: LinkConfig,
     pub queue: QueueConfig,
-    pub jobs: JobsConfig,
+    pub(crate) jobs: JobsConfig,
     pub probe: ProbeConfig,
     /// Non-fatal findings of validation.
     pub warnings: Vec<ConfigProblem>,

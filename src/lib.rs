@@ -7,14 +7,14 @@
 
 pub mod cli;
 pub mod config;
-pub mod dashboard;
+pub(crate) mod dashboard;
 pub mod jobs;
 pub mod link;
 pub mod logging;
 // Issue 11: metrics for operators (src/ops/).
 pub mod ops;
 pub mod platform;
-pub mod secret;
+pub(crate) mod secret;
 pub mod sim;
 pub mod store;
 pub mod throttle;

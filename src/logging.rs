@@ -58,12 +58,6 @@ impl LogGuard {
     pub fn finish(self) {}
 }
 
-/// Install the global subscriber. Logs go to stderr so command output on stdout stays clean.
-/// `RUST_LOG` overrides the default `info` filter.
-pub fn init(format: LogFormat) {
-    init_with_default(format, "info")
-}
-
 /// Like [`init`], with another default filter when `RUST_LOG` is unset (the demo keeps the
 /// per-call lines out of its results table). Writes from the logging thread (no guard to hold).
 pub fn init_with_default(format: LogFormat, default_filter: &str) {
@@ -77,7 +71,7 @@ pub fn init_with_default(format: LogFormat, default_filter: &str) {
 }
 
 /// Whether text logs get colour: stderr is a terminal and `NO_COLOR` is unset or empty.
-pub fn colour_on_stderr() -> bool {
+pub(crate) fn colour_on_stderr() -> bool {
     std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
 }
 
@@ -129,7 +123,7 @@ pub fn init_with(opts: LogOptions<'_>) -> LogGuard {
 }
 
 /// Lines the non-blocking writer dropped so far (0 without one).
-pub fn dropped_lines() -> u64 {
+pub(crate) fn dropped_lines() -> u64 {
     DROPPED.get().map_or(0, |c| c.dropped_lines() as u64)
 }
 

@@ -29,7 +29,7 @@ pub fn next_quota_reset(at: DateTime<Utc>) -> DateTime<Utc> {
 
 /// Fraction of the platform day elapsed at `at`, floored at one minute so the burn ratio
 /// is not wildly inflated just after midnight.
-pub fn day_fraction_elapsed(at: DateTime<Utc>) -> f64 {
+pub(crate) fn day_fraction_elapsed(at: DateTime<Utc>) -> f64 {
     let local = at.with_timezone(&china_offset());
     let secs = local
         .time()
@@ -40,7 +40,7 @@ pub fn day_fraction_elapsed(at: DateTime<Utc>) -> f64 {
 
 /// Burn ratio: share of the daily quota used divided by share of the day elapsed.
 /// > 1.3 means the quota will not last the day; < 0.5 means headroom.
-pub fn burn_ratio(used: u64, daily_quota: u64, at: DateTime<Utc>) -> f64 {
+pub(crate) fn burn_ratio(used: u64, daily_quota: u64, at: DateTime<Utc>) -> f64 {
     if daily_quota == 0 {
         return 0.0;
     }

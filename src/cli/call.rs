@@ -2,7 +2,7 @@
 //! the response JSON and its error class.
 
 use super::{Cli, CliError};
-use crate::platform::client::check_body;
+use crate::platform::client::{check_body, with_raw_defaults};
 use crate::platform::{Api, Platform, PlatformClient};
 use chrono::Utc;
 use clap::Args;
@@ -11,19 +11,19 @@ use std::time::Duration;
 #[derive(Debug, Args)]
 pub struct CallArgs {
     /// taobao, jd or alibaba.
-    pub platform: String,
+    pub(crate) platform: String,
     /// item_get, item_add, order_list or logistics_trace.
-    pub api: String,
+    pub(crate) api: String,
     /// Business params in the platform's own names, e.g. `num_iid=1` (taobao),
     /// `wareId=1` (jd, sent as 360buy_param_json), `productID=1` (alibaba).
-    pub params: Vec<String>,
+    pub(crate) params: Vec<String>,
     /// Whole-call timeout in ms (default: the API class's read timeout in link.timeouts).
     #[arg(long)]
-    pub timeout_ms: Option<u64>,
+    pub(crate) timeout_ms: Option<u64>,
 }
 
 /// Split `key=value` arguments; a missing `=` or an empty key is bad input.
-pub fn parse_params(args: &[String]) -> Result<Vec<(String, String)>, CliError> {
+pub(crate) fn parse_params(args: &[String]) -> Result<Vec<(String, String)>, CliError> {
     args.iter()
         .map(|a| match a.split_once('=') {
             Some((k, v)) if !k.is_empty() => Ok((k.to_string(), v.to_string())),
@@ -32,10 +32,10 @@ pub fn parse_params(args: &[String]) -> Result<Vec<(String, String)>, CliError> 
         .collect()
 }
 
-pub async fn run(cli: &Cli, args: &CallArgs) -> Result<(), CliError> {
+pub(crate) async fn run(cli: &Cli, args: &CallArgs) -> Result<(), CliError> {
     let platform: Platform = args.platform.parse().map_err(CliError::input)?;
     let api: Api = args.api.parse().map_err(CliError::input)?;
-    let params = parse_params(&args.params)?;
+    let params = with_raw_defaults(platform, api, &parse_params(&args.params)?);
     let cfg = cli.load_config()?;
     let pc = cfg.platform(platform).ok_or_else(|| {
         CliError::input(format!(

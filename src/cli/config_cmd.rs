@@ -11,7 +11,7 @@ pub enum ConfigCommand {
     Check,
 }
 
-pub async fn run(cli: &Cli, cmd: &ConfigCommand) -> Result<(), CliError> {
+pub(crate) async fn run(cli: &Cli, cmd: &ConfigCommand) -> Result<(), CliError> {
     match cmd {
         ConfigCommand::Check => {
             let cfg = Config::load(&cli.config)?;

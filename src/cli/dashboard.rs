@@ -10,16 +10,16 @@ use std::net::SocketAddr;
 pub struct DashboardArgs {
     /// Address to serve the page on. Loopback unless --allow-remote.
     #[arg(long, default_value = "127.0.0.1:8088")]
-    pub listen: SocketAddr,
+    pub(crate) listen: SocketAddr,
     /// Serve on a non-loopback address (put it behind TLS; set the token).
     #[arg(long)]
-    pub allow_remote: bool,
+    pub(crate) allow_remote: bool,
 }
 
 /// The token that enables actions (retry, re-queue dead letters, gate set).
-pub const TOKEN_ENV: &str = "SYNCFLEET_DASHBOARD_TOKEN";
+pub(crate) const TOKEN_ENV: &str = "SYNCFLEET_DASHBOARD_TOKEN";
 
-pub async fn run(cli: &Cli, args: &DashboardArgs) -> Result<(), CliError> {
+pub(crate) async fn run(cli: &Cli, args: &DashboardArgs) -> Result<(), CliError> {
     let cfg = cli.load_config()?;
     let rt = Runtime::open(cfg, &cli.db, cli.redis.as_deref()).await?;
     let token = std::env::var(TOKEN_ENV).ok();

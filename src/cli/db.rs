@@ -34,7 +34,7 @@ impl From<StoreError> for CliError {
     }
 }
 
-pub async fn run(cli: &Cli, cmd: &DbCommand) -> Result<(), CliError> {
+pub(crate) async fn run(cli: &Cli, cmd: &DbCommand) -> Result<(), CliError> {
     match cmd {
         DbCommand::Migrate => {
             let store = Store::connect(&cli.db).await?;

@@ -10,24 +10,24 @@ use std::time::Duration;
 pub struct DemoArgs {
     /// Items in the listing job (1688 -> Taobao).
     #[arg(long, default_value_t = 100_000)]
-    pub items: u64,
+    pub(crate) items: u64,
     /// Directory for the demo's ledger and queue (recreated on every run).
     #[arg(long, default_value = "syncfleet-demo")]
-    pub dir: PathBuf,
+    pub(crate) dir: PathBuf,
     /// Target duration in seconds: the simulator's per-second limits are scaled to it.
     #[arg(long, default_value_t = 60)]
-    pub target_s: u64,
+    pub(crate) target_s: u64,
     /// Tasks the worker runs at once.
     #[arg(long, default_value_t = 16)]
-    pub concurrency: usize,
+    pub(crate) concurrency: usize,
     /// Serve Prometheus metrics at http://ADDR/metrics during the run (off by default).
     #[arg(long, value_name = "ADDR")]
-    pub metrics_listen: Option<std::net::SocketAddr>,
+    pub(crate) metrics_listen: Option<std::net::SocketAddr>,
     /// Put the ledger on this database instead of a new SQLite file in --dir, e.g.
     /// postgres://USER@127.0.0.1/DB (a scratch database: the demo adds its job to it). The
     /// queue stays embedded in --dir.
     #[arg(long, value_name = "URL")]
-    pub ledger: Option<String>,
+    pub(crate) ledger: Option<String>,
 }
 
 /// The demo's failures are runtime failures (exit 1), whatever their cause.
@@ -37,7 +37,7 @@ impl From<DemoError> for CliError {
     }
 }
 
-pub async fn run(_cli: &Cli, args: &DemoArgs) -> Result<(), CliError> {
+pub(crate) async fn run(_cli: &Cli, args: &DemoArgs) -> Result<(), CliError> {
     if args.items == 0 {
         return Err(CliError::input("--items must be at least 1"));
     }

@@ -36,7 +36,7 @@ pub enum GateCommand {
     },
 }
 
-pub async fn run(cli: &Cli, cmd: &GateCommand) -> Result<(), CliError> {
+pub(crate) async fn run(cli: &Cli, cmd: &GateCommand) -> Result<(), CliError> {
     match cmd {
         GateCommand::Show { namespace } => show(cli, namespace).await,
         GateCommand::Set {

@@ -22,16 +22,16 @@ pub struct EnqueueArgs {
     // Not `conflicts_with = "what"`: a subcommand is no argument, and clap's debug assertion
     // panics on it (every debug-build enqueue aborted); spec_from_args refuses both instead.
     #[arg(long)]
-    pub spec: Option<PathBuf>,
+    pub(crate) spec: Option<PathBuf>,
     /// Items per task (default: queue.chunk_size of the config).
     #[arg(long)]
-    pub chunk_size: Option<usize>,
+    pub(crate) chunk_size: Option<usize>,
     #[command(subcommand)]
-    pub what: Option<EnqueueWhat>,
+    pub(crate) what: Option<EnqueueWhat>,
 }
 
 #[derive(Debug, Subcommand)]
-pub enum EnqueueWhat {
+pub(crate) enum EnqueueWhat {
     /// Copy items from one platform to another: item_get on --from, item_add on --to.
     Listing {
         #[arg(long)]
@@ -174,7 +174,7 @@ fn listing_ids(spec: &JobSpec) -> Result<Vec<String>, CliError> {
     Ok(ids)
 }
 
-pub async fn enqueue(cli: &Cli, args: &EnqueueArgs) -> Result<(), CliError> {
+pub(crate) async fn enqueue(cli: &Cli, args: &EnqueueArgs) -> Result<(), CliError> {
     let cfg = cli.load_config()?;
     let spec = spec_from_args(args)?;
     spec.validate()
@@ -218,14 +218,14 @@ fn print_enqueued(r: &EnqueueReport, took: Duration, fleet: bool) {
 pub struct WorkArgs {
     /// Tasks run at once by this process.
     #[arg(long, default_value_t = 8)]
-    pub concurrency: usize,
+    pub(crate) concurrency: usize,
     /// Exit once the queue stays empty this many seconds (0 = run until SIGTERM/SIGINT).
     #[arg(long, default_value_t = 0)]
-    pub exit_when_idle_s: u64,
+    pub(crate) exit_when_idle_s: u64,
     /// Serve Prometheus metrics at http://ADDR/metrics while the worker runs (off by
     /// default), e.g. 127.0.0.1:9464.
     #[arg(long, value_name = "ADDR")]
-    pub metrics_listen: Option<std::net::SocketAddr>,
+    pub(crate) metrics_listen: Option<std::net::SocketAddr>,
 }
 
 /// A producer's failure (the ledger, the queue, a push cut short) is a runtime failure: exit 1.
@@ -253,7 +253,7 @@ impl From<WorkerError> for CliError {
     }
 }
 
-pub async fn work(cli: &Cli, args: &WorkArgs) -> Result<(), CliError> {
+pub(crate) async fn work(cli: &Cli, args: &WorkArgs) -> Result<(), CliError> {
     let cfg = cli.load_config()?;
     let rt = Runtime::open(cfg, &cli.db, cli.redis.as_deref()).await?;
     let opts = RunOptions {
@@ -273,10 +273,10 @@ pub async fn work(cli: &Cli, args: &WorkArgs) -> Result<(), CliError> {
 #[derive(Debug, Args)]
 pub struct StatusArgs {
     /// The job; without it, the latest jobs.
-    pub job: Option<i64>,
+    pub(crate) job: Option<i64>,
     /// Refresh every 2 s until the job finishes.
     #[arg(long)]
-    pub follow: bool,
+    pub(crate) follow: bool,
 }
 
 async fn open_store(cli: &Cli) -> Result<Store, CliError> {
@@ -305,7 +305,7 @@ fn fmt_eta(eta: Option<Duration>) -> String {
     }
 }
 
-pub async fn status(cli: &Cli, args: &StatusArgs) -> Result<(), CliError> {
+pub(crate) async fn status(cli: &Cli, args: &StatusArgs) -> Result<(), CliError> {
     let store = open_store(cli).await?;
     let Some(job) = args.job else {
         let jobs = store
@@ -403,18 +403,18 @@ async fn stranded_note(cli: &Cli, store: &Store, job: i64) -> Option<String> {
 pub struct DeadArgs {
     /// Only this job's dead letters.
     #[arg(long)]
-    pub job: Option<i64>,
+    pub(crate) job: Option<i64>,
     /// Put the dead letters' items back to pending and push them again (and remove the
     /// dead entries). Fix the cause first: they failed on every attempt.
     #[arg(long)]
-    pub requeue: bool,
+    pub(crate) requeue: bool,
     /// Dead entries listed at most.
     #[arg(long, default_value_t = 50)]
-    pub limit: usize,
+    pub(crate) limit: usize,
 }
 
 /// `syncfleet dead`: the tasks that exhausted their attempts, and their items.
-pub async fn dead(cli: &Cli, args: &DeadArgs) -> Result<(), CliError> {
+pub(crate) async fn dead(cli: &Cli, args: &DeadArgs) -> Result<(), CliError> {
     let cfg = cli.load_config()?;
     let chunk = cfg.queue.chunk_size;
     let rt = Runtime::open(cfg, &cli.db, cli.redis.as_deref()).await?;
@@ -479,10 +479,10 @@ pub async fn dead(cli: &Cli, args: &DeadArgs) -> Result<(), CliError> {
 
 #[derive(Debug, Args)]
 pub struct ReconcileArgs {
-    pub job: i64,
+    pub(crate) job: i64,
 }
 
-pub async fn reconcile(cli: &Cli, args: &ReconcileArgs) -> Result<(), CliError> {
+pub(crate) async fn reconcile(cli: &Cli, args: &ReconcileArgs) -> Result<(), CliError> {
     let cfg = cli.load_config()?;
     let chunk = cfg.queue.chunk_size;
     let rt = Runtime::open(cfg, &cli.db, cli.redis.as_deref()).await?;
@@ -496,13 +496,13 @@ pub async fn reconcile(cli: &Cli, args: &ReconcileArgs) -> Result<(), CliError> 
 
 #[derive(Debug, Args)]
 pub struct RetryArgs {
-    pub job: i64,
+    pub(crate) job: i64,
     /// Error class of the failed items to run again (retry, slow or unknown; fatal needs a fix first).
     #[arg(long)]
-    pub class: ErrorClass,
+    pub(crate) class: ErrorClass,
 }
 
-pub async fn retry(cli: &Cli, args: &RetryArgs) -> Result<(), CliError> {
+pub(crate) async fn retry(cli: &Cli, args: &RetryArgs) -> Result<(), CliError> {
     if args.class == ErrorClass::Fatal {
         return Err(CliError::input(
             "fatal failures are caller errors (params, signature, session): retrying them only burns quota; fix the cause and enqueue those items again",
@@ -523,10 +523,10 @@ pub async fn retry(cli: &Cli, args: &RetryArgs) -> Result<(), CliError> {
 pub struct ReportArgs {
     /// Platform day (GMT+8), YYYY-MM-DD; default today.
     #[arg(long)]
-    pub day: Option<NaiveDate>,
+    pub(crate) day: Option<NaiveDate>,
 }
 
-pub async fn report(cli: &Cli, args: &ReportArgs) -> Result<(), CliError> {
+pub(crate) async fn report(cli: &Cli, args: &ReportArgs) -> Result<(), CliError> {
     let cfg = cli.load_config()?;
     let store = open_store(cli).await?;
     let now = Utc::now();

@@ -5,15 +5,15 @@ use crate::logging::LogFormat;
 use clap::{Parser, Subcommand};
 use std::path::PathBuf;
 
-pub mod call;
-pub mod config_cmd;
-pub mod dashboard;
-pub mod db;
-pub mod demo;
-pub mod gate;
+pub(crate) mod call;
+pub(crate) mod config_cmd;
+pub(crate) mod dashboard;
+pub(crate) mod db;
+pub(crate) mod demo;
+pub(crate) mod gate;
 pub mod jobs;
-pub mod probe;
-pub mod sim;
+pub(crate) mod probe;
+pub(crate) mod sim;
 
 /// syncfleet: spend the platforms' quota fully and only on useful calls.
 #[derive(Debug, Parser)]
@@ -26,10 +26,10 @@ pub struct Cli {
         default_value = "config/syncfleet.toml",
         env = "SYNCFLEET_CONFIG"
     )]
-    pub config: PathBuf,
+    pub(crate) config: PathBuf,
     /// Redis URL for fleet mode (queue and gates shared by all workers). Absent: embedded mode.
     #[arg(long, global = true, env = "SYNCFLEET_REDIS_URL")]
-    pub redis: Option<String>,
+    pub(crate) redis: Option<String>,
     /// SQL ledger URL.
     #[arg(
         long,
@@ -37,7 +37,7 @@ pub struct Cli {
         env = "SYNCFLEET_DB",
         default_value = "sqlite://syncfleet.db"
     )]
-    pub db: String,
+    pub(crate) db: String,
     /// Log format on stderr.
     #[arg(long, global = true, value_enum, default_value_t = LogFormat::Text)]
     pub log_format: LogFormat,
@@ -93,19 +93,19 @@ pub enum Command {
 #[error("{message}")]
 pub struct CliError {
     pub code: i32,
-    pub message: String,
+    pub(crate) message: String,
 }
 
 impl CliError {
     /// Bad input (config, arguments, files): exit 2.
-    pub fn input(message: impl Into<String>) -> Self {
+    pub(crate) fn input(message: impl Into<String>) -> Self {
         CliError {
             code: 2,
             message: message.into(),
         }
     }
     /// Runtime failure: exit 1.
-    pub fn runtime(message: impl Into<String>) -> Self {
+    pub(crate) fn runtime(message: impl Into<String>) -> Self {
         CliError {
             code: 1,
             message: message.into(),
@@ -127,7 +127,7 @@ impl From<anyhow::Error> for CliError {
 
 impl Cli {
     /// Load the config named by `--config`, mapping failure to exit code 2.
-    pub fn load_config(&self) -> Result<Config, CliError> {
+    pub(crate) fn load_config(&self) -> Result<Config, CliError> {
         let cfg = Config::load(&self.config)?;
         for w in &cfg.warnings {
             tracing::warn!("{w}");

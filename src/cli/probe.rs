@@ -13,13 +13,13 @@ use clap::Args;
 pub struct ProbeArgs {
     /// Probe once, print one line per probe and exit (1 when any probe raised an alert).
     #[arg(long)]
-    pub once: bool,
+    pub(crate) once: bool,
     /// Redis key namespace of gates and link state (separate fleets or tests on one Redis).
     #[arg(long, hide = true, env = "SYNCFLEET_GATE_NAMESPACE", default_value = DEFAULT_NAMESPACE)]
-    pub namespace: String,
+    pub(crate) namespace: String,
 }
 
-pub async fn run(cli: &Cli, args: &ProbeArgs) -> Result<(), CliError> {
+pub(crate) async fn run(cli: &Cli, args: &ProbeArgs) -> Result<(), CliError> {
     let cfg = cli.load_config()?;
     if cfg.platforms.is_empty() {
         return Err(CliError::input(format!(

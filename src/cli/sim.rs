@@ -10,31 +10,31 @@ use std::path::PathBuf;
 pub struct SimArgs {
     /// Address to listen on (port 0 picks a free port; the bound address is printed).
     #[arg(long, default_value = "127.0.0.1:7800")]
-    pub listen: SocketAddr,
+    pub(crate) listen: SocketAddr,
     /// The simulator's own config (apps, data, limits). Absent file: the built-in demo.
     #[arg(long, default_value = "config/sim.toml")]
-    pub sim_config: PathBuf,
+    pub(crate) sim_config: PathBuf,
     /// Drill: latency added to every call, in ms.
     #[arg(long)]
-    pub latency_ms: Option<u64>,
+    pub(crate) latency_ms: Option<u64>,
     /// Drill: share of calls answered with a Retry-class error (0..=1).
     #[arg(long)]
-    pub error_ratio: Option<f64>,
+    pub(crate) error_ratio: Option<f64>,
     /// Drill: every call fails Retry-class.
     #[arg(long)]
-    pub outage: bool,
+    pub(crate) outage: bool,
     /// Drill: requests on connections idle longer than this many seconds are never answered.
     #[arg(long)]
-    pub idle_close_s: Option<u64>,
+    pub(crate) idle_close_s: Option<u64>,
     /// Drill: answer this field empty (title, price, num or a platform field name).
     #[arg(long)]
-    pub empty_field: Option<String>,
+    pub(crate) empty_field: Option<String>,
     /// Drill: every call gets the platform's session error.
     #[arg(long)]
-    pub expired_session: bool,
+    pub(crate) expired_session: bool,
 }
 
-pub async fn run(args: &SimArgs) -> Result<(), CliError> {
+pub(crate) async fn run(args: &SimArgs) -> Result<(), CliError> {
     let mut cfg = if args.sim_config.exists() {
         SimConfig::load(&args.sim_config)?
     } else if args.sim_config == std::path::Path::new("config/sim.toml") {

@@ -32,7 +32,7 @@ const INDEX_HTML: &str = include_str!("index.html");
 
 /// Why the dashboard could not start or serve.
 #[derive(Debug, thiserror::Error)]
-pub enum DashboardError {
+pub(crate) enum DashboardError {
     #[error("cannot listen on {addr}: {source}")]
     Listen {
         addr: SocketAddr,
@@ -92,7 +92,7 @@ struct App {
 type Shared = Arc<App>;
 
 /// Serve the dashboard on `addr` until the process ends. `token`: the action token.
-pub async fn serve(
+pub(crate) async fn serve(
     rt: Runtime,
     addr: SocketAddr,
     allow_remote: bool,

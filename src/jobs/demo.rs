@@ -36,21 +36,21 @@ pub struct DemoOptions {
 /// One API's figures, measured at the simulator.
 #[derive(Debug, Clone)]
 pub struct ApiFigures {
-    pub platform: Platform,
-    pub api: Api,
-    pub calls: u64,
-    pub ok: u64,
+    pub(crate) platform: Platform,
+    pub(crate) api: Api,
+    pub(crate) calls: u64,
+    pub(crate) ok: u64,
     pub rejected: u64,
-    pub duplicate_writes: u64,
-    pub peak_per_second: u64,
-    pub limit_per_second: u64,
+    pub(crate) duplicate_writes: u64,
+    pub(crate) peak_per_second: u64,
+    pub(crate) limit_per_second: u64,
 }
 
 /// What the demo measured.
 #[derive(Debug, Clone)]
 pub struct DemoReport {
     pub status: JobStatus,
-    pub calls: CallReport,
+    pub(crate) calls: CallReport,
     pub apis: Vec<ApiFigures>,
     /// From the first call to the job's last item.
     pub duration: Duration,
@@ -59,11 +59,11 @@ pub struct DemoReport {
     /// Simulator-side calls / calls the limit allowed over the run, per API, the lower.
     pub quota_utilisation: f64,
     /// The ledger as named in messages (SQLite path, or Postgres URL without password).
-    pub ledger: String,
+    pub(crate) ledger: String,
 }
 
 /// The simulator's per-second limit for `items` in about `target`.
-pub fn scaled_limit(items: u64, target: Duration) -> u64 {
+pub(crate) fn scaled_limit(items: u64, target: Duration) -> u64 {
     let secs = target.as_secs_f64().max(1.0);
     ((items as f64 / secs).ceil() as u64).clamp(20, 5_000)
 }

@@ -58,7 +58,7 @@ pub(crate) fn stream_chunk<'a>(
 
 /// The idempotency key of copying `item` in `job_id`: repeats are answered with the first
 /// result by the platform, so a re-run never lists an item twice.
-pub fn out_request_id(job_id: i64, item: &str) -> String {
+pub(crate) fn out_request_id(job_id: i64, item: &str) -> String {
     format!("{job_id}:{item}")
 }
 

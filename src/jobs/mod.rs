@@ -3,12 +3,12 @@
 
 pub mod demo;
 pub(crate) mod item;
-pub mod listing;
-pub mod logistics;
-pub mod orders;
+pub(crate) mod listing;
+pub(crate) mod logistics;
+pub(crate) mod orders;
 pub mod producer;
 pub mod queue;
-pub mod runner;
+pub(crate) mod runner;
 pub mod secrets;
 pub mod spec;
 pub mod worker;

@@ -14,12 +14,12 @@ use std::collections::HashMap;
 const MAX_PAGES_PER_SLICE: u32 = 10_000;
 
 /// The item key of a slice: `start/end` in RFC 3339 UTC.
-pub fn slice_key(start: DateTime<Utc>, end: DateTime<Utc>) -> String {
+pub(crate) fn slice_key(start: DateTime<Utc>, end: DateTime<Utc>) -> String {
     format!("{}/{}", start.to_rfc3339(), end.to_rfc3339())
 }
 
 /// Parse a slice key back into its window.
-pub fn parse_slice_key(key: &str) -> Option<(DateTime<Utc>, DateTime<Utc>)> {
+pub(crate) fn parse_slice_key(key: &str) -> Option<(DateTime<Utc>, DateTime<Utc>)> {
     let (a, b) = key.split_once('/')?;
     let start = DateTime::parse_from_rfc3339(a).ok()?.with_timezone(&Utc);
     let end = DateTime::parse_from_rfc3339(b).ok()?.with_timezone(&Utc);
@@ -27,7 +27,7 @@ pub fn parse_slice_key(key: &str) -> Option<(DateTime<Utc>, DateTime<Utc>)> {
 }
 
 /// Split `[since, until)` into slices no longer than `slice` (the platform's max window).
-pub fn slices(
+pub(crate) fn slices(
     since: DateTime<Utc>,
     until: DateTime<Utc>,
     slice: std::time::Duration,
@@ -46,7 +46,7 @@ pub fn slices(
 
 /// Whether a platform order status means "shipped, not yet received": a logistics candidate.
 /// Finished orders (received) are never candidates, which is what cuts logistics calls.
-pub fn is_shipped(platform: Platform, status: &str) -> bool {
+pub(crate) fn is_shipped(platform: Platform, status: &str) -> bool {
     match platform {
         Platform::Taobao => matches!(status, "WAIT_BUYER_CONFIRM_GOODS" | "SELLER_CONSIGNED_PART"),
         Platform::Jd => matches!(status, "WAIT_GOODS_RECEIVE_CONFIRM"),

@@ -49,7 +49,7 @@ const PROGRESS_STEP: usize = 200;
 
 /// The item keys of a job: listing ids as given, order-sync time slices, or the logistics
 /// candidates the ledger has now (shipped, unsigned, not queried recently; distinct).
-pub async fn item_keys(
+pub(crate) async fn item_keys(
     store: &Store,
     cfg: &Config,
     spec: &JobSpec,
@@ -121,7 +121,7 @@ pub fn chunk_tasks(job_id: i64, kind: JobKind, keys: &[String], chunk_size: usiz
 /// The job's pending items that no live task (ready, in flight or delayed) carries: what
 /// is stranded (a lost queue, a producer killed between the ledger and the push, a dead
 /// task whose items could not be marked). In `seq` order.
-pub async fn uncovered_pending(
+pub(crate) async fn uncovered_pending(
     store: &Store,
     queue: &Queue,
     job_id: i64,
@@ -143,7 +143,7 @@ pub async fn uncovered_pending(
 /// Re-push the items the ledger says are unfinished and no live task carries: a lost queue
 /// (flushed Redis, deleted queue file) loses no work, and items in flight or delayed are
 /// not pushed a second time.
-pub async fn reconcile(
+pub(crate) async fn reconcile(
     store: &Store,
     queue: &Queue,
     job_id: i64,
@@ -162,19 +162,19 @@ pub async fn reconcile(
 
 /// What `dead --requeue` did.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct RequeueReport {
+pub(crate) struct RequeueReport {
     /// Items put back to pending and pushed.
-    pub items: usize,
-    pub tasks: usize,
+    pub(crate) items: usize,
+    pub(crate) tasks: usize,
     /// Dead-letter entries removed from the queue.
-    pub entries: usize,
+    pub(crate) entries: usize,
 }
 
 /// Run dead letters again: the items of `job` (or of every job) that failed as dead letters
 /// go back to pending and are pushed as fresh tasks, and the queue's dead entries of those
 /// jobs are removed (pushed first, removed after: a failure in between duplicates a task,
 /// harmlessly, and never loses one).
-pub async fn requeue_dead(
+pub(crate) async fn requeue_dead(
     store: &Store,
     queue: &Queue,
     job: Option<i64>,
@@ -234,7 +234,7 @@ pub async fn requeue_dead(
 }
 
 /// Put a job's items that failed with `class` back to pending and push them again.
-pub async fn retry_class(
+pub(crate) async fn retry_class(
     store: &Store,
     queue: &Queue,
     job_id: i64,

@@ -47,14 +47,14 @@ pub(crate) const UNRECORDED_MAX: usize = 2 * ITEM_PARALLELISM;
 
 /// Runs tasks: reads what is pending, calls the job's handler per item through the shared
 /// [`HandlerCtx`], records outcomes, and decides what goes back to the queue.
-pub struct JobRunner {
+pub(crate) struct JobRunner {
     ctx: HandlerCtx,
     /// Specs are immutable once a job exists: read each once per process.
     specs: Mutex<HashMap<i64, Arc<JobSpec>>>,
 }
 
 impl JobRunner {
-    pub fn new(store: Store, gateway: Gateway, cfg: Arc<Config>) -> JobRunner {
+    pub(crate) fn new(store: Store, gateway: Gateway, cfg: Arc<Config>) -> JobRunner {
         JobRunner {
             ctx: HandlerCtx {
                 store,
@@ -63,10 +63,6 @@ impl JobRunner {
             },
             specs: Mutex::new(HashMap::new()),
         }
-    }
-
-    pub fn gateway(&self) -> &Gateway {
-        &self.ctx.gateway
     }
 
     async fn spec(&self, job_id: i64) -> Result<Arc<JobSpec>, TaskError> {
@@ -87,7 +83,7 @@ impl JobRunner {
     /// platform failures are item outcomes, recorded in the ledger. A task of a job this
     /// ledger does not know is handed back, never burned: the worker was given another
     /// ledger than the fleet's, or the job was deleted.
-    pub async fn run_task(&self, task: TaskMsg, ctx: TaskCtx) -> TaskResult {
+    pub(crate) async fn run_task(&self, task: TaskMsg, ctx: TaskCtx) -> TaskResult {
         match self.try_run_task(&task, &ctx).await {
             Ok(result) => result,
             Err(TaskError::Ledger(StoreError::JobNotFound { db, job_id })) => {
@@ -188,7 +184,7 @@ impl JobRunner {
     /// Told by the queue about a task that went to the dead-letter stream: its items still
     /// pending end `failed` with class `dead`, so the job finishes and SQL says why;
     /// `syncfleet dead --requeue` puts them back.
-    pub fn dead_hook(&self) -> DeadHook {
+    pub(crate) fn dead_hook(&self) -> DeadHook {
         let store = self.ctx.store.clone();
         Arc::new(move |task: TaskMsg, attempts: u32, error: String| {
             let store = store.clone();

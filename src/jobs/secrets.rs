@@ -15,10 +15,10 @@ use std::fmt;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct JobSecretProblem {
     pub job_id: i64,
-    pub kind: JobKind,
-    pub platform: Platform,
+    pub(crate) kind: JobKind,
+    pub(crate) platform: Platform,
     /// The unset secret variable; None when the config has no `[platforms.X]` at all.
-    pub missing_var: Option<String>,
+    pub(crate) missing_var: Option<String>,
 }
 
 impl fmt::Display for JobSecretProblem {
@@ -79,7 +79,7 @@ pub async fn check_running_jobs(store: &Store, cfg: &Config) -> Result<(), Secre
 }
 
 /// [`check_running_jobs`] for given jobs: every problem, in job order.
-pub fn check_specs(cfg: &Config, jobs: &[(i64, JobSpec)]) -> Result<(), SecretsError> {
+pub(crate) fn check_specs(cfg: &Config, jobs: &[(i64, JobSpec)]) -> Result<(), SecretsError> {
     let mut problems = Vec::new();
     for (job_id, spec) in jobs {
         for platform in spec.platforms() {

@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 /// Longest order window one job may sync: 366 days (a leap year). The window becomes one item
 /// per day slice (`jobs.order_slice_s`), so an unbounded window (`--since 0001-01-01 --until
 /// 9999-12-31`) would queue millions of tasks; a longer sync is several jobs.
-pub const MAX_ORDER_WINDOW_DAYS: i64 = 366;
+pub(crate) const MAX_ORDER_WINDOW_DAYS: i64 = 366;
 
 /// A job as the producer sees it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -44,7 +44,7 @@ pub enum JobSpec {
 }
 
 impl JobSpec {
-    pub fn kind(&self) -> JobKind {
+    pub(crate) fn kind(&self) -> JobKind {
         match self {
             JobSpec::Listing { .. } => JobKind::Listing,
             JobSpec::Orders { .. } => JobKind::Orders,
@@ -54,7 +54,7 @@ impl JobSpec {
 
     /// The platforms the job calls (listing: source then target), for checking at start
     /// that a worker has their secrets.
-    pub fn platforms(&self) -> Vec<Platform> {
+    pub(crate) fn platforms(&self) -> Vec<Platform> {
         match self {
             JobSpec::Listing { from, to, .. } => vec![*from, *to],
             JobSpec::Orders { platform, .. } | JobSpec::Logistics { platform, .. } => {
@@ -64,7 +64,7 @@ impl JobSpec {
     }
 
     /// Read a spec file (TOML). Relative `items_file` paths resolve against the spec's folder.
-    pub fn load(path: &Path) -> Result<JobSpec, InputError> {
+    pub(crate) fn load(path: &Path) -> Result<JobSpec, InputError> {
         let text = std::fs::read_to_string(path)
             .map_err(|e| InputError::new(path, None, format!("cannot read job spec: {e}")))?;
         // Parsed flat (not as the tagged enum) so toml keeps spans: errors name the line.
@@ -94,7 +94,7 @@ impl JobSpec {
     }
 
     /// Checks that do not need the item list.
-    pub fn validate(&self) -> Result<(), SpecError> {
+    pub(crate) fn validate(&self) -> Result<(), SpecError> {
         match self {
             JobSpec::Listing {
                 from,
@@ -144,7 +144,7 @@ impl JobSpec {
 
 /// A job spec that is well-formed but not a job the producer accepts.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
-pub enum SpecError {
+pub(crate) enum SpecError {
     /// A listing whose source and target are the same platform.
     #[error("listing from {0} to itself")]
     ListingToItself(Platform),
@@ -229,14 +229,14 @@ fn deserialize_kind<'de, D: serde::Deserializer<'de>>(d: D) -> Result<JobKind, D
 
 /// Bad producer input: which file, which line, what was expected.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
-pub struct InputError {
-    pub file: PathBuf,
-    pub line: Option<usize>,
-    pub message: String,
+pub(crate) struct InputError {
+    pub(crate) file: PathBuf,
+    pub(crate) line: Option<usize>,
+    pub(crate) message: String,
 }
 
 impl InputError {
-    pub fn new(file: &Path, line: Option<usize>, message: impl Into<String>) -> Self {
+    pub(crate) fn new(file: &Path, line: Option<usize>, message: impl Into<String>) -> Self {
         InputError {
             file: file.to_path_buf(),
             line,
@@ -257,10 +257,10 @@ impl fmt::Display for InputError {
 
 /// Item ids read from a list, with what was dropped on the way.
 #[derive(Debug, Default, Clone, PartialEq)]
-pub struct ItemList {
-    pub ids: Vec<String>,
+pub(crate) struct ItemList {
+    pub(crate) ids: Vec<String>,
     /// Lines repeating an id already listed (kept once).
-    pub duplicates: usize,
+    pub(crate) duplicates: usize,
 }
 
 /// Longest item id accepted: all three platforms use 64-bit numeric ids.
@@ -269,7 +269,7 @@ const MAX_ID_DIGITS: usize = 20;
 /// Read one item id per line. Blank lines and `#` comments are ignored; anything that is
 /// not a positive decimal id stops the read with the file and line. `on_line` is called
 /// every 10,000 lines (progress).
-pub fn read_item_ids(
+pub(crate) fn read_item_ids(
     reader: impl BufRead,
     source: &Path,
     mut on_line: impl FnMut(usize),

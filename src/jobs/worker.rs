@@ -24,7 +24,7 @@ pub struct Runtime {
     pub cfg: Arc<Config>,
     pub store: Store,
     pub queue: Queue,
-    pub redis_url: Option<String>,
+    pub(crate) redis_url: Option<String>,
 }
 
 /// The embedded queue's file: beside a SQLite ledger file (`syncfleet.db` →
@@ -59,7 +59,7 @@ pub enum RuntimeError {
 impl RuntimeError {
     /// The operator's mistake (a missing ledger, a bad URL, a ledger that is not the
     /// fleet's), not a failure of the system: exit 2.
-    pub fn is_input_error(&self) -> bool {
+    pub(crate) fn is_input_error(&self) -> bool {
         match self {
             RuntimeError::Store(e) => e.is_input_error(),
             RuntimeError::Queue(e) => RuntimeError::is_queue_input_error(e),
@@ -78,7 +78,11 @@ impl RuntimeError {
 impl Runtime {
     /// What the metrics collector reads: this runtime's ledger, queue and config, and the
     /// gates and gateway the worker calls through.
-    pub fn metrics_sources(&self, gates: Gates, gateway: Gateway) -> crate::ops::metrics::Sources {
+    pub(crate) fn metrics_sources(
+        &self,
+        gates: Gates,
+        gateway: Gateway,
+    ) -> crate::ops::metrics::Sources {
         crate::ops::metrics::Sources {
             cfg: self.cfg.clone(),
             gates,
@@ -112,7 +116,7 @@ impl Runtime {
 
     /// [`Runtime::create`] with the embedded queue in `queue_file` (the demo keeps it in its
     /// own directory whatever the ledger).
-    pub async fn create_with_queue_file(
+    pub(crate) async fn create_with_queue_file(
         cfg: Config,
         db_url: &str,
         queue_file: &Path,
@@ -141,14 +145,9 @@ impl Runtime {
         })
     }
 
-    /// Gates and the link layer for this mode.
-    pub async fn gateway(&self) -> Result<Gateway, GatewayError> {
-        Ok(self.gates_and_gateway().await?.1)
-    }
-
     /// [`Runtime::gateway`] and the gates inside it (clones share their state): the metrics
     /// collector reads the gates the worker's calls go through (issue 11).
-    pub async fn gates_and_gateway(&self) -> Result<(Gates, Gateway), GatewayError> {
+    pub(crate) async fn gates_and_gateway(&self) -> Result<(Gates, Gateway), GatewayError> {
         let (gates, fleet) = match &self.redis_url {
             Some(url) => (
                 Gates::redis(&self.cfg, url).await?,
@@ -204,7 +203,7 @@ impl Runtime {
 
 /// Why the gates and the link layer could not be set up.
 #[derive(Debug, thiserror::Error)]
-pub enum GatewayError {
+pub(crate) enum GatewayError {
     /// The fleet gates (Redis) could not be reached.
     #[error(transparent)]
     Gates(#[from] GateError),
@@ -217,22 +216,22 @@ pub enum GatewayError {
 }
 
 /// Time the stop may take beyond the shutdown grace: recording outcomes, acks, give-backs.
-pub const STOP_MARGIN: Duration = Duration::from_secs(15);
+pub(crate) const STOP_MARGIN: Duration = Duration::from_secs(15);
 
 /// How [`run_worker`] runs a worker.
 #[derive(Debug, Clone)]
-pub struct RunOptions {
+pub(crate) struct RunOptions {
     /// Tasks run at once by this process.
-    pub concurrency: usize,
+    pub(crate) concurrency: usize,
     /// Exit once the queue stays empty this long; `None`: run until SIGTERM/SIGINT.
-    pub exit_when_idle: Option<Duration>,
+    pub(crate) exit_when_idle: Option<Duration>,
     /// Serve Prometheus metrics here while the worker runs (`--metrics-listen`, issue 11).
-    pub metrics_listen: Option<std::net::SocketAddr>,
+    pub(crate) metrics_listen: Option<std::net::SocketAddr>,
 }
 
 /// Why a worker stopped other than by a clean stop (a signal or the idle exit).
 #[derive(Debug, thiserror::Error)]
-pub enum WorkerError {
+pub(crate) enum WorkerError {
     /// Running jobs need secrets (or platform configs) this worker does not have, or the
     /// ledger could not be read to find out.
     #[error(transparent)]
@@ -269,7 +268,7 @@ pub enum WorkerError {
 impl WorkerError {
     /// The operator's mistake (a missing secret, a second embedded worker, a queue that
     /// serves another ledger), not a failure of the system.
-    pub fn is_input_error(&self) -> bool {
+    pub(crate) fn is_input_error(&self) -> bool {
         match self {
             WorkerError::Secrets(e) => e.is_input_error(),
             WorkerError::Queue(e) => RuntimeError::is_queue_input_error(e),
@@ -285,7 +284,7 @@ impl WorkerError {
 /// and the link layer, stop on SIGTERM/SIGINT (or when `shutdown` is triggered), on an idle
 /// queue (`opts.exit_when_idle`) or an unreachable one (`queue.unreachable_exit_s`), run the
 /// probe loop (`[probe] interval_s`), and give in-flight tasks the shutdown grace.
-pub async fn run_worker(
+pub(crate) async fn run_worker(
     rt: &Runtime,
     opts: &RunOptions,
     shutdown: Shutdown,

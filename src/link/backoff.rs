@@ -16,13 +16,13 @@ use std::time::Duration;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Backoff {
-    pub base: Duration,
-    pub cap: Duration,
+    pub(crate) base: Duration,
+    pub(crate) cap: Duration,
 }
 
 impl Backoff {
     /// Doubling from `base`, capped at `cap`.
-    pub const fn new(base: Duration, cap: Duration) -> Self {
+    pub(crate) const fn new(base: Duration, cap: Duration) -> Self {
         Backoff { base, cap }
     }
 
@@ -34,13 +34,13 @@ impl Backoff {
     }
 
     /// Upper bound of the sleep before retry `n` (0-based): min(cap, base x 2^n).
-    pub fn ceiling(&self, n: u32) -> Duration {
+    pub(crate) fn ceiling(&self, n: u32) -> Duration {
         let factor = 1u32.checked_shl(n.min(31)).unwrap_or(u32::MAX);
         self.base.saturating_mul(factor).min(self.cap)
     }
 
     /// The sleep before retry `n` for a uniform draw `u` in [0, 1).
-    pub fn delay_with(&self, n: u32, u: f64) -> Duration {
+    pub(crate) fn delay_with(&self, n: u32, u: f64) -> Duration {
         self.ceiling(n).mul_f64(u.clamp(0.0, 1.0))
     }
 
@@ -51,18 +51,18 @@ impl Backoff {
 
     /// Equal jitter: the sleep before retry `n` lies in [ceiling / 2, ceiling] for a uniform
     /// draw `u` in [0, 1].
-    pub fn equal_jitter_with(&self, n: u32, u: f64) -> Duration {
+    pub(crate) fn equal_jitter_with(&self, n: u32, u: f64) -> Duration {
         let ceiling = self.ceiling(n);
         ceiling / 2 + (ceiling / 2).mul_f64(u.clamp(0.0, 1.0))
     }
 
     /// Equal jitter, drawn at random.
-    pub fn equal_jitter(&self, n: u32) -> Duration {
+    pub(crate) fn equal_jitter(&self, n: u32) -> Duration {
         self.equal_jitter_with(n, rand::random::<f64>())
     }
 
     /// The ceilings in sequence, for a loop that sleeps until an operation succeeds.
-    pub fn doubling(self) -> Doubling {
+    pub(crate) fn doubling(self) -> Doubling {
         Doubling {
             backoff: self,
             failures: 0,
@@ -73,21 +73,21 @@ impl Backoff {
 /// The delays of a retry loop without jitter: `base`, `2 x base`, ... up to `cap`; back to
 /// `base` after a success ([`Doubling::reset`]).
 #[derive(Debug, Clone)]
-pub struct Doubling {
+pub(crate) struct Doubling {
     backoff: Backoff,
     failures: u32,
 }
 
 impl Doubling {
     /// The delay after one more failure.
-    pub fn next_delay(&mut self) -> Duration {
+    pub(crate) fn next_delay(&mut self) -> Duration {
         let d = self.backoff.ceiling(self.failures);
         self.failures = self.failures.saturating_add(1);
         d
     }
 
     /// The operation succeeded: the next failure waits `base` again.
-    pub fn reset(&mut self) {
+    pub(crate) fn reset(&mut self) {
         self.failures = 0;
     }
 }

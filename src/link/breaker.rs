@@ -22,7 +22,7 @@ use std::time::{Duration, Instant};
 
 /// What one finished call means to the breaker.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Outcome {
+pub(crate) enum Outcome {
     /// The upstream answered usefully (`slow`: it took longer than `slow_call_ms`).
     Success { slow: bool },
     /// Upstream failure (transport error, 5xx, gateway timeout).
@@ -33,7 +33,7 @@ pub enum Outcome {
 
 /// The answer to "may this call go?".
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Decision {
+pub(crate) enum Decision {
     Allow,
     /// Allowed as one of the half-open probes: report its outcome with `was_probe = true`.
     Probe,
@@ -48,18 +48,19 @@ pub enum Decision {
 }
 
 impl Decision {
+    #[cfg(test)]
     /// Whether the call may proceed.
-    pub fn proceeds(self) -> bool {
+    pub(crate) fn proceeds(self) -> bool {
         !matches!(self, Decision::Reject { .. })
     }
-    pub fn is_probe(self) -> bool {
+    pub(crate) fn is_probe(self) -> bool {
         matches!(self, Decision::Probe)
     }
 }
 
 /// Why the breaker opened.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub enum TripReason {
+pub(crate) enum TripReason {
     FailureRatio {
         ratio: f64,
         samples: u32,
@@ -99,7 +100,7 @@ impl std::fmt::Display for TripReason {
 
 /// A state change, for logging and for publishing to the fleet.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub enum Transition {
+pub(crate) enum Transition {
     Opened {
         open_for: Duration,
         reason: TripReason,
@@ -147,7 +148,7 @@ enum Inner {
 const BUCKETS: usize = 10;
 
 #[derive(Debug, Clone)]
-pub struct Breaker {
+pub(crate) struct Breaker {
     cfg: BreakerConfig,
     origin: Instant,
     bucket_len: Duration,
@@ -158,7 +159,7 @@ pub struct Breaker {
 }
 
 impl Breaker {
-    pub fn new(cfg: BreakerConfig, now: Instant) -> Self {
+    pub(crate) fn new(cfg: BreakerConfig, now: Instant) -> Self {
         let window = Duration::from_secs(cfg.window_s.max(1));
         let mut b = Breaker {
             cfg,
@@ -172,7 +173,7 @@ impl Breaker {
         b
     }
 
-    pub fn observe_only(&self) -> bool {
+    pub(crate) fn observe_only(&self) -> bool {
         self.cfg.observe_only
     }
 
@@ -186,8 +187,9 @@ impl Breaker {
         Duration::from_millis(self.cfg.initial_open_ms.max(1)).min(self.max_open())
     }
 
+    #[cfg(test)]
     /// The open time the next trip (or the current open period) uses.
-    pub fn current_open(&self) -> Duration {
+    pub(crate) fn current_open(&self) -> Duration {
         self.open_for
     }
 
@@ -212,7 +214,7 @@ impl Breaker {
     }
 
     /// Advance time-driven transitions (open → half-open) and report the state.
-    pub fn state(&mut self, now: Instant) -> State {
+    pub(crate) fn state(&mut self, now: Instant) -> State {
         self.tick(now);
         match self.inner {
             Inner::Closed => State::Closed,
@@ -259,7 +261,7 @@ impl Breaker {
     }
 
     /// May a call go now?
-    pub fn admit(&mut self, now: Instant) -> Decision {
+    pub(crate) fn admit(&mut self, now: Instant) -> Decision {
         self.tick(now);
         let refuse = |retry_in: Duration, observe: bool| {
             if observe {
@@ -288,7 +290,7 @@ impl Breaker {
     }
 
     /// Record the outcome of a call admitted earlier.
-    pub fn record(
+    pub(crate) fn record(
         &mut self,
         now: Instant,
         outcome: Outcome,
@@ -408,7 +410,7 @@ impl Breaker {
 
     /// Another worker tripped this breaker: stay open for `remaining` (never shortens a
     /// longer local open period). Returns the transition when this changed the state.
-    pub fn force_open(&mut self, now: Instant, remaining: Duration) -> Option<Transition> {
+    pub(crate) fn force_open(&mut self, now: Instant, remaining: Duration) -> Option<Transition> {
         let until = now + remaining;
         // Take over the fleet's open time, so a probe failing here next grows it from there
         // rather than from this worker's own (possibly shorter) step.

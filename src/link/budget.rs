@@ -5,7 +5,7 @@ use std::time::{Duration, Instant};
 
 /// Below this an attempt is not started: connect + a typical answer (p95 ~300 ms) do not fit,
 /// so the call would only burn quota and time out.
-pub const MIN_SLICE: Duration = Duration::from_millis(500);
+pub(crate) const MIN_SLICE: Duration = Duration::from_millis(500);
 
 /// A deadline shared by all calls of one task.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -17,14 +17,14 @@ pub struct Budget {
 /// The budget cannot cover another attempt (or wait).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 #[error("task time budget exhausted ({remaining:?} left, an attempt needs at least {needed:?})")]
-pub struct BudgetExhausted {
-    pub remaining: Duration,
-    pub needed: Duration,
+pub(crate) struct BudgetExhausted {
+    pub(crate) remaining: Duration,
+    pub(crate) needed: Duration,
 }
 
 impl Budget {
     /// A budget of `total` starting at `now`.
-    pub fn new(now: Instant, total: Duration) -> Self {
+    pub(crate) fn new(now: Instant, total: Duration) -> Self {
         Budget {
             deadline: now + total,
             min_slice: MIN_SLICE,
@@ -36,22 +36,19 @@ impl Budget {
         Budget::new(Instant::now(), total)
     }
 
+    #[cfg(test)]
     /// Override the smallest useful attempt (tests, short benchmark budgets).
-    pub fn with_min_slice(self, min_slice: Duration) -> Self {
+    pub(crate) fn with_min_slice(self, min_slice: Duration) -> Self {
         Budget { min_slice, ..self }
     }
 
-    pub fn deadline(&self) -> Instant {
-        self.deadline
-    }
-
-    pub fn remaining(&self, now: Instant) -> Duration {
+    pub(crate) fn remaining(&self, now: Instant) -> Duration {
         self.deadline.saturating_duration_since(now)
     }
 
     /// The time one attempt may take: min(class timeout, remaining). Refused when the
     /// remainder cannot cover a useful attempt (the smaller of the class timeout and MIN_SLICE).
-    pub fn slice(
+    pub(crate) fn slice(
         &self,
         now: Instant,
         class_timeout: Duration,
@@ -65,7 +62,7 @@ impl Budget {
     }
 
     /// How long we may wait (for a gate, a backoff) and still have a useful attempt left.
-    pub fn wait_allowance(&self, now: Instant, class_timeout: Duration) -> Duration {
+    pub(crate) fn wait_allowance(&self, now: Instant, class_timeout: Duration) -> Duration {
         self.remaining(now)
             .saturating_sub(self.min_slice.min(class_timeout))
     }

@@ -23,11 +23,11 @@
 
 pub mod backoff;
 pub mod breaker;
-pub mod budget;
+pub(crate) mod budget;
 pub mod gateway;
-pub mod policy;
+pub(crate) mod policy;
 pub mod probe;
-pub mod retry_budget;
+pub(crate) mod retry_budget;
 pub mod shared;
 
 pub use budget::Budget;

@@ -11,30 +11,30 @@ use crate::platform::ErrorClass;
 
 /// The facts of one failed attempt the decision depends on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct FailureFacts {
-    pub class: ErrorClass,
+pub(crate) struct FailureFacts {
+    pub(crate) class: ErrorClass,
     /// The peer closed a (pooled) connection before answering: retry, free of charge.
-    pub peer_closed: bool,
+    pub(crate) peer_closed: bool,
 }
 
 /// What kind of call failed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct CallShape {
-    pub write: bool,
-    pub has_idempotency_key: bool,
+pub(crate) struct CallShape {
+    pub(crate) write: bool,
+    pub(crate) has_idempotency_key: bool,
 }
 
 /// Attempts made so far in this logical call.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Attempts {
+pub(crate) struct Attempts {
     /// Attempts that count against the limit (the first one included).
-    pub counted: u32,
+    pub(crate) counted: u32,
     /// Retries after a peer close (not counted).
-    pub free: u32,
+    pub(crate) free: u32,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Verdict {
+pub(crate) enum Verdict {
     /// Retry at once on a fresh connection; does not consume an attempt or retry budget.
     RetryNow,
     /// Retry after a backoff; consumes an attempt and needs the retry budget.
@@ -45,7 +45,7 @@ pub enum Verdict {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum StopReason {
+pub(crate) enum StopReason {
     /// Caller error: retrying only burns quota.
     Fatal,
     /// Never seen: no retry, alert.
@@ -56,7 +56,7 @@ pub enum StopReason {
 }
 
 impl StopReason {
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             StopReason::Fatal => "fatal error",
             StopReason::Unknown => "unknown error",
@@ -67,22 +67,27 @@ impl StopReason {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct RetryPolicy {
+pub(crate) struct RetryPolicy {
     /// Counted attempts per logical call, first included (reads; writes use the same cap).
-    pub max_attempts: u32,
+    pub(crate) max_attempts: u32,
     /// Peer-closed retries allowed per call: free, but not unbounded.
-    pub max_free_retries: u32,
+    pub(crate) max_free_retries: u32,
 }
 
 impl RetryPolicy {
-    pub fn from_config(cfg: &RetryConfig) -> Self {
+    pub(crate) fn from_config(cfg: &RetryConfig) -> Self {
         RetryPolicy {
             max_attempts: cfg.max_attempts.clamp(1, 3),
             max_free_retries: 2,
         }
     }
 
-    pub fn decide(&self, failure: FailureFacts, shape: CallShape, attempts: Attempts) -> Verdict {
+    pub(crate) fn decide(
+        &self,
+        failure: FailureFacts,
+        shape: CallShape,
+        attempts: Attempts,
+    ) -> Verdict {
         match failure.class {
             ErrorClass::Fatal => return Verdict::Stop(StopReason::Fatal),
             ErrorClass::Unknown => return Verdict::Stop(StopReason::Unknown),

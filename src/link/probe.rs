@@ -16,20 +16,20 @@ use std::time::Duration;
 use tokio::sync::mpsc::UnboundedSender;
 
 /// Log target of probe results and alerts.
-pub const PROBE_TARGET: &str = "syncfleet::probe";
+pub(crate) const PROBE_TARGET: &str = "syncfleet::probe";
 /// Name of the fleet lease that elects the probing worker.
-pub const PROBE_LEASE: &str = "probe";
+pub(crate) const PROBE_LEASE: &str = "probe";
 
 /// The result of one probe.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ProbeReport {
-    pub platform: Platform,
+    pub(crate) platform: Platform,
     pub api: crate::platform::Api,
-    pub class: ApiClass,
+    pub(crate) class: ApiClass,
     /// HTTP time of the sample call (zero when it never went out).
-    pub latency: Duration,
+    pub(crate) latency: Duration,
     /// What broke; empty when the probe passed.
-    pub problems: Vec<String>,
+    pub(crate) problems: Vec<String>,
 }
 
 impl ProbeReport {
@@ -52,7 +52,7 @@ impl ProbeReport {
     }
 
     /// One line for the terminal: the alert, or `probe ok: ...` with the latency.
-    pub fn line(&self) -> String {
+    pub(crate) fn line(&self) -> String {
         self.alert_line().unwrap_or_else(|| {
             format!(
                 "probe ok: {} {} ({}) {} ms",
@@ -67,7 +67,7 @@ impl ProbeReport {
 
 /// The fixed sample of each API class on `platform` at `now` (list: page 1 of the last day,
 /// one order; detail: the sample item; logistics: the sample order).
-pub fn samples(cfg: &ProbeConfig, now: DateTime<Utc>) -> Vec<(ApiClass, ApiRequest)> {
+pub(crate) fn samples(cfg: &ProbeConfig, now: DateTime<Utc>) -> Vec<(ApiClass, ApiRequest)> {
     vec![
         (
             ApiClass::List,
@@ -94,7 +94,7 @@ pub fn samples(cfg: &ProbeConfig, now: DateTime<Utc>) -> Vec<(ApiClass, ApiReque
 }
 
 /// Whether a platform error is about identity: session / token / signature / app key.
-pub fn is_auth_error(e: &CallError) -> bool {
+pub(crate) fn is_auth_error(e: &CallError) -> bool {
     if e.http_status == Some(401) {
         return true;
     }
@@ -114,7 +114,7 @@ pub fn is_auth_error(e: &CallError) -> bool {
 }
 
 /// Paths of string fields that are empty, e.g. `title`, `orders[0].status`.
-pub fn empty_fields(resp: &ApiResponse) -> Vec<String> {
+pub(crate) fn empty_fields(resp: &ApiResponse) -> Vec<String> {
     fn walk(v: &Value, path: &str, out: &mut Vec<String>) {
         match v {
             Value::String(s) if s.trim().is_empty() => out.push(path.to_string()),
@@ -148,7 +148,7 @@ pub fn empty_fields(resp: &ApiResponse) -> Vec<String> {
 }
 
 /// Judge one sample call (pure: the checks, without the call).
-pub fn judge(
+pub(crate) fn judge(
     result: &Result<ApiResponse, CallError>,
     latency: Duration,
     latency_limit: Duration,

@@ -9,14 +9,14 @@ use crate::config::RetryConfig;
 use std::time::{Duration, Instant};
 
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub struct RetryBudgetPolicy {
-    pub ratio: f64,
-    pub floor: u64,
-    pub window: Duration,
+pub(crate) struct RetryBudgetPolicy {
+    pub(crate) ratio: f64,
+    pub(crate) floor: u64,
+    pub(crate) window: Duration,
 }
 
 impl RetryBudgetPolicy {
-    pub fn from_config(cfg: &RetryConfig) -> Self {
+    pub(crate) fn from_config(cfg: &RetryConfig) -> Self {
         RetryBudgetPolicy {
             ratio: cfg.budget_ratio,
             floor: cfg.budget_min_retries,
@@ -26,7 +26,7 @@ impl RetryBudgetPolicy {
 
     /// May one more retry go, given `calls` logical calls and `retries` retries already
     /// spent over the window?
-    pub fn allows(&self, calls: u64, retries: u64) -> bool {
+    pub(crate) fn allows(&self, calls: u64, retries: u64) -> bool {
         (retries + 1) as f64 <= self.floor as f64 + self.ratio * calls as f64
     }
 }
@@ -34,7 +34,7 @@ impl RetryBudgetPolicy {
 /// Counters of the current and the previous window; together they cover between one and two
 /// windows, which smooths the boundary without keeping per-call timestamps.
 #[derive(Debug, Clone)]
-pub struct LocalRetryBudget {
+pub(crate) struct LocalRetryBudget {
     policy: RetryBudgetPolicy,
     origin: Instant,
     window_index: u64,
@@ -43,7 +43,7 @@ pub struct LocalRetryBudget {
 }
 
 impl LocalRetryBudget {
-    pub fn new(policy: RetryBudgetPolicy, now: Instant) -> Self {
+    pub(crate) fn new(policy: RetryBudgetPolicy, now: Instant) -> Self {
         LocalRetryBudget {
             policy,
             origin: now,
@@ -69,13 +69,13 @@ impl LocalRetryBudget {
     }
 
     /// Count one logical call.
-    pub fn record_call(&mut self, now: Instant) {
+    pub(crate) fn record_call(&mut self, now: Instant) {
         self.roll(now);
         self.current.0 += 1;
     }
 
     /// Ask for one retry; counts it when granted.
-    pub fn try_retry(&mut self, now: Instant) -> bool {
+    pub(crate) fn try_retry(&mut self, now: Instant) -> bool {
         self.roll(now);
         let calls = self.current.0 + self.previous.0;
         let retries = self.current.1 + self.previous.1;
@@ -88,7 +88,8 @@ impl LocalRetryBudget {
     }
 
     /// (calls, retries) over the window.
-    pub fn counts(&mut self, now: Instant) -> (u64, u64) {
+    #[cfg(test)]
+    pub(crate) fn counts(&mut self, now: Instant) -> (u64, u64) {
         self.roll(now);
         (
             self.current.0 + self.previous.0,
@@ -96,7 +97,6 @@ impl LocalRetryBudget {
         )
     }
 }
-
 #[cfg(test)]
 mod tests {
     use super::*;

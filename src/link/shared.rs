@@ -28,7 +28,7 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 /// How stale a worker's view of a fleet breaker may be.
-pub const BREAKER_CHECK: Duration = Duration::from_millis(200);
+pub(crate) const BREAKER_CHECK: Duration = Duration::from_millis(200);
 
 const TRIP_SCRIPT: &str = r"
 -- KEYS[1] open key. ARGV: 1 open ms, 2 holder. Never shortens a longer open period.
@@ -112,10 +112,6 @@ impl FleetLink {
         })
     }
 
-    pub fn namespace(&self) -> &str {
-        &self.namespace
-    }
-
     fn key(&self, platform: Platform, api: Api, what: &str) -> String {
         format!("{}:link:{{{platform}:{api}}}:{what}", self.namespace)
     }
@@ -147,7 +143,7 @@ impl FleetLink {
 
     /// Publish a trip: every worker refuses calls to (platform, api) for `open_for`, the
     /// breaker's current open time.
-    pub async fn publish_trip(
+    pub(crate) async fn publish_trip(
         &self,
         platform: Platform,
         api: Api,
@@ -187,7 +183,7 @@ impl FleetLink {
     }
 
     /// Count one logical call for the retry budget.
-    pub async fn budget_record_call(
+    pub(crate) async fn budget_record_call(
         &self,
         platform: Platform,
         api: Api,
@@ -206,7 +202,7 @@ impl FleetLink {
     }
 
     /// Ask the fleet for one retry; counted when granted.
-    pub async fn budget_try_retry(
+    pub(crate) async fn budget_try_retry(
         &self,
         platform: Platform,
         api: Api,
@@ -237,7 +233,7 @@ impl FleetLink {
     }
 
     /// Keep the last good response of (platform, api, key) for `max_age`.
-    pub async fn stale_put(
+    pub(crate) async fn stale_put(
         &self,
         platform: Platform,
         api: Api,
@@ -256,7 +252,7 @@ impl FleetLink {
     }
 
     /// The last good response of (platform, api, key) and when it was stored.
-    pub async fn stale_get(
+    pub(crate) async fn stale_get(
         &self,
         platform: Platform,
         api: Api,

@@ -36,40 +36,40 @@ use tracing_subscriber::filter::Targets;
 use tracing_subscriber::layer::{Context, Layer};
 
 /// Requests on the wire, by platform, api and class (ok, retry, slow, fatal, unknown).
-pub const PLATFORM_CALLS: &str = "syncfleet_platform_calls_total";
+pub(crate) const PLATFORM_CALLS: &str = "syncfleet_platform_calls_total";
 /// Requests on the wire that repeated an earlier request of the same logical call.
-pub const PLATFORM_RETRIES: &str = "syncfleet_platform_retries_total";
+pub(crate) const PLATFORM_RETRIES: &str = "syncfleet_platform_retries_total";
 /// HTTP time of one request, per gate (platform, api).
-pub const CALL_DURATION: &str = "syncfleet_call_duration_seconds";
+pub(crate) const CALL_DURATION: &str = "syncfleet_call_duration_seconds";
 /// Logical calls refused before anything went on the wire, by reason.
-pub const REFUSALS: &str = "syncfleet_refusals_total";
+pub(crate) const REFUSALS: &str = "syncfleet_refusals_total";
 /// Reads answered from the stale cache.
-pub const STALE_ANSWERS: &str = "syncfleet_stale_answers_total";
+pub(crate) const STALE_ANSWERS: &str = "syncfleet_stale_answers_total";
 /// Logical calls of this process by outcome (ok, stale, caller_error, failed).
-pub const LOGICAL_CALLS: &str = "syncfleet_logical_calls_total";
+pub(crate) const LOGICAL_CALLS: &str = "syncfleet_logical_calls_total";
 /// Gate state.
-pub const GATE_RATE: &str = "syncfleet_gate_rate";
-pub const GATE_BURST: &str = "syncfleet_gate_burst";
-pub const GATE_ADAPTIVE_RATE: &str = "syncfleet_gate_adaptive_rate";
-pub const GATE_CEILING: &str = "syncfleet_gate_ceiling_rate";
-pub const GATE_PAUSED: &str = "syncfleet_gate_paused_seconds";
-pub const GATE_QUOTA_USED: &str = "syncfleet_gate_quota_used";
-pub const GATE_QUOTA: &str = "syncfleet_gate_daily_quota";
-pub const GATE_BURN: &str = "syncfleet_gate_burn_ratio";
+pub(crate) const GATE_RATE: &str = "syncfleet_gate_rate";
+pub(crate) const GATE_BURST: &str = "syncfleet_gate_burst";
+pub(crate) const GATE_ADAPTIVE_RATE: &str = "syncfleet_gate_adaptive_rate";
+pub(crate) const GATE_CEILING: &str = "syncfleet_gate_ceiling_rate";
+pub(crate) const GATE_PAUSED: &str = "syncfleet_gate_paused_seconds";
+pub(crate) const GATE_QUOTA_USED: &str = "syncfleet_gate_quota_used";
+pub(crate) const GATE_QUOTA: &str = "syncfleet_gate_daily_quota";
+pub(crate) const GATE_BURN: &str = "syncfleet_gate_burn_ratio";
 /// 0 closed, 1 half-open, 2 open.
-pub const BREAKER_STATE: &str = "syncfleet_breaker_state";
+pub(crate) const BREAKER_STATE: &str = "syncfleet_breaker_state";
 /// The configured retry budget: retries may be at most this share of logical calls.
-pub const RETRY_BUDGET_RATIO: &str = "syncfleet_retry_budget_ratio";
+pub(crate) const RETRY_BUDGET_RATIO: &str = "syncfleet_retry_budget_ratio";
 /// Queue depth by state (ready, delayed, in_flight, dead).
-pub const QUEUE_TASKS: &str = "syncfleet_queue_tasks";
-pub const JOBS_RUNNING: &str = "syncfleet_jobs_running";
-pub const ITEMS_PENDING: &str = "syncfleet_items_pending";
-pub const ITEMS_FINISHED: &str = "syncfleet_items_finished_total";
+pub(crate) const QUEUE_TASKS: &str = "syncfleet_queue_tasks";
+pub(crate) const JOBS_RUNNING: &str = "syncfleet_jobs_running";
+pub(crate) const ITEMS_PENDING: &str = "syncfleet_items_pending";
+pub(crate) const ITEMS_FINISHED: &str = "syncfleet_items_finished_total";
 /// A no-op write transaction on the ledger, timed by the collector.
-pub const LEDGER_WRITE: &str = "syncfleet_ledger_write_duration_seconds";
-pub const LOG_DROPPED: &str = "syncfleet_log_lines_dropped_total";
-pub const COLLECT_ERRORS: &str = "syncfleet_metrics_collect_errors_total";
-pub const COLLECT_DURATION: &str = "syncfleet_metrics_collect_duration_seconds";
+pub(crate) const LEDGER_WRITE: &str = "syncfleet_ledger_write_duration_seconds";
+pub(crate) const LOG_DROPPED: &str = "syncfleet_log_lines_dropped_total";
+pub(crate) const COLLECT_ERRORS: &str = "syncfleet_metrics_collect_errors_total";
+pub(crate) const COLLECT_DURATION: &str = "syncfleet_metrics_collect_duration_seconds";
 
 /// Histogram buckets of one platform request (s): simulator calls take about 1 ms, real ones
 /// 20 ms to a few seconds, and the longest read timeout is 15 s.
@@ -83,7 +83,7 @@ const LEDGER_BUCKETS: &[f64] = &[
 ];
 
 /// How often the collector refreshes the gauges.
-pub const COLLECT_EVERY: Duration = Duration::from_secs(1);
+pub(crate) const COLLECT_EVERY: Duration = Duration::from_secs(1);
 
 /// Why metrics could not be started.
 #[derive(Debug, thiserror::Error)]
@@ -100,7 +100,7 @@ pub enum MetricsError {
 
 impl MetricsError {
     /// A bad or busy address is the operator's to fix (exit 2); the rest is ours.
-    pub fn is_input_error(&self) -> bool {
+    pub(crate) fn is_input_error(&self) -> bool {
         matches!(self, MetricsError::Bind { .. })
     }
 }
@@ -129,7 +129,7 @@ static INSTALL: Mutex<()> = Mutex::new(());
 
 /// Install the Prometheus recorder as the process's `metrics` recorder (once; later calls
 /// return the same handle) and describe every metric.
-pub fn install() -> Result<PrometheusHandle, MetricsError> {
+pub(crate) fn install() -> Result<PrometheusHandle, MetricsError> {
     let _once = INSTALL.lock().unwrap_or_else(|p| p.into_inner());
     if let Some(h) = HANDLE.get() {
         return Ok(h.clone());
@@ -249,7 +249,7 @@ fn describe() {
 /// The filter of [`MetricsLayer`]: only the gateway's call, refusal and stale events, at
 /// info. It is a per-layer filter, so `RUST_LOG=warn` keeps those lines out of the log and
 /// the metrics still see them.
-pub fn event_filter() -> Targets {
+pub(crate) fn event_filter() -> Targets {
     Targets::new()
         .with_target(CALL_TARGET, Level::INFO)
         .with_target(REFUSAL_TARGET, Level::INFO)
@@ -259,7 +259,7 @@ pub fn event_filter() -> Targets {
 /// Counts the gateway's `syncfleet::call`, `syncfleet::refusal` and `syncfleet::stale`
 /// events (install with [`event_filter`]).
 #[derive(Debug, Clone, Copy, Default)]
-pub struct MetricsLayer;
+pub(crate) struct MetricsLayer;
 
 /// The fields of a gateway event that metrics use.
 #[derive(Debug, Default)]
@@ -358,12 +358,12 @@ impl<S: Subscriber> Layer<S> for MetricsLayer {
 
 /// What the collector reads. Clones of the worker's own handles (they share its state).
 #[derive(Clone)]
-pub struct Sources {
-    pub cfg: Arc<Config>,
-    pub gates: Gates,
-    pub gateway: Gateway,
-    pub queue: Queue,
-    pub store: Store,
+pub(crate) struct Sources {
+    pub(crate) cfg: Arc<Config>,
+    pub(crate) gates: Gates,
+    pub(crate) gateway: Gateway,
+    pub(crate) queue: Queue,
+    pub(crate) store: Store,
 }
 
 /// Terminal counts of the jobs the collector watches (to turn ledger totals into counters).
@@ -529,7 +529,7 @@ impl Collector {
 
 /// Run the collector until aborted: every [`COLLECT_EVERY`], refresh the gauges and let the
 /// exporter drain its histogram buckets.
-pub async fn collect(sources: Sources, handle: PrometheusHandle) {
+pub(crate) async fn collect(sources: Sources, handle: PrometheusHandle) {
     let mut collector = Collector::default();
     let mut last_warn = None;
     let mut every = tokio::time::interval(COLLECT_EVERY);
@@ -543,16 +543,8 @@ pub async fn collect(sources: Sources, handle: PrometheusHandle) {
 }
 
 /// The running metrics endpoint and collector; both stop when this is dropped.
-pub struct MetricsServer {
-    addr: SocketAddr,
+pub(crate) struct MetricsServer {
     tasks: Vec<tokio::task::JoinHandle<()>>,
-}
-
-impl MetricsServer {
-    /// Where `/metrics` is served (the bound port when `:0` was asked).
-    pub fn local_addr(&self) -> SocketAddr {
-        self.addr
-    }
 }
 
 impl Drop for MetricsServer {
@@ -566,7 +558,10 @@ impl Drop for MetricsServer {
 /// Install the recorder, bind `addr`, and serve `GET /metrics` there while the collector
 /// refreshes the gauges from `sources` every second. A bind failure is returned before
 /// anything runs. Hold the returned value for as long as metrics should be served.
-pub async fn serve(addr: SocketAddr, sources: Sources) -> Result<MetricsServer, MetricsError> {
+pub(crate) async fn serve(
+    addr: SocketAddr,
+    sources: Sources,
+) -> Result<MetricsServer, MetricsError> {
     let handle = install()?;
     let listener = tokio::net::TcpListener::bind(addr)
         .await
@@ -598,13 +593,12 @@ pub async fn serve(addr: SocketAddr, sources: Sources) -> Result<MetricsServer, 
     let collector = tokio::spawn(collect(sources, handle));
     tracing::info!(%local, "metrics on http://{local}/metrics");
     Ok(MetricsServer {
-        addr: local,
         tasks: vec![server, collector],
     })
 }
 
 /// [`serve`] when `addr` is given; `None` (metrics off, the default) otherwise.
-pub async fn serve_if(
+pub(crate) async fn serve_if(
     addr: Option<SocketAddr>,
     sources: impl FnOnce() -> Sources,
 ) -> Result<Option<MetricsServer>, MetricsError> {

@@ -14,25 +14,25 @@ use serde_json::Value;
 const P: Platform = Platform::Alibaba;
 
 /// `yyyyMMddHHmmssSSS+0800`, 1688's time format in params and bodies.
-pub fn format_time(t: DateTime<Utc>) -> String {
+pub(crate) fn format_time(t: DateTime<Utc>) -> String {
     t.with_timezone(&china_offset())
         .format("%Y%m%d%H%M%S%3f%z")
         .to_string()
 }
 
-pub fn parse_time(s: &str) -> Option<DateTime<Utc>> {
+pub(crate) fn parse_time(s: &str) -> Option<DateTime<Utc>> {
     DateTime::parse_from_str(s.trim(), "%Y%m%d%H%M%S%3f%z")
         .ok()
         .map(|d| d.with_timezone(&Utc))
 }
 
 /// The signed URL path: `param2/1/{namespace}/{apiName}/{appKey}`.
-pub fn url_path(api: Api, app_key: &str) -> String {
+pub(crate) fn url_path(api: Api, app_key: &str) -> String {
     format!("param2/1/{}/{app_key}", api.method(P))
 }
 
 /// The business params of a typed request.
-pub fn business_params(req: &ApiRequest) -> Vec<(String, String)> {
+pub(crate) fn business_params(req: &ApiRequest) -> Vec<(String, String)> {
     let p = |k: &str, v: String| (k.to_string(), v);
     match req {
         ApiRequest::ItemGet { item_id } => vec![p("productID", item_id.clone())],
@@ -63,7 +63,7 @@ pub fn business_params(req: &ApiRequest) -> Vec<(String, String)> {
 }
 
 /// The URL path to post to (append to the endpoint) and the signed form.
-pub fn signed_form(
+pub(crate) fn signed_form(
     creds: &Credentials,
     api: Api,
     business: &[(String, String)],
@@ -95,7 +95,7 @@ pub fn signed_form(
 
 /// Errors of a body: gateway `error_code` (any status), a bare non-2xx, or a business
 /// failure in a 200 body (`success:false` / `errorCode`, Unknown unless its text says limit).
-pub fn check_body(
+pub(crate) fn check_body(
     api: Api,
     status: u16,
     body: &Value,
@@ -153,7 +153,7 @@ fn missing(api: Api, what: &str) -> CallError {
 }
 
 /// The typed response of a success body (after [`check_body`]).
-pub fn parse_response(req: &ApiRequest, body: &Value) -> Result<ApiResponse, CallError> {
+pub(crate) fn parse_response(req: &ApiRequest, body: &Value) -> Result<ApiResponse, CallError> {
     let api = req.api();
     match req {
         ApiRequest::ItemGet { .. } => {

@@ -28,7 +28,7 @@ pub enum TransportError {
 }
 
 impl TransportError {
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             TransportError::Connect => "connect",
             TransportError::Timeout => "timeout",
@@ -43,19 +43,19 @@ impl TransportError {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct CallError {
     pub class: ErrorClass,
-    pub platform: Platform,
-    pub api: Api,
+    pub(crate) platform: Platform,
+    pub(crate) api: Api,
     /// The platform's code (`7`, `isv.invalid-signature` is in `message`; 1688 `gw.*`), or
     /// `http_<status>`, `transport`, `parse` for errors without one.
     pub code: String,
     /// The platform's message (sub_msg / en_desc / error_message), truncated.
-    pub message: String,
+    pub(crate) message: String,
     /// How long the platform said its ban lasts ("ban will last for N more seconds").
     pub ban: Option<Duration>,
     /// The daily quota is spent (a ban of hours / lasting to the 00:00 GMT+8 reset, or
     /// 1688 `gw.NoUsageLeftError`): stop the gate until `time::next_quota_reset`.
     pub quota_spent: bool,
-    pub http_status: Option<u16>,
+    pub(crate) http_status: Option<u16>,
     pub transport: Option<TransportError>,
 }
 
@@ -73,7 +73,12 @@ impl CallError {
     }
 
     /// A transport failure (always `Retry`).
-    pub fn transport(platform: Platform, api: Api, kind: TransportError, message: String) -> Self {
+    pub(crate) fn transport(
+        platform: Platform,
+        api: Api,
+        kind: TransportError,
+        message: String,
+    ) -> Self {
         CallError {
             class: ErrorClass::Retry,
             platform,
@@ -90,7 +95,7 @@ impl CallError {
     /// A platform-reported error: extracts the ban and flags a spent daily quota.
     /// `text` is every message field of the body joined (where the ban may be).
     #[allow(clippy::too_many_arguments)]
-    pub fn platform(
+    pub(crate) fn platform(
         platform: Platform,
         api: Api,
         class: ErrorClass,
@@ -118,11 +123,11 @@ impl CallError {
 
     /// A body we could not understand (not JSON, a missing field): `Unknown`, alert.
     /// A success body (HTTP 200) without a field the typed response needs.
-    pub fn missing_field(platform: Platform, api: Api, what: &str) -> Self {
+    pub(crate) fn missing_field(platform: Platform, api: Api, what: &str) -> Self {
         CallError::parse(platform, api, 200, format!("missing or malformed `{what}`"))
     }
 
-    pub fn parse(platform: Platform, api: Api, http_status: u16, message: String) -> Self {
+    pub(crate) fn parse(platform: Platform, api: Api, http_status: u16, message: String) -> Self {
         CallError {
             class: ErrorClass::Unknown,
             platform,
@@ -137,7 +142,7 @@ impl CallError {
     }
 
     /// Short class description for the CLI: `slow (ban 2 s, daily quota spent)`.
-    pub fn class_line(&self) -> String {
+    pub(crate) fn class_line(&self) -> String {
         let mut extras = Vec::new();
         if let Some(t) = self.transport {
             extras.push(t.as_str().replace('_', " "));
@@ -191,10 +196,11 @@ fn truncate(s: &str) -> String {
 }
 
 /// Message keywords that mean "slow down" whatever the code.
-pub const SLOW_KEYWORDS: [&str; 6] = ["limit", "too many", "频繁", "超限", "exceed", "throttl"];
+pub(crate) const SLOW_KEYWORDS: [&str; 6] =
+    ["limit", "too many", "频繁", "超限", "exceed", "throttl"];
 
 /// The fallback for unmapped codes: `Slow` when the text mentions a limit, else `Unknown`.
-pub fn keyword_class(text: &str) -> ErrorClass {
+pub(crate) fn keyword_class(text: &str) -> ErrorClass {
     let lower = text.to_lowercase();
     if SLOW_KEYWORDS.iter().any(|k| lower.contains(k)) {
         ErrorClass::Slow
@@ -204,7 +210,7 @@ pub fn keyword_class(text: &str) -> ErrorClass {
 }
 
 /// Seconds from "... ban will last for N more seconds" (any case, anywhere in `text`).
-pub fn parse_ban(text: &str) -> Option<Duration> {
+pub(crate) fn parse_ban(text: &str) -> Option<Duration> {
     const MARK: &str = "ban will last for ";
     let lower = text.to_ascii_lowercase();
     let start = lower.find(MARK)? + MARK.len();
@@ -221,7 +227,7 @@ pub fn parse_ban(text: &str) -> Option<Duration> {
 
 /// A ban of an hour or more, or one that ends at the next 00:00 GMT+8 quota reset (give or
 /// take a few seconds), means the daily quota is spent, not a per-second window.
-pub fn ban_means_quota_spent(ban: Duration, now: DateTime<Utc>) -> bool {
+pub(crate) fn ban_means_quota_spent(ban: Duration, now: DateTime<Utc>) -> bool {
     if ban >= Duration::from_secs(3600) {
         return true;
     }
@@ -233,7 +239,7 @@ pub fn ban_means_quota_spent(ban: Duration, now: DateTime<Utc>) -> bool {
 }
 
 /// Taobao TOP `error_response` (code, sub_code) → class.
-pub fn top_class(code: i64, sub_code: &str, text: &str) -> ErrorClass {
+pub(crate) fn top_class(code: i64, sub_code: &str, text: &str) -> ErrorClass {
     match code {
         4..=8 => ErrorClass::Slow,
         10 => ErrorClass::Retry,
@@ -245,7 +251,7 @@ pub fn top_class(code: i64, sub_code: &str, text: &str) -> ErrorClass {
 }
 
 /// JD JOS `error_response.code` → class.
-pub fn jd_class(code: &str, text: &str) -> ErrorClass {
+pub(crate) fn jd_class(code: &str, text: &str) -> ErrorClass {
     match code.trim().parse::<i64>() {
         Ok(2) => ErrorClass::Slow,
         Ok(1 | 43 | 65 | 66 | 67 | 69) => ErrorClass::Retry,
@@ -255,7 +261,7 @@ pub fn jd_class(code: &str, text: &str) -> ErrorClass {
 }
 
 /// 1688 gateway error (`error_code`, HTTP status) → class.
-pub fn alibaba_class(http_status: u16, error_code: &str, text: &str) -> ErrorClass {
+pub(crate) fn alibaba_class(http_status: u16, error_code: &str, text: &str) -> ErrorClass {
     const FATAL_PREFIXES: [&str; 2] = ["gw.Signature", "gw.AppKey"];
     const FATAL: [&str; 3] = ["gw.APIACLDecline", "gw.APIUnsupported", "gw.ParamMissing"];
     if matches!(
@@ -276,12 +282,12 @@ pub fn alibaba_class(http_status: u16, error_code: &str, text: &str) -> ErrorCla
 }
 
 /// 1688's quota-spent code.
-pub fn alibaba_quota_spent(error_code: &str) -> bool {
+pub(crate) fn alibaba_quota_spent(error_code: &str) -> bool {
     error_code == "gw.NoUsageLeftError"
 }
 
 /// A non-2xx HTTP status without a body we understand (any platform).
-pub fn http_class(status: u16) -> ErrorClass {
+pub(crate) fn http_class(status: u16) -> ErrorClass {
     match status {
         500..=599 => ErrorClass::Retry,
         429 => ErrorClass::Slow,
@@ -293,7 +299,7 @@ pub fn http_class(status: u16) -> ErrorClass {
 /// The kind of a reqwest failure. Walks the source chain for hyper's "connection closed
 /// before message completed" / "canceled" and for reset / broken-pipe I/O errors, which
 /// mean the peer dropped the connection before answering.
-pub fn transport_kind(err: &reqwest::Error) -> TransportError {
+pub(crate) fn transport_kind(err: &reqwest::Error) -> TransportError {
     if err.is_connect() {
         return TransportError::Connect;
     }
@@ -322,7 +328,7 @@ pub fn transport_kind(err: &reqwest::Error) -> TransportError {
 }
 
 /// The error and its causes on one line, without the URL.
-pub fn describe_reqwest(err: reqwest::Error) -> String {
+pub(crate) fn describe_reqwest(err: reqwest::Error) -> String {
     let err = err.without_url();
     let mut out = err.to_string();
     let mut source = std::error::Error::source(&err);

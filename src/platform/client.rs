@@ -13,8 +13,8 @@ use std::time::Duration;
 /// string when the body is not JSON, e.g. an HTML 502 page).
 #[derive(Debug, Clone, PartialEq)]
 pub struct RawResponse {
-    pub http_status: u16,
-    pub body: Value,
+    pub(crate) http_status: u16,
+    pub(crate) body: Value,
 }
 
 /// Why a platform client could not be built.
@@ -51,7 +51,7 @@ pub struct PlatformClient {
 impl PlatformClient {
     /// Build from config, reading the secret and session from the environment variables
     /// it names. The error names a missing variable, never a value.
-    pub fn new(platform: Platform, cfg: &PlatformConfig) -> Result<Self, ClientError> {
+    pub(crate) fn new(platform: Platform, cfg: &PlatformConfig) -> Result<Self, ClientError> {
         let secret = cfg.secret()?;
         let session = cfg.session()?;
         Self::with_credentials(platform, cfg, secret, session)
@@ -109,12 +109,8 @@ impl PlatformClient {
         })
     }
 
-    pub fn platform(&self) -> Platform {
+    pub(crate) fn platform(&self) -> Platform {
         self.platform
-    }
-
-    pub fn app_key(&self) -> &str {
-        &self.creds.app_key
     }
 
     /// One signed call of a typed request, parsed. `read_timeout` bounds the whole call
@@ -131,28 +127,8 @@ impl PlatformClient {
         parse_response(self.platform, req, &raw.body)
     }
 
-    /// One signed call with the platform's own business params (for JD either the pairs,
-    /// sent as a JSON object of strings, or one `360buy_param_json`). Returns the whole
-    /// success body.
-    pub async fn call_raw(
-        &self,
-        api: Api,
-        params: &[(String, String)],
-        read_timeout: Duration,
-    ) -> Result<Value, CallError> {
-        let raw = self
-            .exchange(
-                api,
-                &with_raw_defaults(self.platform, api, params),
-                read_timeout,
-            )
-            .await?;
-        check_body(self.platform, api, raw.http_status, &raw.body, Utc::now())?;
-        Ok(raw.body)
-    }
-
     /// Sign and send; only transport failures are errors here (the body is not judged).
-    pub async fn exchange(
+    pub(crate) async fn exchange(
         &self,
         api: Api,
         params: &[(String, String)],
@@ -205,7 +181,7 @@ impl PlatformClient {
 }
 
 /// The platform's business params of a typed request.
-pub fn business_params(platform: Platform, req: &ApiRequest) -> Vec<(String, String)> {
+pub(crate) fn business_params(platform: Platform, req: &ApiRequest) -> Vec<(String, String)> {
     match platform {
         Platform::Taobao => taobao::business_params(req),
         Platform::Jd => jd::business_params(req),
@@ -214,7 +190,7 @@ pub fn business_params(platform: Platform, req: &ApiRequest) -> Vec<(String, Str
 }
 
 /// Params a raw TOP call needs and a person typing `syncfleet call` forgets.
-fn with_raw_defaults(
+pub(crate) fn with_raw_defaults(
     platform: Platform,
     api: Api,
     params: &[(String, String)],
@@ -234,7 +210,7 @@ fn with_raw_defaults(
 }
 
 /// Judge a body: `Err` with the classified platform error, `Ok` for a success body.
-pub fn check_body(
+pub(crate) fn check_body(
     platform: Platform,
     api: Api,
     http_status: u16,
@@ -249,7 +225,7 @@ pub fn check_body(
 }
 
 /// Parse a success body into the typed response of `req`.
-pub fn parse_response(
+pub(crate) fn parse_response(
     platform: Platform,
     req: &ApiRequest,
     body: &Value,

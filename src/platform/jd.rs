@@ -15,10 +15,10 @@ use serde_json::{json, Map, Value};
 const P: Platform = Platform::Jd;
 
 /// The form field that carries every business param as one JSON object.
-pub const PARAM_JSON: &str = "360buy_param_json";
+pub(crate) const PARAM_JSON: &str = "360buy_param_json";
 
 /// The business params of a typed request: one `360buy_param_json` pair.
-pub fn business_params(req: &ApiRequest) -> Vec<(String, String)> {
+pub(crate) fn business_params(req: &ApiRequest) -> Vec<(String, String)> {
     let obj = match req {
         ApiRequest::ItemGet { item_id } => json!({ "wareId": item_id }),
         ApiRequest::ItemAdd {
@@ -58,7 +58,7 @@ fn param_json(business: &[(String, String)]) -> String {
 }
 
 /// System params + `360buy_param_json` + `sign`, ready to post as a form.
-pub fn signed_form(
+pub(crate) fn signed_form(
     creds: &Credentials,
     api: Api,
     business: &[(String, String)],
@@ -90,7 +90,7 @@ pub fn signed_form(
 }
 
 /// `jingdong.ware.read.findWareById` → `jingdong_ware_read_findWareById_responce`.
-pub fn response_key(api: Api) -> String {
+pub(crate) fn response_key(api: Api) -> String {
     format!("{}_responce", api.method(P).replace('.', "_"))
 }
 
@@ -105,7 +105,7 @@ fn platform_error(api: Api, err: &Value, status: u16, now: DateTime<Utc>) -> Cal
 
 /// Errors of a body: `error_response`, a non-zero `code` inside the response, or a
 /// business failure (`apiResult.success=false`, Unknown unless its text says limit).
-pub fn check_body(
+pub(crate) fn check_body(
     api: Api,
     status: u16,
     body: &Value,
@@ -168,7 +168,7 @@ fn missing(api: Api, what: &str) -> CallError {
 }
 
 /// The typed response of a success body (after [`check_body`]).
-pub fn parse_response(req: &ApiRequest, body: &Value) -> Result<ApiResponse, CallError> {
+pub(crate) fn parse_response(req: &ApiRequest, body: &Value) -> Result<ApiResponse, CallError> {
     let api = req.api();
     let key = response_key(api);
     let r = body.get(&key).ok_or_else(|| missing(api, &key))?;

@@ -1,14 +1,14 @@
 //! Platform adapters: request building and signing, typed parsing, and the mapping of
 //! every platform error to an [`ErrorClass`]. HTTP to the platforms lives only here.
 
-pub mod alibaba;
-pub mod classify;
-pub mod client;
-pub mod jd;
+pub(crate) mod alibaba;
+pub(crate) mod classify;
+pub(crate) mod client;
+pub(crate) mod jd;
 mod json;
-pub mod model;
+pub(crate) mod model;
 pub mod sign;
-pub mod taobao;
+pub(crate) mod taobao;
 
 pub use classify::{CallError, TransportError};
 pub use client::{PlatformClient, RawResponse};
@@ -22,11 +22,11 @@ use std::str::FromStr;
 /// Who the adapter signs as: app key, app secret, session / access token, and (TOP only)
 /// the signature method. `Debug` never shows the secrets.
 #[derive(Debug, Clone)]
-pub struct Credentials {
-    pub app_key: String,
-    pub secret: Secret,
-    pub session: Option<Secret>,
-    pub sign_method: sign::SignMethod,
+pub(crate) struct Credentials {
+    pub(crate) app_key: String,
+    pub(crate) secret: Secret,
+    pub(crate) session: Option<Secret>,
+    pub(crate) sign_method: sign::SignMethod,
 }
 
 /// The three open platforms syncfleet talks to.
@@ -117,7 +117,7 @@ impl Api {
 
     /// Whether the call changes platform state (writes never degrade and retry only
     /// when the request surely never arrived).
-    pub fn is_write(self) -> bool {
+    pub(crate) fn is_write(self) -> bool {
         matches!(self, Api::ItemAdd)
     }
 
@@ -144,7 +144,7 @@ impl Api {
     }
 
     /// The logical API behind a platform method name, if it is one syncfleet knows.
-    pub fn from_method(platform: Platform, method: &str) -> Option<Api> {
+    pub(crate) fn from_method(platform: Platform, method: &str) -> Option<Api> {
         Api::ALL
             .into_iter()
             .find(|api| api.method(platform) == method)
@@ -180,7 +180,7 @@ pub enum ApiClass {
 }
 
 impl ApiClass {
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             ApiClass::List => "list",
             ApiClass::Detail => "detail",
@@ -205,7 +205,7 @@ pub enum ErrorClass {
 }
 
 impl ErrorClass {
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             ErrorClass::Retry => "retry",
             ErrorClass::Slow => "slow",

@@ -33,7 +33,7 @@ pub enum ApiRequest {
 }
 
 impl ApiRequest {
-    pub fn api(&self) -> Api {
+    pub(crate) fn api(&self) -> Api {
         match self {
             ApiRequest::ItemGet { .. } => Api::ItemGet,
             ApiRequest::ItemAdd { .. } => Api::ItemAdd,
@@ -93,7 +93,7 @@ pub struct TraceEvent {
     /// `yyyy-MM-dd HH:mm:ss`); kept verbatim so dedupe keys are stable.
     pub time: String,
     pub status: String,
-    pub description: String,
+    pub(crate) description: String,
 }
 
 impl TraceEvent {
@@ -104,14 +104,14 @@ impl TraceEvent {
 }
 
 /// `yyyy-MM-dd HH:mm:ss` in GMT+8 (TOP and JD bodies).
-pub fn format_china_time(t: DateTime<Utc>) -> String {
+pub(crate) fn format_china_time(t: DateTime<Utc>) -> String {
     t.with_timezone(&china_offset())
         .format("%Y-%m-%d %H:%M:%S")
         .to_string()
 }
 
 /// Parse `yyyy-MM-dd HH:mm:ss` (optionally with `.SSS`) read as GMT+8.
-pub fn parse_china_time(s: &str) -> Option<DateTime<Utc>> {
+pub(crate) fn parse_china_time(s: &str) -> Option<DateTime<Utc>> {
     let s = s.trim();
     let naive = NaiveDateTime::parse_from_str(s, "%Y-%m-%d %H:%M:%S%.f")
         .or_else(|_| NaiveDateTime::parse_from_str(s, "%Y-%m-%d %H:%M:%S"))

@@ -19,7 +19,7 @@ pub enum SignMethod {
 }
 
 impl SignMethod {
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             SignMethod::Md5 => "md5",
             SignMethod::HmacMd5 => "hmac",
@@ -27,7 +27,7 @@ impl SignMethod {
         }
     }
 
-    pub fn parse(s: &str) -> Option<SignMethod> {
+    pub(crate) fn parse(s: &str) -> Option<SignMethod> {
         match s {
             "md5" => Some(SignMethod::Md5),
             "hmac" => Some(SignMethod::HmacMd5),
@@ -121,7 +121,7 @@ pub fn alibaba_sign<'a>(
 }
 
 /// Constant-time comparison of two signatures (the simulator verifies with it).
-pub fn signatures_match(expected: &str, given: &str) -> bool {
+pub(crate) fn signatures_match(expected: &str, given: &str) -> bool {
     let (a, b) = (expected.as_bytes(), given.as_bytes());
     if a.len() != b.len() {
         return false;

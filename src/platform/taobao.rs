@@ -14,10 +14,10 @@ use serde_json::Value;
 const P: Platform = Platform::Taobao;
 
 /// Fields asked of `taobao.item.seller.get` (what [`Item`] needs).
-pub const ITEM_FIELDS: &str = "num_iid,title,price,num";
+pub(crate) const ITEM_FIELDS: &str = "num_iid,title,price,num";
 
 /// The business params of a typed request.
-pub fn business_params(req: &ApiRequest) -> Vec<(String, String)> {
+pub(crate) fn business_params(req: &ApiRequest) -> Vec<(String, String)> {
     let p = |k: &str, v: String| (k.to_string(), v);
     match req {
         ApiRequest::ItemGet { item_id } => {
@@ -54,7 +54,7 @@ pub fn business_params(req: &ApiRequest) -> Vec<(String, String)> {
 }
 
 /// System params + business params + `sign`, ready to post as a form.
-pub fn signed_form(
+pub(crate) fn signed_form(
     creds: &Credentials,
     api: Api,
     business: &[(String, String)],
@@ -93,7 +93,7 @@ pub fn signed_form(
 }
 
 /// The success key of a method: `taobao.item.seller.get` → `item_seller_get_response`.
-pub fn response_key(api: Api) -> String {
+pub(crate) fn response_key(api: Api) -> String {
     let method = api.method(P);
     let tail = method.strip_prefix("taobao.").unwrap_or(method);
     format!("{}_response", tail.replace('.', "_"))
@@ -101,7 +101,7 @@ pub fn response_key(api: Api) -> String {
 
 /// Errors of a body: TOP answers HTTP 200 with `error_response`; gateway trouble may
 /// come as a bare 5xx.
-pub fn check_body(
+pub(crate) fn check_body(
     api: Api,
     status: u16,
     body: &Value,
@@ -163,7 +163,7 @@ fn missing(api: Api, what: &str) -> CallError {
 }
 
 /// The typed response of a success body (after [`check_body`]).
-pub fn parse_response(req: &ApiRequest, body: &Value) -> Result<ApiResponse, CallError> {
+pub(crate) fn parse_response(req: &ApiRequest, body: &Value) -> Result<ApiResponse, CallError> {
     let api = req.api();
     let r = body
         .get(response_key(api))

@@ -40,9 +40,10 @@ pub enum LimitKind {
 }
 
 impl LimitKind {
-    pub const ALL: [LimitKind; 3] = [LimitKind::Fixed, LimitKind::Sliding, LimitKind::Bucket];
+    pub(crate) const ALL: [LimitKind; 3] =
+        [LimitKind::Fixed, LimitKind::Sliding, LimitKind::Bucket];
 
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             LimitKind::Fixed => "fixed",
             LimitKind::Sliding => "sliding",
@@ -65,11 +66,11 @@ pub struct Limit {
     pub per_second: u64,
     /// How `per_second` is counted (default: a window aligned to the wall-clock second).
     #[serde(default)]
-    pub kind: LimitKind,
+    pub(crate) kind: LimitKind,
     /// `bucket` only: the bucket's size (calls admitted at once after a quiet spell);
     /// `None` = `per_second`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub burst: Option<u64>,
+    pub(crate) burst: Option<u64>,
     /// Calls per platform day (resets 00:00 GMT+8); every call counts, failed ones too.
     pub daily: u64,
     /// Sampled latency (log-normal) median in ms; 0 = none.
@@ -95,9 +96,9 @@ impl Default for Limit {
 #[derive(Debug, Clone, PartialEq)]
 pub struct OrdersConfig {
     /// Start of the window, GMT+8.
-    pub start: NaiveDateTime,
+    pub(crate) start: NaiveDateTime,
     /// Length of the window in days.
-    pub days: u32,
+    pub(crate) days: u32,
     /// Orders per shop (= per app).
     pub per_shop: u32,
     /// Share of orders that are shipped (have a logistics trace).
@@ -131,22 +132,22 @@ impl Default for OrdersConfig {
 #[derive(Debug, Clone)]
 pub struct SimConfig {
     /// Seed of all generated data (items, orders, traces).
-    pub seed: u64,
+    pub(crate) seed: u64,
     /// Allowed clock skew of request timestamps (TOP: ±10 min).
-    pub timestamp_skew_s: u64,
+    pub(crate) timestamp_skew_s: u64,
     /// Largest request body accepted; larger ones get the platform's error body.
-    pub max_body_bytes: usize,
+    pub(crate) max_body_bytes: usize,
     /// Idle-close drill: how long a request on a dropped connection is held before the close.
     pub idle_hold_s: u64,
     pub apps: Vec<SimApp>,
     /// Catalog item ids are 1..=catalog_items.
-    pub catalog_items: u64,
+    pub(crate) catalog_items: u64,
     pub orders: OrdersConfig,
     /// Per (platform, api); pairs not named use `default_limit`.
     pub limits: BTreeMap<(Platform, Api), Limit>,
     pub default_limit: Limit,
     /// Drills in force at start.
-    pub drill: Drill,
+    pub(crate) drill: Drill,
 }
 
 impl Default for SimConfig {
@@ -273,7 +274,7 @@ impl SimConfig {
     }
 
     /// Parse and validate config text; `path` is used in messages only.
-    pub fn parse(path: &Path, text: &str) -> Result<SimConfig, ConfigError> {
+    pub(crate) fn parse(path: &Path, text: &str) -> Result<SimConfig, ConfigError> {
         let raw: RawSim = toml::from_str(text).map_err(|e| {
             let line = e
                 .span()

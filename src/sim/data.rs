@@ -7,12 +7,12 @@ use chrono::TimeZone;
 use std::collections::HashMap;
 
 /// First id handed out to items created through item_add.
-pub const CREATED_ID_BASE: u64 = 900_000_000;
+pub(crate) const CREATED_ID_BASE: u64 = 900_000_000;
 /// Order ids of every shop start here.
 pub const ORDER_ID_BASE: u64 = 1000;
 
 /// splitmix64: a cheap, well-mixed hash so any id's data is computed without storing it.
-pub fn mix(seed: u64, a: u64, b: u64) -> u64 {
+pub(crate) fn mix(seed: u64, a: u64, b: u64) -> u64 {
     let mut z = seed
         .wrapping_add(a.wrapping_mul(0x9E37_79B9_7F4A_7C15))
         .wrapping_add(b.wrapping_mul(0xC2B2_AE3D_27D4_EB4F));
@@ -27,11 +27,11 @@ fn unit(h: u64) -> f64 {
 
 /// An item as the platforms show it.
 #[derive(Debug, Clone, PartialEq)]
-pub struct ItemData {
-    pub id: u64,
-    pub title: String,
-    pub price_cents: u64,
-    pub quantity: u32,
+pub(crate) struct ItemData {
+    pub(crate) id: u64,
+    pub(crate) title: String,
+    pub(crate) price_cents: u64,
+    pub(crate) quantity: u32,
 }
 
 const ADJ: [&str; 8] = [
@@ -42,7 +42,7 @@ const NOUN: [&str; 8] = [
 ];
 
 /// Catalog item `id` (1..=items), or None outside the catalog.
-pub fn catalog_item(seed: u64, items: u64, id: u64) -> Option<ItemData> {
+pub(crate) fn catalog_item(seed: u64, items: u64, id: u64) -> Option<ItemData> {
     if id == 0 || id > items {
         return None;
     }
@@ -59,12 +59,12 @@ pub fn catalog_item(seed: u64, items: u64, id: u64) -> Option<ItemData> {
     })
 }
 
-pub fn format_price(cents: u64) -> String {
+pub(crate) fn format_price(cents: u64) -> String {
     format!("{}.{:02}", cents / 100, cents % 100)
 }
 
 /// Parse a decimal price ("12.5", "12.50", "12") into cents.
-pub fn parse_price(s: &str) -> Option<u64> {
+pub(crate) fn parse_price(s: &str) -> Option<u64> {
     let (int, frac) = s.split_once('.').unwrap_or((s, ""));
     if int.is_empty() || frac.len() > 2 || !int.bytes().all(|b| b.is_ascii_digit()) {
         return None;
@@ -83,30 +83,30 @@ pub fn parse_price(s: &str) -> Option<u64> {
 
 /// Where an order is in its life.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum OrderState {
+pub(crate) enum OrderState {
     Unshipped,
     Shipped,
     Signed,
 }
 
 #[derive(Debug, Clone, PartialEq)]
-pub struct OrderData {
-    pub id: u64,
+pub(crate) struct OrderData {
+    pub(crate) id: u64,
     /// Unix seconds.
-    pub modified: i64,
-    pub state: OrderState,
-    pub amount_cents: u64,
+    pub(crate) modified: i64,
+    pub(crate) state: OrderState,
+    pub(crate) amount_cents: u64,
 }
 
 /// One shop's orders sorted by (modified, id), so a window is a binary search.
 #[derive(Debug, Clone)]
-pub struct Shop {
-    pub orders: Vec<OrderData>,
+pub(crate) struct Shop {
+    pub(crate) orders: Vec<OrderData>,
     by_id: HashMap<u64, usize>,
 }
 
 impl Shop {
-    pub fn generate(seed: u64, shop: u64, cfg: &OrdersConfig) -> Shop {
+    pub(crate) fn generate(seed: u64, shop: u64, cfg: &OrdersConfig) -> Shop {
         let start = china_offset()
             .from_local_datetime(&cfg.start)
             .single()
@@ -138,37 +138,42 @@ impl Shop {
     }
 
     /// Orders with `start <= modified < end` (unix seconds).
-    pub fn window(&self, start: i64, end: i64) -> &[OrderData] {
+    pub(crate) fn window(&self, start: i64, end: i64) -> &[OrderData] {
         let lo = self.orders.partition_point(|o| o.modified < start);
         let hi = self.orders.partition_point(|o| o.modified < end).max(lo);
         &self.orders[lo..hi]
     }
 
-    pub fn get(&self, id: u64) -> Option<&OrderData> {
+    pub(crate) fn get(&self, id: u64) -> Option<&OrderData> {
         self.by_id.get(&id).map(|&i| &self.orders[i])
     }
 }
 
 /// Kind of a trace step; each platform spells them its own way.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum StepKind {
+pub(crate) enum StepKind {
     Got,
     Transport,
     Signed,
 }
 
 #[derive(Debug, Clone, PartialEq)]
-pub struct TraceStep {
+pub(crate) struct TraceStep {
     /// Unix seconds.
-    pub at: i64,
-    pub kind: StepKind,
-    pub remark: String,
+    pub(crate) at: i64,
+    pub(crate) kind: StepKind,
+    pub(crate) remark: String,
 }
 
 /// The trace of an order at wall time `now` (unix s), the simulator having started at
 /// `sim_start`: shipped, unsigned orders gain a step every `event_every_s`, and sign after
 /// `sign_after_events` gained steps when that is > 0. Unshipped orders have no steps.
-pub fn trace(order: &OrderData, cfg: &OrdersConfig, sim_start: i64, now: i64) -> Vec<TraceStep> {
+pub(crate) fn trace(
+    order: &OrderData,
+    cfg: &OrdersConfig,
+    sim_start: i64,
+    now: i64,
+) -> Vec<TraceStep> {
     if order.state == OrderState::Unshipped {
         return Vec::new();
     }
@@ -223,7 +228,7 @@ pub fn trace(order: &OrderData, cfg: &OrdersConfig, sim_start: i64, now: i64) ->
 
 /// Items written through item_add, per app: idempotent on `out_request_id`.
 #[derive(Debug, Default)]
-pub struct Written {
+pub(crate) struct Written {
     by_key: HashMap<String, (u64, i64)>,
     items: HashMap<u64, ItemData>,
     next: u64,
@@ -231,16 +236,16 @@ pub struct Written {
 
 /// What an item_add did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct AddOutcome {
-    pub id: u64,
+pub(crate) struct AddOutcome {
+    pub(crate) id: u64,
     /// Unix seconds of the first write.
-    pub created: i64,
-    pub duplicate: bool,
+    pub(crate) created: i64,
+    pub(crate) duplicate: bool,
 }
 
 impl Written {
     /// Write an item; a repeated `key` answers with the first write's result.
-    pub fn add(&mut self, key: Option<&str>, item: ItemData, now: i64) -> AddOutcome {
+    pub(crate) fn add(&mut self, key: Option<&str>, item: ItemData, now: i64) -> AddOutcome {
         if let Some(k) = key.filter(|k| !k.is_empty()) {
             if let Some(&(id, created)) = self.by_key.get(k) {
                 return AddOutcome {
@@ -263,16 +268,8 @@ impl Written {
         }
     }
 
-    pub fn get(&self, id: u64) -> Option<&ItemData> {
+    pub(crate) fn get(&self, id: u64) -> Option<&ItemData> {
         self.items.get(&id)
-    }
-
-    pub fn len(&self) -> usize {
-        self.items.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.items.is_empty()
     }
 }
 

@@ -19,7 +19,7 @@ pub struct LimitOverride {
 }
 
 impl LimitOverride {
-    pub fn matches(&self, platform: Platform, api: Api) -> bool {
+    pub(crate) fn matches(&self, platform: Platform, api: Api) -> bool {
         self.api == api && self.platform.is_none_or(|p| p == platform)
     }
 }
@@ -30,18 +30,18 @@ impl LimitOverride {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct LimitKindOverride {
-    pub api: Api,
+    pub(crate) api: Api,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub platform: Option<Platform>,
+    pub(crate) platform: Option<Platform>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub kind: Option<LimitKind>,
+    pub(crate) kind: Option<LimitKind>,
     /// `bucket` only: the bucket size.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub burst: Option<u64>,
+    pub(crate) burst: Option<u64>,
 }
 
 impl LimitKindOverride {
-    pub fn matches(&self, platform: Platform, api: Api) -> bool {
+    pub(crate) fn matches(&self, platform: Platform, api: Api) -> bool {
         self.api == api && self.platform.is_none_or(|p| p == platform)
     }
 }
@@ -51,26 +51,26 @@ impl LimitKindOverride {
 #[serde(default, deny_unknown_fields)]
 pub struct Drill {
     /// Added to every answered platform call.
-    pub latency_ms: u64,
+    pub(crate) latency_ms: u64,
     /// Share of calls answered with a Retry-class error (TOP 10, JD 66, 1688 HTTP 503).
-    pub error_ratio: f64,
+    pub(crate) error_ratio: f64,
     /// Every call fails Retry-class at once.
-    pub outage: bool,
+    pub(crate) outage: bool,
     /// With `outage`: hold calls (up to the idle hold) instead of answering at once.
-    pub outage_hang: bool,
+    pub(crate) outage_hang: bool,
     /// A request on a keep-alive connection idle longer than this is never answered: held,
     /// then the connection is closed (a NAT / LB dropping idle flows). 0 = off.
-    pub idle_close_s: u64,
+    pub(crate) idle_close_s: u64,
     /// A field answered empty: `title`, `price`, `num` (item fields on every platform) or a
     /// platform's own field name. Empty = off.
-    pub empty_field: String,
+    pub(crate) empty_field: String,
     /// Every call gets the platform's session error.
-    pub expired_session: bool,
+    pub(crate) expired_session: bool,
     /// Changed limits, in the order they were set (later ones win).
-    pub limits: Vec<LimitOverride>,
+    pub(crate) limits: Vec<LimitOverride>,
     /// Changed limit kinds / bucket sizes, in the order they were set (later ones win).
     #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub limit_kinds: Vec<LimitKindOverride>,
+    pub(crate) limit_kinds: Vec<LimitKindOverride>,
 }
 
 /// A drill (or a change of drills) the simulator refuses; nothing changes then.
@@ -91,7 +91,7 @@ pub enum DrillError {
 }
 
 impl Drill {
-    pub fn validate(&self) -> Result<(), DrillError> {
+    pub(crate) fn validate(&self) -> Result<(), DrillError> {
         if !(0.0..=1.0).contains(&self.error_ratio) || self.error_ratio.is_nan() {
             return Err(DrillError::ErrorRatio(self.error_ratio));
         }
@@ -213,7 +213,7 @@ impl TryFrom<PatchWire> for DrillPatch {
 
 impl DrillPatch {
     /// The drills after this patch, or why the patch is refused (nothing changes then).
-    pub fn apply(&self, current: &Drill) -> Result<Drill, DrillError> {
+    pub(crate) fn apply(&self, current: &Drill) -> Result<Drill, DrillError> {
         let mut d = if self.clear {
             Drill::default()
         } else {

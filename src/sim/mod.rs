@@ -22,12 +22,12 @@
 //! `POST /openapi/param2/1/{namespace}/{apiName}/{appKey}` (1688); admin: `GET /admin/stats`,
 //! `POST /admin/reset`, `GET|POST /admin/drill`.
 
-pub mod config;
+pub(crate) mod config;
 pub mod data;
-pub mod drill;
-pub mod proto;
-pub mod server;
-pub mod state;
+pub(crate) mod drill;
+pub(crate) mod proto;
+pub(crate) mod server;
+pub(crate) mod state;
 
 pub use config::{Limit, LimitKind, OrdersConfig, SimApp, SimConfig};
 pub use drill::{Drill, DrillError, DrillPatch, LimitKindOverride, LimitOverride};
@@ -71,7 +71,7 @@ pub enum SimError {
 
 /// Serve the simulator on an already bound listener until `shutdown` resolves.
 /// Used by `syncfleet sim` (which binds first so it can print the address).
-pub async fn serve(
+pub(crate) async fn serve(
     cfg: SimConfig,
     listener: TcpListener,
     shutdown: impl Future<Output = ()> + Send + 'static,
@@ -119,11 +119,6 @@ pub struct SimHandle {
 }
 
 impl SimHandle {
-    /// The bound address.
-    pub fn addr(&self) -> SocketAddr {
-        self.addr
-    }
-
     /// `http://ADDR`.
     pub fn base_url(&self) -> String {
         format!("http://{}", self.addr)

@@ -17,7 +17,7 @@ use std::time::Duration;
 
 /// Why a call failed, before the platform spells it.
 #[derive(Debug, Clone, PartialEq)]
-pub enum Failure {
+pub(crate) enum Failure {
     Limited(u64),
     QuotaSpent(u64),
     Busy,
@@ -48,9 +48,9 @@ impl Failure {
 
 /// A platform answer: HTTP status and JSON body.
 #[derive(Debug)]
-pub struct Answer {
-    pub status: StatusCode,
-    pub body: Value,
+pub(crate) struct Answer {
+    pub(crate) status: StatusCode,
+    pub(crate) body: Value,
 }
 
 impl Answer {
@@ -64,14 +64,14 @@ impl Answer {
 
 /// What the handler does with the request.
 #[derive(Debug)]
-pub enum Reply {
+pub(crate) enum Reply {
     Answer(Answer),
     /// Idle-close drill: never answer, hold, then close the connection.
     DropConnection,
 }
 
 /// The request's parameters: form pairs (TOP, 1688) or the fields of `360buy_param_json` (JD).
-pub enum Params {
+pub(crate) enum Params {
     Form(Vec<(String, String)>),
     Json(Map<String, Value>),
 }
@@ -122,26 +122,26 @@ const TOP_TIME: &str = "%Y-%m-%d %H:%M:%S";
 
 /// A failure answered before the call could be pinned to an (app, api): not counted
 /// against any quota.
-pub fn unattributed(sim: &Sim, platform: Platform, f: Failure) -> Reply {
+pub(crate) fn unattributed(sim: &Sim, platform: Platform, f: Failure) -> Reply {
     sim.unattributed();
     Reply::Answer(render_failure(sim, platform, None, &f))
 }
 
 /// Everything identified about a call before admission.
-pub struct Call {
-    pub platform: Platform,
-    pub app: usize,
-    pub api: Api,
+pub(crate) struct Call {
+    pub(crate) platform: Platform,
+    pub(crate) app: usize,
+    pub(crate) api: Api,
     /// How long the connection was idle before this request (ms), if known.
-    pub idle_ms: Option<u64>,
+    pub(crate) idle_ms: Option<u64>,
     /// The signed params as received (all form pairs).
-    pub form: Vec<(String, String)>,
+    pub(crate) form: Vec<(String, String)>,
     /// 1688: the url path that is signed.
-    pub url_path: String,
+    pub(crate) url_path: String,
 }
 
 /// Identify a TOP call from its form, or answer its error.
-pub fn identify_top(
+pub(crate) fn identify_top(
     sim: &Sim,
     form: Vec<(String, String)>,
     idle_ms: Option<u64>,
@@ -167,7 +167,7 @@ pub fn identify_top(
 }
 
 /// Identify a JD call.
-pub fn identify_jd(
+pub(crate) fn identify_jd(
     sim: &Sim,
     form: Vec<(String, String)>,
     idle_ms: Option<u64>,
@@ -190,7 +190,7 @@ pub fn identify_jd(
 }
 
 /// Identify a 1688 call from the path segments after `/openapi/`.
-pub fn identify_alibaba(
+pub(crate) fn identify_alibaba(
     sim: &Sim,
     path_after_openapi: &str,
     form: Vec<(String, String)>,
@@ -237,7 +237,7 @@ fn sample_latency(median: u64, p95: u64) -> u64 {
 }
 
 /// Run an identified call to its answer.
-pub async fn run(sim: &Sim, call: Call) -> Reply {
+pub(crate) async fn run(sim: &Sim, call: Call) -> Reply {
     let slot = sim.slot(call.app, call.api);
     let (idle_close_s, latency_ms, error_ratio, outage, outage_hang, expired) =
         sim.with_drill(|d| {
@@ -726,7 +726,7 @@ fn render_trace(
 }
 
 /// The platform's own error for `f` (docs/wire-formats.md).
-pub fn render_failure(sim: &Sim, p: Platform, api: Option<Api>, f: &Failure) -> Answer {
+pub(crate) fn render_failure(sim: &Sim, p: Platform, api: Option<Api>, f: &Failure) -> Answer {
     match p {
         Platform::Taobao => {
             let (code, msg, sub_code, sub_msg): (u32, &str, &str, String) = match f {

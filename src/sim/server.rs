@@ -27,7 +27,7 @@ fn clock_ms() -> u64 {
 
 /// Per-connection state for the idle-close drill.
 #[derive(Debug)]
-pub struct ConnState {
+pub(crate) struct ConnState {
     last_activity_ms: AtomicU64,
     close: Notify,
 }
@@ -40,7 +40,7 @@ struct ConnInfo {
 }
 
 /// Serve the simulator on `listener` until `shutdown` resolves (or its sender is dropped).
-pub async fn run(sim: Arc<Sim>, listener: TcpListener, mut shutdown: watch::Receiver<bool>) {
+pub(crate) async fn run(sim: Arc<Sim>, listener: TcpListener, mut shutdown: watch::Receiver<bool>) {
     let router = router(sim.clone());
     loop {
         let accepted = tokio::select! {

@@ -29,7 +29,7 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 
 /// What the admission check decided for one call.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Admit {
+pub(crate) enum Admit {
     Ok,
     /// Over the per-second limit: banned until the window frees.
     Limited {
@@ -43,7 +43,7 @@ pub enum Admit {
 
 /// How a call was answered, for the counters.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Outcome {
+pub(crate) enum Outcome {
     Ok,
     RejectedLimit,
     RejectedQuota,
@@ -197,17 +197,17 @@ struct Counters {
 
 /// One (app, api).
 #[derive(Debug)]
-pub struct Slot {
-    pub platform: Platform,
-    pub api: Api,
-    pub app_key: String,
+pub(crate) struct Slot {
+    pub(crate) platform: Platform,
+    pub(crate) api: Api,
+    pub(crate) app_key: String,
     per_second: AtomicU64,
     /// `LimitKind` as its index in `LimitKind::ALL`.
     kind: AtomicU8,
     /// Bucket size; 0 = `per_second`.
     burst: AtomicU64,
     daily: AtomicU64,
-    pub latency: (u64, u64),
+    pub(crate) latency: (u64, u64),
     window: Mutex<Window>,
     counters: Counters,
 }
@@ -229,7 +229,7 @@ impl Slot {
     }
 
     /// The kind of per-second limit in force.
-    pub fn limit_kind(&self) -> LimitKind {
+    pub(crate) fn limit_kind(&self) -> LimitKind {
         LimitKind::ALL
             .get(usize::from(self.kind.load(Relaxed)))
             .copied()
@@ -246,7 +246,7 @@ impl Slot {
 
     /// Count one call in the per-second limit and the quota; every call counts against the
     /// daily quota, the ones refused by the per-second limit too.
-    pub fn admit(&self, now: DateTime<Utc>) -> Admit {
+    pub(crate) fn admit(&self, now: DateTime<Utc>) -> Admit {
         let per_second = self.per_second.load(Relaxed);
         let kind = self.limit_kind();
         let burst = self.burst();
@@ -288,7 +288,7 @@ impl Slot {
         }
     }
 
-    pub fn record(&self, outcome: Outcome) {
+    pub(crate) fn record(&self, outcome: Outcome) {
         let c = &self.counters;
         match outcome {
             Outcome::Ok => &c.ok,
@@ -301,11 +301,11 @@ impl Slot {
         .fetch_add(1, Relaxed);
     }
 
-    pub fn duplicate_write(&self) {
+    pub(crate) fn duplicate_write(&self) {
         self.counters.duplicate_writes.fetch_add(1, Relaxed);
     }
 
-    pub fn idle_closed(&self) {
+    pub(crate) fn idle_closed(&self) {
         self.counters.idle_closed.fetch_add(1, Relaxed);
     }
 
@@ -368,7 +368,7 @@ impl Slot {
 pub struct ErrorCounts {
     pub retry: u64,
     pub fatal: u64,
-    pub unknown: u64,
+    pub(crate) unknown: u64,
 }
 
 /// Counters of one (app_key, api), as seen from the platform side.
@@ -407,10 +407,10 @@ pub struct ApiStats {
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Totals {
     pub calls: u64,
-    pub ok: u64,
-    pub rejected_limit: u64,
-    pub rejected_quota: u64,
-    pub errors_by_class: ErrorCounts,
+    pub(crate) ok: u64,
+    pub(crate) rejected_limit: u64,
+    pub(crate) rejected_quota: u64,
+    pub(crate) errors_by_class: ErrorCounts,
     pub quota_used_today: u64,
     pub duplicate_writes: u64,
     pub idle_closed: u64,
@@ -421,18 +421,11 @@ pub struct Totals {
 /// A snapshot of the counters (`GET /admin/stats`, `SimHandle::stats`).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SimStats {
-    pub apis: Vec<ApiStats>,
+    pub(crate) apis: Vec<ApiStats>,
     pub totals: Totals,
 }
 
 impl SimStats {
-    /// The counters of one (app_key, api).
-    pub fn get(&self, app_key: &str, api: Api) -> Option<&ApiStats> {
-        self.apis
-            .iter()
-            .find(|s| s.app_key == app_key && s.api == api)
-    }
-
     /// The counters of the first app of `platform` for `api`.
     pub fn for_platform(&self, platform: Platform, api: Api) -> Option<&ApiStats> {
         self.apis
@@ -443,25 +436,25 @@ impl SimStats {
 
 /// One configured app at run time.
 #[derive(Debug)]
-pub struct AppRt {
-    pub cfg: SimApp,
-    pub shop: Shop,
-    pub written: Mutex<Written>,
+pub(crate) struct AppRt {
+    pub(crate) cfg: SimApp,
+    pub(crate) shop: Shop,
+    pub(crate) written: Mutex<Written>,
     /// Index of its first slot; the api's index in `Api::ALL` is added.
     slot_base: usize,
 }
 
 /// Everything the handlers share.
 #[derive(Debug)]
-pub struct Sim {
-    pub cfg: SimConfig,
-    pub apps: Vec<AppRt>,
+pub(crate) struct Sim {
+    pub(crate) cfg: SimConfig,
+    pub(crate) apps: Vec<AppRt>,
     by_key: HashMap<(Platform, String), usize>,
     slots: Vec<Slot>,
     drill: RwLock<Drill>,
     unattributed: AtomicU64,
     /// Unix seconds the simulator started (trace events are gained from here).
-    pub started: i64,
+    pub(crate) started: i64,
     request_seq: AtomicU64,
 }
 
@@ -474,7 +467,7 @@ fn api_index(api: Api) -> usize {
 }
 
 impl Sim {
-    pub fn new(cfg: SimConfig) -> Result<Sim, super::SimError> {
+    pub(crate) fn new(cfg: SimConfig) -> Result<Sim, super::SimError> {
         cfg.drill.validate()?;
         let mut apps = Vec::new();
         let mut slots = Vec::new();
@@ -513,7 +506,7 @@ impl Sim {
     }
 
     /// The app with this key on this platform.
-    pub fn app(&self, platform: Platform, app_key: &str) -> Option<usize> {
+    pub(crate) fn app(&self, platform: Platform, app_key: &str) -> Option<usize> {
         // Avoids allocating in the common case of a handful of apps.
         if self.apps.len() <= 8 {
             return self
@@ -524,29 +517,29 @@ impl Sim {
         self.by_key.get(&(platform, app_key.to_string())).copied()
     }
 
-    pub fn slot(&self, app: usize, api: Api) -> &Slot {
+    pub(crate) fn slot(&self, app: usize, api: Api) -> &Slot {
         &self.slots[self.apps[app].slot_base + api_index(api)]
     }
 
-    pub fn unattributed(&self) {
+    pub(crate) fn unattributed(&self) {
         self.unattributed.fetch_add(1, Relaxed);
     }
 
-    pub fn request_id(&self) -> String {
+    pub(crate) fn request_id(&self) -> String {
         format!("sim{:x}", self.request_seq.fetch_add(1, Relaxed) + 1)
     }
 
-    pub fn drill(&self) -> Drill {
+    pub(crate) fn drill(&self) -> Drill {
         self.drill.read().unwrap_or_else(|e| e.into_inner()).clone()
     }
 
     /// Read the drills without cloning.
-    pub fn with_drill<R>(&self, f: impl FnOnce(&Drill) -> R) -> R {
+    pub(crate) fn with_drill<R>(&self, f: impl FnOnce(&Drill) -> R) -> R {
         f(&self.drill.read().unwrap_or_else(|e| e.into_inner()))
     }
 
     /// Apply a drill change; returns the drills now in force.
-    pub fn set_drill(&self, patch: &DrillPatch) -> Result<Drill, super::DrillError> {
+    pub(crate) fn set_drill(&self, patch: &DrillPatch) -> Result<Drill, super::DrillError> {
         let mut guard = self.drill.write().unwrap_or_else(|e| e.into_inner());
         let next = patch.apply(&guard)?;
         *guard = next.clone();
@@ -586,7 +579,7 @@ impl Sim {
     }
 
     /// Zero the stats, the windows, the quota counters and the written items.
-    pub fn reset(&self) {
+    pub(crate) fn reset(&self) {
         for s in &self.slots {
             s.reset();
         }
@@ -596,7 +589,7 @@ impl Sim {
         self.unattributed.store(0, Relaxed);
     }
 
-    pub fn stats(&self) -> SimStats {
+    pub(crate) fn stats(&self) -> SimStats {
         let now = Utc::now();
         let apis: Vec<ApiStats> = self.slots.iter().map(|s| s.snapshot(now)).collect();
         let mut t = Totals {

@@ -22,7 +22,7 @@ pub enum Backend {
 
 impl Backend {
     /// `sqlite` or `postgres`.
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             Backend::Sqlite => "sqlite",
             Backend::Postgres => "postgres",

@@ -9,9 +9,6 @@
 use super::backend::{execute, fetch, scalar, sql};
 use super::{json_list, QueryCtx, Store, StoreError};
 
-/// `job_items.error_class` of items whose task went to the dead-letter stream.
-pub const DEAD_CLASS: &str = "dead";
-
 impl Store {
     /// This ledger's fleet identity (made once by the migrations).
     pub async fn fleet_id(&self) -> Result<String, StoreError> {
@@ -87,7 +84,7 @@ impl Store {
     }
 
     /// Recorded attempts of the given items (how many transient-retry rounds each used).
-    pub async fn item_attempts(
+    pub(crate) async fn item_attempts(
         &self,
         job_id: i64,
         keys: &[String],
@@ -167,7 +164,7 @@ impl Store {
     }
 
     /// Keep what pending items already fetched (key, JSON), in one transaction.
-    pub async fn keep_carry(
+    pub(crate) async fn keep_carry(
         &self,
         job_id: i64,
         carry: &[(String, String)],

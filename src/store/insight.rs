@@ -7,15 +7,15 @@ use chrono::{DateTime, Utc};
 
 /// One failure reason of a job: error class, message, how many items.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
-pub struct FailureReason {
-    pub class: String,
-    pub message: String,
-    pub items: u64,
+pub(crate) struct FailureReason {
+    pub(crate) class: String,
+    pub(crate) message: String,
+    pub(crate) items: u64,
 }
 
 impl Store {
     /// The most frequent (class, message) of the job's failed items, most items first.
-    pub async fn failure_reasons(
+    pub(crate) async fn failure_reasons(
         &self,
         job_id: i64,
         limit: u32,
@@ -45,7 +45,7 @@ impl Store {
 
     /// Calls of (platform, api) per minute (every class) in `[from, to)`, oldest first:
     /// (minute key `YYYY-MM-DD HH:MM` UTC, calls).
-    pub async fn calls_per_minute(
+    pub(crate) async fn calls_per_minute(
         &self,
         platform: Platform,
         api: Api,

@@ -340,7 +340,7 @@ impl Store {
 
     /// Whether the job still runs: one row by primary key, cheap enough to poll often (a full
     /// [`Store::job_status`] counts the job's items).
-    pub async fn job_state(&self, job_id: i64) -> Result<JobState, StoreError> {
+    pub(crate) async fn job_state(&self, job_id: i64) -> Result<JobState, StoreError> {
         let mut c = self.conn("job_state").await?;
         let state = scalar!(
             fetch_optional as String,
@@ -360,7 +360,7 @@ impl Store {
 
     /// Id and spec (JSON text, as given to `create_job`) of every running job, oldest first:
     /// what a starting worker may be asked to run.
-    pub async fn running_job_specs(&self) -> Result<Vec<(i64, String)>, StoreError> {
+    pub(crate) async fn running_job_specs(&self) -> Result<Vec<(i64, String)>, StoreError> {
         let mut c = self.conn("running_job_specs").await?;
         fetch!(
             fetch_all as (i64, String),

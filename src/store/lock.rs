@@ -11,7 +11,7 @@ use std::time::Duration;
 const EMBEDDED: &str = "embedded-worker";
 
 /// Heartbeat age after which a holder is presumed dead; heartbeat at least 3x as often.
-pub const EMBEDDED_LOCK_STALE_AFTER: Duration = Duration::from_secs(10);
+pub(crate) const EMBEDDED_LOCK_STALE_AFTER: Duration = Duration::from_secs(10);
 
 impl Store {
     /// Take the embedded-worker lock for `holder` (unique per process, e.g. host:pid:ulid).

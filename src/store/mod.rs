@@ -27,9 +27,8 @@ mod types;
 
 pub use backend::Backend;
 pub use calls::minute_key;
-pub use fleet::DEAD_CLASS;
-pub use insight::FailureReason;
-pub use lock::EMBEDDED_LOCK_STALE_AFTER;
+pub(crate) use insight::FailureReason;
+pub(crate) use lock::EMBEDDED_LOCK_STALE_AFTER;
 pub use sqlite::{Pragmas, BUSY_TIMEOUT};
 pub use types::*;
 
@@ -114,7 +113,7 @@ impl StoreError {
     /// `busy_timeout`; its busy handler polls with growing sleeps, so one waiter can lose
     /// every race), or PostgreSQL aborted the transaction as a deadlock victim or a
     /// serialization failure.
-    pub fn is_busy(&self) -> bool {
+    pub(crate) fn is_busy(&self) -> bool {
         let StoreError::Query {
             source: sqlx::Error::Database(db),
             ..
@@ -237,7 +236,7 @@ impl Store {
     }
 
     /// The database as named in messages (path for SQLite files, URL without password).
-    pub fn db_name(&self) -> &str {
+    pub(crate) fn db_name(&self) -> &str {
         &self.db
     }
 
@@ -341,7 +340,7 @@ impl Store {
     }
 
     /// The settings of one pooled connection (SQLite only).
-    pub async fn pragmas(&self) -> Result<Pragmas, StoreError> {
+    pub(crate) async fn pragmas(&self) -> Result<Pragmas, StoreError> {
         sqlite::pragmas(self, 1).await?.pop().ok_or_else(|| {
             // `pragmas(_, 1)` reads one connection or fails.
             StoreError::Unsupported {
@@ -361,7 +360,7 @@ impl Store {
 
     /// The server's version (`SELECT version()` on PostgreSQL, `sqlite_version()` on SQLite),
     /// for `db migrate` to print.
-    pub async fn server_version(&self) -> Result<String, StoreError> {
+    pub(crate) async fn server_version(&self) -> Result<String, StoreError> {
         let mut c = self.conn("server version").await?;
         backend::scalar!(
             fetch_one as String,

@@ -80,12 +80,6 @@ text_enum! {
     }
 }
 
-impl ItemStatus {
-    pub fn is_terminal(self) -> bool {
-        self != ItemStatus::Pending
-    }
-}
-
 text_enum! {
     /// Outcome class of one platform call in the calls ledger: `ok`, the four error classes,
     /// or `stale` (answered from the stale cache after the call could not succeed).
@@ -113,13 +107,13 @@ impl From<ErrorClass> for CallClass {
 /// The result of running one item, recorded by [`crate::store::Store::finish_items`].
 #[derive(Debug, Clone, PartialEq)]
 pub struct ItemOutcome {
-    pub key: String,
+    pub(crate) key: String,
     /// `Pending` records an attempt without finishing the item (attempts is still bumped).
-    pub status: ItemStatus,
-    pub error_class: Option<ErrorClass>,
-    pub error_message: Option<String>,
+    pub(crate) status: ItemStatus,
+    pub(crate) error_class: Option<ErrorClass>,
+    pub(crate) error_message: Option<String>,
     /// What the item produced (e.g. the new item id), or why it was skipped.
-    pub result: Option<String>,
+    pub(crate) result: Option<String>,
 }
 
 impl ItemOutcome {
@@ -208,16 +202,6 @@ pub struct StatusCounts {
 }
 
 impl StatusCounts {
-    pub fn get(&self, status: ItemStatus) -> u64 {
-        match status {
-            ItemStatus::Pending => self.pending,
-            ItemStatus::Done => self.done,
-            ItemStatus::Stale => self.stale,
-            ItemStatus::Failed => self.failed,
-            ItemStatus::Skipped => self.skipped,
-        }
-    }
-
     pub(crate) fn add(&mut self, status: ItemStatus, n: u64) {
         match status {
             ItemStatus::Pending => self.pending += n,
@@ -237,8 +221,8 @@ impl StatusCounts {
 /// One job with its item counts.
 #[derive(Debug, Clone, PartialEq)]
 pub struct JobSummary {
-    pub id: i64,
-    pub kind: JobKind,
+    pub(crate) id: i64,
+    pub(crate) kind: JobKind,
     pub state: JobState,
     pub total: u64,
     pub counts: StatusCounts,
@@ -248,7 +232,7 @@ pub struct JobSummary {
 
 /// A running job's rate is measured over this window before now (its ETA follows the recent
 /// pace, not the average since it started).
-pub const RATE_WINDOW: Duration = Duration::from_secs(60);
+pub(crate) const RATE_WINDOW: Duration = Duration::from_secs(60);
 
 impl JobSummary {
     /// Items finished per second. A finished job: all its terminal items over its life
@@ -256,7 +240,7 @@ impl JobSummary {
     /// ago it ended. A running job: `recent` (items finished within [`RATE_WINDOW`] before
     /// `now`) over that window, or over its life when it is younger (a young job's rate would
     /// otherwise read low). `now` must come from the clock that stamped the items.
-    pub fn rate_per_sec(&self, recent: u64, now: DateTime<Utc>) -> f64 {
+    pub(crate) fn rate_per_sec(&self, recent: u64, now: DateTime<Utc>) -> f64 {
         if let Some(finished) = self.finished_at {
             let life_s = (finished - self.created_at).num_milliseconds() as f64 / 1000.0;
             let terminal = self.counts.terminal();
@@ -390,7 +374,7 @@ impl ApiCalls {
 /// Calls of one (platform, api, class).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ClassCalls {
-    pub platform: Platform,
+    pub(crate) platform: Platform,
     pub api: Api,
     pub class: CallClass,
     pub calls: u64,
@@ -399,8 +383,8 @@ pub struct ClassCalls {
 /// The calls ledger over a time range.
 #[derive(Debug, Clone, PartialEq)]
 pub struct CallReport {
-    pub from: DateTime<Utc>,
-    pub to: DateTime<Utc>,
+    pub(crate) from: DateTime<Utc>,
+    pub(crate) to: DateTime<Utc>,
     /// Per (platform, api), ordered by platform then api.
     pub by_api: Vec<ApiCalls>,
     /// Per (platform, api, class), same order.
@@ -415,7 +399,7 @@ impl CallReport {
         self.by_api.iter().map(|a| a.useful).sum()
     }
     /// Useful-call ratio over all APIs.
-    pub fn useful_ratio(&self) -> f64 {
+    pub(crate) fn useful_ratio(&self) -> f64 {
         let calls = self.total_calls();
         if calls == 0 {
             0.0
@@ -459,8 +443,8 @@ pub struct StaleEntry {
 pub struct HeldBy {
     pub holder: String,
     pub pid: u32,
-    pub since: DateTime<Utc>,
-    pub heartbeat_at: DateTime<Utc>,
+    pub(crate) since: DateTime<Utc>,
+    pub(crate) heartbeat_at: DateTime<Utc>,
 }
 
 impl fmt::Display for HeldBy {

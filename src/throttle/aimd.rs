@@ -27,7 +27,7 @@ pub struct AimdParams {
     /// The configured (or operator-set) rate: the adaptive rate never exceeds it.
     pub max_rate: f64,
     /// Floor of the adaptive rate, so a gate always trickles.
-    pub min_rate: f64,
+    pub(crate) min_rate: f64,
     /// Rate added after `successes` consecutive successes.
     pub step: f64,
     /// Consecutive successes per step (at least 1).
@@ -64,7 +64,12 @@ impl AimdParams {
     /// `last_hit_ms` and it is `now_ms`: the ceiling binds for `ceiling_hold_ms` after a hit;
     /// past that, recovery may probe up to the configured rate (the limit may have been
     /// raised, or measured low), and the next hit measures it again.
-    pub fn recovery_cap(&self, ceiling: Option<f64>, last_hit_ms: Option<u64>, now_ms: u64) -> f64 {
+    pub(crate) fn recovery_cap(
+        &self,
+        ceiling: Option<f64>,
+        last_hit_ms: Option<u64>,
+        now_ms: u64,
+    ) -> f64 {
         let holds = last_hit_ms.is_some_and(|t| now_ms.saturating_sub(t) < self.ceiling_hold_ms);
         match ceiling {
             Some(c) if holds => self.max_rate.min(c * self.ceiling_factor),
@@ -74,12 +79,12 @@ impl AimdParams {
 }
 
 /// Slots of 100 ms in the success window (one second).
-pub const OK_SLOTS: usize = 10;
+pub(crate) const OK_SLOTS: usize = 10;
 /// Fewest successes in the last second that count as a measurement of the platform's limit.
 pub const MIN_MEASURED: u32 = 5;
 
 /// Floor of the adaptive rate: 2% of the configured rate, at least 0.1/s (never above it).
-pub fn min_rate_for(max_rate: f64) -> f64 {
+pub(crate) fn min_rate_for(max_rate: f64) -> f64 {
     (max_rate * 0.02).max(0.1).min(max_rate)
 }
 
@@ -91,15 +96,15 @@ pub struct AimdState {
     /// Rate at which the limit was hit twice within the window, if ever.
     pub ceiling: Option<f64>,
     /// When the last counted hit happened.
-    pub last_hit_ms: Option<u64>,
+    pub(crate) last_hit_ms: Option<u64>,
     /// Consecutive successes not yet turned into a step.
-    pub successes: u32,
+    pub(crate) successes: u32,
     /// Paused until this time (0 = not paused).
-    pub pause_until_ms: u64,
+    pub(crate) pause_until_ms: u64,
     /// Successes per 100 ms slot over the last second: `(slot, count)`, slot = ms / 100.
-    pub ok_slots: [(u64, u32); OK_SLOTS],
+    pub(crate) ok_slots: [(u64, u32); OK_SLOTS],
     /// Why the gate is paused.
-    pub pause_reason: String,
+    pub(crate) pause_reason: String,
 }
 
 /// What a rate-limit answer did to the state.
@@ -131,7 +136,7 @@ impl AimdState {
     }
 
     /// Count `n` successes in the window slot of `now_ms`.
-    pub fn record_ok(&mut self, n: u32, now_ms: u64) {
+    pub(crate) fn record_ok(&mut self, n: u32, now_ms: u64) {
         let slot = now_ms / 100;
         let cell = &mut self.ok_slots[(slot % OK_SLOTS as u64) as usize];
         if cell.0 == slot {
@@ -142,7 +147,7 @@ impl AimdState {
     }
 
     /// Successes counted in the last second (the ten slots up to `now_ms`'s).
-    pub fn ok_last_second(&self, now_ms: u64) -> u32 {
+    pub(crate) fn ok_last_second(&self, now_ms: u64) -> u32 {
         let slot = now_ms / 100;
         self.ok_slots
             .iter()
@@ -152,7 +157,7 @@ impl AimdState {
     }
 
     /// The rate the bucket should run at now: the adaptive rate, never above the configured one.
-    pub fn effective_rate(&self, params: &AimdParams) -> f64 {
+    pub(crate) fn effective_rate(&self, params: &AimdParams) -> f64 {
         self.rate
             .min(params.max_rate)
             .max(params.min_rate.min(params.max_rate))
@@ -220,7 +225,7 @@ impl AimdState {
     }
 
     /// Pause the gate until `until_ms` (a later pause wins; an earlier one changes nothing).
-    pub fn pause_until(&mut self, until_ms: u64, reason: &str) {
+    pub(crate) fn pause_until(&mut self, until_ms: u64, reason: &str) {
         if until_ms > self.pause_until_ms {
             self.pause_until_ms = until_ms;
             self.pause_reason = reason.to_string();
@@ -228,7 +233,7 @@ impl AimdState {
     }
 
     /// Remaining pause and its reason, if the gate is paused at `now_ms`.
-    pub fn paused(&self, now_ms: u64) -> Option<(u64, &str)> {
+    pub(crate) fn paused(&self, now_ms: u64) -> Option<(u64, &str)> {
         (self.pause_until_ms > now_ms)
             .then(|| (self.pause_until_ms - now_ms, self.pause_reason.as_str()))
     }

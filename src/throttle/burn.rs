@@ -5,12 +5,12 @@
 //! Each level is said at most once per `interval_ms`, so a busy gate does not flood the log.
 
 /// Burn above this: the quota will run out before the reset.
-pub const BURN_HIGH: f64 = 1.3;
+pub(crate) const BURN_HIGH: f64 = 1.3;
 /// Burn below this: headroom exists.
-pub const BURN_LOW: f64 = 0.5;
+pub(crate) const BURN_LOW: f64 = 0.5;
 
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub enum BurnAlert {
+pub(crate) enum BurnAlert {
     /// burn > 1.3: warn.
     High(f64),
     /// burn < 0.5: info.
@@ -19,14 +19,14 @@ pub enum BurnAlert {
 
 /// Rate limit of the burn lines of one gate.
 #[derive(Debug, Clone)]
-pub struct BurnWatch {
+pub(crate) struct BurnWatch {
     interval_ms: u64,
     last_high_ms: Option<u64>,
     last_low_ms: Option<u64>,
 }
 
 impl BurnWatch {
-    pub fn new(interval_ms: u64) -> BurnWatch {
+    pub(crate) fn new(interval_ms: u64) -> BurnWatch {
         BurnWatch {
             interval_ms,
             last_high_ms: None,
@@ -35,7 +35,7 @@ impl BurnWatch {
     }
 
     /// The line to log for this observation, if any.
-    pub fn observe(&mut self, burn: f64, now_ms: u64) -> Option<BurnAlert> {
+    pub(crate) fn observe(&mut self, burn: f64, now_ms: u64) -> Option<BurnAlert> {
         let due =
             |last: Option<u64>| last.is_none_or(|t| now_ms.saturating_sub(t) >= self.interval_ms);
         if burn > BURN_HIGH && due(self.last_high_ms) {

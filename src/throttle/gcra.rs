@@ -10,12 +10,12 @@
 /// Theoretical-arrival-time state of one bucket. Times are microseconds on any monotonic
 /// clock the caller chooses.
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct Gcra {
+pub(crate) struct Gcra {
     tat_us: f64,
 }
 
 impl Gcra {
-    pub fn new() -> Gcra {
+    pub(crate) fn new() -> Gcra {
         Gcra::default()
     }
 
@@ -30,7 +30,7 @@ impl Gcra {
     /// Reserve one cell at `now_us` for a bucket of `rate`/s and `burst` cells. `Ok(wait)`:
     /// the cell is the caller's after `wait` µs (0 = now). `Err(wait)`: the first free cell is
     /// further than `max_wait_us` away; nothing was taken.
-    pub fn reserve(
+    pub(crate) fn reserve(
         &mut self,
         now_us: f64,
         rate: f64,
@@ -48,7 +48,7 @@ impl Gcra {
 
     /// Empty the bucket: the next cell is one interval from `now_us`, with no burst (resume
     /// after a pause or a rate cut without bursting into the platform that pushed back).
-    pub fn drain(&mut self, now_us: f64, rate: f64, burst: f64) {
+    pub(crate) fn drain(&mut self, now_us: f64, rate: f64, burst: f64) {
         let drained = now_us + Self::interval_us(rate) + Self::tolerance_us(rate, burst);
         self.tat_us = self.tat_us.max(drained);
     }

@@ -3,14 +3,14 @@
 
 /// The last `cap` latencies in ms; p95 over them.
 #[derive(Debug, Clone)]
-pub struct LatencyWindow {
+pub(crate) struct LatencyWindow {
     samples: Vec<u32>,
     next: usize,
     cap: usize,
 }
 
 impl LatencyWindow {
-    pub fn new(cap: usize) -> LatencyWindow {
+    pub(crate) fn new(cap: usize) -> LatencyWindow {
         LatencyWindow {
             samples: Vec::with_capacity(cap.max(1)),
             next: 0,
@@ -18,7 +18,7 @@ impl LatencyWindow {
         }
     }
 
-    pub fn record(&mut self, ms: u32) {
+    pub(crate) fn record(&mut self, ms: u32) {
         if self.samples.len() < self.cap {
             self.samples.push(ms);
         } else {
@@ -27,16 +27,13 @@ impl LatencyWindow {
         self.next = (self.next + 1) % self.cap;
     }
 
-    pub fn len(&self) -> usize {
+    #[cfg(test)]
+    pub(crate) fn len(&self) -> usize {
         self.samples.len()
     }
 
-    pub fn is_empty(&self) -> bool {
-        self.samples.is_empty()
-    }
-
     /// 95th percentile (nearest rank) of the window; None until `min_samples` are in.
-    pub fn p95(&self, min_samples: usize) -> Option<u32> {
+    pub(crate) fn p95(&self, min_samples: usize) -> Option<u32> {
         if self.samples.len() < min_samples.max(1) {
             return None;
         }
@@ -48,7 +45,7 @@ impl LatencyWindow {
 }
 
 /// In-flight calls needed to sustain `rate` calls/s at `p95_ms` latency (at least 1).
-pub fn concurrency_for(rate: f64, p95_ms: u64) -> u32 {
+pub(crate) fn concurrency_for(rate: f64, p95_ms: u64) -> u32 {
     ((rate * p95_ms as f64 / 1000.0).ceil() as u32).max(1)
 }
 

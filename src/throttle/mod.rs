@@ -15,10 +15,10 @@
 //! acquisition. Every outcome counts one call against the daily quota, failed ones too.
 
 pub mod aimd;
-pub mod burn;
+pub(crate) mod burn;
 mod embedded;
-pub mod gcra;
-pub mod latency;
+pub(crate) mod gcra;
+pub(crate) mod latency;
 mod shared;
 
 use crate::config::{Config, GateConfig};
@@ -32,13 +32,13 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 pub use shared::{gate_keys, GateKeys, DEFAULT_NAMESPACE};
 
 /// Longest wait for a concurrency slot before failing fast as busy.
-pub const SLOT_WAIT: Duration = Duration::from_secs(1);
+pub(crate) const SLOT_WAIT: Duration = Duration::from_secs(1);
 /// How often batched successes are written (fleet mode). Short: a rate-limit answer measures
 /// the platform's limit from the successes the fleet reported in the last second, so what is
 /// still unreported is what the measurement misses.
-pub const FLUSH_INTERVAL: Duration = Duration::from_millis(25);
+pub(crate) const FLUSH_INTERVAL: Duration = Duration::from_millis(25);
 /// Pending successes that trigger a flush before the interval.
-pub const FLUSH_BATCH: u32 = 50;
+pub(crate) const FLUSH_BATCH: u32 = 50;
 
 /// Why a gate did not let a call through. None of these consumes a task attempt.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -177,27 +177,27 @@ pub struct GateSnapshot {
     pub limits: GateLimits,
     /// Whether `limits` comes from `gate set` rather than the config file.
     pub overridden: bool,
-    pub concurrency: u32,
+    pub(crate) concurrency: u32,
     /// Adaptive rate (AIMD), never above `limits.rate`.
     pub adaptive_rate: f64,
     /// Remembered rate at which the limit was hit twice within 5 s.
     pub ceiling: Option<f64>,
     /// Remaining pause and why.
-    pub pause: Option<(Duration, String)>,
+    pub(crate) pause: Option<(Duration, String)>,
     /// Calls counted today (GMT+8), failed ones included.
     pub used_today: u64,
-    pub daily_quota: Option<u64>,
+    pub(crate) daily_quota: Option<u64>,
     /// Burn ratio, when a daily quota is configured.
-    pub burn: Option<f64>,
+    pub(crate) burn: Option<f64>,
     /// Measured p95 call latency (ms) over recent calls (fleet: the last reporting process's).
     pub p95_ms_measured: Option<u64>,
 }
 
 /// Longest local hold of a gate after a pause (see `Local::hold_until`).
-pub const HOLD_CAP: Duration = Duration::from_secs(10);
+pub(crate) const HOLD_CAP: Duration = Duration::from_secs(10);
 
 /// Samples before a measured p95 is trusted.
-pub const P95_MIN_SAMPLES: usize = 50;
+pub(crate) const P95_MIN_SAMPLES: usize = 50;
 
 /// Gate settings before and after [`Gates::set_rate`].
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -390,11 +390,6 @@ impl Gates {
             Backend::Redis(_) => "redis",
             Backend::Embedded(_) => "embedded",
         }
-    }
-
-    /// The configured settings of a gate (from the config file; overrides live in the backend).
-    pub fn config(&self, platform: Platform, api: Api) -> &GateConfig {
-        &self.inner.local_gate(platform, api).cfg
     }
 
     /// Take a concurrency slot, then a token. `max_wait` bounds the whole wait (it is also

@@ -38,7 +38,7 @@ pub struct GateKeys {
     /// Operator override from `gate set`: hash {rate, burst, at}.
     pub conf: String,
     /// Prefix of the daily quota counters: `<prefix><yyyymmdd>` (GMT+8 day).
-    pub quota_prefix: String,
+    pub(crate) quota_prefix: String,
 }
 
 impl GateKeys {
@@ -49,7 +49,7 @@ impl GateKeys {
 
 /// The pub/sub channel on which a new pause of any gate of `namespace` is announced:
 /// `gate|pause ms|reason`.
-pub fn pause_channel(namespace: &str) -> String {
+pub(crate) fn pause_channel(namespace: &str) -> String {
     format!("{namespace}:gates:pause")
 }
 

@@ -40,9 +40,9 @@ use crate::store::{Store, EMBEDDED_LOCK_STALE_AFTER};
 
 /// What the SQLite queue stores: the task and the attempts consumed before this row.
 #[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct Stored {
-    pub msg: TaskMsg,
-    pub prior_attempts: u32,
+pub(crate) struct Stored {
+    pub(crate) msg: TaskMsg,
+    pub(crate) prior_attempts: u32,
 }
 
 /// A failed row: id, payload, apalis attempts, last result, worker.
@@ -109,15 +109,6 @@ impl EmbeddedQueue {
         self
     }
 
-    pub fn options(&self) -> &QueueOptions {
-        &self.opts
-    }
-
-    /// The queue's own connection pool (tests and status only; never the ledger).
-    pub fn pool(&self) -> &SqlitePool {
-        &self.pool
-    }
-
     fn err(&self, e: impl std::fmt::Display) -> QueueError {
         QueueError::Embedded {
             path: self.path.display().to_string(),
@@ -176,7 +167,11 @@ impl EmbeddedQueue {
         Ok(pushed)
     }
 
-    pub async fn push_delayed(&self, task: &TaskMsg, delay: Duration) -> Result<(), QueueError> {
+    pub(crate) async fn push_delayed(
+        &self,
+        task: &TaskMsg,
+        delay: Duration,
+    ) -> Result<(), QueueError> {
         self.push_stored(
             Stored {
                 msg: task.clone(),
@@ -193,7 +188,7 @@ impl EmbeddedQueue {
     }
 
     /// Ready + delayed are both `Pending` rows in apalis-sqlite: reported as `ready`.
-    pub async fn len(&self) -> Result<QueueLen, QueueError> {
+    pub(crate) async fn len(&self) -> Result<QueueLen, QueueError> {
         let stats = self
             .storage()
             .fetch_by_queue()
@@ -220,7 +215,7 @@ impl EmbeddedQueue {
     // can list one status a page at a time but cannot delete a dead row.
 
     /// Pending, fetched and running rows (see [`super::Queue::live_tasks`]).
-    pub async fn live_tasks(&self) -> Result<Vec<TaskMsg>, QueueError> {
+    pub(crate) async fn live_tasks(&self) -> Result<Vec<TaskMsg>, QueueError> {
         let rows: Vec<Vec<u8>> = sqlx::query_scalar(
             "SELECT job FROM Jobs WHERE job_type = ? AND status IN ('Pending', 'Queued', 'Running')",
         )
@@ -237,7 +232,7 @@ impl EmbeddedQueue {
 
     /// Failed rows (the dead letters) not yet removed by the worker's vacuum at start and
     /// exit; the ledger keeps their items as `failed` with class `dead` either way.
-    pub async fn dead_entries(&self, limit: usize) -> Result<Vec<DeadEntry>, QueueError> {
+    pub(crate) async fn dead_entries(&self, limit: usize) -> Result<Vec<DeadEntry>, QueueError> {
         let rows: Vec<DeadRow> = sqlx::query_as(
             "SELECT id, job, attempts, last_result, lock_by FROM Jobs
              WHERE job_type = ? AND status IN ('Failed', 'Killed') ORDER BY done_at LIMIT ?",
@@ -266,7 +261,11 @@ impl EmbeddedQueue {
     }
 
     /// Push `task` as a fresh task, then delete the dead row `id`.
-    pub async fn requeue_dead(&self, id: &str, task: Option<&TaskMsg>) -> Result<(), QueueError> {
+    pub(crate) async fn requeue_dead(
+        &self,
+        id: &str,
+        task: Option<&TaskMsg>,
+    ) -> Result<(), QueueError> {
         if let Some(task) = task {
             self.push_bulk(std::slice::from_ref(task)).await?;
         }

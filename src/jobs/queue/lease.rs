@@ -12,13 +12,13 @@ use std::time::{Duration, Instant};
 
 /// The lease of a worker's in-flight entries, measured from successful heartbeats.
 #[derive(Debug, Clone)]
-pub struct LeaseWatch {
+pub(crate) struct LeaseWatch {
     lost_after: Duration,
     last_ok_sent: Option<Instant>,
 }
 
 impl LeaseWatch {
-    pub fn new(claim_idle: Duration, heartbeat: Duration) -> LeaseWatch {
+    pub(crate) fn new(claim_idle: Duration, heartbeat: Duration) -> LeaseWatch {
         LeaseWatch {
             lost_after: (claim_idle + heartbeat) / 2,
             last_ok_sent: None,
@@ -26,19 +26,19 @@ impl LeaseWatch {
     }
 
     /// A heartbeat sent at `sent_at` succeeded.
-    pub fn renewed(&mut self, sent_at: Instant) {
+    pub(crate) fn renewed(&mut self, sent_at: Instant) {
         self.last_ok_sent = Some(self.last_ok_sent.map_or(sent_at, |t| t.max(sent_at)));
     }
 
     /// Whether the claim on an entry fetched at `fetched_at` (the fetch counts as its first
     /// refresh) may already be someone else's at `now`.
-    pub fn expired(&self, fetched_at: Instant, now: Instant) -> bool {
+    pub(crate) fn expired(&self, fetched_at: Instant, now: Instant) -> bool {
         let since = self.last_ok_sent.map_or(fetched_at, |t| t.max(fetched_at));
         now.saturating_duration_since(since) >= self.lost_after
     }
 
     /// How long after its last refresh a claim is given up.
-    pub fn lost_after(&self) -> Duration {
+    pub(crate) fn lost_after(&self) -> Duration {
         self.lost_after
     }
 }

@@ -13,9 +13,9 @@
 //! (a lost ack, an orphan recovered while its first worker was only slow, a retried push):
 //! job handlers skip items the ledger already shows terminal, which makes that harmless.
 
-pub mod embedded;
-pub mod lease;
-pub mod redis;
+pub(crate) mod embedded;
+pub(crate) mod lease;
+pub(crate) mod redis;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -57,8 +57,9 @@ pub struct TaskCtx {
 }
 
 impl TaskCtx {
-    /// A context for running a handler outside a queue worker (tests, tools).
-    pub fn detached(attempt: u32) -> TaskCtx {
+    /// A context for running a handler outside a queue worker (tests).
+    #[cfg(test)]
+    pub(crate) fn detached(attempt: u32) -> TaskCtx {
         TaskCtx {
             attempt,
             worker: Arc::from("detached"),
@@ -75,13 +76,13 @@ pub type DeadHook =
 
 /// A worker as the queue sees it (fleet mode: a consumer of the group).
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
-pub struct LiveWorker {
+pub(crate) struct LiveWorker {
     /// host-pid-ulid.
-    pub name: String,
+    pub(crate) name: String,
     /// Tasks it holds.
-    pub pending: u64,
+    pub(crate) pending: u64,
     /// Since its last fetch or heartbeat, ms.
-    pub idle_ms: u64,
+    pub(crate) idle_ms: u64,
 }
 
 /// One entry of the dead-letter stream.
@@ -157,12 +158,12 @@ impl QueueOptions {
     }
 
     /// Idle time after which another worker takes over an in-flight task.
-    pub fn claim_idle(&self) -> Duration {
+    pub(crate) fn claim_idle(&self) -> Duration {
         self.heartbeat * self.missed_heartbeats.max(2)
     }
 
     /// Backoff before the retry that follows failed attempt `attempt` (1-based).
-    pub fn retry_backoff(&self, attempt: u32) -> Duration {
+    pub(crate) fn retry_backoff(&self, attempt: u32) -> Duration {
         Backoff::new(self.retry_base, self.retry_cap).ceiling(attempt.saturating_sub(1))
     }
 }
@@ -199,7 +200,7 @@ impl Default for WorkerOptions {
 }
 
 /// A unique worker name per process start: `host-pid-ulid`.
-pub fn worker_name() -> String {
+pub(crate) fn worker_name() -> String {
     let host = std::env::var("HOSTNAME")
         .ok()
         .filter(|h| !h.is_empty())
@@ -234,14 +235,14 @@ impl QueueLen {
 
 /// Counters of one worker run.
 #[derive(Debug, Default)]
-pub struct WorkerStats {
-    pub done: AtomicU64,
-    pub retry_after: AtomicU64,
-    pub failed: AtomicU64,
-    pub panicked: AtomicU64,
-    pub dead: AtomicU64,
-    pub recovered: AtomicU64,
-    pub backend_errors: AtomicU64,
+pub(crate) struct WorkerStats {
+    pub(crate) done: AtomicU64,
+    pub(crate) retry_after: AtomicU64,
+    pub(crate) failed: AtomicU64,
+    pub(crate) panicked: AtomicU64,
+    pub(crate) dead: AtomicU64,
+    pub(crate) recovered: AtomicU64,
+    pub(crate) backend_errors: AtomicU64,
 }
 
 /// Snapshot of [`WorkerStats`] returned when a worker exits.
@@ -415,13 +416,6 @@ impl Queue {
         }
     }
 
-    pub fn options(&self) -> &QueueOptions {
-        match self {
-            Queue::Redis(q) => q.options(),
-            Queue::Embedded(q) => q.options(),
-        }
-    }
-
     /// Push tasks in pipelined batches of `push_batch`; returns the number pushed.
     pub async fn push_bulk(&self, tasks: &[TaskMsg]) -> Result<usize, QueueError> {
         match self {
@@ -456,7 +450,7 @@ impl Queue {
 
     /// The workers of the fleet seen by the queue recently (consumers idle less than
     /// `within`); empty for the embedded queue (its one worker holds the ledger lock).
-    pub async fn workers(&self, within: Duration) -> Result<Vec<LiveWorker>, QueueError> {
+    pub(crate) async fn workers(&self, within: Duration) -> Result<Vec<LiveWorker>, QueueError> {
         match self {
             Queue::Redis(q) => q.workers(within).await,
             Queue::Embedded(_) => Ok(Vec::new()),

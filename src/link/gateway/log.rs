@@ -10,12 +10,12 @@ use chrono::Utc;
 use std::time::Duration;
 
 /// Log target of the one-line-per-call records.
-pub const CALL_TARGET: &str = "syncfleet::call";
+pub(crate) const CALL_TARGET: &str = "syncfleet::call";
 /// Log target of local refusals (paused gate, open breaker, wait too long, no slot, no
 /// budget): nothing went on the wire, so they are not call lines.
-pub const REFUSAL_TARGET: &str = "syncfleet::refusal";
+pub(crate) const REFUSAL_TARGET: &str = "syncfleet::refusal";
 /// Log target of reads answered from the stale cache.
-pub const STALE_TARGET: &str = "syncfleet::stale";
+pub(crate) const STALE_TARGET: &str = "syncfleet::stale";
 
 /// The one line of a request that went on the wire (docs/design.md, "Call lines"): its class,
 /// its own cost and how many requests of the same logical call went before it.

@@ -19,8 +19,8 @@ mod step;
 mod tests;
 mod transport;
 
-pub use log::{CALL_TARGET, REFUSAL_TARGET, STALE_TARGET};
-pub use transport::Transport;
+pub(crate) use log::{CALL_TARGET, REFUSAL_TARGET, STALE_TARGET};
+pub(crate) use transport::Transport;
 
 use super::backoff::Backoff;
 use super::breaker::Breaker;
@@ -45,13 +45,13 @@ use tokio::sync::Semaphore;
 #[derive(Debug, Clone)]
 pub struct CallContext {
     /// The task's time budget: every attempt and wait takes its slice from it.
-    pub budget: Budget,
+    pub(crate) budget: Budget,
     /// Carried into the call log line.
-    pub trace_id: String,
+    pub(crate) trace_id: String,
     /// Writes are retried like reads (5xx, timeouts, connect errors) only when they carry
     /// one: the platform answers a repeat with the first result. `out_request_id` for
     /// `item_add`.
-    pub idempotency_key: Option<String>,
+    pub(crate) idempotency_key: Option<String>,
 }
 
 impl CallContext {
@@ -86,7 +86,7 @@ impl CallContext {
 #[derive(Debug, Clone, PartialEq)]
 pub struct StaleInfo {
     pub age: Duration,
-    pub stored_at: DateTime<Utc>,
+    pub(crate) stored_at: DateTime<Utc>,
     /// What prevented a fresh answer (the final error, or "breaker open ...").
     pub reason: String,
 }
@@ -142,11 +142,11 @@ impl LinkErrorKind {
 /// to re-queue the work after that long without consuming a task attempt.
 #[derive(Debug, Clone, PartialEq)]
 pub struct LinkError {
-    pub platform: Platform,
-    pub api: Api,
+    pub(crate) platform: Platform,
+    pub(crate) api: Api,
     pub class: ErrorClass,
     pub kind: LinkErrorKind,
-    pub message: String,
+    pub(crate) message: String,
     pub retry_at: Option<Duration>,
     /// HTTP attempts made.
     pub attempts: u32,
@@ -180,13 +180,13 @@ pub struct CallCounters {
     /// Logical calls.
     pub calls: u64,
     /// Answered with fresh data.
-    pub ok: u64,
+    pub(crate) ok: u64,
     /// Answered from the stale cache.
     pub stale: u64,
     /// Failed with a caller error (Fatal): taken out of the availability denominator.
     pub caller_errors: u64,
     /// Failed otherwise (upstream, budget, breaker, gate).
-    pub failed: u64,
+    pub(crate) failed: u64,
     /// HTTP attempts (what the platform saw).
     pub attempts: u64,
     /// Attempts after the first.
@@ -213,20 +213,6 @@ impl CallCounters {
         ratio(self.caller_errors, self.calls)
     }
 
-    /// Stale answers / calls.
-    pub fn stale_ratio(&self) -> f64 {
-        ratio(self.stale, self.calls)
-    }
-
-    /// HTTP attempts per logical call (retry amplification, client side).
-    pub fn amplification(&self) -> f64 {
-        if self.calls == 0 {
-            1.0
-        } else {
-            self.attempts as f64 / self.calls as f64
-        }
-    }
-
     fn add(&mut self, o: &CallCounters) {
         self.calls += o.calls;
         self.ok += o.ok;
@@ -251,7 +237,7 @@ fn ratio(a: u64, b: u64) -> f64 {
 /// The counters of every (platform, api) that saw calls, plus their sum.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct LinkSnapshot {
-    pub per_api: Vec<(Platform, Api, CallCounters)>,
+    pub(crate) per_api: Vec<(Platform, Api, CallCounters)>,
     pub total: CallCounters,
 }
 
@@ -318,7 +304,7 @@ pub struct GatewayBuilder {
 impl GatewayBuilder {
     /// A configured platform whose client is not built because the secret variable `var`
     /// is missing: its calls fail Fatal naming `var`.
-    pub fn missing_secret(mut self, platform: Platform, var: impl Into<String>) -> Self {
+    pub(crate) fn missing_secret(mut self, platform: Platform, var: impl Into<String>) -> Self {
         self.missing_secrets.insert(platform, var.into());
         self
     }
@@ -331,7 +317,7 @@ impl GatewayBuilder {
 
     /// Add a platform that sends through `transport` (a [`PlatformClient`], or a fake in
     /// tests), with the bulkhead size and pool wait of its config.
-    pub fn transport(
+    pub(crate) fn transport(
         mut self,
         platform: Platform,
         transport: Arc<dyn Transport>,
@@ -355,12 +341,6 @@ impl GatewayBuilder {
     /// Write call counts to the calls ledger; also the stale cache when there is no fleet.
     pub fn store(mut self, store: Store) -> Self {
         self.store = Some(store);
-        self
-    }
-
-    /// Name of this worker in published breaker trips and leases (default: a fresh ULID).
-    pub fn worker_id(mut self, id: impl Into<String>) -> Self {
-        self.worker_id = id.into();
         self
     }
 
@@ -431,15 +411,11 @@ impl Gateway {
         Ok(b.build())
     }
 
-    pub fn link_config(&self) -> &LinkConfig {
-        &self.inner.link
-    }
-
-    pub fn worker_id(&self) -> &str {
+    pub(crate) fn worker_id(&self) -> &str {
         &self.inner.worker_id
     }
 
-    pub fn fleet(&self) -> Option<&FleetLink> {
+    pub(crate) fn fleet(&self) -> Option<&FleetLink> {
         self.inner.fleet.as_ref()
     }
 
@@ -450,7 +426,7 @@ impl Gateway {
     }
 
     /// The read timeout of `api`'s class.
-    pub fn read_timeout(&self, api: Api) -> Duration {
+    pub(crate) fn read_timeout(&self, api: Api) -> Duration {
         Duration::from_millis(self.inner.link.timeouts.for_class(api.class()).read_ms)
     }
 

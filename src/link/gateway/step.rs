@@ -218,7 +218,7 @@ impl Gateway {
     /// One raw attempt for probes: gate → bulkhead → HTTP, no breaker, retry or stale. The
     /// outcome is reported to the gate (it spends quota like any call). Returns the response
     /// or the classified error, and the HTTP time; a refusal maps as in a logical call.
-    pub async fn probe_call(
+    pub(crate) async fn probe_call(
         &self,
         platform: Platform,
         req: &ApiRequest,

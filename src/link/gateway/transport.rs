@@ -9,7 +9,7 @@ use futures::future::BoxFuture;
 use std::time::Duration;
 
 /// Sends one request to one platform and classifies the answer.
-pub trait Transport: Send + Sync {
+pub(crate) trait Transport: Send + Sync {
     /// One call of `req`; `slice` bounds the whole call (what the task budget grants).
     fn call<'a>(
         &'a self,

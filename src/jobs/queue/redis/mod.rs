@@ -42,8 +42,6 @@ use crate::secret::redact_url as redact;
 
 mod worker;
 
-pub use worker::{Envelope, StreamsBackend};
-
 const GROUP: &str = "workers";
 
 /// Reconnecting to an unreachable Redis: 100 ms doubling to 5 s.
@@ -387,7 +385,7 @@ impl RedisQueue {
 
     /// Every ready, in-flight and delayed task (see [`super::Queue::live_tasks`]); read in
     /// pages so a large queue costs several short round trips, not one long one.
-    pub async fn live_tasks(&self) -> Result<Vec<TaskMsg>, QueueError> {
+    pub(crate) async fn live_tasks(&self) -> Result<Vec<TaskMsg>, QueueError> {
         const PAGE: usize = 1000;
         let mut c = self.conn.clone();
         let mut out = Vec::new();
@@ -442,7 +440,7 @@ impl RedisQueue {
     }
 
     /// Consumers of the group idle less than `within` (see [`super::Queue::workers`]).
-    pub async fn workers(&self, within: Duration) -> Result<Vec<LiveWorker>, QueueError> {
+    pub(crate) async fn workers(&self, within: Duration) -> Result<Vec<LiveWorker>, QueueError> {
         let mut c = self.conn.clone();
         let raw: Vec<redis::Value> = match redis::cmd("XINFO")
             .arg("CONSUMERS")

@@ -5,12 +5,6 @@
 use super::*;
 
 impl RedisQueue {
-    /// Build the apalis backend for one worker start (used by [`RedisQueue::run_worker`];
-    /// public for the benchmark and for callers composing their own apalis worker).
-    pub fn backend(&self, worker: &str, concurrency: usize, shutdown: Shutdown) -> StreamsBackend {
-        self.backend_with(worker, concurrency, shutdown, None)
-    }
-
     fn backend_with(
         &self,
         worker: &str,
@@ -102,7 +96,7 @@ impl RedisQueue {
 
 /// One fetched stream entry, as handed to the apalis service.
 #[derive(Debug, Clone)]
-pub struct Envelope {
+pub(crate) struct Envelope {
     id: String,
     raw: String,
     /// This delivery's attempt number (1-based).
@@ -579,18 +573,11 @@ impl Shared {
 
 /// The apalis backend: yields fetched entries one by one; fetches again (up to the free
 /// concurrency) when its buffer is empty; never yields an error.
-pub struct StreamsBackend {
+pub(crate) struct StreamsBackend {
     shared: Arc<Shared>,
     buf: VecDeque<Envelope>,
     fetch: Option<BoxFuture<'static, Vec<Envelope>>>,
     close: Option<BoxFuture<'static, ()>>,
-}
-
-impl StreamsBackend {
-    /// The worker (consumer) name this backend fetches as.
-    pub fn worker(&self) -> &str {
-        &self.shared.worker
-    }
 }
 
 impl Backend for StreamsBackend {
