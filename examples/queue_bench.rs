@@ -6,7 +6,7 @@
 //!
 //! Uses REDIS_URL when set, else starts a private redis-server on a free loopback port.
 //! TASKS stays below ~8,000 by default: a larger due backlog kills every apalis-redis 1.0.0
-//! worker (DESIGN section 10, defect 1), which would end the baseline rather than measure it.
+//! worker (docs/design.md, "The queue", defect 1), which would end the baseline rather than measure it.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;

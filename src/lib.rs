@@ -5,6 +5,8 @@
 //! `link` (resilience policies + gateway), `jobs` (handlers, producers, queue),
 //! `store` (all SQL), `sim` (the platform simulator), `cli` (thin subcommands).
 
+#![warn(missing_docs)]
+
 pub mod cli;
 pub mod config;
 pub(crate) mod dashboard;

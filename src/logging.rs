@@ -17,10 +17,13 @@ use tracing_subscriber::layer::SubscriberExt;
 use tracing_subscriber::util::SubscriberInitExt;
 use tracing_subscriber::{EnvFilter, Layer};
 
+/// Format of the log lines on stderr (`--log-format`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Default)]
 pub enum LogFormat {
+    /// Human-readable lines, coloured when stderr is a terminal.
     #[default]
     Text,
+    /// One JSON object per line, for log collectors.
     Json,
 }
 
@@ -34,6 +37,7 @@ static DROPPED: OnceLock<ErrorCounter> = OnceLock::new();
 /// What [`init_with`] sets up.
 #[derive(Debug, Clone, Copy)]
 pub struct LogOptions<'a> {
+    /// Text or JSON lines.
     pub format: LogFormat,
     /// Filter when `RUST_LOG` is unset.
     pub default_filter: &'a str,

@@ -9,6 +9,7 @@ use std::fmt;
 pub struct Secret(String);
 
 impl Secret {
+    /// Wrap a secret value.
     pub fn new(value: impl Into<String>) -> Self {
         Secret(value.into())
     }

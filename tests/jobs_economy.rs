@@ -89,19 +89,30 @@ async fn a_gate_ten_times_too_high_converges_without_sustained_rejections() {
     let job = h.enqueue_listing_with(&config, 1_000);
     h.spawn_worker_with(&config, 8, 3);
     h.spawn_worker_with(&config, 8, 3);
+    // The rejections the simulator counted once half the items were terminal: the second
+    // half shows whether the fleet still meets the limit after it has measured it.
+    h.wait_terminal(job, 500, Duration::from_secs(180)).await;
+    let half = h.stats(TO, Api::ItemAdd);
     let status = h.wait_job(job, Duration::from_secs(180)).await;
     h.wait_workers(Duration::from_secs(60));
     assert_eq!(status.job.counts.done, 1_000, "{:?}", status.job.counts);
     let add = h.stats(TO, Api::ItemAdd);
     let get = h.stats(FROM, Api::ItemGet);
-    println!("item_add {add:?}\nitem_get {get:?}");
-    // A 10x gate halving its way down used to reject about 1% of the calls; measuring the
-    // limit costs a few rejections at the start, not a steady share.
+    println!("item_add {add:?}\nitem_get {get:?}\nat half: {half:?}");
+    // A gate that never learned the limit would see most calls above 100/s refused; one
+    // halving its way down used to reject ~1% all job long. Measuring the limit costs a few
+    // rejections at the start; a loaded machine's timer jitter can add a few more (bound 2%).
     assert!(
-        add.rejected_limit * 100 <= add.calls,
+        add.rejected_limit * 50 <= add.calls,
         "{} of {} item_add calls rejected",
         add.rejected_limit,
         add.calls
+    );
+    let late = add.rejected_limit - half.rejected_limit;
+    assert!(
+        late <= 5,
+        "{late} item_add calls rejected in the second half of the job ({} in all)",
+        add.rejected_limit
     );
     assert!(
         add.peak_per_second <= 100 + 20,

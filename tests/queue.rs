@@ -1,5 +1,5 @@
 //! The Redis Streams queue against a real redis-server: one regression test per apalis-redis
-//! 1.0.0 defect of DESIGN section 10, each reproducing the condition against our queue.
+//! 1.0.0 defect of docs/design.md, "The queue", each reproducing the condition against our queue.
 
 mod support;
 

@@ -169,6 +169,14 @@ async fn dead_items_fail_finish_the_job_and_revive(kind: Kind) {
     assert_eq!(st.job.counts.failed, 3);
     assert_eq!(store.dead_items(id).await.unwrap(), ks[1..].to_vec());
     assert_eq!(store.dead_item_counts().await.unwrap(), vec![(id, 3)]);
+    let failed = store.items(id, Some(ItemStatus::Failed), 10).await.unwrap();
+    assert_eq!(failed.len(), 3);
+    assert!(
+        failed
+            .iter()
+            .all(|i| i.error_class == Some(ItemErrorClass::Dead)),
+        "{failed:?}"
+    );
     let revived = store.revive_dead_items(id, &ks).await.unwrap();
     assert_eq!(revived.len(), 3);
     let st = store.job_status(id).await.unwrap();
@@ -323,7 +331,10 @@ async fn rerun_skips_terminal_items(kind: Kind) {
         .unwrap();
     let seven = attempted.iter().find(|i| i.key == ks[7]).unwrap();
     assert_eq!(seven.attempts, 1);
-    assert_eq!(seven.error_class, Some(ErrorClass::Retry));
+    assert_eq!(
+        seven.error_class,
+        Some(ItemErrorClass::Call(ErrorClass::Retry))
+    );
 }
 
 async fn finish_items_finishes_job_only_when_all_terminal(kind: Kind) {

@@ -41,10 +41,12 @@ pub struct Cli {
     /// Log format on stderr.
     #[arg(long, global = true, value_enum, default_value_t = LogFormat::Text)]
     pub log_format: LogFormat,
+    /// The subcommand to run.
     #[command(subcommand)]
     pub command: Command,
 }
 
+/// The subcommands of `syncfleet`.
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// The main job end to end on the embedded default: simulator, queue and worker in one
@@ -92,6 +94,7 @@ pub enum Command {
 #[derive(Debug, thiserror::Error)]
 #[error("{message}")]
 pub struct CliError {
+    /// The process exit code: 1 runtime failure, 2 bad input.
     pub code: i32,
     pub(crate) message: String,
 }

@@ -19,6 +19,7 @@ use std::time::{Duration, Instant};
 /// What the demo runs.
 #[derive(Debug, Clone)]
 pub struct DemoOptions {
+    /// Items in the listing job (1688 → Taobao).
     pub items: u64,
     /// Where the ledger and queue files go (recreated).
     pub dir: PathBuf,
@@ -40,6 +41,7 @@ pub struct ApiFigures {
     pub(crate) api: Api,
     pub(crate) calls: u64,
     pub(crate) ok: u64,
+    /// Calls the simulator refused for its per-second limit or daily quota.
     pub rejected: u64,
     pub(crate) duplicate_writes: u64,
     pub(crate) peak_per_second: u64,
@@ -49,8 +51,10 @@ pub struct ApiFigures {
 /// What the demo measured.
 #[derive(Debug, Clone)]
 pub struct DemoReport {
+    /// The job at the end, from the ledger: item counts per status, times and rate.
     pub status: JobStatus,
     pub(crate) calls: CallReport,
+    /// Figures of the two APIs the job calls: 1688 `item_get` and Taobao `item_add`.
     pub apis: Vec<ApiFigures>,
     /// From the first call to the job's last item.
     pub duration: Duration,
@@ -74,13 +78,17 @@ pub enum DemoError {
     /// The demo folder could not be cleared.
     #[error("cannot clear {}: {error}", path.display())]
     Clear {
+        /// The demo folder.
         path: PathBuf,
+        /// Why removing it failed.
         error: std::io::Error,
     },
     /// The demo folder could not be created.
     #[error("cannot create {}: {error}", path.display())]
     Create {
+        /// The demo folder.
         path: PathBuf,
+        /// Why creating it failed.
         error: std::io::Error,
     },
     /// The generated client configuration was refused (a bug of the demo).

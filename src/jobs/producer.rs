@@ -14,8 +14,11 @@ use std::time::Duration;
 /// What an enqueue did.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct EnqueueReport {
+    /// The new job's id in the ledger.
     pub job_id: i64,
+    /// Items written to the ledger for the job.
     pub items: usize,
+    /// Tasks (chunks of items) pushed to the queue.
     pub tasks: usize,
 }
 
@@ -38,8 +41,11 @@ pub enum ProducerError {
          run `syncfleet reconcile {job_id}` once the queue is reachable"
     )]
     Push {
+        /// The job, already in the ledger.
         job_id: i64,
+        /// Tasks pushed before the batch that failed.
         pushed: usize,
+        /// The queue's error.
         error: QueueError,
     },
 }

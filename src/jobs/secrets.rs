@@ -14,6 +14,7 @@ use std::fmt;
 /// One running job's platform this worker cannot call.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct JobSecretProblem {
+    /// The running job.
     pub job_id: i64,
     pub(crate) kind: JobKind,
     pub(crate) platform: Platform,
@@ -44,6 +45,7 @@ impl fmt::Display for JobSecretProblem {
     }
 }
 
+/// Why the secrets check at worker start failed.
 #[derive(Debug, thiserror::Error)]
 pub enum SecretsError {
     /// Running jobs use platforms this worker has no secret (or no config) for: exit 2.
@@ -54,7 +56,12 @@ pub enum SecretsError {
     Store(#[from] StoreError),
     /// A running job's stored spec does not parse (written by a newer version?).
     #[error("job {job_id}: unreadable spec in the ledger: {reason}")]
-    BadSpec { job_id: i64, reason: String },
+    BadSpec {
+        /// The job whose spec does not parse.
+        job_id: i64,
+        /// The parse error.
+        reason: String,
+    },
 }
 
 impl SecretsError {

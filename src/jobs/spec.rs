@@ -23,7 +23,9 @@ pub(crate) const MAX_ORDER_WINDOW_DAYS: i64 = 366;
 pub enum JobSpec {
     /// Copy items from `from` to `to`: `item_get` on the source, `item_add` on the target.
     Listing {
+        /// The platform the items are read from.
         from: Platform,
+        /// The platform the items are created on.
         to: Platform,
         /// File with one item id per line (`-` = stdin), relative to the spec file.
         #[serde(default)]
@@ -34,13 +36,22 @@ pub enum JobSpec {
     },
     /// Sync orders modified in [since, until) for one shop.
     Orders {
+        /// The platform whose orders are synced.
         platform: Platform,
+        /// The shop the synced orders are recorded under in the ledger.
         shop: String,
+        /// Start of the modification window (inclusive).
         since: DateTime<Utc>,
+        /// End of the modification window (exclusive).
         until: DateTime<Utc>,
     },
     /// Query logistics of the shop's shipped, unsigned orders not queried recently.
-    Logistics { platform: Platform, shop: String },
+    Logistics {
+        /// The platform the logistics queries go to.
+        platform: Platform,
+        /// The shop whose orders in the ledger are queried.
+        shop: String,
+    },
 }
 
 impl JobSpec {

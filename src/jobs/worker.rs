@@ -21,8 +21,11 @@ pub const FLEET_NAMESPACE: &str = "sf";
 /// The pieces a command needs, opened once.
 #[derive(Clone)]
 pub struct Runtime {
+    /// The client configuration.
     pub cfg: Arc<Config>,
+    /// The SQL ledger.
     pub store: Store,
+    /// The task queue (Redis in fleet mode, else embedded).
     pub queue: Queue,
     pub(crate) redis_url: Option<String>,
 }
@@ -50,8 +53,10 @@ pub fn embedded_queue_path(db_url: &str) -> PathBuf {
 /// Why the pieces of a command could not be opened.
 #[derive(Debug, thiserror::Error)]
 pub enum RuntimeError {
+    /// The ledger could not be opened or prepared.
     #[error(transparent)]
     Store(#[from] StoreError),
+    /// The queue could not be opened, or it serves another ledger.
     #[error(transparent)]
     Queue(#[from] QueueError),
 }

@@ -14,6 +14,7 @@
 use crate::config::RetryConfig;
 use std::time::Duration;
 
+/// Exponential backoff: the sleep before retry `n` (from 0) is at most min(cap, base x 2^n).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Backoff {
     pub(crate) base: Duration,
@@ -26,6 +27,7 @@ impl Backoff {
         Backoff { base, cap }
     }
 
+    /// The platform attempt loop's backoff, from `base_ms` and `cap_ms` of `[link.retry]`.
     pub fn from_config(cfg: &RetryConfig) -> Self {
         Backoff {
             base: Duration::from_millis(cfg.base_ms),

@@ -1,4 +1,4 @@
-//! The link layer (DESIGN section 4): between business code and the platform adapters it
+//! The link layer (docs/design.md, "Timeouts and error classes"): between business code and the platform adapters it
 //! decides, for every call, whether to try, how long, whether to try again, and what to
 //! return when the platform cannot answer.
 //!

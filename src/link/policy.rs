@@ -1,5 +1,5 @@
 //! Whether a failed attempt is tried again, per error class, transport failure and
-//! write/idempotency (DESIGN section 4). Pure: the gateway supplies the facts.
+//! write/idempotency (docs/design.md, "Timeouts and error classes"). Pure: the gateway supplies the facts.
 //!
 //! A write with an idempotency key is retried like a read: the platform answers a repeat of
 //! the same key (`out_request_id`) with the first write's result, so a retry after a 5xx or a

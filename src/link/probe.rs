@@ -24,6 +24,7 @@ pub(crate) const PROBE_LEASE: &str = "probe";
 #[derive(Debug, Clone, PartialEq)]
 pub struct ProbeReport {
     pub(crate) platform: Platform,
+    /// The API of the sample call.
     pub api: crate::platform::Api,
     pub(crate) class: ApiClass,
     /// HTTP time of the sample call (zero when it never went out).
@@ -33,6 +34,7 @@ pub struct ProbeReport {
 }
 
 impl ProbeReport {
+    /// Whether the probe passed (no problem found).
     pub fn ok(&self) -> bool {
         self.problems.is_empty()
     }

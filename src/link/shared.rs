@@ -88,8 +88,10 @@ fn unix_ms(t: SystemTime) -> i64 {
 /// the message, never the URL's password (redis-rs does not print it).
 #[derive(Debug, thiserror::Error)]
 pub enum FleetLinkError {
+    /// The Redis URL does not parse.
     #[error("bad redis url: {0}")]
     BadUrl(String),
+    /// No connection to Redis.
     #[error("cannot connect to redis for the link layer: {0}")]
     Connect(String),
 }

@@ -277,7 +277,7 @@ mod tests {
         );
         assert_eq!(get(&form, "_aop_signature"), Some(expected.as_str()));
         assert_eq!(expected.len(), 40);
-        // The DESIGN vector through the same signing call.
+        // The published 1688 signing vector (sign.rs) through the same signing call.
         assert_eq!(
             alibaba_sign(
                 "test123",

@@ -1,5 +1,6 @@
-//! Maps every platform error and transport error to an [`ErrorClass`] (DESIGN sections 4
-//! and 8, docs/wire-formats.md). Pure functions: no I/O, unit-tested alone.
+//! Maps every platform error and transport error to an [`ErrorClass`] (docs/design.md,
+//! "Timeouts and error classes"; docs/wire-formats.md). Pure functions: no I/O, unit-tested
+//! alone.
 //!
 //! Codes fall behind as platforms add new ones, so an unmapped code whose text mentions a
 //! limit (limit, too many, 频繁, 超限, exceed, throttl) is `Slow`; otherwise `Unknown`.
@@ -42,6 +43,7 @@ impl TransportError {
 /// platform's message: never secrets, signatures or request params.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct CallError {
+    /// What the link layer does with this error.
     pub class: ErrorClass,
     pub(crate) platform: Platform,
     pub(crate) api: Api,
@@ -56,12 +58,13 @@ pub struct CallError {
     /// 1688 `gw.NoUsageLeftError`): stop the gate until `time::next_quota_reset`.
     pub quota_spent: bool,
     pub(crate) http_status: Option<u16>,
+    /// The failure below HTTP, or `None` when the platform answered.
     pub transport: Option<TransportError>,
 }
 
 impl CallError {
     /// Whether a retry of this error counts against the attempt limit. A connection the
-    /// peer already closed does not (DESIGN section 4).
+    /// peer already closed does not (docs/design.md, "Timeouts and error classes").
     pub fn consumes_attempt(&self) -> bool {
         self.transport != Some(TransportError::PeerClosed)
     }

@@ -42,8 +42,11 @@ pub enum Platform {
 }
 
 impl Platform {
+    /// Every platform, in declaration order.
     pub const ALL: [Platform; 3] = [Platform::Taobao, Platform::Jd, Platform::Alibaba];
 
+    /// The lowercase name used in config keys, the ledger and messages (`taobao`, `jd`,
+    /// `alibaba`).
     pub fn as_str(self) -> &'static str {
         match self {
             Platform::Taobao => "taobao",
@@ -89,6 +92,7 @@ pub enum Api {
 }
 
 impl Api {
+    /// Every API, in declaration order.
     pub const ALL: [Api; 4] = [
         Api::ItemGet,
         Api::ItemAdd,
@@ -96,6 +100,7 @@ impl Api {
         Api::LogisticsTrace,
     ];
 
+    /// The snake_case name used in config keys, the ledger and messages (e.g. `item_get`).
     pub fn as_str(self) -> &'static str {
         match self {
             Api::ItemGet => "item_get",
@@ -105,7 +110,7 @@ impl Api {
         }
     }
 
-    /// Timeout class of the API (DESIGN section 4).
+    /// Timeout class of the API (docs/design.md, "Timeouts and error classes").
     pub fn class(self) -> ApiClass {
         match self {
             Api::ItemGet => ApiClass::Detail,
@@ -169,13 +174,17 @@ impl FromStr for Api {
     }
 }
 
-/// Timeout classes (DESIGN section 4): list 2/3 s, detail 2/6 s, batch 2/15 s, logistics 2/4 s.
+/// Timeout classes (docs/design.md, "Timeouts and error classes"): list 2/3 s, detail 2/6 s, batch 2/15 s, logistics 2/4 s.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ApiClass {
+    /// List calls (`order_list`).
     List,
+    /// Single-object calls (`item_get`, `item_add`).
     Detail,
+    /// Batch calls (no API of [`Api`] uses it yet).
     Batch,
+    /// Logistics calls (`logistics_trace`).
     Logistics,
 }
 
@@ -205,7 +214,8 @@ pub enum ErrorClass {
 }
 
 impl ErrorClass {
-    pub(crate) fn as_str(self) -> &'static str {
+    /// The spelling in config, the ledger and call lines.
+    pub fn as_str(self) -> &'static str {
         match self {
             ErrorClass::Retry => "retry",
             ErrorClass::Slow => "slow",

@@ -10,24 +10,36 @@ use serde::{Deserialize, Serialize};
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "api", rename_all = "snake_case")]
 pub enum ApiRequest {
+    /// Read one item.
     ItemGet {
+        /// The platform's item id.
         item_id: String,
     },
-    /// `out_request_id` is the idempotency key (`job_id:item`).
+    /// Create one item. `out_request_id` is the idempotency key (`job_id:item`).
     ItemAdd {
+        /// The item's title.
         title: String,
+        /// Price as a decimal string (no float rounding).
         price: String,
+        /// Stock quantity.
         quantity: u32,
+        /// The idempotency key.
         out_request_id: String,
     },
     /// One page (from 1) of orders modified in `[start, end)`.
     OrderList {
+        /// Start of the modification window (inclusive).
         start: DateTime<Utc>,
+        /// End of the modification window (exclusive).
         end: DateTime<Utc>,
+        /// Page number, from 1.
         page: u32,
+        /// Orders per page.
         page_size: u32,
     },
+    /// The logistics trace of one order.
     LogisticsTrace {
+        /// The platform's order id.
         order_id: String,
     },
 }
@@ -47,51 +59,74 @@ impl ApiRequest {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum ApiResponse {
+    /// Answer to [`ApiRequest::ItemGet`].
     Item(Item),
-    ItemAdded { item_id: String },
+    /// Answer to [`ApiRequest::ItemAdd`].
+    ItemAdded {
+        /// The id the platform gave the new item.
+        item_id: String,
+    },
+    /// Answer to [`ApiRequest::OrderList`].
     OrderPage(OrderPage),
+    /// Answer to [`ApiRequest::LogisticsTrace`].
     Trace(Trace),
 }
 
+/// One item as read from a platform.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Item {
+    /// The platform's item id.
     pub id: String,
+    /// The item's title.
     pub title: String,
     /// Decimal string as the platform gives it (no float rounding).
     pub price: String,
+    /// Stock quantity.
     pub quantity: u32,
 }
 
+/// One page of an order list.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct OrderPage {
+    /// The orders on this page.
     pub orders: Vec<Order>,
+    /// Whether a later page holds more orders.
     pub has_next: bool,
     /// Total matching orders, when the platform says.
     pub total: Option<u64>,
 }
 
+/// One order as a platform's order list gives it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Order {
+    /// The platform's order id.
     pub order_id: String,
+    /// The platform's own status text.
     pub status: String,
+    /// When the platform last modified the order.
     pub modified: DateTime<Utc>,
     /// Decimal string as the platform gives it.
     pub amount: String,
 }
 
+/// The logistics trace of one order.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Trace {
+    /// The platform's order id.
     pub order_id: String,
+    /// The trace's steps, in the order the platform lists them (latest last).
     pub events: Vec<TraceEvent>,
     /// The parcel was signed for: no later query can add anything.
     pub signed: bool,
 }
 
+/// One step of a logistics trace.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TraceEvent {
     /// The event time exactly as the platform gives it (GMT+8, usually
     /// `yyyy-MM-dd HH:mm:ss`); kept verbatim so dedupe keys are stable.
     pub time: String,
+    /// The step's status as the platform gives it (e.g. TOP's `SIGNED`).
     pub status: String,
     pub(crate) description: String,
 }

@@ -1,4 +1,4 @@
-//! Request signatures of the three platforms (DESIGN section 8). Pure functions, shared
+//! Request signatures of the three platforms (docs/design.md, "Signing"). Pure functions, shared
 //! by the adapters (to sign) and the simulator (to verify).
 
 use hmac::{Hmac, Mac};
@@ -9,10 +9,13 @@ use std::collections::BTreeMap;
 /// TOP's `sign_method` values.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
 pub enum SignMethod {
+    /// `md5`: MD5 over secret + params + secret.
     #[serde(rename = "md5")]
     Md5,
+    /// `hmac`: HMAC-MD5 keyed with the secret.
     #[serde(rename = "hmac")]
     HmacMd5,
+    /// `hmac-sha256`: HMAC-SHA256 keyed with the secret (the default).
     #[default]
     #[serde(rename = "hmac-sha256")]
     HmacSha256,

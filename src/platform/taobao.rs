@@ -260,8 +260,8 @@ mod tests {
 
     #[test]
     fn item_get_form_is_signed_like_the_vector() {
-        // 2016-01-01 12:00:00 GMT+8 = 04:00 UTC. With simplify dropped this is the DESIGN
-        // vector, so the form carries exactly what top_sign signs.
+        // 2016-01-01 12:00:00 GMT+8 = 04:00 UTC. With simplify dropped this is the TOP
+        // signing vector of sign.rs, so the form carries exactly what top_sign signs.
         let now = Utc.with_ymd_and_hms(2016, 1, 1, 4, 0, 0).unwrap();
         let business = vec![
             (

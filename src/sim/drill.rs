@@ -9,11 +9,15 @@ use serde::{Deserialize, Serialize};
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct LimitOverride {
+    /// The API whose limit changes.
     pub api: Api,
+    /// Only this platform; `None` = every platform.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub platform: Option<Platform>,
+    /// Calls admitted per second (at least 1); `None` leaves it unchanged.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub per_second: Option<u64>,
+    /// Calls per platform day (at least 1); `None` leaves it unchanged.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub daily: Option<u64>,
 }
@@ -122,15 +126,28 @@ impl Drill {
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(try_from = "PatchWire")]
 pub struct DrillPatch {
+    /// Turn every drill off before applying the other fields.
     pub clear: bool,
+    /// Milliseconds added to every answered platform call.
     pub latency_ms: Option<u64>,
+    /// Share (0..=1) of calls answered with a Retry-class error.
     pub error_ratio: Option<f64>,
+    /// Every call fails Retry-class at once.
     pub outage: Option<bool>,
+    /// With `outage`: hold calls (up to the idle hold) instead of answering at once.
     pub outage_hang: Option<bool>,
+    /// Never answer a request on a keep-alive connection idle longer than this many
+    /// seconds (held, then the connection is closed); 0 = off.
     pub idle_close_s: Option<u64>,
+    /// A field answered empty (`title`, `price`, `num`, or a platform's own field name);
+    /// empty = off.
     pub empty_field: Option<String>,
+    /// Every call gets the platform's session error.
     pub expired_session: Option<bool>,
+    /// A changed limit; replaces an earlier one for the same (api, platform).
     pub limit: Option<LimitOverride>,
+    /// A changed limit kind / bucket size; replaces an earlier one for the same
+    /// (api, platform).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub limit_kind: Option<LimitKindOverride>,
 }

@@ -1,4 +1,4 @@
-//! The platform simulator (DESIGN section 5): Taobao TOP, JD JOS and 1688 on one listener,
+//! The platform simulator (docs/design.md, "The simulator"): Taobao TOP, JD JOS and 1688 on one listener,
 //! with their request formats, signatures, error bodies, per-(app, api) limits and quotas,
 //! deterministic data and drills. It counts what it saw, so benchmarks measure from the
 //! platform's side. The wire contract is docs/wire-formats.md.
@@ -55,7 +55,9 @@ pub enum SimError {
     /// The listen address could not be bound.
     #[error("simulator cannot listen on {addr}: {error}")]
     Listen {
+        /// The address asked for.
         addr: SocketAddr,
+        /// Why binding failed.
         error: std::io::Error,
     },
     /// The bound listener has no address (the OS refused to say).

@@ -41,36 +41,64 @@ use std::sync::Arc;
 pub enum StoreError {
     /// The URL is not one the store understands (exit code 2 for the CLI).
     #[error("bad database URL `{url}`: {reason}")]
-    BadUrl { url: String, reason: String },
+    BadUrl {
+        /// The URL as given, password redacted.
+        url: String,
+        /// What is wrong with it.
+        reason: String,
+    },
     /// The database could not be opened or created.
     #[error("cannot open ledger database {db}: {source}")]
     Connect {
+        /// The database (path, or URL with the password redacted).
         db: String,
+        /// The driver's error.
         #[source]
         source: sqlx::Error,
     },
     /// Applying the migrations failed.
     #[error("migrating ledger database {db} failed: {reason}")]
-    Migrate { db: String, reason: String },
+    Migrate {
+        /// The database (path, or URL with the password redacted).
+        db: String,
+        /// What failed.
+        reason: String,
+    },
     /// A query failed; `what` names the operation.
     #[error("ledger {db}: {what} failed: {source}")]
     Query {
+        /// The database (path, or URL with the password redacted).
         db: String,
+        /// The operation that failed.
         what: &'static str,
+        /// The driver's error.
         #[source]
         source: sqlx::Error,
     },
     /// `create_job` got the same item key twice; nothing was written.
     #[error("ledger {db}: job not created: item key `{key}` appears more than once")]
-    DuplicateItem { db: String, key: String },
+    DuplicateItem {
+        /// The database (path, or URL with the password redacted).
+        db: String,
+        /// The first key that appears twice.
+        key: String,
+    },
     /// The job does not exist.
     #[error("ledger {db}: no job {job_id}")]
-    JobNotFound { db: String, job_id: i64 },
+    JobNotFound {
+        /// The database (path, or URL with the password redacted).
+        db: String,
+        /// The job id asked for.
+        job_id: i64,
+    },
     /// A stored value does not parse (written by something else, or a newer version).
     #[error("ledger {db}: unexpected value in {what}: {value}")]
     Corrupt {
+        /// The database (path, or URL with the password redacted).
         db: String,
+        /// The column (`table.column`) holding the value.
         what: &'static str,
+        /// The value as stored.
         value: String,
     },
     /// The ledger does not exist (no SQLite file, no Postgres database, or a database without
@@ -79,18 +107,34 @@ pub enum StoreError {
     #[error(
         "no ledger at {db}: create it with `syncfleet db migrate` (or fix --db / SYNCFLEET_DB)"
     )]
-    Missing { db: String },
+    Missing {
+        /// The database (path, or URL with the password redacted).
+        db: String,
+    },
     /// Another process holds the embedded-worker lock.
     #[error("ledger {db}: {held}")]
-    LockHeld { db: String, held: HeldBy },
+    LockHeld {
+        /// The database (path, or URL with the password redacted).
+        db: String,
+        /// Who holds the lock.
+        held: HeldBy,
+    },
     /// This process no longer holds the embedded-worker lock (taken over after going stale).
     #[error("ledger {db}: embedded-worker lock lost by `{holder}` (another process took it over)")]
-    LockLost { db: String, holder: String },
+    LockLost {
+        /// The database (path, or URL with the password redacted).
+        db: String,
+        /// The holder name this process used.
+        holder: String,
+    },
     /// The operation exists on the other backend only.
     #[error("ledger {db}: {what} is not available on {backend}")]
     Unsupported {
+        /// The database (path, or URL with the password redacted).
         db: String,
+        /// The operation asked for.
         what: &'static str,
+        /// The backend that lacks it (`sqlite` or `postgres`).
         backend: &'static str,
     },
 }

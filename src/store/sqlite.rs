@@ -22,7 +22,9 @@ pub struct Pragmas {
     pub journal_mode: String,
     /// 0 OFF, 1 NORMAL, 2 FULL, 3 EXTRA.
     pub synchronous: i64,
+    /// `busy_timeout` in milliseconds (set to [`BUSY_TIMEOUT`] on open).
     pub busy_timeout_ms: i64,
+    /// Whether foreign-key constraints are enforced (`PRAGMA foreign_keys`).
     pub foreign_keys: bool,
 }
 

@@ -14,6 +14,7 @@ macro_rules! text_enum {
         pub enum $name { $($(#[$vm])* $variant),+ }
 
         impl $name {
+            /// Every variant, in declaration order.
             pub const ALL: &'static [$name] = &[$($name::$variant),+];
 
             /// The spelling stored in the ledger.
@@ -59,7 +60,9 @@ text_enum! {
 text_enum! {
     /// Whether a job still has pending items.
     JobState {
+        /// At least one item is pending.
         Running => "running",
+        /// No item is pending (a reset or revived item makes the job run again).
         Finished => "finished",
     }
 }
@@ -84,11 +87,17 @@ text_enum! {
     /// Outcome class of one platform call in the calls ledger: `ok`, the four error classes,
     /// or `stale` (answered from the stale cache after the call could not succeed).
     CallClass {
+        /// The call succeeded.
         Ok => "ok",
+        /// Failed with [`ErrorClass::Retry`] (transient).
         Retry => "retry",
+        /// Failed with [`ErrorClass::Slow`] (rate limit or quota).
         Slow => "slow",
+        /// Failed with [`ErrorClass::Fatal`] (caller error).
         Fatal => "fatal",
+        /// Failed with [`ErrorClass::Unknown`] (unmapped error).
         Unknown => "unknown",
+        /// Answered from the stale cache after the call could not succeed.
         Stale => "stale",
     }
 }
@@ -194,10 +203,15 @@ pub struct FinishReport {
 /// Item counts per status.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct StatusCounts {
+    /// Items in [`ItemStatus::Pending`].
     pub pending: u64,
+    /// Items in [`ItemStatus::Done`].
     pub done: u64,
+    /// Items in [`ItemStatus::Stale`].
     pub stale: u64,
+    /// Items in [`ItemStatus::Failed`].
     pub failed: u64,
+    /// Items in [`ItemStatus::Skipped`].
     pub skipped: u64,
 }
 
@@ -223,10 +237,15 @@ impl StatusCounts {
 pub struct JobSummary {
     pub(crate) id: i64,
     pub(crate) kind: JobKind,
+    /// Whether the job still has pending items.
     pub state: JobState,
+    /// Number of items the job was created with.
     pub total: u64,
+    /// Item counts per status.
     pub counts: StatusCounts,
+    /// When the job was created (database clock).
     pub created_at: DateTime<Utc>,
+    /// When the last pending item finished; `None` while the job runs.
     pub finished_at: Option<DateTime<Utc>>,
 }
 
@@ -267,6 +286,7 @@ impl JobSummary {
 /// A job's full status, for `syncfleet status JOB`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct JobStatus {
+    /// The job's counts and times.
     pub job: JobSummary,
     /// The job's spec as given to `create_job` (JSON text).
     pub spec: String,
@@ -289,24 +309,65 @@ impl JobStatus {
     }
 }
 
+/// `job_items.error_class`: the error class of the item's last call, or `dead` when its task
+/// went to the dead-letter stream (docs/design.md, "Dead letters").
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ItemErrorClass {
+    /// The class of the platform call that failed the item.
+    Call(ErrorClass),
+    /// The item's task exhausted its attempts (`syncfleet dead --requeue` puts it back).
+    Dead,
+}
+
+impl ItemErrorClass {
+    /// The spelling stored in the ledger.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ItemErrorClass::Call(class) => class.as_str(),
+            ItemErrorClass::Dead => "dead",
+        }
+    }
+}
+
+impl FromStr for ItemErrorClass {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "dead" => Ok(ItemErrorClass::Dead),
+            other => other.parse().map(ItemErrorClass::Call),
+        }
+    }
+}
+
 /// One item row.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ItemRecord {
+    /// The item's key, unique within its job.
     pub key: String,
+    /// Position of the key in the list the job was created with (from 0).
     pub seq: u64,
+    /// Where the item stands.
     pub status: ItemStatus,
-    pub error_class: Option<ErrorClass>,
+    /// Why the item failed, if it did: its last call's error class, or a dead task.
+    pub error_class: Option<ItemErrorClass>,
+    /// Error message of the last failed attempt (or why stale data was used), truncated.
     pub error_message: Option<String>,
+    /// What the item produced (e.g. the new item id), or why it was skipped.
     pub result: Option<String>,
+    /// Outcomes recorded for the item so far (kept when it is reset for a retry).
     pub attempts: u32,
+    /// When the item last changed (database clock).
     pub updated_at: DateTime<Utc>,
 }
 
 /// An order as read from a platform's order list, normalised by the adapter.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Order {
+    /// The platform the order lives on.
     pub platform: Platform,
+    /// The platform's order id (unique per platform).
     pub order_id: String,
+    /// The shop (seller) the order belongs to.
     pub shop: String,
     /// The platform's own status text.
     pub status: String,
@@ -321,11 +382,13 @@ pub struct Order {
 /// An order row with its logistics state.
 #[derive(Debug, Clone, PartialEq)]
 pub struct OrderRecord {
+    /// The order as last stored.
     pub order: Order,
     /// Last logistics status seen (platform text).
     pub last_status: Option<String>,
     /// The parcel was signed for: never query its logistics again.
     pub signed: bool,
+    /// When its logistics were last queried (database clock); `None` if never.
     pub last_queried_at: Option<DateTime<Utc>>,
 }
 
@@ -334,7 +397,9 @@ pub struct OrderRecord {
 pub struct LogisticsEvent {
     /// The platform's timestamp text, as given (part of the dedup key).
     pub event_time: String,
+    /// The step's status as the platform gives it (part of the dedup key).
     pub status: String,
+    /// The step's human-readable text.
     pub description: String,
 }
 
@@ -343,9 +408,13 @@ pub struct LogisticsEvent {
 pub struct CallRecord {
     /// Any instant within the minute (seconds are dropped).
     pub minute: DateTime<Utc>,
+    /// The platform called.
     pub platform: Platform,
+    /// The API called.
     pub api: Api,
+    /// How the calls ended.
     pub class: CallClass,
+    /// Number of calls to add.
     pub calls: u64,
     /// Calls among `calls` that brought new data.
     pub useful: u64,
@@ -354,9 +423,13 @@ pub struct CallRecord {
 /// Calls and useful calls of one (platform, api).
 #[derive(Debug, Clone, PartialEq)]
 pub struct ApiCalls {
+    /// The platform called.
     pub platform: Platform,
+    /// The API called.
     pub api: Api,
+    /// Calls of every class.
     pub calls: u64,
+    /// Calls among `calls` that brought new data.
     pub useful: u64,
 }
 
@@ -375,8 +448,11 @@ impl ApiCalls {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ClassCalls {
     pub(crate) platform: Platform,
+    /// The API called.
     pub api: Api,
+    /// How the calls ended.
     pub class: CallClass,
+    /// Number of calls.
     pub calls: u64,
 }
 
@@ -392,9 +468,11 @@ pub struct CallReport {
 }
 
 impl CallReport {
+    /// Calls over all APIs.
     pub fn total_calls(&self) -> u64 {
         self.by_api.iter().map(|a| a.calls).sum()
     }
+    /// Useful calls over all APIs.
     pub fn total_useful(&self) -> u64 {
         self.by_api.iter().map(|a| a.useful).sum()
     }
@@ -419,14 +497,23 @@ impl CallReport {
 /// A run-time gate change: who changed which gate, when, and why.
 #[derive(Debug, Clone, PartialEq)]
 pub struct GateChange {
+    /// When the change was made.
     pub at: DateTime<Utc>,
+    /// Who made it (`user@host` from the CLI, `dashboard` from the dashboard).
     pub who: String,
+    /// The gate's platform.
     pub platform: Platform,
+    /// The gate's API.
     pub api: Api,
+    /// Rate before the change, calls per second (`None` when not known).
     pub old_rate: Option<f64>,
+    /// Rate after the change, calls per second.
     pub new_rate: f64,
+    /// Burst before the change, calls (`None` when not known).
     pub old_burst: Option<u32>,
+    /// Burst after the change, calls (`None` when not known).
     pub new_burst: Option<u32>,
+    /// The reason given for the change.
     pub why: String,
 }
 
@@ -435,13 +522,16 @@ pub struct GateChange {
 pub struct StaleEntry {
     /// The response body (JSON text).
     pub body: String,
+    /// When the response was stored.
     pub stored_at: DateTime<Utc>,
 }
 
 /// Who holds the embedded-worker lock.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct HeldBy {
+    /// The holding worker's name (unique per process).
     pub holder: String,
+    /// Process id of the holder (on its own host).
     pub pid: u32,
     pub(crate) since: DateTime<Utc>,
     pub(crate) heartbeat_at: DateTime<Utc>,

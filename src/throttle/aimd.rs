@@ -45,7 +45,7 @@ pub struct AimdParams {
 }
 
 impl AimdParams {
-    /// The rules of DESIGN section 3 for a gate with this rate, step and success count.
+    /// The rules of docs/design.md, "Gates" for a gate with this rate, step and success count.
     pub fn new(max_rate: f64, step: f64, successes: u32) -> AimdParams {
         AimdParams {
             max_rate,

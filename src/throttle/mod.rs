@@ -1,4 +1,4 @@
-//! Gates: one per (platform, api), never global, never finer (DESIGN section 3).
+//! Gates: one per (platform, api), never global, never finer (docs/design.md, "Gates").
 //!
 //! An acquisition takes a per-process concurrency slot first (waiting at most about 1 s, then
 //! [`GateRefusal::Busy`]), then a token from the gate's GCRA bucket. In fleet mode the bucket,
@@ -51,12 +51,19 @@ pub enum GateRefusal {
     RetryAt(Duration),
     /// The gate is paused fleet-wide (a platform ban, a spent daily quota).
     #[error("paused for {} ms: {reason}", .remaining.as_millis())]
-    Paused { remaining: Duration, reason: String },
+    Paused {
+        /// Time left of the pause.
+        remaining: Duration,
+        /// Why the gate is paused.
+        reason: String,
+    },
     /// The gate's shared state (Redis) could not be reached: no worker may assume its share,
     /// so the call is held back like a pause and its task re-queued.
     #[error("gate state unreachable (retry in {} ms): {error}", .retry_in.as_millis())]
     Unreachable {
+        /// Try again after this long.
         retry_in: Duration,
+        /// Redis's error (or the timeout).
         error: String,
         /// Redis did not answer in time (as opposed to refusing the command).
         timed_out: bool,
@@ -80,15 +87,21 @@ pub enum GateError {
     /// Reading a gate's state failed.
     #[error("reading gate {platform}.{api} from redis: {error}")]
     Read {
+        /// The gate's platform.
         platform: Platform,
+        /// The gate's API.
         api: Api,
+        /// Redis's error.
         error: redis::RedisError,
     },
     /// Writing a gate's rate failed.
     #[error("setting gate {platform}.{api} in redis: {error}")]
     Write {
+        /// The gate's platform.
         platform: Platform,
+        /// The gate's API.
         api: Api,
+        /// Redis's error.
         error: redis::RedisError,
     },
     /// `set_rate` with a rate that is not a positive number.
@@ -102,11 +115,14 @@ pub enum GateError {
 /// What a call through the gate ended as.
 #[derive(Debug, Clone, PartialEq)]
 pub enum GateOutcome {
+    /// The call succeeded.
     Success,
     /// The platform said "rate limited". `ban`: its "ban will last N seconds", if it said so;
     /// `quota_spent`: the daily quota is used up (pauses the gate until 00:00 GMT+8).
     RateLimited {
+        /// How long the platform said its ban lasts, if it said so.
         ban: Option<Duration>,
+        /// The daily quota is used up.
         quota_spent: bool,
     },
     /// Any other failure: counts against the quota, leaves the rate alone.
@@ -158,7 +174,9 @@ impl Permit {
 /// Rate and burst of a gate.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct GateLimits {
+    /// Long-run rate, calls per second (fleet-wide).
     pub rate: f64,
+    /// Instant burst, calls.
     pub burst: f64,
 }
 
@@ -171,7 +189,9 @@ impl fmt::Display for GateLimits {
 /// The state of one gate, for `syncfleet gate show`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct GateSnapshot {
+    /// The gate's platform.
     pub platform: Platform,
+    /// The gate's API.
     pub api: Api,
     /// Rate and burst in force: the operator's override if any, else the config.
     pub limits: GateLimits,
@@ -202,7 +222,9 @@ pub(crate) const P95_MIN_SAMPLES: usize = 50;
 /// Gate settings before and after [`Gates::set_rate`].
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct RateChange {
+    /// Rate and burst in force before the change.
     pub old: GateLimits,
+    /// Rate and burst in force after it.
     pub new: GateLimits,
 }
 

@@ -42,6 +42,7 @@ pub struct GateKeys {
 }
 
 impl GateKeys {
+    /// Key of the daily quota counter of `day` (a GMT+8 day).
     pub fn quota(&self, day: chrono::NaiveDate) -> String {
         format!("{}{}", self.quota_prefix, day.format("%Y%m%d"))
     }

@@ -1,7 +1,7 @@
 //! Embedded mode: apalis-sqlite 1.0 in a SQLite file of its own (never the ledger file:
 //! its `Jobs` table would collide with the ledger's `jobs`), one worker process.
 //!
-//! Guards over apalis-sqlite 1.0.0 (DESIGN section 10):
+//! Guards over apalis-sqlite 1.0.0 (docs/design.md, "The queue"):
 //! - it sets `synchronous=OFF` on one pooled connection during `setup()`: we run setup on a
 //!   throw-away pool, then open the working pool with our own pragmas (WAL, NORMAL, busy
 //!   timeout), so no connection of ours runs with `synchronous=OFF`;
@@ -143,6 +143,7 @@ impl EmbeddedQueue {
         }
     }
 
+    /// Push fresh tasks in batches of `push_batch`; returns the number pushed.
     pub async fn push_bulk(&self, tasks: &[TaskMsg]) -> Result<usize, QueueError> {
         let mut st = self.storage();
         let mut pushed = 0;
@@ -277,6 +278,9 @@ impl EmbeddedQueue {
         Ok(())
     }
 
+    /// Run an apalis worker over this queue until `shutdown`, and return its counters. With a
+    /// ledger lock ([`EmbeddedQueue::with_ledger_lock`]) it refuses to start while another
+    /// process holds the lock, and stops with an error if the lock is taken over.
     pub async fn run_worker<H, Fut>(
         &self,
         wopts: WorkerOptions,

@@ -1,10 +1,10 @@
-//! The task queue: transport between producers and workers (DESIGN sections 1 and 10).
+//! The task queue: transport between producers and workers (docs/design.md, "The queue").
 //!
 //! Two modes behind one interface, [`Queue`]:
 //! - fleet mode ([`RedisQueue`]): an apalis 1.0 backend of our own over Redis Streams consumer
 //!   groups (`XADD`, `XREADGROUP`, `XACK`+`XDEL`, `XAUTOCLAIM` with delivery count -> attempts,
 //!   a delayed sorted set promoted in bounded batches, a `MAXLEN`-bounded dead-letter stream).
-//!   apalis-redis 1.0.0 is not used: its defects (DESIGN section 10) sit in its Lua scripts and
+//!   apalis-redis 1.0.0 is not used: its defects (docs/design.md, "The queue") sit in its Lua scripts and
 //!   worker loop, out of reach of thin guards.
 //! - embedded mode ([`EmbeddedQueue`]): apalis-sqlite 1.0 in a SQLite file of its own, one
 //!   worker process.
@@ -33,9 +33,13 @@ pub use self::redis::RedisQueue;
 /// One task: a chunk of items of one job.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TaskMsg {
+    /// The job in the ledger.
     pub job_id: i64,
+    /// The job's kind (`listing`, `orders`, `logistics`): picks the handler.
     pub kind: String,
+    /// Index of this chunk within the job, from 0.
     pub chunk: u32,
+    /// Keys of the chunk's items in the ledger.
     pub keys: Vec<String>,
 }
 
@@ -92,8 +96,11 @@ pub struct DeadEntry {
     pub id: String,
     /// The task, when its payload decodes.
     pub task: Option<TaskMsg>,
+    /// Attempts the task used.
     pub attempts: u32,
+    /// The error of its last attempt.
     pub error: String,
+    /// The worker that ran its last attempt (empty when unknown).
     pub worker: String,
 }
 
@@ -125,6 +132,7 @@ pub struct QueueOptions {
     pub max_attempts: u32,
     /// Backoff after a failed attempt: `retry_base * 2^(attempt-1)`, capped at `retry_cap`.
     pub retry_base: Duration,
+    /// Longest backoff after a failed attempt.
     pub retry_cap: Duration,
     /// Dead-letter entries kept (oldest trimmed).
     pub dead_max: usize,
@@ -141,6 +149,8 @@ impl Default for QueueOptions {
 }
 
 impl QueueOptions {
+    /// Options from `[queue]` of the config, clamped to their bounds; the options the file
+    /// does not set get fixed defaults.
     pub fn from_config(c: &QueueConfig) -> QueueOptions {
         QueueOptions {
             name: c.name.clone(),
@@ -228,6 +238,7 @@ pub struct QueueLen {
 }
 
 impl QueueLen {
+    /// Tasks that will still run: ready + in flight + delayed (dead entries not counted).
     pub fn total(&self) -> u64 {
         self.ready + self.in_flight + self.delayed
     }
@@ -248,12 +259,17 @@ pub(crate) struct WorkerStats {
 /// Snapshot of [`WorkerStats`] returned when a worker exits.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct WorkerReport {
+    /// The worker's name.
     pub worker: String,
+    /// Tasks finished and acked.
     pub done: u64,
+    /// Tasks re-queued by [`TaskResult::RetryAfter`] (no attempt charged).
     pub retry_after: u64,
     /// Failed attempts (including panics) that were re-queued or went dead.
     pub failed: u64,
+    /// Handler runs that panicked (also counted in `failed`).
     pub panicked: u64,
+    /// Tasks this worker moved to the dead-letter stream.
     pub dead: u64,
     /// Orphans this worker took over.
     pub recovered: u64,
@@ -294,14 +310,17 @@ impl Default for Shutdown {
 }
 
 impl Shutdown {
+    /// A signal not yet triggered.
     pub fn new() -> Shutdown {
         Shutdown {
             tx: Arc::new(watch::Sender::new(false)),
         }
     }
+    /// Trigger the shutdown; every clone sees it. Triggering again does nothing more.
     pub fn trigger(&self) {
         self.tx.send_replace(true);
     }
+    /// Whether [`Shutdown::trigger`] was called.
     pub fn is_triggered(&self) -> bool {
         *self.tx.borrow()
     }
@@ -316,36 +335,70 @@ impl Shutdown {
 /// Queue errors. Messages never contain credentials (URLs are redacted).
 #[derive(Debug, thiserror::Error)]
 pub enum QueueError {
+    /// Redis could not be reached, or failed or refused a command.
     #[error("redis queue at {url}: {msg}")]
-    Redis { url: String, msg: String },
+    Redis {
+        /// The Redis URL, password redacted.
+        url: String,
+        /// Redis's error.
+        msg: String,
+    },
     /// A bulk push failed after `pushed` tasks were confirmed; the failed batch may be partly
     /// enqueued, so a retry can duplicate some tasks (harmless: handlers skip finished items).
     #[error("redis queue at {url}: push failed after {pushed} tasks confirmed: {msg}")]
     Push {
+        /// The Redis URL, password redacted.
         url: String,
+        /// Tasks confirmed before the failure.
         pushed: usize,
+        /// Redis's error.
         msg: String,
     },
+    /// The embedded queue's SQLite file could not be opened, read or written.
     #[error("embedded queue {path}: {msg}")]
-    Embedded { path: String, msg: String },
+    Embedded {
+        /// The queue file.
+        path: String,
+        /// The error.
+        msg: String,
+    },
+    /// A task could not be encoded as JSON.
     #[error("task encoding: {0}")]
     Encode(String),
+    /// A worker's run ended with an error (including the loss of the embedded-worker lock).
     #[error("worker {worker}: {msg}")]
-    Worker { worker: String, msg: String },
+    Worker {
+        /// The worker's name.
+        worker: String,
+        /// The error.
+        msg: String,
+    },
     /// A second embedded worker on the same ledger (its limits would not be shared).
     #[error("worker {worker}: another embedded worker is running ({held}); start Redis and pass its URL to run several workers")]
-    EmbeddedBusy { worker: String, held: String },
+    EmbeddedBusy {
+        /// The worker that could not start.
+        worker: String,
+        /// Why the ledger's embedded-worker lock could not be taken (names the holder).
+        held: String,
+    },
     /// The queue serves another ledger than the one this process opened.
     #[error("the queue at {queue} serves the ledger with fleet id {queue_fleet}, but {ledger} has fleet id {ledger_fleet}: this process was given another ledger than the fleet's (check --db / SYNCFLEET_DB and --redis / SYNCFLEET_REDIS_URL)")]
     FleetMismatch {
+        /// The queue: Redis URL (password redacted) and stream key.
         queue: String,
+        /// The fleet id the queue is bound to.
         queue_fleet: String,
+        /// The ledger this process opened (as named in messages).
         ledger: String,
+        /// That ledger's fleet id.
         ledger_fleet: String,
     },
+    /// An operation the queue of this mode does not offer.
     #[error("{what} is not supported by the {mode} queue")]
     Unsupported {
+        /// The operation.
         what: &'static str,
+        /// The queue's mode.
         mode: &'static str,
     },
 }
@@ -384,7 +437,9 @@ fn panic_text(p: &(dyn std::any::Any + Send)) -> String {
 /// The queue in either mode.
 #[derive(Clone)]
 pub enum Queue {
+    /// Fleet mode: Redis Streams, shared by every worker.
     Redis(RedisQueue),
+    /// Embedded mode: apalis-sqlite in a SQLite file of its own, one worker process.
     Embedded(EmbeddedQueue),
 }
 
@@ -432,6 +487,7 @@ impl Queue {
         }
     }
 
+    /// Queue lengths. The embedded queue reports its delayed tasks as ready.
     pub async fn len(&self) -> Result<QueueLen, QueueError> {
         match self {
             Queue::Redis(q) => q.len().await,

@@ -71,11 +71,14 @@ impl CallContext {
         )))
     }
 
+    /// Use `trace_id` (carried into the call log line) instead of a fresh one.
     pub fn with_trace_id(mut self, trace_id: impl Into<String>) -> Self {
         self.trace_id = trace_id.into();
         self
     }
 
+    /// Set the idempotency key that lets a write be retried like a read (`out_request_id`
+    /// for `item_add`).
     pub fn with_idempotency_key(mut self, key: impl Into<String>) -> Self {
         self.idempotency_key = Some(key.into());
         self
@@ -85,6 +88,7 @@ impl CallContext {
 /// Why a stale answer was served, and how old it is.
 #[derive(Debug, Clone, PartialEq)]
 pub struct StaleInfo {
+    /// Age of the served data: now minus when it was stored.
     pub age: Duration,
     pub(crate) stored_at: DateTime<Utc>,
     /// What prevented a fresh answer (the final error, or "breaker open ...").
@@ -94,7 +98,9 @@ pub struct StaleInfo {
 /// A successful logical call: fresh data, or the last good data flagged stale.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Reply {
+    /// The platform's answer: fresh, or the last good one when `stale` is set.
     pub response: ApiResponse,
+    /// Set when `response` comes from the stale cache.
     pub stale: Option<StaleInfo>,
 }
 
@@ -123,6 +129,7 @@ pub enum LinkErrorKind {
 }
 
 impl LinkErrorKind {
+    /// The kind's snake_case name, as written in logs and metrics labels.
     pub fn as_str(self) -> &'static str {
         match self {
             LinkErrorKind::Platform => "platform",
@@ -144,9 +151,12 @@ impl LinkErrorKind {
 pub struct LinkError {
     pub(crate) platform: Platform,
     pub(crate) api: Api,
+    /// What the caller should do about the failure.
     pub class: ErrorClass,
+    /// What stopped the call.
     pub kind: LinkErrorKind,
     pub(crate) message: String,
+    /// Re-queue the work after this long, without consuming a task attempt.
     pub retry_at: Option<Duration>,
     /// HTTP attempts made.
     pub attempts: u32,
@@ -238,6 +248,7 @@ fn ratio(a: u64, b: u64) -> f64 {
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct LinkSnapshot {
     pub(crate) per_api: Vec<(Platform, Api, CallCounters)>,
+    /// The sum over every (platform, api).
     pub total: CallCounters,
 }
 
@@ -344,6 +355,8 @@ impl GatewayBuilder {
         self
     }
 
+    /// Build the gateway; with a ledger, also start the background task that writes its
+    /// pending ledger rows.
     pub fn build(self) -> Gateway {
         let inner = Arc::new(Inner {
             policy: RetryPolicy::from_config(&self.link.retry),
@@ -371,6 +384,7 @@ impl GatewayBuilder {
 }
 
 impl Gateway {
+    /// A builder with no platform, no fleet state and no ledger yet, and a fresh worker id.
     pub fn builder(link: LinkConfig, gates: Gates) -> GatewayBuilder {
         GatewayBuilder {
             link,
@@ -419,6 +433,7 @@ impl Gateway {
         self.inner.fleet.as_ref()
     }
 
+    /// The platforms that have a client, sorted.
     pub fn platforms(&self) -> Vec<Platform> {
         let mut v: Vec<_> = self.inner.bulkheads.keys().copied().collect();
         v.sort();

@@ -223,6 +223,7 @@ impl RedisQueue {
         }
     }
 
+    /// The options the queue was opened with.
     pub fn options(&self) -> &QueueOptions {
         &self.opts
     }

@@ -1,0 +1,19 @@
+//! `enqueue`, `work`, `status`, `reconcile`, `retry`, `report`: the job commands.
+//!
+//! By concern: `enqueue` (the producer's command), `work` (the worker), `reports` (`status`
+//! and `report`, read-only), `repair` (`dead`, `reconcile`, `retry`: items back to the queue).
+
+mod enqueue;
+mod repair;
+mod reports;
+mod work;
+
+pub use enqueue::{parse_time, EnqueueArgs};
+pub use repair::{DeadArgs, ReconcileArgs, RetryArgs};
+pub use reports::{ReportArgs, StatusArgs};
+pub use work::WorkArgs;
+
+pub(crate) use enqueue::enqueue;
+pub(crate) use repair::{dead, reconcile, retry};
+pub(crate) use reports::{report, status};
+pub(crate) use work::work;

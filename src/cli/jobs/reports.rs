@@ -1,0 +1,207 @@
+//! The read-only commands: `status` (a job's progress, or the latest jobs) and `report` (a
+//! platform day's calls ledger with quota burn).
+
+use crate::cli::{Cli, CliError};
+use crate::config::Config;
+use crate::jobs::producer;
+use crate::jobs::queue::{Queue, QueueOptions};
+use crate::jobs::worker::embedded_queue_path;
+use crate::store::{JobState, Store};
+use crate::time::{burn_ratio, platform_day};
+use chrono::{NaiveDate, Utc};
+use clap::Args;
+use std::time::Duration;
+
+/// Arguments of `syncfleet status`.
+#[derive(Debug, Args)]
+pub struct StatusArgs {
+    /// The job; without it, the latest jobs.
+    pub(crate) job: Option<i64>,
+    /// Refresh every 2 s until the job finishes.
+    #[arg(long)]
+    pub(crate) follow: bool,
+}
+
+async fn open_store(cli: &Cli) -> Result<Store, CliError> {
+    let store = Store::connect_existing(&cli.db).await.map_err(|e| {
+        if e.is_input_error() {
+            CliError::input(e.to_string())
+        } else {
+            CliError::runtime(e.to_string())
+        }
+    })?;
+    store
+        .migrate()
+        .await
+        .map_err(|e| CliError::runtime(e.to_string()))?;
+    Ok(store)
+}
+
+fn fmt_eta(eta: Option<Duration>) -> String {
+    match eta {
+        Some(d) if d.is_zero() => "-".into(),
+        Some(d) => {
+            let s = d.as_secs();
+            format!("{}h{:02}m{:02}s", s / 3600, s / 60 % 60, s % 60)
+        }
+        None => "unknown (no progress in the last minute)".into(),
+    }
+}
+
+pub(crate) async fn status(cli: &Cli, args: &StatusArgs) -> Result<(), CliError> {
+    let store = open_store(cli).await?;
+    let Some(job) = args.job else {
+        let jobs = store
+            .list_jobs(20)
+            .await
+            .map_err(|e| CliError::runtime(e.to_string()))?;
+        if jobs.is_empty() {
+            println!("no jobs in {}", store.db_name());
+            return Ok(());
+        }
+        println!(
+            "{:>6}  {:<9}  {:<8}  {:>8}  {:>7}  {:>8}  {:>7}  {:>7}  {:>7}",
+            "job", "kind", "state", "items", "done%", "pending", "stale", "failed", "skipped"
+        );
+        for j in jobs {
+            println!(
+                "{:>6}  {:<9}  {:<8}  {:>8}  {:>6.1}%  {:>8}  {:>7}  {:>7}  {:>7}",
+                j.id,
+                j.kind.as_str(),
+                j.state.as_str(),
+                j.total,
+                j.percent(),
+                j.counts.pending,
+                j.counts.stale,
+                j.counts.failed,
+                j.counts.skipped
+            );
+        }
+        return Ok(());
+    };
+    loop {
+        let s = store.job_status(job).await.map_err(CliError::from)?;
+        let c = &s.job.counts;
+        println!(
+            "job {} ({}, {}): {}/{} terminal ({:.1}%) | done {} stale {} failed {} skipped {} pending {} | {:.1} items/s | ETA {}",
+            s.job.id,
+            s.job.kind.as_str(),
+            s.job.state.as_str(),
+            c.terminal(),
+            s.job.total,
+            s.job.percent(),
+            c.done,
+            c.stale,
+            c.failed,
+            c.skipped,
+            c.pending,
+            s.rate_per_sec,
+            fmt_eta(s.eta())
+        );
+        if s.job.state == JobState::Running && c.pending > 0 {
+            if let Some(note) = stranded_note(cli, &store, job).await {
+                println!("{note}");
+            }
+        }
+        let dead = store
+            .dead_item_counts()
+            .await
+            .map_err(|e| CliError::runtime(e.to_string()))?
+            .into_iter()
+            .find_map(|(j, n)| (j == job).then_some(n))
+            .unwrap_or(0);
+        if dead > 0 {
+            println!(
+                "{dead} item(s) failed as dead letters (their task exhausted its attempts): `syncfleet dead` shows why, `syncfleet dead --requeue --job {job}` runs them again"
+            );
+        }
+        if !args.follow || s.job.state == JobState::Finished {
+            return Ok(());
+        }
+        tokio::time::sleep(Duration::from_secs(2)).await;
+    }
+}
+
+/// "N pending items have no task": the job would wait forever without a `reconcile`.
+/// Needs the config (queue name) and the queue; without them the check is skipped.
+async fn stranded_note(cli: &Cli, store: &Store, job: i64) -> Option<String> {
+    let cfg = Config::load(&cli.config).ok()?;
+    let queue = Queue::open(
+        cli.redis.as_deref(),
+        &embedded_queue_path(&cli.db),
+        QueueOptions::from_config(&cfg.queue),
+    )
+    .await
+    .ok()?;
+    let stranded = producer::uncovered_pending(store, &queue, job).await.ok()?;
+    (!stranded.is_empty()).then(|| {
+        format!(
+            "warning: {} pending item(s) have no task in the queue (a lost queue, or a producer stopped before its push): run `syncfleet reconcile {job}`",
+            stranded.len()
+        )
+    })
+}
+
+/// Arguments of `syncfleet report`.
+#[derive(Debug, Args)]
+pub struct ReportArgs {
+    /// Platform day (GMT+8), YYYY-MM-DD; default today.
+    #[arg(long)]
+    pub(crate) day: Option<NaiveDate>,
+}
+
+pub(crate) async fn report(cli: &Cli, args: &ReportArgs) -> Result<(), CliError> {
+    let cfg = cli.load_config()?;
+    let store = open_store(cli).await?;
+    let now = Utc::now();
+    let today = platform_day(now);
+    let day = args.day.unwrap_or(today);
+    let r = store
+        .report_calls_for_day(day)
+        .await
+        .map_err(|e| CliError::runtime(e.to_string()))?;
+    println!("calls ledger for {day} (GMT+8)");
+    println!(
+        "{:<8} {:<16} {:>10} {:>10} {:>8}  {:>10} {:>8}",
+        "platform", "api", "calls", "useful", "useful%", "quota", "burn"
+    );
+    for a in &r.by_api {
+        let quota = cfg.gate(a.platform, a.api).daily_quota;
+        // Burn is meaningful for the current day only (the fraction of the day elapsed).
+        let burn = match quota {
+            Some(q) if day == today => format!("{:.2}", burn_ratio(a.calls, q, now)),
+            _ => "-".into(),
+        };
+        let flag = if a.calls > 0 && a.useful_ratio() < 0.3 {
+            "  <- below 30%: cache or go incremental"
+        } else {
+            ""
+        };
+        println!(
+            "{:<8} {:<16} {:>10} {:>10} {:>7.1}%  {:>10} {:>8}{flag}",
+            a.platform.as_str(),
+            a.api.as_str(),
+            a.calls,
+            a.useful,
+            a.useful_ratio() * 100.0,
+            quota.map(|q| q.to_string()).unwrap_or_else(|| "-".into()),
+            burn
+        );
+    }
+    println!(
+        "total: {} calls, {} useful ({:.1}%)",
+        r.total_calls(),
+        r.total_useful(),
+        r.useful_ratio() * 100.0
+    );
+    let mut errors: Vec<String> = Vec::new();
+    for c in &r.by_class {
+        if c.class.as_str() != "ok" && c.calls > 0 {
+            errors.push(format!("{}.{} {}={}", c.platform, c.api, c.class, c.calls));
+        }
+    }
+    if !errors.is_empty() {
+        println!("non-ok calls: {}", errors.join(", "));
+    }
+    Ok(())
+}

@@ -1,0 +1,53 @@
+//! `syncfleet work`: run a worker over the queue until it is stopped (or idle), and the
+//! worker's exit code by error.
+
+use crate::cli::{Cli, CliError};
+use crate::jobs::queue::Shutdown;
+use crate::jobs::worker::{run_worker, RunOptions, Runtime, WorkerError};
+use clap::Args;
+use std::time::Duration;
+
+/// Arguments of `syncfleet work`.
+#[derive(Debug, Args)]
+pub struct WorkArgs {
+    /// Tasks run at once by this process.
+    #[arg(long, default_value_t = 8)]
+    pub(crate) concurrency: usize,
+    /// Exit once the queue stays empty this many seconds (0 = run until SIGTERM/SIGINT).
+    #[arg(long, default_value_t = 0)]
+    pub(crate) exit_when_idle_s: u64,
+    /// Serve Prometheus metrics at http://ADDR/metrics while the worker runs (off by
+    /// default), e.g. 127.0.0.1:9464.
+    #[arg(long, value_name = "ADDR")]
+    pub(crate) metrics_listen: Option<std::net::SocketAddr>,
+}
+
+/// The worker's exit code from its error type: a missing secret, a second embedded worker or
+/// a queue of another ledger is the operator's input (exit 2); the rest is a runtime failure
+/// (exit 1: the queue unreachable, the stop grace exceeded, the gates or queue failing).
+impl From<WorkerError> for CliError {
+    fn from(e: WorkerError) -> Self {
+        if e.is_input_error() {
+            CliError::input(e.to_string())
+        } else {
+            CliError::runtime(e.to_string())
+        }
+    }
+}
+
+pub(crate) async fn work(cli: &Cli, args: &WorkArgs) -> Result<(), CliError> {
+    let cfg = cli.load_config()?;
+    let rt = Runtime::open(cfg, &cli.db, cli.redis.as_deref()).await?;
+    let opts = RunOptions {
+        concurrency: args.concurrency,
+        exit_when_idle: (args.exit_when_idle_s > 0)
+            .then(|| Duration::from_secs(args.exit_when_idle_s)),
+        metrics_listen: args.metrics_listen,
+    };
+    let report = run_worker(&rt, &opts, Shutdown::new()).await?;
+    println!(
+        "worker {} stopped: {} task(s) done, {} re-queued for later, {} failed, {} dead, {} recovered from dead workers",
+        report.worker, report.done, report.retry_after, report.failed, report.dead, report.recovered
+    );
+    Ok(())
+}

@@ -1,0 +1,87 @@
+//! Gate entries (`[gates.default]`, `[gates."platform.api"]`) and their resolution into the
+//! settings of one gate.
+
+use super::Config;
+use crate::platform::{Api, Platform};
+use serde::Deserialize;
+use std::time::Duration;
+
+/// A gate entry as written in the file: every field optional, falling back to `default`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct GateEntry {
+    /// Long-run rate, calls per second (fleet-wide).
+    pub(crate) rate: Option<f64>,
+    /// Instant burst, calls.
+    pub(crate) burst: Option<f64>,
+    /// In-flight calls per process; derived as rate x p95 when absent.
+    pub(crate) concurrency: Option<u32>,
+    /// Expected p95 latency, for deriving concurrency and the config check warning.
+    pub(crate) p95_ms: Option<u64>,
+    /// Longest a caller waits for a token; a later reservation is refused with its time.
+    pub(crate) max_wait_ms: Option<u64>,
+    /// Daily quota of the app for this API (calls per day, GMT+8).
+    pub(crate) daily_quota: Option<u64>,
+    /// AIMD: rate added after `aimd_successes` consecutive successes.
+    pub(crate) aimd_step: Option<f64>,
+    pub(crate) aimd_successes: Option<u32>,
+}
+
+/// A gate's resolved settings.
+#[derive(Debug, Clone, PartialEq)]
+pub struct GateConfig {
+    /// Long-run rate, calls per second (fleet-wide).
+    pub rate: f64,
+    /// Instant burst, calls.
+    pub burst: f64,
+    pub(crate) concurrency: u32,
+    pub(crate) p95_ms: u64,
+    pub(crate) max_wait: Duration,
+    pub(crate) daily_quota: Option<u64>,
+    /// AIMD: rate (calls per second) added after `aimd_successes` consecutive successes.
+    pub aimd_step: f64,
+    /// AIMD: consecutive successes needed for one `aimd_step` increase.
+    pub aimd_successes: u32,
+}
+
+/// Built-in fallback when the file has no `[gates.default]` (docs/design.md, "Gates").
+const DEFAULT_GATE: (f64, f64, u32) = (20.0, 60.0, 8);
+
+impl Config {
+    /// The resolved gate settings of (platform, api): its entry over `default` over built-ins.
+    pub fn gate(&self, platform: Platform, api: Api) -> GateConfig {
+        let specific = self.gates.get(&format!("{platform}.{api}"));
+        let default = self.gates.get("default");
+        macro_rules! pick {
+            ($field:ident) => {
+                specific
+                    .and_then(|e| e.$field)
+                    .or_else(|| default.and_then(|e| e.$field))
+            };
+        }
+        let rate = pick!(rate).unwrap_or(DEFAULT_GATE.0);
+        let burst = pick!(burst).unwrap_or(DEFAULT_GATE.1);
+        let p95_ms = pick!(p95_ms).unwrap_or(300);
+        // Concurrency = rate x p95 (in-flight = QPS x latency), at least 1.
+        let derived = ((rate * p95_ms as f64 / 1000.0).ceil() as u32).max(1);
+        // An entry that sets its own rate does not inherit default's concurrency.
+        let inherited = match specific.and_then(|e| e.rate) {
+            Some(_) => None,
+            None => default.and_then(|e| e.concurrency),
+        };
+        let concurrency = specific
+            .and_then(|e| e.concurrency)
+            .or(inherited)
+            .unwrap_or(derived);
+        GateConfig {
+            rate,
+            burst,
+            concurrency,
+            p95_ms,
+            max_wait: Duration::from_millis(pick!(max_wait_ms).unwrap_or(5000)),
+            daily_quota: pick!(daily_quota),
+            aimd_step: pick!(aimd_step).unwrap_or((rate * 0.05).max(0.5)),
+            aimd_successes: pick!(aimd_successes).unwrap_or(20),
+        }
+    }
+}

@@ -1,0 +1,276 @@
+//! Typed client configuration (`config/syncfleet.toml`).
+//!
+//! Unknown keys are rejected; every problem names the file and the key (and the line for
+//! syntax errors). Secrets are never stored in the file: the config names the environment
+//! variable that holds each one.
+//!
+//! By section: `platforms` (`[platforms.<name>]` and the secrets it names), `gates`,
+//! `link` (timeouts, retries, breaker), `worker` (queue, jobs, probes); `validate` holds the
+//! semantic checks run after parsing.
+
+mod gates;
+mod link;
+mod platforms;
+mod validate;
+mod worker;
+
+pub use crate::secret::Secret;
+pub use gates::GateConfig;
+pub use link::{BreakerConfig, ClassTimeouts, LinkConfig, RetryConfig, TimeoutsConfig};
+pub use platforms::{MissingSecret, PlatformConfig};
+pub use worker::{ProbeConfig, QueueConfig};
+
+use crate::platform::{Api, Platform};
+use gates::GateEntry;
+use serde::Deserialize;
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::{Path, PathBuf};
+use worker::JobsConfig;
+
+/// A config problem, naming the file and key (and line, when known).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ConfigProblem {
+    pub(crate) file: PathBuf,
+    pub(crate) key: String,
+    pub(crate) line: Option<usize>,
+    pub(crate) message: String,
+    /// Warnings are reported but do not fail `config check`.
+    pub(crate) warning: bool,
+}
+
+impl fmt::Display for ConfigProblem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let level = if self.warning { "warning" } else { "error" };
+        write!(f, "{level}: {}", self.file.display())?;
+        if let Some(line) = self.line {
+            write!(f, ":{line}")?;
+        }
+        if !self.key.is_empty() {
+            write!(f, ": key `{}`", self.key)?;
+        }
+        write!(f, ": {}", self.message)
+    }
+}
+
+/// Loading failed: the problems that stopped it (at least one).
+#[derive(Debug, thiserror::Error)]
+#[error("{}", .0.iter().map(|p| p.to_string()).collect::<Vec<_>>().join("\n"))]
+pub struct ConfigError(pub(crate) Vec<ConfigProblem>);
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawConfig {
+    #[serde(default)]
+    platforms: BTreeMap<String, PlatformConfig>,
+    #[serde(default)]
+    gates: BTreeMap<String, GateEntry>,
+    #[serde(default)]
+    link: LinkConfig,
+    #[serde(default)]
+    queue: QueueConfig,
+    #[serde(default)]
+    jobs: JobsConfig,
+    #[serde(default)]
+    probe: ProbeConfig,
+}
+
+/// The whole client configuration, validated.
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub(crate) file: PathBuf,
+    /// Settings of each platform that has a `[platforms.<name>]` section.
+    pub platforms: BTreeMap<Platform, PlatformConfig>,
+    /// `default` plus `platform.api` entries.
+    pub(crate) gates: BTreeMap<String, GateEntry>,
+    /// The link layer (`[link]`).
+    pub link: LinkConfig,
+    /// The task queue (`[queue]`).
+    pub queue: QueueConfig,
+    pub(crate) jobs: JobsConfig,
+    /// The probes (`[probe]`).
+    pub probe: ProbeConfig,
+    /// Non-fatal findings of validation.
+    pub warnings: Vec<ConfigProblem>,
+}
+
+impl Config {
+    /// Read, parse and validate a config file. Errors name the file, key and line.
+    pub fn load(path: &Path) -> Result<Config, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|e| {
+            ConfigError(vec![ConfigProblem {
+                file: path.to_path_buf(),
+                key: String::new(),
+                line: None,
+                message: format!("cannot read config file: {e}"),
+                warning: false,
+            }])
+        })?;
+        Config::parse(path, &text)
+    }
+
+    /// Parse and validate config text; `path` is used in messages only.
+    pub fn parse(path: &Path, text: &str) -> Result<Config, ConfigError> {
+        let raw: RawConfig = toml::from_str(text).map_err(|e| {
+            let line = e
+                .span()
+                .map(|span| text[..span.start.min(text.len())].matches('\n').count() + 1);
+            ConfigError(vec![ConfigProblem {
+                file: path.to_path_buf(),
+                key: String::new(),
+                line,
+                message: e.message().to_string(),
+                warning: false,
+            }])
+        })?;
+        let mut problems = Vec::new();
+        let problem = |key: String, message: String, warning: bool| ConfigProblem {
+            file: path.to_path_buf(),
+            key,
+            line: None,
+            message,
+            warning,
+        };
+        let mut platforms = BTreeMap::new();
+        for (name, pc) in raw.platforms {
+            match name.parse::<Platform>() {
+                Ok(p) => {
+                    platforms.insert(p, pc);
+                }
+                Err(e) => problems.push(problem(format!("platforms.{name}"), e, false)),
+            }
+        }
+        for name in raw.gates.keys() {
+            if name == "default" {
+                continue;
+            }
+            let ok = name
+                .split_once('.')
+                .is_some_and(|(p, a)| p.parse::<Platform>().is_ok() && a.parse::<Api>().is_ok());
+            if !ok {
+                problems.push(problem(
+                    format!("gates.\"{name}\""),
+                    "gate keys are `default` or `platform.api`, e.g. \"taobao.item_get\"".into(),
+                    false,
+                ));
+            }
+        }
+        let cfg = Config {
+            file: path.to_path_buf(),
+            platforms,
+            gates: raw.gates,
+            link: raw.link,
+            queue: raw.queue,
+            jobs: raw.jobs,
+            probe: raw.probe,
+            warnings: Vec::new(),
+        };
+        problems.extend(cfg.validate());
+        let (warnings, errors): (Vec<_>, Vec<_>) = problems.into_iter().partition(|p| p.warning);
+        if errors.is_empty() {
+            Ok(Config { warnings, ..cfg })
+        } else {
+            Err(ConfigError(errors.into_iter().chain(warnings).collect()))
+        }
+    }
+
+    /// The settings of `platform`; `None` when the config has no section for it.
+    pub fn platform(&self, platform: Platform) -> Option<&PlatformConfig> {
+        self.platforms.get(&platform)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(text: &str) -> Result<Config, ConfigError> {
+        Config::parse(Path::new("test.toml"), text)
+    }
+
+    const PLATFORM: &str = r#"
+[platforms.taobao]
+endpoint = "http://127.0.0.1:7800/router/rest"
+app_key = "k"
+secret_env = "X_SECRET"
+per_second_cap = 400
+"#;
+
+    #[test]
+    fn unknown_key_is_rejected_with_line() {
+        let err = parse("[queue]\nchunk_size = 10\nchunk_sise = 3\n").unwrap_err();
+        let p = &err.0[0];
+        assert_eq!(p.line, Some(3), "{p}");
+        assert!(p.message.contains("chunk_sise"), "{p}");
+    }
+
+    #[test]
+    fn gate_entry_falls_back_to_default() {
+        let cfg = parse(&format!(
+            "{PLATFORM}\n[gates.default]\nrate = 20\nburst = 60\nconcurrency = 8\n[gates.\"taobao.item_get\"]\nrate = 80\nburst = 300\nconcurrency = 24\n"
+        ))
+        .unwrap();
+        let g = cfg.gate(Platform::Taobao, Api::ItemGet);
+        assert_eq!((g.rate, g.burst, g.concurrency), (80.0, 300.0, 24));
+        let d = cfg.gate(Platform::Jd, Api::OrderList);
+        assert_eq!((d.rate, d.burst, d.concurrency), (20.0, 60.0, 8));
+    }
+
+    #[test]
+    fn burst_plus_rate_above_cap_is_an_error_naming_the_key() {
+        let err = parse(&format!(
+            "{PLATFORM}\n[gates.\"taobao.item_get\"]\nrate = 80\nburst = 500\nconcurrency = 30\n"
+        ))
+        .unwrap_err();
+        assert!(
+            err.0
+                .iter()
+                .any(|p| !p.warning && p.key == "gates.\"taobao.item_get\".burst"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn keepalive_must_be_below_idle_close() {
+        let err = parse(&format!("{PLATFORM}idle_keepalive_s = 30\n")).unwrap_err();
+        assert!(
+            err.0
+                .iter()
+                .any(|p| p.key == "platforms.taobao.idle_keepalive_s"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn timeout_chain_must_fit_budget() {
+        let err = parse(&format!("{PLATFORM}\n[link]\ntask_budget_ms = 5000\n")).unwrap_err();
+        assert!(
+            err.0.iter().any(|p| p.key == "link.timeouts.detail"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn low_concurrency_is_a_warning() {
+        let cfg = parse(&format!(
+            "{PLATFORM}\n[gates.\"taobao.item_get\"]\nrate = 80\nburst = 200\nconcurrency = 10\np95_ms = 300\n"
+        ))
+        .unwrap();
+        assert!(cfg
+            .warnings
+            .iter()
+            .any(|p| p.key == "gates.\"taobao.item_get\".concurrency"));
+    }
+
+    #[test]
+    fn bad_gate_key_and_platform_are_rejected() {
+        let err = parse("[gates.\"taobao.nope\"]\nrate = 1\n[platforms.ebay]\nendpoint=\"http://x\"\napp_key=\"a\"\nsecret_env=\"B\"\n").unwrap_err();
+        assert_eq!(err.0.len(), 2, "{err}");
+    }
+
+    #[test]
+    fn secret_debug_is_redacted() {
+        let s = Secret::new("topsecret");
+        assert!(!format!("{s:?}{s}").contains("topsecret"));
+    }
+}

@@ -1,0 +1,90 @@
+//! The worker's sections: the task queue (`[queue]`), the job handlers (`[jobs]`) and the
+//! probes (`[probe]`).
+
+use serde::Deserialize;
+
+/// The task queue (`[queue]`).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct QueueConfig {
+    /// Items per task.
+    pub(crate) chunk_size: usize,
+    /// Queue name (Redis key prefix / apalis queue).
+    pub(crate) name: String,
+    /// Tasks per enqueue round trip.
+    pub(crate) push_batch: usize,
+    pub(crate) poll_interval_ms: u64,
+    pub(crate) heartbeat_s: u64,
+    pub(crate) missed_heartbeats: u32,
+    /// Attempts per task before it is dead.
+    pub(crate) max_attempts: u32,
+    /// After SIGTERM, items already calling get this long to finish; the rest of each chunk
+    /// goes back to the queue without charging an attempt (docs/design.md, "Scale-in").
+    pub(crate) shutdown_grace_s: u64,
+    /// A worker that cannot reach the queue for this long exits with status 1 instead of
+    /// hanging (0 = wait for it forever).
+    pub(crate) unreachable_exit_s: u64,
+}
+
+impl Default for QueueConfig {
+    fn default() -> Self {
+        QueueConfig {
+            chunk_size: 100,
+            name: "syncfleet".into(),
+            push_batch: 5000,
+            poll_interval_ms: 100,
+            heartbeat_s: 10,
+            missed_heartbeats: 3,
+            max_attempts: 5,
+            shutdown_grace_s: 5,
+            unreachable_exit_s: 120,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub(crate) struct JobsConfig {
+    /// A logistics order is not queried again within this interval.
+    pub(crate) logistics_min_interval_s: u64,
+    /// Order sync slices: the platform's maximum window (1 day on TOP).
+    pub(crate) order_slice_s: u64,
+    pub(crate) order_page_size: u32,
+    /// An item whose call failed with a transient class (retry, or a write whose outcome is
+    /// unknown) goes back to the queue with backoff up to this many times before it ends
+    /// `failed` (0 = fail at once, the operator runs `retry`).
+    pub(crate) item_retry_rounds: u32,
+}
+
+impl Default for JobsConfig {
+    fn default() -> Self {
+        JobsConfig {
+            logistics_min_interval_s: 1800,
+            order_slice_s: 86_400,
+            order_page_size: 100,
+            item_retry_rounds: 4,
+        }
+    }
+}
+
+/// The probes of every (platform, API class) (`[probe]`).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ProbeConfig {
+    /// Seconds between probe rounds; 0 turns off the probes a worker runs.
+    pub interval_s: u64,
+    /// Fixed sample ids used by probes (item id for item_get, order id for logistics).
+    pub(crate) sample_item_id: String,
+    /// Order id of the `logistics_trace` probe's sample call.
+    pub sample_order_id: String,
+}
+
+impl Default for ProbeConfig {
+    fn default() -> Self {
+        ProbeConfig {
+            interval_s: 30,
+            sample_item_id: "1".into(),
+            sample_order_id: "1".into(),
+        }
+    }
+}

@@ -1,0 +1,327 @@
+//! The platforms' answers: success bodies of each API and the error body of every failure
+//! (docs/wire-formats.md).
+
+use super::{gmt8, Answer, Failure, TOP_TIME};
+use crate::platform::{Api, Platform};
+use crate::sim::data::{self, AddOutcome, ItemData, OrderData, OrderState, StepKind, TraceStep};
+use crate::sim::state::Sim;
+use axum::http::StatusCode;
+use serde_json::{json, Value};
+
+fn jd_key(api: Api) -> String {
+    format!("{}_responce", api.method(Platform::Jd).replace('.', "_"))
+}
+
+pub(super) fn render_item(p: Platform, item: &ItemData, rid: impl Fn() -> String) -> Value {
+    let price = data::format_price(item.price_cents);
+    match p {
+        Platform::Taobao => json!({"item_seller_get_response": {
+            "item": {"num_iid": item.id, "title": item.title, "price": price, "num": item.quantity},
+            "request_id": rid()}}),
+        Platform::Jd => json!({jd_key(Api::ItemGet): {"code": "0",
+            "ware": {"wareId": item.id, "title": item.title, "jdPrice": price, "stockNum": item.quantity}}}),
+        Platform::Alibaba => json!({"result": {"success": true,
+            "toReturn": {"productID": item.id, "subject": item.title, "price": price, "amount": item.quantity}}}),
+    }
+}
+
+pub(super) fn render_added(p: Platform, out: AddOutcome, rid: impl Fn() -> String) -> Value {
+    match p {
+        Platform::Taobao => json!({"item_add_response": {
+            "item": {"num_iid": out.id, "created": gmt8(out.created, TOP_TIME)}, "request_id": rid()}}),
+        Platform::Jd => json!({jd_key(Api::ItemAdd): {"code": "0", "ware": {"wareId": out.id}}}),
+        Platform::Alibaba => json!({"result": {"success": true, "productID": out.id}}),
+    }
+}
+
+fn order_status(p: Platform, s: OrderState) -> &'static str {
+    match (p, s) {
+        (Platform::Taobao, OrderState::Unshipped) => "WAIT_SELLER_SEND_GOODS",
+        (Platform::Taobao, OrderState::Shipped) => "WAIT_BUYER_CONFIRM_GOODS",
+        (Platform::Taobao, OrderState::Signed) => "TRADE_FINISHED",
+        (Platform::Jd, OrderState::Unshipped) => "WAIT_SELLER_STOCK_OUT",
+        (Platform::Jd, OrderState::Shipped) => "WAIT_GOODS_RECEIVE_CONFIRM",
+        (Platform::Jd, OrderState::Signed) => "FINISHED_L",
+        (Platform::Alibaba, OrderState::Unshipped) => "waitsellersend",
+        (Platform::Alibaba, OrderState::Shipped) => "waitbuyerreceive",
+        (Platform::Alibaba, OrderState::Signed) => "success",
+    }
+}
+
+pub(super) fn render_orders(
+    p: Platform,
+    page: &[OrderData],
+    total: usize,
+    has_next: bool,
+    rid: impl Fn() -> String,
+) -> Value {
+    match p {
+        Platform::Taobao => {
+            let trades: Vec<Value> = page
+                .iter()
+                .map(|o| {
+                    json!({"tid": o.id, "status": order_status(p, o.state),
+                        "modified": gmt8(o.modified, TOP_TIME), "payment": data::format_price(o.amount_cents)})
+                })
+                .collect();
+            json!({"trades_sold_increment_get_response": {"total_results": total, "has_next": has_next,
+                "trades": {"trade": trades}, "request_id": rid()}})
+        }
+        Platform::Jd => {
+            let list: Vec<Value> = page
+                .iter()
+                .map(|o| {
+                    json!({"orderId": o.id.to_string(), "orderState": order_status(p, o.state),
+                        "modified": gmt8(o.modified, TOP_TIME), "orderTotalPrice": data::format_price(o.amount_cents)})
+                })
+                .collect();
+            json!({jd_key(Api::OrderList): {"code": "0", "searchorderinfo_result": {
+                "apiResult": {"success": true}, "orderTotal": total, "orderInfoList": list}}})
+        }
+        Platform::Alibaba => {
+            let list: Vec<Value> = page
+                .iter()
+                .map(|o| {
+                    json!({"baseInfo": {"id": o.id, "status": order_status(p, o.state),
+                        "modifyTime": gmt8(o.modified, "%Y%m%d%H%M%S000+0800"),
+                        "totalAmount": data::format_price(o.amount_cents)}})
+                })
+                .collect();
+            json!({"result": list, "totalRecord": total})
+        }
+    }
+}
+
+pub(super) fn render_trace(
+    p: Platform,
+    order: &OrderData,
+    steps: &[TraceStep],
+    rid: impl Fn() -> String,
+) -> Value {
+    let signed = steps.last().is_some_and(|s| s.kind == StepKind::Signed);
+    match p {
+        Platform::Taobao => {
+            let list: Vec<Value> = steps
+                .iter()
+                .map(|s| {
+                    let action = match s.kind {
+                        StepKind::Got => "GOT",
+                        StepKind::Transport => "TRANSPORT",
+                        StepKind::Signed => "SIGNED",
+                    };
+                    json!({"status_time": gmt8(s.at, TOP_TIME), "status_desc": s.remark, "action": action})
+                })
+                .collect();
+            let status = if signed {
+                "对方已签收"
+            } else if steps.is_empty() {
+                "等待揽收"
+            } else {
+                "运输中"
+            };
+            json!({"logistics_trace_search_response": {"tid": order.id, "status": status,
+                "trace_list": {"transit_step_info": list}, "request_id": rid()}})
+        }
+        Platform::Jd => {
+            let list: Vec<Value> = steps
+                .iter()
+                .map(|s| {
+                    let title = match s.kind {
+                        StepKind::Got => "揽收",
+                        StepKind::Transport => "运输中",
+                        StepKind::Signed => "妥投",
+                    };
+                    json!({"ope_time": gmt8(s.at, TOP_TIME), "ope_remark": s.remark, "ope_title": title})
+                })
+                .collect();
+            json!({jd_key(Api::LogisticsTrace): {"code": "0", "querytrace_result": {"data": list}}})
+        }
+        Platform::Alibaba => {
+            let list: Vec<Value> = steps
+                .iter()
+                .map(|s| {
+                    let status = match s.kind {
+                        StepKind::Got => "GOT",
+                        StepKind::Transport => "TRANSPORT",
+                        StepKind::Signed => "SIGNED",
+                    };
+                    json!({"acceptTime": gmt8(s.at, TOP_TIME), "remark": s.remark, "status": status})
+                })
+                .collect();
+            let traces = if list.is_empty() {
+                json!([])
+            } else {
+                json!([{"logisticsSteps": list}])
+            };
+            json!({"success": true, "logisticsTrace": traces})
+        }
+    }
+}
+
+/// The platform's own error for `f` (docs/wire-formats.md).
+pub(crate) fn render_failure(sim: &Sim, p: Platform, api: Option<Api>, f: &Failure) -> Answer {
+    match p {
+        Platform::Taobao => {
+            let (code, msg, sub_code, sub_msg): (u32, &str, &str, String) = match f {
+                Failure::Limited(s) | Failure::QuotaSpent(s) => (
+                    7,
+                    "App Call Limited",
+                    "accesscontrol.limited-by-app-access-count",
+                    format!("This ban will last for {s} more seconds"),
+                ),
+                Failure::Busy => (
+                    10,
+                    "Service Currently Unavailable",
+                    "isp.service-unavailable",
+                    "The service is temporarily unavailable".into(),
+                ),
+                Failure::Signature => (
+                    25,
+                    "Invalid signature",
+                    "isv.invalid-signature",
+                    "Invalid signature".into(),
+                ),
+                Failure::Session => (
+                    27,
+                    "Invalid session",
+                    "isv.session-expired",
+                    "Invalid session".into(),
+                ),
+                Failure::AppKey => (
+                    29,
+                    "Invalid app Key",
+                    "isv.appkey-not-exists",
+                    "Invalid app Key".into(),
+                ),
+                Failure::Timestamp => (
+                    31,
+                    "Invalid timestamp",
+                    "isv.invalid-timestamp",
+                    "timestamp missing, malformed or out of the allowed skew".into(),
+                ),
+                Failure::Missing(k) => (
+                    40,
+                    "Missing required arguments",
+                    "isv.missing-parameter",
+                    format!("Missing required arguments:{k}"),
+                ),
+                Failure::Invalid(k) => (
+                    41,
+                    "Invalid arguments",
+                    "isv.invalid-parameter",
+                    format!("Invalid arguments:{k}"),
+                ),
+                Failure::TooLarge(n) => (
+                    41,
+                    "Invalid arguments",
+                    "isv.invalid-parameter",
+                    format!("request body exceeds {n} bytes"),
+                ),
+                Failure::Method => (
+                    22,
+                    "Invalid method",
+                    "isv.invalid-method",
+                    "Invalid method".into(),
+                ),
+                Failure::NotFound(what, id) => {
+                    let sub = if *what == "item" {
+                        "isv.item-not-exist"
+                    } else {
+                        "isv.trade-not-exist"
+                    };
+                    (
+                        15,
+                        "Remote service error",
+                        sub,
+                        format!("{what} {id} does not exist"),
+                    )
+                }
+            };
+            Answer::ok(
+                json!({"error_response": {"code": code, "msg": msg, "sub_code": sub_code,
+                "sub_msg": sub_msg, "request_id": sim.request_id()}}),
+            )
+        }
+        Platform::Jd => {
+            let (code, zh, en): (&str, &str, String) = match f {
+                Failure::Limited(s) | Failure::QuotaSpent(s) => (
+                    "2",
+                    "应用调用次数超限",
+                    format!("App call limited, this ban will last for {s} more seconds"),
+                ),
+                Failure::Busy => ("66", "服务繁忙", "Service busy, please retry".into()),
+                Failure::Signature => ("14", "签名无效", "Invalid signature".into()),
+                Failure::AppKey => ("20", "app_key无效", "Invalid app_key".into()),
+                Failure::Session => ("19", "access_token无效", "Invalid access_token".into()),
+                Failure::Timestamp => ("22", "时间戳无效", "Invalid timestamp".into()),
+                Failure::Missing(k) => ("60", "缺少参数", format!("Missing parameter: {k}")),
+                Failure::Invalid(k) => ("60", "参数无效", format!("Invalid parameter: {k}")),
+                Failure::TooLarge(n) => {
+                    ("60", "请求过大", format!("Request body exceeds {n} bytes"))
+                }
+                Failure::Method => ("24", "方法不存在", "Invalid method".into()),
+                Failure::NotFound(what, id) => {
+                    let key = jd_key(api.unwrap_or(Api::ItemGet));
+                    return Answer::ok(json!({key: {"code": "0", "apiResult": {"success": false,
+                        "resultCode": "NOT_FOUND", "resultDescribe": format!("{what} {id} does not exist")}}}));
+                }
+            };
+            Answer::ok(json!({"error_response": {"code": code, "zh_desc": zh, "en_desc": en}}))
+        }
+        Platform::Alibaba => {
+            let (status, code, msg): (u16, &str, String) = match f {
+                Failure::Limited(s) => (
+                    400,
+                    "gw.QosAppFrequencyLimit",
+                    format!(
+                        "App call exceeds limited frequency, ban will last for {s} more seconds"
+                    ),
+                ),
+                Failure::QuotaSpent(s) => (
+                    400,
+                    "gw.NoUsageLeftError",
+                    format!("No usage left today, ban will last for {s} more seconds"),
+                ),
+                Failure::Busy => (
+                    503,
+                    "gw.InternalError",
+                    "Service unavailable, please retry".into(),
+                ),
+                Failure::Signature => (400, "gw.SignatureInvalid", "Signature invalid".into()),
+                Failure::AppKey => (400, "gw.AppKeyNotExist", "App key does not exist".into()),
+                Failure::Session => (
+                    401,
+                    "gw.InvalidAccessToken",
+                    "Access token invalid or expired".into(),
+                ),
+                // 1688 has no timestamp code of its own in the contract: a caller error.
+                Failure::Timestamp => (
+                    400,
+                    "gw.ParamMissing",
+                    "_aop_timestamp malformed or out of the allowed skew".into(),
+                ),
+                Failure::Missing(k) => (400, "gw.ParamMissing", format!("Missing parameter: {k}")),
+                Failure::Invalid(k) => (400, "gw.ParamMissing", format!("Invalid parameter: {k}")),
+                Failure::TooLarge(n) => (
+                    413,
+                    "gw.RequestEntityTooLarge",
+                    format!("Request body exceeds {n} bytes"),
+                ),
+                Failure::Method => (400, "gw.APIUnsupported", "API not supported".into()),
+                Failure::NotFound(what, id) => {
+                    let code = if *what == "item" {
+                        "PRODUCT_NOT_EXIST"
+                    } else {
+                        "ORDER_NOT_EXIST"
+                    };
+                    return Answer::ok(json!({"success": false, "errorCode": code,
+                        "errorMessage": format!("{what} {id} does not exist")}));
+                }
+            };
+            Answer {
+                status: StatusCode::from_u16(status).unwrap_or(StatusCode::BAD_REQUEST),
+                body: json!({"error_code": code, "error_message": msg}),
+            }
+        }
+    }
+}

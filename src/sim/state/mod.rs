@@ -1,0 +1,415 @@
+//! The simulator's run-time state: per (app, api) limit windows and counters, drills, data.
+//!
+//! Lock-light: each (app, api) slot has its own small mutex for the per-second limit
+//! (fixed window, sliding window or token bucket) and the quota day; counters are atomics;
+//! drills sit behind one RwLock read briefly per call.
+//!
+//! By concern: this module holds the slots and the shared `Sim`; `window` the per-second
+//! limit kinds (fixed, sliding, bucket); `stats` the counters' snapshot types.
+
+mod stats;
+#[cfg(test)]
+mod tests;
+mod window;
+
+pub use stats::{ApiStats, ErrorCounts, SimStats, Totals};
+
+use super::config::{Limit, LimitKind, SimApp, SimConfig};
+use super::data::{Shop, Written};
+use super::drill::{Drill, DrillPatch};
+use crate::platform::{Api, Platform};
+use crate::time::{next_quota_reset, platform_day};
+use chrono::{DateTime, Utc};
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, AtomicU8, Ordering::Relaxed};
+use std::sync::{Mutex, MutexGuard, RwLock};
+use window::Window;
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    // A panic elsewhere must not stop the simulator: the data stays usable.
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// What the admission check decided for one call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Admit {
+    Ok,
+    /// Over the per-second limit: banned until the window frees.
+    Limited {
+        ban_s: u64,
+    },
+    /// Daily quota spent: banned until 00:00 GMT+8.
+    QuotaSpent {
+        ban_s: u64,
+    },
+}
+
+/// How a call was answered, for the counters.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Outcome {
+    Ok,
+    RejectedLimit,
+    RejectedQuota,
+    Retry,
+    Fatal,
+    Unknown,
+}
+
+#[derive(Debug, Default)]
+struct Counters {
+    calls: AtomicU64,
+    ok: AtomicU64,
+    rejected_limit: AtomicU64,
+    rejected_quota: AtomicU64,
+    retry: AtomicU64,
+    fatal: AtomicU64,
+    unknown: AtomicU64,
+    duplicate_writes: AtomicU64,
+    idle_closed: AtomicU64,
+}
+
+/// One (app, api).
+#[derive(Debug)]
+pub(crate) struct Slot {
+    pub(crate) platform: Platform,
+    pub(crate) api: Api,
+    pub(crate) app_key: String,
+    per_second: AtomicU64,
+    /// `LimitKind` as its index in `LimitKind::ALL`.
+    kind: AtomicU8,
+    /// Bucket size; 0 = `per_second`.
+    burst: AtomicU64,
+    daily: AtomicU64,
+    pub(crate) latency: (u64, u64),
+    window: Mutex<Window>,
+    counters: Counters,
+}
+
+impl Slot {
+    fn new(app: &SimApp, api: Api, limit: Limit) -> Slot {
+        Slot {
+            platform: app.platform,
+            api,
+            app_key: app.app_key.clone(),
+            per_second: AtomicU64::new(limit.per_second),
+            kind: AtomicU8::new(kind_index(limit.kind)),
+            burst: AtomicU64::new(limit.burst.unwrap_or(0)),
+            daily: AtomicU64::new(limit.daily),
+            latency: (limit.latency_median_ms, limit.latency_p95_ms),
+            window: Mutex::new(Window::default()),
+            counters: Counters::default(),
+        }
+    }
+
+    /// The kind of per-second limit in force.
+    pub(crate) fn limit_kind(&self) -> LimitKind {
+        LimitKind::ALL
+            .get(usize::from(self.kind.load(Relaxed)))
+            .copied()
+            .unwrap_or_default()
+    }
+
+    /// The bucket size in force (`per_second` unless set).
+    fn burst(&self) -> u64 {
+        match self.burst.load(Relaxed) {
+            0 => self.per_second.load(Relaxed),
+            b => b,
+        }
+    }
+
+    /// Count one call in the per-second limit and the quota; every call counts against the
+    /// daily quota, the ones refused by the per-second limit too.
+    pub(crate) fn admit(&self, now: DateTime<Utc>) -> Admit {
+        let per_second = self.per_second.load(Relaxed);
+        let kind = self.limit_kind();
+        let burst = self.burst();
+        let daily = self.daily.load(Relaxed);
+        let sec = now.timestamp();
+        let day = platform_day(now);
+        self.counters.calls.fetch_add(1, Relaxed);
+        let mut w = lock(&self.window);
+        if w.day != Some(day) {
+            w.day = Some(day);
+            w.quota_used = 0;
+        }
+        if w.second != sec {
+            w.second = sec;
+            w.seen = 0;
+            w.admitted = 0;
+        }
+        w.seen += 1;
+        w.peak = w.peak.max(w.seen);
+        if w.quota_used >= daily {
+            drop(w);
+            let left = (next_quota_reset(now) - now).num_milliseconds().max(0) as u64;
+            return Admit::QuotaSpent {
+                ban_s: left.div_ceil(1000).max(1),
+            };
+        }
+        w.quota_used += 1;
+        // State of a kind no longer in force (a drill changed it) is dropped.
+        if kind != LimitKind::Sliding && !w.admitted_at.is_empty() {
+            w.admitted_at.clear();
+        }
+        if kind != LimitKind::Bucket {
+            w.bucket = None;
+        }
+        match kind {
+            LimitKind::Fixed => w.admit_fixed(per_second, now),
+            LimitKind::Sliding => w.admit_sliding(per_second, now),
+            LimitKind::Bucket => w.admit_bucket(per_second, burst, now),
+        }
+    }
+
+    pub(crate) fn record(&self, outcome: Outcome) {
+        let c = &self.counters;
+        match outcome {
+            Outcome::Ok => &c.ok,
+            Outcome::RejectedLimit => &c.rejected_limit,
+            Outcome::RejectedQuota => &c.rejected_quota,
+            Outcome::Retry => &c.retry,
+            Outcome::Fatal => &c.fatal,
+            Outcome::Unknown => &c.unknown,
+        }
+        .fetch_add(1, Relaxed);
+    }
+
+    pub(crate) fn duplicate_write(&self) {
+        self.counters.duplicate_writes.fetch_add(1, Relaxed);
+    }
+
+    pub(crate) fn idle_closed(&self) {
+        self.counters.idle_closed.fetch_add(1, Relaxed);
+    }
+
+    fn reset(&self) {
+        *lock(&self.window) = Window::default();
+        let c = &self.counters;
+        for a in [
+            &c.calls,
+            &c.ok,
+            &c.rejected_limit,
+            &c.rejected_quota,
+            &c.retry,
+            &c.fatal,
+            &c.unknown,
+            &c.duplicate_writes,
+            &c.idle_closed,
+        ] {
+            a.store(0, Relaxed);
+        }
+    }
+
+    fn snapshot(&self, now: DateTime<Utc>) -> ApiStats {
+        let (quota_used_today, peak_per_second) = {
+            let w = lock(&self.window);
+            let used = if w.day == Some(platform_day(now)) {
+                w.quota_used
+            } else {
+                0
+            };
+            (used, w.peak)
+        };
+        let c = &self.counters;
+        ApiStats {
+            app_key: self.app_key.clone(),
+            platform: self.platform,
+            api: self.api,
+            calls: c.calls.load(Relaxed),
+            ok: c.ok.load(Relaxed),
+            rejected_limit: c.rejected_limit.load(Relaxed),
+            rejected_quota: c.rejected_quota.load(Relaxed),
+            errors_by_class: ErrorCounts {
+                retry: c.retry.load(Relaxed),
+                fatal: c.fatal.load(Relaxed),
+                unknown: c.unknown.load(Relaxed),
+            },
+            quota_used_today,
+            peak_per_second,
+            duplicate_writes: c.duplicate_writes.load(Relaxed),
+            idle_closed: c.idle_closed.load(Relaxed),
+            limit_per_second: self.per_second.load(Relaxed),
+            limit_daily: self.daily.load(Relaxed),
+            limit_kind: self.limit_kind(),
+            limit_burst: self.burst(),
+        }
+    }
+}
+
+/// One configured app at run time.
+#[derive(Debug)]
+pub(crate) struct AppRt {
+    pub(crate) cfg: SimApp,
+    pub(crate) shop: Shop,
+    pub(crate) written: Mutex<Written>,
+    /// Index of its first slot; the api's index in `Api::ALL` is added.
+    slot_base: usize,
+}
+
+/// Everything the handlers share.
+#[derive(Debug)]
+pub(crate) struct Sim {
+    pub(crate) cfg: SimConfig,
+    pub(crate) apps: Vec<AppRt>,
+    by_key: HashMap<(Platform, String), usize>,
+    slots: Vec<Slot>,
+    drill: RwLock<Drill>,
+    unattributed: AtomicU64,
+    /// Unix seconds the simulator started (trace events are gained from here).
+    pub(crate) started: i64,
+    request_seq: AtomicU64,
+}
+
+fn kind_index(kind: LimitKind) -> u8 {
+    LimitKind::ALL.iter().position(|k| *k == kind).unwrap_or(0) as u8
+}
+
+fn api_index(api: Api) -> usize {
+    Api::ALL.iter().position(|a| *a == api).unwrap_or(0)
+}
+
+impl Sim {
+    pub(crate) fn new(cfg: SimConfig) -> Result<Sim, super::SimError> {
+        cfg.drill.validate()?;
+        let mut apps = Vec::new();
+        let mut slots = Vec::new();
+        let mut by_key = HashMap::new();
+        for (i, app) in cfg.apps.iter().enumerate() {
+            if by_key
+                .insert((app.platform, app.app_key.clone()), i)
+                .is_some()
+            {
+                return Err(super::SimError::DuplicateAppKey(app.app_key.clone()));
+            }
+            let slot_base = slots.len();
+            for api in Api::ALL {
+                slots.push(Slot::new(app, api, cfg.limit(app.platform, api)));
+            }
+            apps.push(AppRt {
+                cfg: app.clone(),
+                shop: Shop::generate(cfg.seed, i as u64, &cfg.orders),
+                written: Mutex::new(Written::default()),
+                slot_base,
+            });
+        }
+        let sim = Sim {
+            drill: RwLock::new(Drill::default()),
+            cfg,
+            apps,
+            by_key,
+            slots,
+            unattributed: AtomicU64::new(0),
+            started: Utc::now().timestamp(),
+            request_seq: AtomicU64::new(0),
+        };
+        let initial = sim.cfg.drill.clone();
+        sim.install_drill(initial);
+        Ok(sim)
+    }
+
+    /// The app with this key on this platform.
+    pub(crate) fn app(&self, platform: Platform, app_key: &str) -> Option<usize> {
+        // Avoids allocating in the common case of a handful of apps.
+        if self.apps.len() <= 8 {
+            return self
+                .apps
+                .iter()
+                .position(|a| a.cfg.platform == platform && a.cfg.app_key == app_key);
+        }
+        self.by_key.get(&(platform, app_key.to_string())).copied()
+    }
+
+    pub(crate) fn slot(&self, app: usize, api: Api) -> &Slot {
+        &self.slots[self.apps[app].slot_base + api_index(api)]
+    }
+
+    pub(crate) fn unattributed(&self) {
+        self.unattributed.fetch_add(1, Relaxed);
+    }
+
+    pub(crate) fn request_id(&self) -> String {
+        format!("sim{:x}", self.request_seq.fetch_add(1, Relaxed) + 1)
+    }
+
+    pub(crate) fn drill(&self) -> Drill {
+        self.drill.read().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// Read the drills without cloning.
+    pub(crate) fn with_drill<R>(&self, f: impl FnOnce(&Drill) -> R) -> R {
+        f(&self.drill.read().unwrap_or_else(|e| e.into_inner()))
+    }
+
+    /// Apply a drill change; returns the drills now in force.
+    pub(crate) fn set_drill(&self, patch: &DrillPatch) -> Result<Drill, super::DrillError> {
+        let mut guard = self.drill.write().unwrap_or_else(|e| e.into_inner());
+        let next = patch.apply(&guard)?;
+        *guard = next.clone();
+        drop(guard);
+        self.apply_limits(&next);
+        Ok(next)
+    }
+
+    fn install_drill(&self, d: Drill) {
+        *self.drill.write().unwrap_or_else(|e| e.into_inner()) = d.clone();
+        self.apply_limits(&d);
+    }
+
+    /// Effective limits = config, then the drill overrides in order.
+    fn apply_limits(&self, d: &Drill) {
+        for s in &self.slots {
+            let base = self.cfg.limit(s.platform, s.api);
+            let (mut ps, mut daily) = (base.per_second, base.daily);
+            for o in d.limits.iter().filter(|o| o.matches(s.platform, s.api)) {
+                ps = o.per_second.unwrap_or(ps);
+                daily = o.daily.unwrap_or(daily);
+            }
+            let (mut kind, mut burst) = (base.kind, base.burst);
+            for o in d
+                .limit_kinds
+                .iter()
+                .filter(|o| o.matches(s.platform, s.api))
+            {
+                kind = o.kind.unwrap_or(kind);
+                burst = o.burst.or(burst);
+            }
+            s.per_second.store(ps, Relaxed);
+            s.kind.store(kind_index(kind), Relaxed);
+            s.burst.store(burst.unwrap_or(0), Relaxed);
+            s.daily.store(daily, Relaxed);
+        }
+    }
+
+    /// Zero the stats, the windows, the quota counters and the written items.
+    pub(crate) fn reset(&self) {
+        for s in &self.slots {
+            s.reset();
+        }
+        for a in &self.apps {
+            *lock(&a.written) = Written::default();
+        }
+        self.unattributed.store(0, Relaxed);
+    }
+
+    pub(crate) fn stats(&self) -> SimStats {
+        let now = Utc::now();
+        let apis: Vec<ApiStats> = self.slots.iter().map(|s| s.snapshot(now)).collect();
+        let mut t = Totals {
+            unattributed: self.unattributed.load(Relaxed),
+            ..Totals::default()
+        };
+        for a in &apis {
+            t.calls += a.calls;
+            t.ok += a.ok;
+            t.rejected_limit += a.rejected_limit;
+            t.rejected_quota += a.rejected_quota;
+            t.errors_by_class.retry += a.errors_by_class.retry;
+            t.errors_by_class.fatal += a.errors_by_class.fatal;
+            t.errors_by_class.unknown += a.errors_by_class.unknown;
+            t.quota_used_today += a.quota_used_today;
+            t.duplicate_writes += a.duplicate_writes;
+            t.idle_closed += a.idle_closed;
+        }
+        SimStats { apis, totals: t }
+    }
+}

@@ -1,0 +1,91 @@
+//! The counters as the simulator reports them (`GET /admin/stats`, `SimHandle::stats`): per
+//! (app, api), their sums, and the errors by class.
+
+use crate::platform::{Api, Platform};
+use crate::sim::config::LimitKind;
+use serde::{Deserialize, Serialize};
+
+/// Errors by the class a client would give them (Slow ones are the `rejected_*` counters).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ErrorCounts {
+    /// Retry-class errors (the `error_ratio` and `outage` drills).
+    pub retry: u64,
+    /// Fatal-class errors (bad signature, timestamp, session or parameters; TOP's not-found).
+    pub fatal: u64,
+    pub(crate) unknown: u64,
+}
+
+/// Counters of one (app_key, api), as seen from the platform side.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ApiStats {
+    /// The app's key.
+    pub app_key: String,
+    /// The app's platform.
+    pub platform: Platform,
+    /// The API called.
+    pub api: Api,
+    /// Calls that reached the platform (= ok + rejected_* + errors).
+    pub calls: u64,
+    /// Calls answered successfully.
+    pub ok: u64,
+    /// Refused by the per-second window (TOP 7, JD 2, 1688 gw.QosAppFrequencyLimit).
+    pub rejected_limit: u64,
+    /// Refused because the daily quota was spent.
+    pub rejected_quota: u64,
+    /// Calls answered with any other error, by class.
+    pub errors_by_class: ErrorCounts,
+    /// Calls counted against today's quota (GMT+8 day), failed ones included.
+    pub quota_used_today: u64,
+    /// Most calls seen in any one wall-clock second (refused ones included).
+    pub peak_per_second: u64,
+    /// item_add repeats of an `out_request_id` already written.
+    pub duplicate_writes: u64,
+    /// Requests dropped by the idle-close drill (never answered, not counted as calls).
+    pub idle_closed: u64,
+    /// The limits in force (simulator side only; clients must not read them).
+    pub limit_per_second: u64,
+    /// Daily quota in force (calls per GMT+8 day).
+    pub limit_daily: u64,
+    /// How the per-second limit is counted.
+    #[serde(default)]
+    pub limit_kind: LimitKind,
+    /// Bucket size (`bucket` only; `per_second` unless set).
+    #[serde(default)]
+    pub limit_burst: u64,
+}
+
+/// Sums over all (app, api), plus calls the simulator could not attribute to one.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Totals {
+    /// Calls of every (app, api) (`unattributed` requests not included).
+    pub calls: u64,
+    pub(crate) ok: u64,
+    pub(crate) rejected_limit: u64,
+    pub(crate) rejected_quota: u64,
+    pub(crate) errors_by_class: ErrorCounts,
+    /// Calls counted against today's quotas, all apps.
+    pub quota_used_today: u64,
+    /// `item_add` repeats of an already written `out_request_id`, all apps.
+    pub duplicate_writes: u64,
+    /// Requests dropped by the idle-close drill, all apps.
+    pub idle_closed: u64,
+    /// Requests with an unknown app key or method, or unreadable (answered with an error).
+    pub unattributed: u64,
+}
+
+/// A snapshot of the counters (`GET /admin/stats`, `SimHandle::stats`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SimStats {
+    pub(crate) apis: Vec<ApiStats>,
+    /// Sums over all (app, api).
+    pub totals: Totals,
+}
+
+impl SimStats {
+    /// The counters of the first app of `platform` for `api`.
+    pub fn for_platform(&self, platform: Platform, api: Api) -> Option<&ApiStats> {
+        self.apis
+            .iter()
+            .find(|s| s.platform == platform && s.api == api)
+    }
+}
