@@ -8,8 +8,9 @@
 --       15 the reporting process's measured p95 latency in ms ('' = not yet known),
 --       16 pause channel ('' = none), 17 gate id "platform:api" for the pause message,
 --       18 decrease margin, 19 ceiling hold us, 20 fewest successes that measure a limit.
--- The aimd hash also keeps the successes of the last second in fields w0..w9 ("slot:count",
--- slot = 100 ms): a rate-limit answer measures the platform's limit from them
+-- The aimd hash also keeps the successes of the last second in fields w0..w10 ("slot:count",
+-- slot = 100 ms; the ten slots up to now and the part of the one before them still inside the
+-- last 1,000 ms): a rate-limit answer measures the platform's limit from them
 -- (throttle::aimd, "Limit discovery" in docs/design.md).
 -- Returns {calls today, rate, ceiling or '', hit effect (0 none/absorbed, 1 halved, 2 + ceiling)}.
 if redis.replicate_commands then pcall(redis.replicate_commands) end
@@ -57,7 +58,7 @@ local changed = false
 
 -- Successes count towards the last second's measurement, in a hit's cooldown too.
 if succ_n > 0 then
-  local f = 'w' .. (slot % 10)
+  local f = 'w' .. (slot % 11)
   local cell = redis.call('HGET', KEYS[1], f)
   local n = succ_n
   if cell then
@@ -73,12 +74,18 @@ if hit == 1 and not in_cooldown then
   if at < min_rate then at = min_rate end
   local second = last_hit ~= nil and (now - last_hit) <= window
   local measured = 0
-  local cells = redis.call('HMGET', KEYS[1], 'w0', 'w1', 'w2', 'w3', 'w4', 'w5', 'w6', 'w7', 'w8', 'w9')
+  local cells = redis.call('HMGET', KEYS[1], 'w0', 'w1', 'w2', 'w3', 'w4', 'w5', 'w6', 'w7', 'w8', 'w9', 'w10')
+  -- now is in us: the share of the oldest slot still inside the last 1,000 ms
+  local oldest_share = 1 - (now - slot * 100000) / 100000
   for _, cell in ipairs(cells) do
     if cell then
       local s, c = string.match(cell, '^(%d+):(%d+)$')
       s = tonumber(s)
-      if s and s <= slot and s + 10 > slot then measured = measured + tonumber(c) end
+      if s and s <= slot and s + 10 > slot then
+        measured = measured + tonumber(c)
+      elseif s and s + 10 == slot then
+        measured = measured + tonumber(c) * oldest_share
+      end
     end
   end
   if measured >= min_measured then

@@ -1,0 +1,65 @@
+use super::*;
+
+#[test]
+fn backoff_doubles_and_caps() {
+    let o = QueueOptions {
+        retry_base: Duration::from_millis(100),
+        retry_cap: Duration::from_millis(500),
+        ..QueueOptions::default()
+    };
+    assert_eq!(o.retry_backoff(1), Duration::from_millis(100));
+    assert_eq!(o.retry_backoff(2), Duration::from_millis(200));
+    assert_eq!(o.retry_backoff(3), Duration::from_millis(400));
+    assert_eq!(o.retry_backoff(4), Duration::from_millis(500));
+    assert_eq!(o.retry_backoff(60), Duration::from_millis(500));
+}
+
+#[test]
+fn claim_idle_is_heartbeat_times_missed() {
+    let o = QueueOptions::from_config(&QueueConfig::default());
+    assert_eq!(o.claim_idle(), Duration::from_secs(30));
+    assert!(o.push_batch >= 1 && o.push_batch <= 20_000);
+}
+
+#[test]
+fn worker_names_are_unique() {
+    let a = worker_name();
+    let b = worker_name();
+    assert_ne!(a, b);
+    assert!(a.contains(&format!("-{}-", std::process::id())));
+}
+
+#[tokio::test]
+async fn panics_become_failures() {
+    let h = |_m: TaskMsg, ctx: TaskCtx| async move {
+        if ctx.attempt == 1 {
+            panic!("boom");
+        }
+        TaskResult::Done
+    };
+    let msg = TaskMsg {
+        job_id: 1,
+        kind: "listing".into(),
+        chunk: 0,
+        keys: vec![],
+    };
+    let ctx = TaskCtx::detached;
+    let (r, panicked) = run_caught(&h, msg.clone(), ctx(1)).await;
+    assert!(panicked);
+    assert!(matches!(r, TaskResult::Failed(ref m) if m.contains("boom")));
+    assert_eq!(run_caught(&h, msg, ctx(2)).await, (TaskResult::Done, false));
+}
+
+#[tokio::test]
+async fn shutdown_wait_resolves_after_trigger() {
+    let s = Shutdown::new();
+    assert!(!s.is_triggered());
+    let s2 = s.clone();
+    let t = tokio::spawn(async move { s2.wait().await });
+    s.trigger();
+    tokio::time::timeout(Duration::from_secs(2), t)
+        .await
+        .expect("wait resolves")
+        .expect("join");
+    assert!(s.is_triggered());
+}
