@@ -3,7 +3,7 @@
 
 use super::{Cli, CliError};
 use crate::platform::client::{check_body, with_raw_defaults};
-use crate::platform::{Api, Platform, PlatformClient};
+use crate::platform::{Api, Platform, PlatformClient, UnknownName};
 use chrono::Utc;
 use clap::Args;
 use std::time::Duration;
@@ -33,8 +33,14 @@ pub(crate) fn parse_params(args: &[String]) -> Result<Vec<(String, String)>, Cli
 }
 
 pub(crate) async fn run(cli: &Cli, args: &CallArgs) -> Result<(), CliError> {
-    let platform: Platform = args.platform.parse().map_err(CliError::input)?;
-    let api: Api = args.api.parse().map_err(CliError::input)?;
+    let platform: Platform = args
+        .platform
+        .parse()
+        .map_err(|e: UnknownName| CliError::input(e.to_string()))?;
+    let api: Api = args
+        .api
+        .parse()
+        .map_err(|e: UnknownName| CliError::input(e.to_string()))?;
     let params = with_raw_defaults(platform, api, &parse_params(&args.params)?);
     let cfg = cli.load_config()?;
     let pc = cfg.platform(platform).ok_or_else(|| {

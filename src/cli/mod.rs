@@ -122,12 +122,6 @@ impl From<ConfigError> for CliError {
     }
 }
 
-impl From<anyhow::Error> for CliError {
-    fn from(e: anyhow::Error) -> Self {
-        CliError::runtime(format!("{e:#}"))
-    }
-}
-
 impl Cli {
     /// Load the config named by `--config`, mapping failure to exit code 2.
     pub(crate) fn load_config(&self) -> Result<Config, CliError> {

@@ -137,7 +137,7 @@ impl Config {
                 Ok(p) => {
                     platforms.insert(p, pc);
                 }
-                Err(e) => problems.push(problem(format!("platforms.{name}"), e, false)),
+                Err(e) => problems.push(problem(format!("platforms.{name}"), e.to_string(), false)),
             }
         }
         for name in raw.gates.keys() {

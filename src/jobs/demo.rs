@@ -118,10 +118,10 @@ pub enum DemoError {
 /// rate (what an operator writes from the platform console), a burst of 1 so no aligned
 /// one-second window can exceed the grant, and concurrency well above rate x latency.
 fn client_config(sim: &sim::SimHandle, limit: u64, dir: &Path) -> Result<Config, DemoError> {
-    // 0.2% under the grant (3 calls/s at the default scale): timer and scheduling jitter can
-    // bunch a few calls into one aligned second, and a single rejection halves the adaptive
-    // rate (a second one within 5 s caps recovery at 90% of it), which costs far more. On a
-    // quiet machine 0.2% leaves no rejection; on a loaded one a few happen (BENCHMARKS.md).
+    // 0.2% under the grant (3 calls/s at the default scale). The gate's send-time check keeps
+    // late wakers from bunching into one aligned second; what it cannot see (the simulator's
+    // own scheduling delay on a busy machine) can still push a few calls across a boundary,
+    // and a rejection costs a measured rate cut and, on TOP, a one-second ban (BENCHMARKS.md).
     let rate = limit as f64 * 0.998;
     let mut text = String::new();
     for (platform, app) in [

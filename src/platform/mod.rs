@@ -62,16 +62,38 @@ impl fmt::Display for Platform {
     }
 }
 
+/// A name that is not one of a fixed set (a platform, an API, an error class, a ledger
+/// status): what was given and what was expected, for the message.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown {what} `{given}` (expected {expected})")]
+pub struct UnknownName {
+    /// What kind of name it was meant to be ("platform", "api", ...).
+    pub what: &'static str,
+    /// The name given.
+    pub given: String,
+    /// The names accepted, as a phrase.
+    pub expected: String,
+}
+
+impl UnknownName {
+    /// `given` is not a `what`; `expected` lists what is.
+    pub fn new(what: &'static str, given: &str, expected: impl Into<String>) -> UnknownName {
+        UnknownName {
+            what,
+            given: given.to_string(),
+            expected: expected.into(),
+        }
+    }
+}
+
 impl FromStr for Platform {
-    type Err = String;
+    type Err = UnknownName;
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         match s.to_ascii_lowercase().as_str() {
             "taobao" | "top" => Ok(Platform::Taobao),
             "jd" | "jos" => Ok(Platform::Jd),
             "alibaba" | "1688" => Ok(Platform::Alibaba),
-            other => Err(format!(
-                "unknown platform `{other}` (expected taobao, jd or alibaba)"
-            )),
+            other => Err(UnknownName::new("platform", other, "taobao, jd or alibaba")),
         }
     }
 }
@@ -163,13 +185,17 @@ impl fmt::Display for Api {
 }
 
 impl FromStr for Api {
-    type Err = String;
+    type Err = UnknownName;
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         Api::ALL
             .into_iter()
             .find(|api| api.as_str() == s)
             .ok_or_else(|| {
-                format!("unknown api `{s}` (expected item_get, item_add, order_list or logistics_trace)")
+                UnknownName::new(
+                    "api",
+                    s,
+                    "item_get, item_add, order_list or logistics_trace",
+                )
             })
     }
 }
@@ -232,15 +258,17 @@ impl fmt::Display for ErrorClass {
 }
 
 impl FromStr for ErrorClass {
-    type Err = String;
+    type Err = UnknownName;
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         match s {
             "retry" => Ok(ErrorClass::Retry),
             "slow" => Ok(ErrorClass::Slow),
             "fatal" => Ok(ErrorClass::Fatal),
             "unknown" => Ok(ErrorClass::Unknown),
-            other => Err(format!(
-                "unknown error class `{other}` (expected retry, slow, fatal or unknown)"
+            other => Err(UnknownName::new(
+                "error class",
+                other,
+                "retry, slow, fatal or unknown",
             )),
         }
     }

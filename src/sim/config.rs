@@ -331,7 +331,7 @@ impl SimConfig {
             let platform = match app.platform.as_deref().unwrap_or(&name).parse::<Platform>() {
                 Ok(p) => p,
                 Err(e) => {
-                    problem(format!("{key}.platform"), e);
+                    problem(format!("{key}.platform"), e.to_string());
                     continue;
                 }
             };

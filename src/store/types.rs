@@ -1,6 +1,6 @@
 //! Typed rows of the ledger: what callers pass in and get back.
 
-use crate::platform::{Api, ErrorClass, Platform};
+use crate::platform::{Api, ErrorClass, Platform, UnknownName};
 use chrono::{DateTime, Utc};
 use std::fmt;
 use std::str::FromStr;
@@ -30,14 +30,14 @@ macro_rules! text_enum {
         }
 
         impl FromStr for $name {
-            type Err = String;
+            type Err = UnknownName;
             fn from_str(s: &str) -> Result<Self, Self::Err> {
                 match s {
                     $($text => Ok($name::$variant),)+
-                    other => Err(format!(
-                        concat!("unknown ", stringify!($name), " `{}` (expected one of: {})"),
+                    other => Err(UnknownName::new(
+                        stringify!($name),
                         other,
-                        [$($text),+].join(", ")
+                        format!("one of: {}", [$($text),+].join(", ")),
                     )),
                 }
             }
@@ -330,7 +330,7 @@ impl ItemErrorClass {
 }
 
 impl FromStr for ItemErrorClass {
-    type Err = String;
+    type Err = UnknownName;
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         match s {
             "dead" => Ok(ItemErrorClass::Dead),

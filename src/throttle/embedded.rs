@@ -6,6 +6,7 @@
 
 use super::aimd::{AimdParams, AimdState};
 use super::gcra::Gcra;
+use super::second_guard::{self, SecondGuard};
 use super::{GateLimits, GateSnapshot, RateChange, Reservation};
 use crate::config::GateConfig;
 use crate::platform::{Api, Platform};
@@ -25,6 +26,8 @@ struct Gate {
     used: u64,
     /// Resume from a pause with an empty bucket, not a burst into the platform that banned us.
     drain_after_pause: bool,
+    /// Calls that left in the current clock second (the send-time check).
+    sent: SecondGuard,
 }
 
 impl Gate {
@@ -41,6 +44,7 @@ impl Gate {
             quota_day: crate::time::platform_day(chrono::Utc::now()),
             used: 0,
             drain_after_pause: false,
+            sent: SecondGuard::default(),
         }
     }
 
@@ -113,6 +117,18 @@ impl EmbeddedGates {
             Ok(wait) => Reservation::After(Duration::from_secs_f64(wait / 1e6)),
             Err(wait) => Reservation::Refused(Duration::from_secs_f64(wait / 1e6)),
         }
+    }
+
+    /// At the moment a reserved call leaves: `None` if it may go now (it is counted), or how
+    /// long to wait for the next clock second, because as many calls as the bucket admits in
+    /// a second already left in this one (late wakers bunched; [`SecondGuard`]).
+    pub(crate) fn send_wait(&self, platform: Platform, api: Api) -> Option<Duration> {
+        let mut g = self.gate(platform, api);
+        let budget = second_guard::budget_for(g.limiter_rate, g.effective_burst());
+        let now_ms = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
+        g.sent.admit(now_ms, budget).map(Duration::from_millis)
     }
 
     /// Apply one outcome; returns the calls counted today, for the burn ratio.

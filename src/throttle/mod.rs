@@ -19,6 +19,7 @@ pub(crate) mod burn;
 mod embedded;
 pub(crate) mod gcra;
 pub(crate) mod latency;
+mod second_guard;
 mod shared;
 
 use crate::config::{Config, GateConfig};
@@ -462,6 +463,17 @@ impl Gates {
                     error,
                     timed_out,
                 })
+            }
+        }
+        // In one process, late wakers must not put more than a second's worth of calls into
+        // one clock second (second_guard.rs). A fleet's processes each send a share of the
+        // rate; there the bucket on the Redis clock is the whole guarantee.
+        if let Backend::Embedded(e) = &self.inner.backend {
+            while let Some(wait) = e.send_wait(platform, api) {
+                tokio::time::sleep(wait).await;
+                if let Some(refusal) = local.held() {
+                    return Err(refusal);
+                }
             }
         }
         Ok(Permit {

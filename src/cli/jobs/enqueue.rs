@@ -61,8 +61,13 @@ pub(crate) enum EnqueueWhat {
     },
 }
 
+/// A `--since`/`--until` value that is not a time.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("`{0}` is not a time (RFC 3339, `YYYY-MM-DD HH:MM:SS` or `YYYY-MM-DD`, GMT+8)")]
+pub struct NotATime(pub String);
+
 /// RFC 3339, `YYYY-MM-DD HH:MM:SS` or `YYYY-MM-DD` (GMT+8, the platforms' clock).
-pub fn parse_time(s: &str) -> Result<DateTime<Utc>, String> {
+pub fn parse_time(s: &str) -> Result<DateTime<Utc>, NotATime> {
     if let Ok(t) = DateTime::parse_from_rfc3339(s) {
         return Ok(t.with_timezone(&Utc));
     }
@@ -71,14 +76,12 @@ pub fn parse_time(s: &str) -> Result<DateTime<Utc>, String> {
             NaiveDate::parse_from_str(s, "%Y-%m-%d")
                 .map(|d| d.and_hms_opt(0, 0, 0).unwrap_or_default())
         })
-        .map_err(|_| {
-            format!("`{s}` is not a time (RFC 3339, `YYYY-MM-DD HH:MM:SS` or `YYYY-MM-DD`, GMT+8)")
-        })?;
+        .map_err(|_| NotATime(s.to_string()))?;
     china_offset()
         .from_local_datetime(&naive)
         .single()
         .map(|t| t.with_timezone(&Utc))
-        .ok_or_else(|| format!("`{s}` is not a valid GMT+8 time"))
+        .ok_or_else(|| NotATime(s.to_string()))
 }
 
 fn spec_from_args(args: &EnqueueArgs) -> Result<JobSpec, CliError> {
