@@ -436,18 +436,30 @@ impl Store {
     }
 
     async fn summary(&self, row: JobRow) -> Result<JobSummary, StoreError> {
-        let (id, kind, state, total, created, finished) = row;
+        let (id, kind, mut state, total, created, mut finished) = row;
         let mut c = self.conn("count items per status").await?;
+        // The job's state is read again in the same statement as the counts: one snapshot. Read
+        // apart, a status taken just before the last outcome's commit and counts taken just
+        // after it showed a job "running" with no item pending.
         let per_status = fetch!(
-            fetch_all as (String, i64),
+            fetch_all as (Option<String>, i64, String, Option<i64>),
             c.on(),
-            sql!("SELECT status, COUNT(*) FROM job_items WHERE job_id = $1 GROUP BY status"),
+            sql!(
+                "SELECT i.status, COUNT(i.item_key), j.status, j.finished_at
+                 FROM jobs AS j LEFT JOIN job_items AS i ON i.job_id = j.id
+                 WHERE j.id = $1
+                 GROUP BY i.status, j.status, j.finished_at"
+            ),
             id
         )
         .ctx(self, "count items per status")?;
         let mut counts = StatusCounts::default();
-        for (status, n) in per_status {
-            counts.add(self.parse(&status, "job_items.status")?, to_u64(n));
+        for (status, n, job_state, finished_at) in per_status {
+            state = job_state;
+            finished = finished_at;
+            if let Some(status) = status {
+                counts.add(self.parse(&status, "job_items.status")?, to_u64(n));
+            }
         }
         Ok(JobSummary {
             id,
