@@ -100,10 +100,13 @@ async fn a_gate_ten_times_too_high_converges_without_sustained_rejections() {
     let get = h.stats(FROM, Api::ItemGet);
     println!("item_add {add:?}\nitem_get {get:?}\nat half: {half:?}");
     // A gate that never learned the limit would see most calls above 100/s refused; one
-    // halving its way down used to reject ~1% all job long. Measuring the limit costs a few
-    // rejections at the start; a loaded machine's timer jitter can add a few more (bound 2%).
+    // halving its way down used to reject ~1% all job long (caught by the second half).
+    // Measuring the limit costs the calls already in flight or booked at the old rate when
+    // the first rejections come back (two workers x 8 slots, in one or two episodes): a
+    // constant, not a share of the job; a loaded machine sees the higher end.
+    const LEARNING: u64 = 2 * 2 * 8;
     assert!(
-        add.rejected_limit * 50 <= add.calls,
+        add.rejected_limit <= LEARNING,
         "{} of {} item_add calls rejected",
         add.rejected_limit,
         add.calls
@@ -114,8 +117,9 @@ async fn a_gate_ten_times_too_high_converges_without_sustained_rejections() {
         "{late} item_add calls rejected in the second half of the job ({} in all)",
         add.rejected_limit
     );
+    // The busiest second: the platform's 100 and the rejections of the first episode.
     assert!(
-        add.peak_per_second <= 100 + 20,
+        add.peak_per_second <= 100 + LEARNING,
         "peak {} calls in one second",
         add.peak_per_second
     );
