@@ -8,9 +8,9 @@ use super::{
 use crate::platform::ErrorClass;
 use std::collections::HashSet;
 
-type JobRow = (i64, String, String, i64, i64, Option<i64>);
-/// A job row followed by its spec.
-type JobSpecRow = (i64, String, String, i64, i64, Option<i64>, String);
+/// Per item status of one job, with the job's columns: (item status, count, kind, state,
+/// total, created, finished). A job without items gives one row with no status.
+type SummaryRow = (Option<String>, i64, String, String, i64, i64, Option<i64>);
 type ItemRow = (
     String,
     i64,
@@ -295,26 +295,18 @@ impl Store {
     /// the ETA), over its whole life once finished (see [`JobSummary::rate_per_sec`]).
     pub async fn job_status(&self, job_id: i64) -> Result<JobStatus, StoreError> {
         let mut c = self.conn("job_status").await?;
-        let row = fetch!(
-            fetch_optional as JobSpecRow,
+        let spec = scalar!(
+            fetch_optional as String,
             c.on(),
-            sql!(
-                "SELECT id, kind, status, total_items, created_at, finished_at, spec
-                 FROM jobs WHERE id = $1"
-            ),
+            sql!("SELECT spec FROM jobs WHERE id = $1"),
             job_id
         )
         .ctx(self, "job_status: read job")?;
-        let Some((id, kind, state, total, created, finished, spec)) = row else {
-            return Err(StoreError::JobNotFound {
-                db: self.db.to_string(),
-                job_id,
-            });
+        let Some(spec) = spec else {
+            return Err(self.job_not_found(job_id));
         };
         drop(c);
-        let job = self
-            .summary((id, kind, state, total, created, finished))
-            .await?;
+        let job = self.summary(job_id).await?;
         let mut c = self.conn("job_status").await?;
         // "The last minute" on the clock that stamped `updated_at`: the database's.
         let (now, recent) = fetch!(
@@ -351,10 +343,7 @@ impl Store {
         .ctx(self, "job_state")?;
         match state {
             Some(s) => self.parse(&s, "jobs.status"),
-            None => Err(StoreError::JobNotFound {
-                db: self.db.to_string(),
-                job_id,
-            }),
+            None => Err(self.job_not_found(job_id)),
         }
     }
 
@@ -373,20 +362,17 @@ impl Store {
     /// The most recent jobs (newest first) with their counts.
     pub async fn list_jobs(&self, limit: u32) -> Result<Vec<JobSummary>, StoreError> {
         let mut c = self.conn("list_jobs").await?;
-        let rows = fetch!(
-            fetch_all as JobRow,
+        let ids = scalar!(
+            fetch_all as i64,
             c.on(),
-            sql!(
-                "SELECT id, kind, status, total_items, created_at, finished_at
-                 FROM jobs ORDER BY id DESC LIMIT $1"
-            ),
+            sql!("SELECT id FROM jobs ORDER BY id DESC LIMIT $1"),
             i64::from(limit)
         )
         .ctx(self, "list_jobs")?;
         drop(c);
-        let mut out = Vec::with_capacity(rows.len());
-        for row in rows {
-            out.push(self.summary(row).await?);
+        let mut out = Vec::with_capacity(ids.len());
+        for id in ids {
+            out.push(self.summary(id).await?);
         }
         Ok(out)
     }
@@ -435,28 +421,29 @@ impl Store {
             .collect()
     }
 
-    async fn summary(&self, row: JobRow) -> Result<JobSummary, StoreError> {
-        let (id, kind, mut state, total, created, mut finished) = row;
+    /// The job's columns and its counts per item status, read in one statement (one
+    /// snapshot): read apart, a state taken just before the last outcome's commit and counts
+    /// taken just after it showed a job "running" with no item pending.
+    async fn summary(&self, id: i64) -> Result<JobSummary, StoreError> {
         let mut c = self.conn("count items per status").await?;
-        // The job's state is read again in the same statement as the counts: one snapshot. Read
-        // apart, a status taken just before the last outcome's commit and counts taken just
-        // after it showed a job "running" with no item pending.
-        let per_status = fetch!(
-            fetch_all as (Option<String>, i64, String, Option<i64>),
+        let rows = fetch!(
+            fetch_all as SummaryRow,
             c.on(),
             sql!(
-                "SELECT i.status, COUNT(i.item_key), j.status, j.finished_at
+                "SELECT i.status, COUNT(i.item_key), j.kind, j.status, j.total_items,
+                        j.created_at, j.finished_at
                  FROM jobs AS j LEFT JOIN job_items AS i ON i.job_id = j.id
                  WHERE j.id = $1
-                 GROUP BY i.status, j.status, j.finished_at"
+                 GROUP BY i.status, j.kind, j.status, j.total_items, j.created_at, j.finished_at"
             ),
             id
         )
         .ctx(self, "count items per status")?;
+        let Some((_, _, kind, state, total, created, finished)) = rows.first().cloned() else {
+            return Err(self.job_not_found(id));
+        };
         let mut counts = StatusCounts::default();
-        for (status, n, job_state, finished_at) in per_status {
-            state = job_state;
-            finished = finished_at;
+        for (status, n, ..) in rows {
             if let Some(status) = status {
                 counts.add(self.parse(&status, "job_items.status")?, to_u64(n));
             }
@@ -470,6 +457,13 @@ impl Store {
             created_at: from_ms(created),
             finished_at: finished.map(from_ms),
         })
+    }
+
+    fn job_not_found(&self, job_id: i64) -> StoreError {
+        StoreError::JobNotFound {
+            db: self.db.to_string(),
+            job_id,
+        }
     }
 
     /// Parse a stored enum spelling, naming the column when it is not one we know.
