@@ -189,7 +189,7 @@ pub async fn run(
         l.daily = l.daily.max(opts.items * 2);
     }
     let loopback = std::net::SocketAddr::from(([127, 0, 0, 1], 0));
-    let sim = sim::spawn(sim_cfg.clone(), loopback).await?;
+    let sim = sim::spawn_on_own_thread(sim_cfg.clone(), loopback).await?;
     let cfg = client_config(&sim, limit, &opts.dir)?;
     let sqlite_ledger = opts.dir.join("ledger.db");
     let db_url = match &opts.ledger {

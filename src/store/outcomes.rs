@@ -2,7 +2,7 @@
 //! the job is finished exactly once when none is left (docs/design.md, "The ledger on two
 //! backends").
 
-use super::backend::{execute, scalar, sql, Conn, Tx};
+use super::backend::{execute, scalar, sql, Conn, Pool, Tx};
 use super::{json_list, to_i64, to_u64, QueryCtx, Store, StoreError};
 use super::{FinishReport, ItemOutcome, ItemStatus};
 use crate::platform::ErrorClass;
@@ -134,11 +134,24 @@ impl Store {
         Ok(())
     }
 
-    /// Record outcomes in one transaction: status, error class/message, result, attempts + 1.
-    /// Only items still `pending` are updated (the first terminal outcome wins, so a duplicate
+    /// Record outcomes atomically: status, error class/message, result, attempts + 1. Only
+    /// items still `pending` are updated (the first terminal outcome wins, so a duplicate
     /// delivery of a task cannot overwrite a `done` with a `failed`). Marks the job finished
     /// when no pending item remains; `job_finished` is true for exactly the call that did it.
     pub async fn finish_items(
+        &self,
+        job_id: i64,
+        outcomes: &[ItemOutcome],
+    ) -> Result<FinishReport, StoreError> {
+        match &self.pool {
+            Pool::Sqlite(_) => self.finish_items_sqlite(job_id, outcomes).await,
+            Pool::Postgres(pg) => self.finish_items_postgres(pg, job_id, outcomes).await,
+        }
+    }
+
+    /// SQLite: in-process statements are cheap, so one prepared UPDATE per outcome inside one
+    /// `BEGIN IMMEDIATE` transaction, then the job's end.
+    async fn finish_items_sqlite(
         &self,
         job_id: i64,
         outcomes: &[ItemOutcome],
@@ -147,77 +160,31 @@ impl Store {
         // One clock reading for the whole batch: its items and the job's end agree.
         let now = scalar!(fetch_one as i64, tx.on(), sql!("SELECT " NOW))
             .ctx(self, "finish_items: read clock")?;
-        let (recorded, terminal) = match tx.on() {
-            // In-process statements are cheap: one prepared UPDATE per outcome.
-            Conn::Sqlite(c) => {
-                let (mut recorded, mut terminal) = (0, 0);
-                for o in outcomes {
-                    let n = sqlx::query(
-                        "UPDATE job_items
-                         SET status = $1, error_class = $2, error_message = $3, result = $4,
-                             attempts = attempts + 1, updated_at = $5,
-                             carry = CASE WHEN $1 = 'pending' THEN carry END
-                         WHERE job_id = $6 AND item_key = $7 AND status = 'pending'",
-                    )
-                    .bind(o.status.as_str())
-                    .bind(o.error_class.map(ErrorClass::as_str))
-                    .bind(o.error_message.as_deref().map(truncate))
-                    .bind(o.result.as_deref())
-                    .bind(now)
-                    .bind(job_id)
-                    .bind(&o.key)
-                    .execute(&mut *c)
-                    .await
-                    .ctx(self, "finish_items: update item")?
-                    .rows_affected();
-                    recorded += n;
-                    if o.status != ItemStatus::Pending {
-                        terminal += n;
-                    }
-                }
-                (recorded, terminal)
+        let (mut recorded, mut terminal) = (0, 0);
+        for o in outcomes {
+            let n = execute!(
+                tx.on(),
+                sql!(
+                    "UPDATE job_items
+                     SET status = $1, error_class = $2, error_message = $3, result = $4,
+                         attempts = attempts + 1, updated_at = $5,
+                         carry = CASE WHEN $1 = 'pending' THEN carry END
+                     WHERE job_id = $6 AND item_key = $7 AND status = 'pending'"
+                ),
+                o.status.as_str(),
+                o.error_class.map(ErrorClass::as_str),
+                o.error_message.as_deref().map(truncate),
+                o.result.as_deref(),
+                now,
+                job_id,
+                &o.key
+            )
+            .ctx(self, "finish_items: update item")?;
+            recorded += n;
+            if o.status != ItemStatus::Pending {
+                terminal += n;
             }
-            // Over the network a round trip per item would dominate: one UPDATE for the
-            // batch, its columns as arrays. A finished item no longer needs what it carried.
-            Conn::Postgres(c) => {
-                let keys: Vec<&str> = outcomes.iter().map(|o| o.key.as_str()).collect();
-                let statuses: Vec<&str> = outcomes.iter().map(|o| o.status.as_str()).collect();
-                let classes: Vec<Option<&str>> = outcomes
-                    .iter()
-                    .map(|o| o.error_class.map(ErrorClass::as_str))
-                    .collect();
-                let messages: Vec<Option<&str>> = outcomes
-                    .iter()
-                    .map(|o| o.error_message.as_deref().map(truncate))
-                    .collect();
-                let results: Vec<Option<&str>> =
-                    outcomes.iter().map(|o| o.result.as_deref()).collect();
-                let (recorded, terminal): (i64, i64) = sqlx::query_as(
-                    "WITH updated AS (
-                         UPDATE job_items AS i
-                         SET status = o.status, error_class = o.class,
-                             error_message = o.message, result = o.result,
-                             attempts = i.attempts + 1, updated_at = $2,
-                             carry = CASE WHEN o.status = 'pending' THEN i.carry END
-                         FROM unnest($3::text[], $4::text[], $5::text[], $6::text[], $7::text[])
-                              AS o(key, status, class, message, result)
-                         WHERE i.job_id = $1 AND i.item_key = o.key AND i.status = 'pending'
-                         RETURNING i.status)
-                     SELECT COUNT(*), COUNT(*) FILTER (WHERE status <> 'pending') FROM updated",
-                )
-                .bind(job_id)
-                .bind(now)
-                .bind(keys)
-                .bind(statuses)
-                .bind(classes)
-                .bind(messages)
-                .bind(results)
-                .fetch_one(&mut *c)
-                .await
-                .ctx(self, "finish_items: update items")?;
-                (to_u64(recorded), to_u64(terminal))
-            }
-        };
+        }
         let job_finished = self
             .finish_job_if_done(&mut tx, job_id, Some(now), terminal)
             .await?;
@@ -227,4 +194,76 @@ impl Store {
             job_finished,
         })
     }
+
+    /// PostgreSQL: the whole batch is one statement, so one round trip and one implicit
+    /// transaction (it was five: BEGIN, the clock, the items, the job row, COMMIT; the server's
+    /// CPU is what a fleet shares). The items' columns travel as arrays. The job row's update
+    /// is the same decrement [`Store::finish_job_if_done`] makes, folded in: it locks the row,
+    /// a concurrent batch waits and re-reads the count, and the batch that brings it to 0 sets
+    /// `finished`. When the job row is updated at all, it had items pending, so it was running
+    /// (a job is `finished` only with none pending): `finished` after it means this batch did it.
+    async fn finish_items_postgres(
+        &self,
+        pg: &sqlx::PgPool,
+        job_id: i64,
+        outcomes: &[ItemOutcome],
+    ) -> Result<FinishReport, StoreError> {
+        let keys: Vec<&str> = outcomes.iter().map(|o| o.key.as_str()).collect();
+        let statuses: Vec<&str> = outcomes.iter().map(|o| o.status.as_str()).collect();
+        let classes: Vec<Option<&str>> = outcomes
+            .iter()
+            .map(|o| o.error_class.map(ErrorClass::as_str))
+            .collect();
+        let messages: Vec<Option<&str>> = outcomes
+            .iter()
+            .map(|o| o.error_message.as_deref().map(truncate))
+            .collect();
+        let results: Vec<Option<&str>> = outcomes.iter().map(|o| o.result.as_deref()).collect();
+        let (recorded, job_finished): (i64, bool) = sqlx::query_as(FINISH_ITEMS_POSTGRES)
+            .bind(job_id)
+            .bind(keys)
+            .bind(statuses)
+            .bind(classes)
+            .bind(messages)
+            .bind(results)
+            .fetch_one(pg)
+            .await
+            .ctx(self, "finish_items: update items and job")?;
+        Ok(FinishReport {
+            recorded: to_u64(recorded),
+            job_finished,
+        })
+    }
 }
+
+/// [`Store::finish_items`] on PostgreSQL, one statement. A volatile CTE (`clock`) is evaluated
+/// once, so the items and the job's end carry the same instant.
+const FINISH_ITEMS_POSTGRES: &str = concat!(
+    "WITH clock AS (SELECT ",
+    sql!(@postgres NOW),
+    " AS now),
+     updated AS (
+         UPDATE job_items AS i
+         SET status = o.status, error_class = o.class, error_message = o.message,
+             result = o.result, attempts = i.attempts + 1, updated_at = clock.now,
+             carry = CASE WHEN o.status = 'pending' THEN i.carry END
+         FROM clock,
+              unnest($2::text[], $3::text[], $4::text[], $5::text[], $6::text[])
+              AS o(key, status, class, message, result)
+         WHERE i.job_id = $1 AND i.item_key = o.key AND i.status = 'pending'
+         RETURNING i.status),
+     counts AS (
+         SELECT COUNT(*) AS recorded, COUNT(*) FILTER (WHERE status <> 'pending') AS terminal
+         FROM updated),
+     job AS (
+         UPDATE jobs AS j
+         SET pending_items = j.pending_items - counts.terminal,
+             status = CASE WHEN j.pending_items = counts.terminal
+                           THEN 'finished' ELSE j.status END,
+             finished_at = CASE WHEN j.pending_items = counts.terminal
+                                THEN clock.now ELSE j.finished_at END
+         FROM counts, clock
+         WHERE j.id = $1 AND counts.terminal > 0
+         RETURNING j.status = 'finished' AS finished)
+     SELECT counts.recorded, COALESCE((SELECT finished FROM job), FALSE) FROM counts"
+);
