@@ -968,6 +968,25 @@ async fn gate_changes_and_stale_cache_round_trip(kind: Kind) {
         ])
         .await
         .unwrap();
+    // A key twice in one batch (two reads of one item before a flush): the latest wins.
+    let newest = StaleEntry {
+        body: r#"{"v":7}"#.into(),
+        stored_at: later + ChronoDuration::milliseconds(5),
+    };
+    store
+        .stale_put_many(&[
+            (Platform::Jd, Api::ItemGet, "47".into(), newest.clone()),
+            (Platform::Jd, Api::ItemGet, "47".into(), entry("6")),
+        ])
+        .await
+        .unwrap();
+    assert_eq!(
+        store
+            .stale_get(Platform::Jd, Api::ItemGet, "47")
+            .await
+            .unwrap(),
+        Some(newest)
+    );
     for (key, v) in [("44", "4"), ("42", "3")] {
         let got = store
             .stale_get(Platform::Jd, Api::ItemGet, key)
@@ -1000,8 +1019,8 @@ async fn gate_changes_and_stale_cache_round_trip(kind: Kind) {
             .stale_purge(later + ChronoDuration::seconds(1))
             .await
             .unwrap(),
-        2,
-        "keys 42 and 44"
+        3,
+        "keys 42, 44 and 47"
     );
 }
 

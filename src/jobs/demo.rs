@@ -119,9 +119,10 @@ pub enum DemoError {
 /// one-second window can exceed the grant, and concurrency well above rate x latency.
 fn client_config(sim: &sim::SimHandle, limit: u64, dir: &Path) -> Result<Config, DemoError> {
     // 0.2% under the grant (3 calls/s at the default scale). The gate's send-time check keeps
-    // late wakers from bunching into one aligned second; what it cannot see (the simulator's
-    // own scheduling delay on a busy machine) can still push a few calls across a boundary,
-    // and a rejection costs a measured rate cut and, on TOP, a one-second ban (BENCHMARKS.md).
+    // late wakers from bunching into one aligned second and holds calls out of the last
+    // milliseconds of each second, so a call still in transit at a boundary is not counted
+    // in the next one; a rejection costs a measured rate cut and, on TOP, a one-second ban
+    // (BENCHMARKS.md).
     let rate = limit as f64 * 0.998;
     let mut text = String::new();
     for (platform, app) in [

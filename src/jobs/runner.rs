@@ -69,9 +69,9 @@ impl JobRunner {
         if let Some(s) = self.specs.lock().ok().and_then(|m| m.get(&job_id).cloned()) {
             return Ok(s);
         }
-        let status = self.ctx.store.job_status(job_id).await?;
-        let spec: JobSpec = serde_json::from_str(&status.spec)
-            .map_err(|e| TaskError::Spec { job_id, source: e })?;
+        let text = self.ctx.store.job_spec(job_id).await?;
+        let spec: JobSpec =
+            serde_json::from_str(&text).map_err(|e| TaskError::Spec { job_id, source: e })?;
         let spec = Arc::new(spec);
         if let Ok(mut m) = self.specs.lock() {
             m.insert(job_id, spec.clone());

@@ -11,6 +11,7 @@ use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::Router;
+use chrono::{DateTime, Utc};
 use http_body_util::BodyExt;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::service::TowerToHyperService;
@@ -36,6 +37,10 @@ pub(crate) struct ConnState {
 #[derive(Debug, Clone)]
 struct ConnInfo {
     idle_ms: u64,
+    /// When the request's head was read: the instant the platform counts it at. What the
+    /// handler does after (reading the body, checking the signature) and how long the
+    /// simulator's thread took to get to it are the platform's own time, not the client's.
+    arrived: DateTime<Utc>,
     conn: Arc<ConnState>,
 }
 
@@ -72,6 +77,7 @@ pub(crate) async fn run(sim: Arc<Sim>, listener: TcpListener, mut shutdown: watc
                     let idle_ms = now.saturating_sub(c.last_activity_ms.swap(now, Relaxed));
                     req.extensions_mut().insert(ConnInfo {
                         idle_ms,
+                        arrived: Utc::now(),
                         conn: c.clone(),
                     });
                     let fut = hyper::service::Service::call(&svc, req);
@@ -207,7 +213,10 @@ async fn platform_call(sim: Arc<Sim>, platform: Platform, req: Request) -> Respo
         }
     };
     let reply = match identified {
-        Ok(call) => proto::run(&sim, call).await,
+        Ok(call) => {
+            let arrived = info.as_ref().map_or_else(Utc::now, |i| i.arrived);
+            proto::run(&sim, call, arrived).await
+        }
         Err(reply) => reply,
     };
     answer(reply, info).await

@@ -347,6 +347,22 @@ impl Store {
         }
     }
 
+    /// A job's spec (JSON text, as given to `create_job`): one row by primary key. A worker
+    /// reads it when it meets the job's first task; [`Store::job_status`] would also count
+    /// the job's items, and on PostgreSQL a worker's first tasks all asking at once scanned a
+    /// 100k-item job side by side (0.7 s before the demo's first call, BENCHMARKS.md).
+    pub(crate) async fn job_spec(&self, job_id: i64) -> Result<String, StoreError> {
+        let mut c = self.conn("job_spec").await?;
+        scalar!(
+            fetch_optional as String,
+            c.on(),
+            sql!("SELECT spec FROM jobs WHERE id = $1"),
+            job_id
+        )
+        .ctx(self, "job_spec")?
+        .ok_or_else(|| self.job_not_found(job_id))
+    }
+
     /// Id and spec (JSON text, as given to `create_job`) of every running job, oldest first:
     /// what a starting worker may be asked to run.
     pub(crate) async fn running_job_specs(&self) -> Result<Vec<(i64, String)>, StoreError> {

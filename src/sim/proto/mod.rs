@@ -245,8 +245,9 @@ fn sample_latency(median: u64, p95: u64) -> u64 {
     ms.min(60_000.0) as u64
 }
 
-/// Run an identified call to its answer.
-pub(crate) async fn run(sim: &Sim, call: Call) -> Reply {
+/// Run an identified call to its answer. `arrived`: when the request reached the platform,
+/// the instant its per-second limit and quota count it at.
+pub(crate) async fn run(sim: &Sim, call: Call, arrived: DateTime<Utc>) -> Reply {
     let slot = sim.slot(call.app, call.api);
     let (idle_close_s, latency_ms, error_ratio, outage, outage_hang, expired) =
         sim.with_drill(|d| {
@@ -263,7 +264,7 @@ pub(crate) async fn run(sim: &Sim, call: Call) -> Reply {
         slot.idle_closed();
         return Reply::DropConnection;
     }
-    let now = Utc::now();
+    let now = arrived;
     let admitted = slot.admit(now);
     let result = match admitted {
         Admit::Limited { ban_s } => Err(Failure::Limited(ban_s)),

@@ -132,7 +132,12 @@ impl Slot {
             w.day = Some(day);
             w.quota_used = 0;
         }
-        if w.second != sec {
+        // Requests are stamped when their head is read and counted when the handler gets
+        // here, so one stamped just before a boundary can come after one stamped just past it:
+        // it counts in the open second (as if it had arrived late) instead of reopening the
+        // previous one and zeroing this one's count. (More than a second back is the clock
+        // stepped back: start over.)
+        if sec > w.second || sec + 1 < w.second {
             w.second = sec;
             w.seen = 0;
             w.admitted = 0;
