@@ -170,8 +170,27 @@ async fn child(url: &str, job: i64, first: usize, count: usize) {
     }
 }
 
-/// Outcomes per second with `procs` processes on a fresh ledger of `name`.
-async fn throughput(name: &'static str, outcomes: usize, procs: usize) -> f64 {
+/// The machine's CPU time so far, (busy, total), in clock ticks (Linux `/proc/stat`; zeros
+/// elsewhere). Tells a run bound by the cores (busy near 100%) from one bound by a lock.
+fn cpu_ticks() -> (u64, u64) {
+    let stat = std::fs::read_to_string("/proc/stat").unwrap_or_default();
+    let fields: Vec<u64> = stat
+        .lines()
+        .next()
+        .unwrap_or_default()
+        .split_whitespace()
+        .skip(1)
+        .filter_map(|f| f.parse().ok())
+        .collect();
+    let total: u64 = fields.iter().take(8).sum();
+    // idle + iowait
+    let idle = fields.get(3).copied().unwrap_or(0) + fields.get(4).copied().unwrap_or(0);
+    (total - idle, total)
+}
+
+/// Outcomes per second with `procs` processes on a fresh ledger of `name`, and the share of
+/// the machine's CPU that was busy meanwhile.
+async fn throughput(name: &'static str, outcomes: usize, procs: usize) -> (f64, f64) {
     let ledger = fresh(name).await;
     let store = Store::connect(&ledger.url).await.expect("connect");
     let job = store
@@ -202,6 +221,7 @@ async fn throughput(name: &'static str, outcomes: usize, procs: usize) -> f64 {
     // Let every child connect before the clock starts.
     tokio::time::sleep(Duration::from_millis(500)).await;
     let t = Instant::now();
+    let cpu_before = cpu_ticks();
     for c in &mut children {
         if let Some(stdin) = c.stdin.as_mut() {
             stdin.write_all(b"go\n").expect("start signal");
@@ -212,10 +232,12 @@ async fn throughput(name: &'static str, outcomes: usize, procs: usize) -> f64 {
         assert!(status.success(), "child failed: {status}");
     }
     let took = t.elapsed();
+    let cpu_after = cpu_ticks();
+    let busy = (cpu_after.0 - cpu_before.0) as f64 / (cpu_after.1 - cpu_before.1).max(1) as f64;
     let st = store.job_status(job).await.expect("status");
     assert_eq!(st.job.counts.done, outcomes as u64, "{:?}", st.job.counts);
     store.close().await;
-    outcomes as f64 / took.as_secs_f64()
+    (outcomes as f64 / took.as_secs_f64(), busy)
 }
 
 async fn demo_on(items: u64, target_s: u64, ledger: Option<String>) -> (f64, f64, u64) {
@@ -272,14 +294,19 @@ async fn main() {
         "## ledger-bound throughput: {outcomes} outcomes, tasks of {CHUNK}, batches of {BATCH}, \
          {TASKS_PER_PROC} tasks per process (outcomes recorded per second)"
     );
-    println!("  procs   sqlite   postgres   postgres/sqlite");
+    println!("  procs   sqlite (cpu busy)   postgres (cpu busy)   postgres/sqlite");
     for p in procs
         .split(',')
         .filter_map(|p| p.trim().parse::<usize>().ok())
     {
-        let lite = throughput("sqlite", outcomes, p).await;
-        let pg = throughput("postgres", outcomes, p).await;
-        println!("  {p:>5} {lite:>8.0} {pg:>10.0} {:>17.2}", pg / lite);
+        let (lite, lite_busy) = throughput("sqlite", outcomes, p).await;
+        let (pg, pg_busy) = throughput("postgres", outcomes, p).await;
+        println!(
+            "  {p:>5} {lite:>8.0} ({:>3.0}%) {pg:>13.0} ({:>3.0}%) {:>17.2}",
+            lite_busy * 100.0,
+            pg_busy * 100.0,
+            pg / lite
+        );
     }
 
     if demo_items > 0 {
