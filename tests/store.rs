@@ -1105,10 +1105,12 @@ fn db_migrate_command_reports_and_uses_exit_codes() {
     assert_eq!(bad.status.code(), Some(2), "{err}");
     assert!(err.contains("postgres://app:***@127.0.0.1"), "{err}");
     assert!(!err.contains("hunter2"), "{err}");
-    // A server that does not answer is a runtime failure (exit 1), named without the password.
+    // A server that does not answer is a runtime failure (exit 1), named without the password,
+    // with the reason the connection failed (not the pool's "timed out" after 30 s).
     let down = run("postgres://app:hunter2@127.0.0.1:1/ledger");
     let err = String::from_utf8_lossy(&down.stderr);
     assert_eq!(down.status.code(), Some(1), "{err}");
+    assert!(err.to_lowercase().contains("refused"), "{err}");
     assert!(
         err.contains("postgres://app:***@127.0.0.1:1/ledger"),
         "{err}"

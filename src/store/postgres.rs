@@ -38,8 +38,11 @@ pub(super) async fn open(url: &str, create: bool) -> Result<Store, StoreError> {
             .acquire_timeout(Duration::from_secs(30))
             .connect_with(options.clone())
     };
-    let pool = match connect().await {
-        Ok(pool) => pool,
+    // One connection first, outside the pool: a refused port or a wrong password is reported
+    // as such at once (the pool would retry until its 30 s timeout, then say only that it
+    // timed out).
+    let pool = match first_connection(&options).await {
+        Ok(()) => connect().await,
         Err(e) if is_code(&e, NO_SUCH_DATABASE) && create => {
             sqlx::Postgres::create_database(url)
                 .await
@@ -47,21 +50,17 @@ pub(super) async fn open(url: &str, create: bool) -> Result<Store, StoreError> {
                     db: db.to_string(),
                     source,
                 })?;
-            connect().await.map_err(|source| StoreError::Connect {
-                db: db.to_string(),
-                source,
-            })?
+            connect().await
         }
         Err(e) if is_code(&e, NO_SUCH_DATABASE) => {
             return Err(StoreError::Missing { db: db.to_string() })
         }
-        Err(source) => {
-            return Err(StoreError::Connect {
-                db: db.to_string(),
-                source,
-            })
-        }
-    };
+        Err(e) => Err(e),
+    }
+    .map_err(|source| StoreError::Connect {
+        db: db.to_string(),
+        source,
+    })?;
     let store = Store {
         pool: Pool::Postgres(pool),
         db,
@@ -75,6 +74,25 @@ pub(super) async fn open(url: &str, create: bool) -> Result<Store, StoreError> {
         }
     }
     Ok(store)
+}
+
+/// How long the first connection may take (TCP, TLS, authentication) before the open fails.
+const FIRST_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Connect once and close: the server's own answer (refused, unknown database, bad password).
+async fn first_connection(options: &PgConnectOptions) -> Result<(), sqlx::Error> {
+    match tokio::time::timeout(FIRST_CONNECT_TIMEOUT, options.connect()).await {
+        Ok(Ok(conn)) => {
+            // Only the check's connection: an error closing it changes nothing.
+            let _ = sqlx::Connection::close(conn).await;
+            Ok(())
+        }
+        Ok(Err(e)) => Err(e),
+        Err(_) => Err(sqlx::Error::Io(std::io::Error::new(
+            std::io::ErrorKind::TimedOut,
+            format!("no answer within {} s", FIRST_CONNECT_TIMEOUT.as_secs()),
+        ))),
+    }
 }
 
 fn is_code(e: &sqlx::Error, code: &str) -> bool {
