@@ -25,6 +25,8 @@ pub(crate) struct GateEntry {
     /// AIMD: rate added after `aimd_successes` consecutive successes.
     pub(crate) aimd_step: Option<f64>,
     pub(crate) aimd_successes: Option<u32>,
+    /// The end of each clock second in which an embedded gate sends nothing (ms).
+    pub(crate) boundary_band_ms: Option<u64>,
 }
 
 /// A gate's resolved settings.
@@ -42,7 +44,16 @@ pub struct GateConfig {
     pub aimd_step: f64,
     /// AIMD: consecutive successes needed for one `aimd_step` increase.
     pub aimd_successes: u32,
+    /// The end of each clock second in which an embedded gate sends nothing: a call due there
+    /// waits for the boundary (`throttle::second_guard`). 0 turns the band off.
+    pub(crate) boundary_band_ms: u64,
 }
+
+/// Default of `boundary_band_ms` (docs/design.md, "Gates").
+pub(crate) const DEFAULT_BOUNDARY_BAND_MS: u64 = 25;
+
+/// The widest band accepted: half a second, so every second keeps most of its time.
+pub(crate) const MAX_BOUNDARY_BAND_MS: u64 = 500;
 
 /// Built-in fallback when the file has no `[gates.default]` (docs/design.md, "Gates").
 const DEFAULT_GATE: (f64, f64, u32) = (20.0, 60.0, 8);
@@ -82,6 +93,7 @@ impl Config {
             daily_quota: pick!(daily_quota),
             aimd_step: pick!(aimd_step).unwrap_or((rate * 0.05).max(0.5)),
             aimd_successes: pick!(aimd_successes).unwrap_or(20),
+            boundary_band_ms: pick!(boundary_band_ms).unwrap_or(DEFAULT_BOUNDARY_BAND_MS),
         }
     }
 }

@@ -231,6 +231,34 @@ per_second_cap = 400
     }
 
     #[test]
+    fn boundary_band_defaults_falls_back_and_is_bounded() {
+        let cfg = parse(&format!(
+            "{PLATFORM}\n[gates.default]\nboundary_band_ms = 0\n[gates.\"taobao.item_add\"]\nboundary_band_ms = 40\n"
+        ))
+        .unwrap();
+        assert_eq!(
+            cfg.gate(Platform::Taobao, Api::ItemAdd).boundary_band_ms,
+            40
+        );
+        assert_eq!(cfg.gate(Platform::Jd, Api::OrderList).boundary_band_ms, 0);
+        let plain = parse(PLATFORM).unwrap();
+        assert_eq!(
+            plain.gate(Platform::Taobao, Api::ItemGet).boundary_band_ms,
+            gates::DEFAULT_BOUNDARY_BAND_MS
+        );
+        let err = parse(&format!(
+            "{PLATFORM}\n[gates.default]\nboundary_band_ms = 600\n"
+        ))
+        .unwrap_err();
+        assert!(
+            err.0
+                .iter()
+                .any(|p| !p.warning && p.key == "gates.default.boundary_band_ms"),
+            "{err}"
+        );
+    }
+
+    #[test]
     fn keepalive_must_be_below_idle_close() {
         let err = parse(&format!("{PLATFORM}idle_keepalive_s = 30\n")).unwrap_err();
         assert!(

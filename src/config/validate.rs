@@ -43,6 +43,18 @@ impl Config {
                     );
                 }
             }
+            if let Some(band) = entry.boundary_band_ms {
+                if band > super::gates::MAX_BOUNDARY_BAND_MS {
+                    push(
+                        key("boundary_band_ms"),
+                        format!(
+                            "must be between 0 and {} ms, got {band}",
+                            super::gates::MAX_BOUNDARY_BAND_MS
+                        ),
+                        false,
+                    );
+                }
+            }
             if entry.concurrency == Some(0) {
                 push(key("concurrency"), "must be at least 1".into(), false);
             }

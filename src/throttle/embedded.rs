@@ -28,6 +28,8 @@ struct Gate {
     drain_after_pause: bool,
     /// Calls that left in the current clock second (the send-time check).
     sent: SecondGuard,
+    /// The end of each second in which nothing leaves (ms).
+    boundary_band_ms: u64,
 }
 
 impl Gate {
@@ -45,6 +47,7 @@ impl Gate {
             used: 0,
             drain_after_pause: false,
             sent: SecondGuard::default(),
+            boundary_band_ms: cfg.boundary_band_ms,
         }
     }
 
@@ -128,7 +131,10 @@ impl EmbeddedGates {
         let now_ms = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
-        g.sent.admit(now_ms, budget).map(Duration::from_millis)
+        let band = g.boundary_band_ms;
+        g.sent
+            .admit(now_ms, budget, band)
+            .map(Duration::from_millis)
     }
 
     /// Apply one outcome; returns the calls counted today, for the burn ratio.

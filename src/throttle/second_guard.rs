@@ -10,7 +10,8 @@
 //! rate + burst calls in a second) at the moment of sending: a call that would exceed it waits
 //! for the next second (docs/design.md, "Gates").
 //!
-//! It also keeps the last [`BOUNDARY_BAND_MS`] of every second free: a call due there waits
+//! It also keeps the end of every second free (the gate's `boundary_band_ms`, 25 ms unless
+//! configured): a call due there waits
 //! for the boundary and counts in the next second. The guard counts a call when it leaves; the
 //! platform counts it when it arrives, milliseconds later (the client's own sending, loopback
 //! or network, the platform's queue), and a call that leaves just before a boundary can land
@@ -22,10 +23,6 @@
 //! throughput: the second's budget is unchanged. What the band releases at the boundary is a
 //! burst of rate x band calls, which a platform counting per clock second does not mind.
 
-/// The end of each clock second in which no call leaves (ms): what a call may take to reach
-/// the platform and still be counted in the second it left in.
-pub(crate) const BOUNDARY_BAND_MS: u64 = 25;
-
 /// Calls sent in the current clock-aligned second.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct SecondGuard {
@@ -36,10 +33,11 @@ pub(crate) struct SecondGuard {
 impl SecondGuard {
     /// May a call leave at `now_ms` (wall clock, ms since the epoch) with at most `budget` per
     /// second? `None`: yes, and it is counted. `Some(ms)`: wait this long (to the next second)
-    /// and ask again. In the last [`BOUNDARY_BAND_MS`] of a second every call waits.
-    pub(crate) fn admit(&mut self, now_ms: u64, budget: u32) -> Option<u64> {
+    /// and ask again. In the last `band_ms` of a second every call waits: what a call may take
+    /// to reach the platform and still be counted in the second it left in.
+    pub(crate) fn admit(&mut self, now_ms: u64, budget: u32, band_ms: u64) -> Option<u64> {
         let into = now_ms % 1000;
-        if into >= 1000 - BOUNDARY_BAND_MS {
+        if into >= 1000 - band_ms.min(999) {
             return Some(1000 - into);
         }
         let second = now_ms / 1000;
@@ -71,30 +69,39 @@ pub(crate) fn budget_for(rate: f64, burst: f64) -> u32 {
 mod tests {
     use super::*;
 
+    const BAND: u64 = 25;
+
     #[test]
     fn the_budget_holds_per_aligned_second() {
         let mut g = SecondGuard::default();
         for i in 0..3 {
-            assert_eq!(g.admit(5_000 + i * 10, 3), None);
+            assert_eq!(g.admit(5_000 + i * 10, 3, BAND), None);
         }
         // The fourth in the same second waits for the next one.
-        assert_eq!(g.admit(5_700, 3), Some(300));
-        assert_eq!(g.admit(5_980, 3), Some(20));
+        assert_eq!(g.admit(5_700, 3, BAND), Some(300));
+        assert_eq!(g.admit(5_900, 3, BAND), Some(100));
         // A new second, a new count.
-        assert_eq!(g.admit(6_000, 3), None);
+        assert_eq!(g.admit(6_000, 3, BAND), None);
     }
 
     #[test]
     fn nothing_leaves_in_the_band_before_a_boundary() {
         let mut g = SecondGuard::default();
-        let edge = 7_000 - BOUNDARY_BAND_MS;
-        assert_eq!(g.admit(edge - 1, 100), None);
+        let edge = 7_000 - BAND;
+        assert_eq!(g.admit(edge - 1, 100, BAND), None);
         // Under budget, and still held to the boundary: it would land in the next second.
-        assert_eq!(g.admit(edge, 100), Some(BOUNDARY_BAND_MS));
-        assert_eq!(g.admit(6_999, 100), Some(1));
+        assert_eq!(g.admit(edge, 100, BAND), Some(BAND));
+        assert_eq!(g.admit(6_999, 100, BAND), Some(1));
         // At the boundary it leaves, counted in the new second.
-        assert_eq!(g.admit(7_000, 1), None);
-        assert_eq!(g.admit(7_001, 1), Some(999));
+        assert_eq!(g.admit(7_000, 1, BAND), None);
+        assert_eq!(g.admit(7_001, 1, BAND), Some(999));
+    }
+
+    #[test]
+    fn a_band_of_zero_holds_nothing() {
+        let mut g = SecondGuard::default();
+        assert_eq!(g.admit(7_999, 10, 0), None);
+        assert_eq!(g.admit(7_999, 10, 3), Some(1));
     }
 
     #[test]
