@@ -24,6 +24,14 @@ pub struct QueueConfig {
     /// A worker that cannot reach the queue for this long exits with status 1 instead of
     /// hanging (0 = wait for it forever).
     pub(crate) unreachable_exit_s: u64,
+    /// Backoff after a task's first failed attempt; it doubles per attempt.
+    pub(crate) retry_base_ms: u64,
+    /// Longest backoff after a failed attempt.
+    pub(crate) retry_cap_s: u64,
+    /// Dead-letter entries kept (oldest trimmed first).
+    pub(crate) dead_max: usize,
+    /// A consumer with nothing pending and idle this long leaves the Redis group.
+    pub(crate) consumer_gc_idle_s: u64,
 }
 
 impl Default for QueueConfig {
@@ -38,6 +46,10 @@ impl Default for QueueConfig {
             max_attempts: 5,
             shutdown_grace_s: 5,
             unreachable_exit_s: 120,
+            retry_base_ms: 1000,
+            retry_cap_s: 60,
+            dead_max: 10_000,
+            consumer_gc_idle_s: 3600,
         }
     }
 }

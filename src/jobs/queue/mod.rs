@@ -149,8 +149,8 @@ impl Default for QueueOptions {
 }
 
 impl QueueOptions {
-    /// Options from `[queue]` of the config, clamped to their bounds; the options the file
-    /// does not set get fixed defaults.
+    /// Options from `[queue]` of the config, clamped to their bounds (`promote_batch`, an
+    /// internal size, is fixed).
     pub fn from_config(c: &QueueConfig) -> QueueOptions {
         QueueOptions {
             name: c.name.clone(),
@@ -159,11 +159,14 @@ impl QueueOptions {
             heartbeat: Duration::from_secs(c.heartbeat_s.max(1)),
             missed_heartbeats: c.missed_heartbeats.max(2),
             max_attempts: c.max_attempts.max(1),
-            retry_base: Duration::from_secs(1),
-            retry_cap: Duration::from_secs(60),
-            dead_max: 10_000,
+            retry_base: Duration::from_millis(c.retry_base_ms.max(1)),
+            // Never below the first backoff.
+            retry_cap: Duration::from_secs(c.retry_cap_s)
+                .max(Duration::from_millis(c.retry_base_ms.max(1))),
+            dead_max: c.dead_max.max(1),
             promote_batch: 1_000,
-            consumer_gc_idle: Duration::from_secs(3600),
+            // Below a minute a consumer between two polls of a slow task could be removed.
+            consumer_gc_idle: Duration::from_secs(c.consumer_gc_idle_s.max(60)),
         }
     }
 

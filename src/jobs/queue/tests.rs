@@ -15,6 +15,28 @@ fn backoff_doubles_and_caps() {
 }
 
 #[test]
+fn retry_and_dead_letter_settings_come_from_the_config_clamped() {
+    let o = QueueOptions::from_config(&QueueConfig {
+        retry_base_ms: 250,
+        retry_cap_s: 10,
+        dead_max: 0,
+        consumer_gc_idle_s: 5,
+        ..QueueConfig::default()
+    });
+    assert_eq!(o.retry_backoff(1), Duration::from_millis(250));
+    assert_eq!(o.retry_backoff(20), Duration::from_secs(10));
+    assert_eq!(o.dead_max, 1);
+    assert_eq!(o.consumer_gc_idle, Duration::from_secs(60));
+    // A cap below the base is the base.
+    let o = QueueOptions::from_config(&QueueConfig {
+        retry_base_ms: 5000,
+        retry_cap_s: 1,
+        ..QueueConfig::default()
+    });
+    assert_eq!(o.retry_backoff(3), Duration::from_secs(5));
+}
+
+#[test]
 fn claim_idle_is_heartbeat_times_missed() {
     let o = QueueOptions::from_config(&QueueConfig::default());
     assert_eq!(o.claim_idle(), Duration::from_secs(30));
