@@ -230,12 +230,13 @@ pub async fn run(
         let concurrency = opts.concurrency;
         tokio::spawn(async move { rt.work(gateway, concurrency, shutdown).await })
     };
-    // Poll the job's state (one row) often, so the end is seen within 100 ms; count its items
+    // Poll the job's state (one row) often, so the end is seen within 25 ms (the duration is
+    // measured to it: 100 ms cost 0.08% of utilisation on average); count its items
     // (a scan of the job) only for the progress line every 2 s: on PostgreSQL a count every
     // 200 ms took CPU from the server the worker writes to.
     let mut last_print = Instant::now();
     loop {
-        tokio::time::sleep(Duration::from_millis(100)).await;
+        tokio::time::sleep(Duration::from_millis(25)).await;
         if rt.store.job_state(enq.job_id).await? == JobState::Finished {
             break;
         }
