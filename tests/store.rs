@@ -917,11 +917,19 @@ async fn gate_changes_and_stale_cache_round_trip(kind: Kind) {
         new_burst: Some(200),
         why: "429s at noon".into(),
     };
-    let id1 = store.record_gate_change(&change).await.unwrap();
+    // Stamped by the database's clock, not by the `at` the caller passed.
+    let (id1, at1) = store.record_gate_change(&change).await.unwrap();
+    assert!(
+        (Utc::now() - at1).num_minutes().abs() < 10,
+        "recorded at {at1}, passed {at}"
+    );
     let mut second = change.clone();
     second.new_rate = 70.0;
     second.old_burst = None;
-    let id2 = store.record_gate_change(&second).await.unwrap();
+    let (id2, at2) = store.record_gate_change(&second).await.unwrap();
+    assert!(at2 >= at1);
+    let change = GateChange { at: at1, ..change };
+    second.at = at2;
     let list = store.gate_changes(10).await.unwrap();
     assert_eq!(list, vec![(id2, second), (id1, change)]);
     assert_eq!(store.gate_changes(1).await.unwrap().len(), 1);

@@ -215,7 +215,7 @@ async fn set(
         new_burst: Some(change.new.burst.round() as u32),
         why: why.to_string(),
     };
-    let id = store.record_gate_change(&record).await.map_err(|e| {
+    let (id, _) = store.record_gate_change(&record).await.map_err(|e| {
         CliError::runtime(format!(
             "the new rate is in effect but recording it in gate_changes failed: {e}"
         ))

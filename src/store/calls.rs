@@ -1,6 +1,6 @@
 //! The calls ledger, the gate-change audit trail and the stale-response cache.
 
-use super::backend::{execute, fetch, scalar, sql, Pool, Sql};
+use super::backend::{execute, fetch, sql, Pool, Sql};
 use super::{from_ms, to_i64, to_ms, to_u64, QueryCtx, Store, StoreError};
 use super::{ApiCalls, CallRecord, CallReport, ClassCalls, GateChange, StaleEntry};
 use crate::platform::{Api, Platform};
@@ -141,18 +141,22 @@ impl Store {
         self.report_calls(start(day), start(next)).await
     }
 
-    /// Append a gate change to the audit trail; returns its id.
-    pub async fn record_gate_change(&self, change: &GateChange) -> Result<i64, StoreError> {
+    /// Append a gate change to the audit trail; returns its id and the instant it was
+    /// recorded. The instant is the database's clock, like every instant in the ledger
+    /// (changes made from different hosts sort by one clock): `change.at` is not written.
+    pub async fn record_gate_change(
+        &self,
+        change: &GateChange,
+    ) -> Result<(i64, DateTime<Utc>), StoreError> {
         let mut c = self.conn("record_gate_change").await?;
-        scalar!(
-            fetch_one as i64,
+        let (id, at) = fetch!(
+            fetch_one as (i64, i64),
             c.on(),
             sql!(
                 "INSERT INTO gate_changes
                     (at, who, platform, api, old_rate, new_rate, old_burst, new_burst, why)
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) RETURNING id"
+                 VALUES (" NOW ", $1, $2, $3, $4, $5, $6, $7, $8) RETURNING id, at"
             ),
-            to_ms(change.at),
             &change.who,
             change.platform.as_str(),
             change.api.as_str(),
@@ -162,7 +166,8 @@ impl Store {
             change.new_burst.map(i64::from),
             &change.why
         )
-        .ctx(self, "record_gate_change")
+        .ctx(self, "record_gate_change")?;
+        Ok((id, from_ms(at)))
     }
 
     /// The last `limit` gate changes, newest first, with their ids.

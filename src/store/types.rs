@@ -497,7 +497,10 @@ impl CallReport {
 /// A run-time gate change: who changed which gate, when, and why.
 #[derive(Debug, Clone, PartialEq)]
 pub struct GateChange {
-    /// When the change was made.
+    /// When the change was recorded, by the database's clock ([`Store::record_gate_change`]
+    /// stamps it and does not read this field).
+    ///
+    /// [`Store::record_gate_change`]: crate::store::Store::record_gate_change
     pub at: DateTime<Utc>,
     /// Who made it (`user@host` from the CLI, `dashboard` from the dashboard).
     pub who: String,
