@@ -47,6 +47,13 @@ pub(crate) fn burn_ratio(used: u64, daily_quota: u64, at: DateTime<Utc>) -> f64 
     (used as f64 / daily_quota as f64) / day_fraction_elapsed(at)
 }
 
+/// Milliseconds since the Unix epoch of `at` (0 before it): the wall clock by which the
+/// platforms count their seconds.
+pub(crate) fn wall_ms(at: std::time::SystemTime) -> u64 {
+    at.duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

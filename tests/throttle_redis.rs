@@ -312,14 +312,16 @@ async fn one_workers_rate_limit_slows_every_worker_and_a_ban_pauses_all() {
     a.flush().await;
     let snap = b.snapshot().await.unwrap();
     let s = snap.iter().find(|s| s.platform == P && s.api == A).unwrap();
-    assert_eq!(s.adaptive_rate, 50.0, "worker b sees the halved rate");
-    // b's acquisitions are now paced at 50/s: after the burst of 5, 10 more take ~200 ms.
+    // Nothing is known to have been admitted in the rejected second: the rate is cut to the
+    // floor (2% of 100/s) until the measurement settles.
+    assert_eq!(s.adaptive_rate, 2.0, "worker b sees the cut rate");
+    // b's acquisitions are now paced at 2/s with a burst of one: three take about a second.
     let t = Instant::now();
-    for _ in 0..15 {
-        b.acquire(P, A, Duration::from_secs(2)).await.unwrap();
+    for _ in 0..3 {
+        b.acquire(P, A, Duration::from_secs(5)).await.unwrap();
     }
     assert!(
-        t.elapsed() >= Duration::from_millis(150),
+        t.elapsed() >= Duration::from_millis(400),
         "paced at the new rate: {:?}",
         t.elapsed()
     );
@@ -502,43 +504,57 @@ fn acquire_script_reserves_on_an_injected_clock() {
 }
 
 /// report.lua implements the rules of the reference type `throttle::aimd`: one event sequence
-/// through both, on one injected clock, gives the same rate and ceiling after every event.
+/// through both, on one injected clock, gives the same rate, ceiling and bracket after every
+/// event (a measurement opened, settled, a probe, a rejected probe, a rejection at a held
+/// ceiling, recovery past the hold).
 #[test]
 fn report_script_matches_the_reference_aimd_type() {
     let redis = TestRedis::start();
     let mut con = redis.connection();
     let k = gate_keys(&redis.prefix, P, A);
     let script = Script::new(include_str!("../src/throttle/report.lua"));
-    let params = AimdParams::new(100.0, 5.0, 10);
+    let params = AimdParams::new(300.0, 15.0, 20);
     let mut reference = AimdState::new(&params);
-    let t0: u64 = 1_700_000_000_000_000;
-    // (ms after t0, successes, hit)
-    let events: &[(u64, u32, bool)] = &[
-        (0, 30, false),
-        (1_000, 0, true),   // halve
-        (1_300, 0, true),   // echo: absorbed
-        (1_500, 25, false), // in cooldown: not counted
-        (2_500, 25, false), // +10
-        (4_000, 0, true),   // second hit within 5 s: ceiling
-        (5_500, 7, false),
-        (5_600, 500, false), // recovery capped at 0.9 x ceiling
-        (20_000, 0, true),   // lone spike, long after: ceiling kept
-        (30_000, 1_000, false),
-        (40_000, 40, false),
-        (40_300, 40, false),
-        (40_500, 0, true), // measured: 80 admitted in the last second, above the ceiling
-        (45_950, 60, false), // in the success window only
-        (46_000, 0, true), // isolated (5.5 s later), measured under the ceiling: kept
-        (700_000, 2_000, false), // past the hold: recovery may probe above the ceiling
-    ];
-    for &(ms, successes, hit) in events {
-        let now_ms = ms;
+    let t0: u64 = 1_700_000_000_000; // ms, on a second boundary
+                                     // (reported at, successes, sent at, rejected), ms after t0.
+    let mut events: Vec<(u64, u32, u64, bool)> = Vec::new();
+    // A ramp: 3 admitted every 10 ms from 0.5 s, answered 50 ms later; rejected at 0.6 s.
+    for i in 0..10 {
+        events.push((550 + i * 10, 3, 500 + i * 10, false));
+    }
+    events.push((605, 0, 600, true)); // opens a measurement, before most answers are in
+    events.push((640, 0, 610, true)); // an echo: absorbed
+    events.push((660, 3, 595, false)); // a late answer, sent before the rejection
+    events.push((1_100, 2, 1_090, false)); // settles the measurement (> 605 + 400)
+                                           // Steady under the ceiling from 2 s; a rejection early in 5 s with 4 s still in the window.
+    for ms in (2_000..5_000).step_by(100) {
+        events.push((ms + 20, 3, ms, false));
+    }
+    events.push((5_045, 0, 5_040, true));
+    events.push((5_500, 1, 5_450, false)); // settles: the bracket is open
+                                           // Probes half-way up the bracket once a second.
+    for ms in (5_600..9_000).step_by(100) {
+        events.push((ms + 20, 4, ms, false));
+    }
+    events.push((9_030, 0, 9_010, true)); // while probing: the bracket closes
+    events.push((9_500, 1, 9_450, false));
+    for ms in (9_600..20_000).step_by(100) {
+        events.push((ms + 20, 3, ms, false));
+    }
+    events.push((20_030, 0, 20_010, true)); // at a held ceiling: the next bracket 5% under
+    events.push((20_500, 1, 20_450, false));
+    events.push((700_000, 2_000, 699_990, false)); // past the hold
+    for &(ms, successes, sent, hit) in &events {
         if hit {
-            reference.on_rate_limited(&params, now_ms);
+            reference.on_rate_limited(&params, t0 + sent, t0 + ms);
         } else {
-            reference.on_successes(&params, successes, now_ms);
+            reference.on_successes(&params, successes, t0 + sent, t0 + ms);
         }
-        let now_us = t0 + ms * 1000;
+        let slots = if successes > 0 {
+            format!("{}:{successes}", (t0 + sent) / 100)
+        } else {
+            String::new()
+        };
         let (_used, rate, ceiling, _effect): (i64, String, String, i64) = script
             .key(&k.aimd)
             .key(&k.pause)
@@ -547,40 +563,105 @@ fn report_script_matches_the_reference_aimd_type() {
             .key(&k.bucket)
             .arg(successes)
             .arg(successes as u64 + u64::from(hit))
-            .arg(u8::from(hit))
+            .arg(if hit {
+                (t0 + sent).to_string()
+            } else {
+                String::new()
+            })
             .arg(0)
             .arg("")
             .arg(params.max_rate)
             .arg(params.step)
             .arg(params.successes)
-            .arg(params.ceiling_window_ms * 1000)
+            .arg(slots)
             .arg(params.ceiling_factor)
-            .arg(params.hit_cooldown_ms * 1000)
+            .arg(params.hit_cooldown_ms)
             .arg(60)
-            .arg(now_us)
+            .arg((t0 + ms) * 1000)
             .arg(5.0)
             .arg("")
             .arg("")
             .arg("")
             .arg(params.decrease_margin)
-            .arg(params.ceiling_hold_ms * 1000)
+            .arg(params.ceiling_hold_ms)
             .arg(syncfleet::throttle::aimd::MIN_MEASURED)
+            .arg(params.settle_ms)
+            .arg(params.probe_every_ms)
             .invoke(&mut con)
             .unwrap();
         let rate: f64 = rate.parse().unwrap();
         let ceiling: Option<f64> = ceiling.parse().ok();
+        let upper: Option<f64> = redis::cmd("HGET")
+            .arg(&k.aimd)
+            .arg("upper")
+            .query::<Option<String>>(&mut con)
+            .unwrap()
+            .and_then(|u| u.parse().ok());
+        let close = |a: Option<f64>, b: Option<f64>| match (a, b) {
+            (Some(a), Some(b)) => (a - b).abs() < 1e-6,
+            (a, b) => a.is_none() && b.is_none(),
+        };
         assert!(
-            (rate - reference.rate).abs() < 1e-9,
+            (rate - reference.rate).abs() < 1e-6,
             "at {ms} ms: lua {rate}, reference {}",
             reference.rate
         );
-        assert_eq!(ceiling, reference.ceiling, "at {ms} ms");
+        assert!(
+            close(ceiling, reference.ceiling),
+            "at {ms} ms: lua {ceiling:?}, reference {:?}",
+            reference.ceiling
+        );
+        assert!(
+            close(upper, reference.upper),
+            "at {ms} ms: lua {upper:?}, reference {:?}",
+            reference.upper
+        );
     }
-    assert_eq!(
-        reference.ceiling,
-        Some(80.0),
-        "the sequence exercised the measured ceiling"
+    // The sequence went through every rule: a ramp measured exactly (30 in its second), an
+    // open bracket probed, a rejected probe, a rejection at a held ceiling.
+    assert!(reference.ceiling.is_some(), "measured");
+}
+
+/// The fleet's send-time check in acquire.lua: however many calls the bucket would let out,
+/// at most rate + burst are booked in one clock second of the server, and none in the last
+/// `boundary_band_ms` of a second.
+#[test]
+fn acquire_script_keeps_the_fleet_inside_each_clock_second() {
+    let redis = TestRedis::start();
+    let mut con = redis.connection();
+    let k = gate_keys(&redis.prefix, P, A);
+    let script = Script::new(include_str!("../src/throttle/acquire.lua"));
+    let t0: u64 = 1_700_000_000_000_000 + 900_000; // us, 100 ms before a boundary
+    let (rate, burst, band_ms) = (100.0, 20.0, 25u64);
+    let mut per_second = std::collections::BTreeMap::<u64, u32>::new();
+    for _ in 0..400 {
+        let (code, wait, _reason, _rate): (i64, i64, String, String) = script
+            .key(&k.bucket)
+            .key(&k.aimd)
+            .key(&k.pause)
+            .key(&k.conf)
+            .arg(rate)
+            .arg(burst)
+            .arg(10_000_000)
+            .arg(t0)
+            .arg(band_ms)
+            .invoke(&mut con)
+            .unwrap();
+        assert!(code <= 1, "booked");
+        let at = t0 + wait as u64;
+        assert!(
+            at % 1_000_000 < 1_000_000 - band_ms * 1000,
+            "booked in the band: {at}"
+        );
+        *per_second.entry(at / 1_000_000).or_default() += 1;
+    }
+    assert!(
+        per_second.values().all(|&n| n <= (rate + burst) as u32),
+        "{per_second:?}"
     );
+    // 400 calls from 100 ms before a boundary: the bucket alone would put 20 + 10 into the
+    // first 100 ms and 100 + its burst into the next second.
+    assert!(per_second.len() >= 4, "{per_second:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -624,7 +705,8 @@ async fn gate_show_lists_the_override_and_the_adaptive_state() {
         .find(|l| l.starts_with("taobao.item_get"))
         .expect("a line per gate");
     let cols: Vec<&str> = line.split_whitespace().collect();
-    assert_eq!(&cols[1..5], &["40*", "10", "30", "20.0"], "{line}");
+    // Nothing admitted is known in the rejected second: cut to the floor (2% of 40/s).
+    assert_eq!(&cols[1..5], &["40*", "10", "30", "0.8"], "{line}");
     assert!(line.contains("platform ban"), "{line}");
     assert!(
         stdout.contains("jd.order_list"),

@@ -10,7 +10,8 @@ use clap::Subcommand;
 
 #[derive(Debug, Subcommand)]
 pub enum GateCommand {
-    /// Every gate: rate, burst, adaptive rate, ceiling, pause, calls today, burn ratio.
+    /// Every gate: rate, burst, adaptive rate, the measured limit (ceiling) and how high it may
+    /// be (upper, probed while above the ceiling), pause, calls today, burn ratio.
     Show {
         /// Redis key namespace of the gates (separate fleets or tests on one Redis).
         #[arg(long, hide = true, env = "SYNCFLEET_GATE_NAMESPACE", default_value = DEFAULT_NAMESPACE)]
@@ -82,8 +83,18 @@ async fn show(cli: &Cli, namespace: &str) -> Result<(), CliError> {
     // Written with errors ignored: `gate show | head` must not panic on a closed pipe.
     let mut out = String::new();
     out.push_str(&format!(
-        "{:<24} {:>8} {:>7} {:>5} {:>9} {:>8} {:>10} {:>12} {:>6} {:>7}  pause",
-        "gate", "rate", "burst", "conc", "adaptive", "ceiling", "used", "quota", "burn", "p95 ms"
+        "{:<24} {:>8} {:>7} {:>5} {:>9} {:>8} {:>8} {:>10} {:>12} {:>6} {:>7}  pause",
+        "gate",
+        "rate",
+        "burst",
+        "conc",
+        "adaptive",
+        "ceiling",
+        "upper",
+        "used",
+        "quota",
+        "burn",
+        "p95 ms"
     ));
     out.push('\n');
     for s in &snaps {
@@ -92,13 +103,14 @@ async fn show(cli: &Cli, namespace: &str) -> Result<(), CliError> {
             None => "-".into(),
         };
         out.push_str(&format!(
-            "{:<24} {:>8} {:>7} {:>5} {:>9.1} {:>8} {:>10} {:>12} {:>6} {:>7}  {pause}",
+            "{:<24} {:>8} {:>7} {:>5} {:>9.1} {:>8} {:>8} {:>10} {:>12} {:>6} {:>7}  {pause}",
             format!("{}.{}", s.platform, s.api),
             format!("{}{}", s.limits.rate, if s.overridden { "*" } else { "" }),
             s.limits.burst,
             s.concurrency,
             s.adaptive_rate,
             fmt_opt(s.ceiling),
+            fmt_opt(s.upper),
             s.used_today,
             s.daily_quota
                 .map(|q| q.to_string())

@@ -74,6 +74,11 @@ pub struct Limit {
     /// `None` = `per_second`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) burst: Option<u64>,
+    /// A ban per rejection, as TOP answers: for this many seconds after a call is refused by
+    /// the per-second limit, every call of the app to this API is refused too (0 = none: a
+    /// refused call costs only itself).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub(crate) ban_s: u64,
     /// Calls per platform day (resets 00:00 GMT+8); every call counts, failed ones too.
     pub daily: u64,
     /// Sampled latency (log-normal) median in ms; 0 = none.
@@ -82,12 +87,17 @@ pub struct Limit {
     pub latency_p95_ms: u64,
 }
 
+fn is_zero(v: &u64) -> bool {
+    *v == 0
+}
+
 impl Default for Limit {
     fn default() -> Self {
         Limit {
             per_second: 100,
             kind: LimitKind::Fixed,
             burst: None,
+            ban_s: 0,
             daily: 1_000_000,
             latency_median_ms: 0,
             latency_p95_ms: 0,
@@ -229,6 +239,15 @@ impl SimConfig {
         let mut l = self.limit(platform, api);
         l.kind = kind;
         l.burst = burst;
+        self.limits.insert((platform, api), l);
+        self
+    }
+
+    /// Ban the app for `ban_s` seconds after each rejection of `api` on `platform` (TOP's
+    /// behaviour; builder style, for tests and benchmarks).
+    pub fn with_limit_ban(mut self, platform: Platform, api: Api, ban_s: u64) -> Self {
+        let mut l = self.limit(platform, api);
+        l.ban_s = ban_s;
         self.limits.insert((platform, api), l);
         self
     }
@@ -520,6 +539,7 @@ struct RawLimit {
     per_second: Option<u64>,
     kind: Option<LimitKind>,
     burst: Option<u64>,
+    ban_s: Option<u64>,
     daily: Option<u64>,
     latency_median_ms: Option<u64>,
     latency_p95_ms: Option<u64>,
@@ -532,6 +552,7 @@ impl RawLimit {
             per_second: self.per_second.unwrap_or(base.per_second),
             kind: self.kind.unwrap_or(base.kind),
             burst: self.burst.or(base.burst),
+            ban_s: self.ban_s.unwrap_or(base.ban_s),
             daily: self.daily.unwrap_or(base.daily),
             latency_median_ms: median,
             // A median alone means a fixed latency.

@@ -2,7 +2,10 @@
 -- KEYS: 1 bucket (hash: tat, iv), 2 aimd (hash: rate, ...), 3 pause (hash: until, reason),
 --       4 conf (hash: rate, burst; set by `syncfleet gate set`). All share one hash tag.
 -- ARGV: 1 configured rate (/s), 2 configured burst, 3 max wait (us),
---       4 optional "now" in us (tests only; empty = TIME).
+--       4 optional "now" in us (tests only; empty = TIME), 5 boundary band (ms).
+-- The bucket hash also counts the calls reserved to leave in one clock second of the server
+-- (fields sec, sent): the fleet's send-time check (throttle::second_guard, docs/design.md,
+-- "Gates"), at no extra round trip.
 -- Returns {code, wait_us, reason, rate}: code 0 = go now, 1 = go after wait_us (reserved),
 --         2 = not taken, retry after wait_us, 3 = paused for wait_us (reason).
 if redis.replicate_commands then pcall(redis.replicate_commands) end -- Redis < 5: TIME then writes
@@ -28,7 +31,8 @@ local max_wait = tonumber(ARGV[3])
 -- Floor of the adaptive rate: throttle::aimd::min_rate_for.
 local min_rate = math.min(math.max(base * 0.02, 0.1), base)
 
-local rate = tonumber(redis.call('HGET', KEYS[2], 'rate')) or base
+local st = redis.call('HMGET', KEYS[2], 'rate', 'confirmed')
+local rate = tonumber(st[1]) or base
 if rate > base then rate = base end
 if rate < min_rate then rate = min_rate end
 local iv = 1000000 / rate
@@ -37,6 +41,8 @@ local iv = 1000000 / rate
 -- window at every refill). At least one call.
 burst = burst * rate / base
 if burst < 1 then burst = 1 end
+-- Probing above a measured ceiling: one call at a time (throttle::aimd).
+if st[2] then burst = 1 end
 
 local b = redis.call('HMGET', KEYS[1], 'tat', 'iv')
 local tat = tonumber(b[1]) or now
@@ -51,12 +57,38 @@ end
 -- where they are and new ones queue behind them, instead of landing on top of them.
 local new_tat = tat + iv
 local allow_at = new_tat - burst * iv
-local wait = allow_at - now
-if wait < 0 then wait = 0 end
+local send = allow_at
+if send < now then send = now end
+-- At most rate + burst calls leave in one clock second of the server, none in the last `band`
+-- ms of one: a call due there is booked at the next second's start (throttle::second_guard).
+local budget = math.max(math.floor(rate + burst), 1)
+local band = (tonumber(ARGV[5]) or 0) * 1000
+if band > 999000 then band = 999000 end
+local sec = math.floor(send / 1000000)
+if band > 0 and send - sec * 1000000 >= 1000000 - band then
+  sec = sec + 1
+  send = sec * 1000000
+end
+local g = redis.call('HMGET', KEYS[1], 'sec', 'sent')
+local gsec = tonumber(g[1]) or -1
+local gsent = tonumber(g[2]) or 0
+if sec < gsec then
+  -- Behind a later booking (a rate rise): it counts in the second already being filled.
+  sec = gsec
+  if send < sec * 1000000 then send = sec * 1000000 end
+end
+if sec ~= gsec then
+  gsent = 0
+elseif gsent >= budget then
+  sec = sec + 1
+  send = sec * 1000000
+  gsent = 0
+end
+local wait = send - now
 if wait > max_wait then
   return {2, math.ceil(wait), '', tostring(rate)}
 end
-redis.call('HSET', KEYS[1], 'tat', fmt(new_tat), 'iv', tostring(iv))
+redis.call('HSET', KEYS[1], 'tat', fmt(new_tat), 'iv', tostring(iv), 'sec', fmt(sec), 'sent', fmt(gsent + 1))
 -- An idle bucket is full anyway: let the key go once its debt is paid, plus a margin.
 redis.call('PEXPIRE', KEYS[1], math.ceil((new_tat - now) / 1000) + 60000)
 if wait == 0 then

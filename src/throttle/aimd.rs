@@ -1,27 +1,37 @@
-//! Adaptive rate (AIMD with ceiling memory) and pauses of one gate: a pure type, no I/O.
+//! Adaptive rate and limit discovery of one gate, and its pauses: a pure type, no I/O.
 //!
-//! Time is passed in (`now_ms`, milliseconds on any monotonic-enough clock), so the rules are
-//! unit-tested with an injected clock. This type is the reference: the embedded gates use it
-//! directly and `report.lua` implements the same rules on the Redis server's clock (a
-//! conformance test drives both with one event sequence).
+//! Time is passed in (milliseconds on the clock the platform counts its seconds by: the wall
+//! clock in one process, the Redis server's clock in a fleet), so the rules are unit-tested with
+//! an injected clock. This type is the reference: the embedded gates use it directly and
+//! `report.lua` implements the same rules (a conformance test drives both with one sequence).
 //!
 //! Rules (docs/design.md, "Limit discovery"):
-//! - a rate-limit answer sets the rate from what the platform *admitted*: the successes of the
-//!   last second are a measurement of its limit (a gate configured 10x too high learns the
-//!   real limit from one rejection instead of halving seven times); the measurement becomes
-//!   the ceiling and the rate drops to `decrease_margin` x it. Without enough successes to
-//!   measure (a trickle), it halves, and the ceiling is set only on a *second* hit within
-//!   `ceiling_window_ms`, so one spike does not lower it forever;
-//! - `successes` consecutive successes add `step`;
-//! - recovery never goes above `ceiling_factor` x ceiling, nor above the configured rate; an
-//!   isolated rejection re-measures the ceiling instead of ratcheting it down;
+//! - successes are counted by the time each call **left** ([`Admitted`]), not when it answered;
+//! - a rate-limit answer opens a *measurement* of the second the rejected call left in. Until it
+//!   settles (`settle_ms` later, when the answers of the calls sent before it are in) the rate
+//!   is cut to what is already known to have been admitted in that second;
+//! - the measurement is what the platform admitted in that clock second. For a window aligned
+//!   to the clock second it is the limit; for a sliding window or a token bucket it cannot be
+//!   higher than what the platform admits in any second (sliding) or is the bucket's refill plus
+//!   what was left in it (bucket). It becomes the ceiling; the rate goes to `decrease_margin` x
+//!   it;
+//! - how far the measurement may be low is known too: if calls of the second before were still
+//!   inside the trailing second of the rejected call, a sliding window counted them and the
+//!   limit may be that much higher (`upper`). While `upper` is above the ceiling the gate probes:
+//!   after `probe_every_ms` at the ceiling without a rejection it raises the ceiling half-way to
+//!   `upper` (burst one while probing). A probe that is rejected closes the bracket: the ceiling
+//!   goes back to the last one that held, and no probe follows for `ceiling_hold_ms`;
+//! - `successes` successes add `step`, never above `ceiling_factor` x ceiling while the ceiling
+//!   holds, nor above the configured rate;
+//! - with too few successes in the rejected second to measure (a trickle), the rate halves;
 //! - a ban or a spent quota pauses the gate until a given time.
 //!
-//! Hits that arrive within `hit_cooldown_ms` of the last counted hit are the same episode (the
-//! answers to calls that were already in flight or reserved at the old rate): they neither halve
-//! again nor count as the "second hit". Successes in that window are not counted either.
+//! Rejections while a measurement is open, or within `hit_cooldown_ms` of the last one, are the
+//! same episode (answers to calls already in flight): they change nothing.
 
-/// Tuning of the AIMD rules of one gate.
+use super::admitted::Admitted;
+
+/// Tuning of the rules of one gate.
 #[derive(Debug, Clone, PartialEq)]
 pub struct AimdParams {
     /// The configured (or operator-set) rate: the adaptive rate never exceeds it.
@@ -32,62 +42,90 @@ pub struct AimdParams {
     pub step: f64,
     /// Consecutive successes per step (at least 1).
     pub successes: u32,
-    /// A second hit within this many ms of the previous one updates the ceiling.
-    pub ceiling_window_ms: u64,
     /// Recovery stops at this share of the ceiling.
     pub ceiling_factor: f64,
     /// Hits within this many ms of the last counted hit are the same episode.
     pub hit_cooldown_ms: u64,
-    /// After a measured hit the rate drops to this share of the measured limit.
+    /// After a measurement the rate drops to this share of the measured limit.
     pub decrease_margin: f64,
-    /// How long after a hit the ceiling caps recovery.
+    /// How long after a hit the ceiling caps recovery, and a rejected probe stops probing.
     pub ceiling_hold_ms: u64,
+    /// How long after a rejection its second is measured: the answers of the calls sent
+    /// before it must be in (a slower platform's late answers make the measurement low, which
+    /// probing corrects, never high).
+    pub settle_ms: u64,
+    /// Time at the ceiling without a rejection before each probe.
+    pub probe_every_ms: u64,
 }
 
 impl AimdParams {
-    /// The rules of docs/design.md, "Gates" for a gate with this rate, step and success count.
+    /// The rules of docs/design.md, "Limit discovery" for a gate with this rate, step and
+    /// success count.
     pub fn new(max_rate: f64, step: f64, successes: u32) -> AimdParams {
         AimdParams {
             max_rate,
             min_rate: min_rate_for(max_rate),
             step,
             successes: successes.max(1),
-            ceiling_window_ms: 5_000,
             ceiling_factor: 0.99,
             hit_cooldown_ms: 1_000,
             decrease_margin: 0.97,
             ceiling_hold_ms: 600_000,
+            settle_ms: 400,
+            probe_every_ms: 1_000,
         }
+    }
+
+    fn holds(&self, last_hit_ms: Option<u64>, now_ms: u64) -> bool {
+        last_hit_ms.is_some_and(|t| now_ms.saturating_sub(t) < self.ceiling_hold_ms)
     }
 
     /// The highest rate recovery may reach with this ceiling, when the last hit was at
     /// `last_hit_ms` and it is `now_ms`: the ceiling binds for `ceiling_hold_ms` after a hit;
-    /// past that, recovery may probe up to the configured rate (the limit may have been
-    /// raised, or measured low), and the next hit measures it again.
+    /// past that, recovery may climb to the configured rate (the limit may have been raised),
+    /// and the next hit measures it again.
     pub(crate) fn recovery_cap(
         &self,
         ceiling: Option<f64>,
         last_hit_ms: Option<u64>,
         now_ms: u64,
     ) -> f64 {
-        let holds = last_hit_ms.is_some_and(|t| now_ms.saturating_sub(t) < self.ceiling_hold_ms);
         match ceiling {
-            Some(c) if holds => self.max_rate.min(c * self.ceiling_factor),
+            Some(c) if self.holds(last_hit_ms, now_ms) => {
+                self.max_rate.min(c * self.ceiling_factor)
+            }
             _ => self.max_rate,
         }
     }
 }
 
-/// Slots of 100 ms kept for the success window: the ten up to now and the one before them,
-/// whose share still inside the last 1,000 ms is counted (the ten alone cover only 900 ms
-/// plus the current slot's part, which read a correctly set gate's limit ~5% low).
-pub(crate) const OK_SLOTS: usize = 11;
-/// Fewest successes in the last second that count as a measurement of the platform's limit.
+/// Fewest successes in the rejected second that count as a measurement of the limit.
 pub const MIN_MEASURED: u32 = 5;
+
+/// A measurement settles as exact when the trailing second held at most this share of it
+/// from the second before (or one call).
+pub(crate) const EXACT_SHARE: f64 = 0.02;
+
+/// A probe is made while the bracket is open by more than this share of the ceiling.
+pub(crate) const PROBE_GAP: f64 = 0.01;
+
+/// A rejection at a held ceiling caps the next bracket at this share of it.
+pub(crate) const CLOSE_IN: f64 = 0.95;
 
 /// Floor of the adaptive rate: 2% of the configured rate, at least 0.1/s (never above it).
 pub(crate) fn min_rate_for(max_rate: f64) -> f64 {
     (max_rate * 0.02).max(0.1).min(max_rate)
+}
+
+/// A rejection whose second is being measured.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) struct Measuring {
+    /// When the rejected call left.
+    pub(crate) sent_ms: u64,
+    /// The rate the gate ran at then.
+    pub(crate) at: f64,
+    /// Whether the gate was probing above a ceiling that had held.
+    pub(crate) probing: bool,
 }
 
 /// The adaptive state of one gate.
@@ -95,31 +133,41 @@ pub(crate) fn min_rate_for(max_rate: f64) -> f64 {
 pub struct AimdState {
     /// Current adaptive rate (calls per second).
     pub rate: f64,
-    /// Rate at which the limit was hit twice within the window, if ever.
+    /// The platform's limit as last measured (or probed), if ever.
     pub ceiling: Option<f64>,
-    /// When the last counted hit happened.
+    /// How high the limit may be, as far as the last measurement can tell; the gate probes up
+    /// to it while it is above the ceiling.
+    pub upper: Option<f64>,
+    /// The ceiling before the running probe: it held for `probe_every_ms`.
+    pub(crate) confirmed: Option<f64>,
+    /// When the last counted hit was reported.
     pub(crate) last_hit_ms: Option<u64>,
+    /// When the counted hit before it was reported.
+    pub(crate) previous_hit_ms: Option<u64>,
+    /// The open measurement, if a rejection's second is being measured.
+    pub(crate) measuring: Option<Measuring>,
+    /// When the ceiling last changed (a measurement or a probe).
+    pub(crate) last_change_ms: u64,
     /// Consecutive successes not yet turned into a step.
     pub(crate) successes: u32,
     /// Paused until this time (0 = not paused).
     pub(crate) pause_until_ms: u64,
-    /// Successes per 100 ms slot over the last second: `(slot, count)`, slot = ms / 100.
-    pub(crate) ok_slots: [(u64, u32); OK_SLOTS],
+    /// What the platform admitted, by send time.
+    pub(crate) admitted: Admitted,
     /// Why the gate is paused.
     pub(crate) pause_reason: String,
 }
 
-/// What a rate-limit answer did to the state.
+/// What a rate-limit answer (or a settled measurement) did to the state.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum HitEffect {
     /// Same episode as the last counted hit: nothing changed.
     Absorbed,
-    /// Rate halved; the ceiling was left alone (first hit, or the last one is too old).
+    /// A measurement opened: the rate is cut to what is known to have been admitted so far.
+    Measuring,
+    /// Too few successes to measure: the rate halved.
     Halved,
-    /// Rate halved and the ceiling set to the rate of this (second) hit.
-    HalvedAndCeiling,
-    /// The platform's limit was measured from the last second's successes: it is the
-    /// ceiling, and the rate sits just under it.
+    /// The platform's limit was measured: it is the ceiling, and the rate sits just under it.
     Measured,
 }
 
@@ -129,43 +177,17 @@ impl AimdState {
         AimdState {
             rate: params.max_rate,
             ceiling: None,
+            upper: None,
+            confirmed: None,
             last_hit_ms: None,
+            previous_hit_ms: None,
+            measuring: None,
+            last_change_ms: 0,
             successes: 0,
             pause_until_ms: 0,
             pause_reason: String::new(),
-            ok_slots: [(0, 0); OK_SLOTS],
+            admitted: Admitted::default(),
         }
-    }
-
-    /// Count `n` successes in the window slot of `now_ms`.
-    pub(crate) fn record_ok(&mut self, n: u32, now_ms: u64) {
-        let slot = now_ms / 100;
-        let cell = &mut self.ok_slots[(slot % OK_SLOTS as u64) as usize];
-        if cell.0 == slot {
-            cell.1 = cell.1.saturating_add(n);
-        } else {
-            *cell = (slot, n);
-        }
-    }
-
-    /// Successes in the last 1,000 ms up to `now_ms`: the ten slots up to `now_ms`'s, and the
-    /// part of the slot before them that is still inside the second (assuming its successes
-    /// were spread evenly over it).
-    pub(crate) fn ok_last_second(&self, now_ms: u64) -> f64 {
-        let slot = now_ms / 100;
-        let oldest_share = 1.0 - (now_ms % 100) as f64 / 100.0;
-        self.ok_slots
-            .iter()
-            .map(|&(s, n)| {
-                if s <= slot && s + 10 > slot {
-                    f64::from(n)
-                } else if s + 10 == slot {
-                    f64::from(n) * oldest_share
-                } else {
-                    0.0
-                }
-            })
-            .sum()
     }
 
     /// The rate the bucket should run at now: the adaptive rate, never above the configured one.
@@ -175,55 +197,97 @@ impl AimdState {
             .max(params.min_rate.min(params.max_rate))
     }
 
-    fn in_cooldown(&self, params: &AimdParams, now_ms: u64) -> bool {
-        self.last_hit_ms
-            .is_some_and(|t| now_ms.saturating_sub(t) < params.hit_cooldown_ms)
+    /// Whether the gate is probing above a ceiling that held (the burst is one meanwhile).
+    pub(crate) fn probing(&self) -> bool {
+        self.confirmed.is_some()
     }
 
-    /// A rate-limit answer at `now_ms`.
-    pub fn on_rate_limited(&mut self, params: &AimdParams, now_ms: u64) -> HitEffect {
+    fn in_cooldown(&self, params: &AimdParams, now_ms: u64) -> bool {
+        self.measuring.is_some()
+            || self
+                .last_hit_ms
+                .is_some_and(|t| now_ms.saturating_sub(t) < params.hit_cooldown_ms)
+    }
+
+    /// A rate-limit answer at `now_ms` to a call that left at `sent_ms`.
+    pub fn on_rate_limited(&mut self, params: &AimdParams, sent_ms: u64, now_ms: u64) -> HitEffect {
+        self.settle(params, now_ms);
         if self.in_cooldown(params, now_ms) {
             return HitEffect::Absorbed;
         }
         let at = self.effective_rate(params);
-        let second = self
-            .last_hit_ms
-            .is_some_and(|t| now_ms.saturating_sub(t) <= params.ceiling_window_ms);
-        let measured = self.ok_last_second(now_ms);
-        if measured >= f64::from(MIN_MEASURED) {
-            // What the platform admitted in the last second is its limit, as seen from here.
-            // A lower measurement replaces a known ceiling only when the hits repeat: an
-            // isolated rejection under the ceiling (a burst, a phase) must not ratchet it down.
-            let m = measured;
-            self.ceiling = Some(match self.ceiling {
-                Some(c) if m <= c && !second => c,
-                _ => m,
-            });
-            self.rate = (m.min(at) * params.decrease_margin).max(params.min_rate);
-            self.successes = 0;
-            self.last_hit_ms = Some(now_ms);
-            return HitEffect::Measured;
-        }
-        if second {
-            self.ceiling = Some(at);
-        }
-        self.rate = (at / 2.0).max(params.min_rate);
+        let second = sent_ms / 1000 * 1000;
+        // Known so far to have been admitted in the rejected second: the answers of calls sent
+        // just before the rejected one may still be on their way, so this is low, never high.
+        let so_far = self.admitted.between(second, sent_ms + 1);
+        self.rate = (so_far.min(at) * params.decrease_margin).max(params.min_rate);
+        self.measuring = Some(Measuring {
+            sent_ms,
+            at,
+            probing: self.probing(),
+        });
         self.successes = 0;
+        self.previous_hit_ms = self.last_hit_ms;
         self.last_hit_ms = Some(now_ms);
-        if second {
-            HitEffect::HalvedAndCeiling
-        } else {
-            HitEffect::Halved
-        }
+        HitEffect::Measuring
     }
 
-    /// `n` successful calls reported at `now_ms` (reports are batched).
-    pub fn on_successes(&mut self, params: &AimdParams, n: u32, now_ms: u64) {
+    /// Settle the open measurement once its answers are in (`settle_ms` after the hit).
+    /// Called on every event; `None` when nothing was due.
+    pub fn settle(&mut self, params: &AimdParams, now_ms: u64) -> Option<HitEffect> {
+        let m = self.measuring?;
+        let reported = self.last_hit_ms.unwrap_or(0);
+        if now_ms < reported + params.settle_ms {
+            return None;
+        }
+        self.measuring = None;
+        self.successes = 0;
+        self.last_change_ms = now_ms;
+        let second = m.sent_ms / 1000 * 1000;
+        let admitted = self.admitted.between(second, second + 1000);
+        if admitted < f64::from(MIN_MEASURED) {
+            self.rate = (m.at / 2.0).max(params.min_rate);
+            self.confirmed = None;
+            return Some(HitEffect::Halved);
+        }
+        // Calls of the second before that were still inside the rejected call's trailing
+        // second: a sliding window counted them, so the limit may be that much higher.
+        let before = self
+            .admitted
+            .between(m.sent_ms.saturating_sub(1000), second);
+        let exact = before <= (admitted * EXACT_SHARE).max(1.0);
+        let (ceiling, mut upper) = match (m.probing, self.confirmed) {
+            // A probe was rejected: back to the ceiling that held, and the bracket closes.
+            (true, Some(held)) => {
+                let c = admitted.max(held);
+                (c, c)
+            }
+            _ if exact => (admitted, admitted),
+            _ => (admitted, admitted + before),
+        };
+        // Rejected again while holding a ceiling, not probing: that ceiling was too high (a
+        // token bucket lets a rate above its refill run until it has drained), so the next
+        // bracket tops out 3% under it, never below what was just measured.
+        if let (false, Some(last)) = (m.probing, self.ceiling) {
+            if params.holds(self.previous_hit_ms, reported) {
+                upper = upper.min((last * CLOSE_IN).max(ceiling));
+            }
+        }
+        self.ceiling = Some(ceiling);
+        self.upper = Some(upper);
+        self.confirmed = None;
+        self.rate = (ceiling.min(m.at) * params.decrease_margin).max(params.min_rate);
+        Some(HitEffect::Measured)
+    }
+
+    /// `n` successful calls that left at `sent_ms`, reported at `now_ms`.
+    pub fn on_successes(&mut self, params: &AimdParams, n: u32, sent_ms: u64, now_ms: u64) {
         if n == 0 {
             return;
         }
         // Counted for the measurement even in a hit's cooldown: they were admitted.
-        self.record_ok(n, now_ms);
+        self.admitted.record(sent_ms, n);
+        self.settle(params, now_ms);
         if self.in_cooldown(params, now_ms) {
             return;
         }
@@ -232,8 +296,32 @@ impl AimdState {
         self.successes = total % params.successes;
         let cap = params.recovery_cap(self.ceiling, self.last_hit_ms, now_ms);
         if steps > 0 && self.rate < cap {
-            self.rate = (self.rate + params.step * steps as f64).min(cap);
+            self.rate = (self.rate + params.step * f64::from(steps)).min(cap);
         }
+        self.probe(params, cap, now_ms);
+    }
+
+    /// Raise the ceiling half-way to `upper` (at least 2% or one call per second) once the
+    /// rate has held at the cap for `probe_every_ms` with the bracket open; a ceiling that held
+    /// that long with the bracket closed ends the probing.
+    fn probe(&mut self, params: &AimdParams, cap: f64, now_ms: u64) {
+        let (Some(c), Some(u)) = (self.ceiling, self.upper) else {
+            return;
+        };
+        let due = now_ms.saturating_sub(self.last_change_ms) >= params.probe_every_ms;
+        if !due || self.rate < cap - 1e-9 {
+            return;
+        }
+        if u <= c * (1.0 + PROBE_GAP) || !params.holds(self.last_hit_ms, now_ms) {
+            self.confirmed = None;
+            return;
+        }
+        let next = (c + ((u - c) / 2.0).max(c * 0.02).max(1.0)).min(u);
+        // The ceiling that held is what a rejected probe falls back to.
+        self.confirmed = Some(c);
+        self.ceiling = Some(next);
+        self.last_change_ms = now_ms;
+        self.rate = params.max_rate.min(next * params.ceiling_factor);
     }
 
     /// Pause the gate until `until_ms` (a later pause wins; an earlier one changes nothing).
@@ -254,6 +342,7 @@ impl AimdState {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::collections::VecDeque;
 
     /// An injected clock: tests move time by hand.
     struct Clock(u64);
@@ -269,181 +358,336 @@ mod tests {
         AimdParams::new(100.0, 5.0, 10)
     }
 
-    #[test]
-    fn rate_limit_halves_and_in_flight_echoes_are_absorbed() {
-        let p = params();
-        let mut clock = Clock(1_000);
-        let mut s = AimdState::new(&p);
-        assert_eq!(s.on_rate_limited(&p, clock.0), HitEffect::Halved);
-        assert_eq!(s.rate, 50.0);
-        // Answers to calls already in flight at the old rate: same episode.
-        assert_eq!(
-            s.on_rate_limited(&p, clock.advance(300)),
-            HitEffect::Absorbed
-        );
-        assert_eq!(s.rate, 50.0);
-        assert_eq!(s.ceiling, None);
+    /// `per_s` successes a second for `secs` seconds from `clock`, each reported as it leaves.
+    fn admitted(s: &mut AimdState, p: &AimdParams, clock: &mut Clock, per_s: u32, secs: u32) {
+        let gap = 1000 / u64::from(per_s.max(1));
+        for _ in 0..per_s * secs {
+            let t = clock.advance(gap);
+            s.on_successes(p, 1, t, t);
+        }
     }
 
     #[test]
-    fn halving_stops_at_the_floor() {
+    fn a_rejection_opens_a_measurement_and_echoes_are_absorbed() {
         let p = params();
-        let mut clock = Clock(0);
         let mut s = AimdState::new(&p);
+        let t = 10_000;
+        for i in 0..20 {
+            s.on_successes(&p, 1, t + i * 10, t + i * 10);
+        }
+        assert_eq!(
+            s.on_rate_limited(&p, t + 200, t + 205),
+            HitEffect::Measuring
+        );
+        // What is known admitted so far in the second: 20, so 97% of that.
+        assert!((s.rate - 19.4).abs() < 1e-9, "{}", s.rate);
+        // Answers to calls already in flight: same episode.
+        assert_eq!(s.on_rate_limited(&p, t + 210, t + 300), HitEffect::Absorbed);
+        assert_eq!(s.settle(&p, t + 300), None, "not settled before settle_ms");
+        assert_eq!(
+            s.settle(&p, t + 205 + p.settle_ms),
+            Some(HitEffect::Measured)
+        );
+        assert_eq!(s.ceiling, Some(20.0));
+    }
+
+    #[test]
+    fn a_trickle_halves() {
+        let p = params();
+        let mut s = AimdState::new(&p);
+        assert_eq!(s.on_rate_limited(&p, 5_000, 5_010), HitEffect::Measuring);
+        assert_eq!(s.settle(&p, 6_000), Some(HitEffect::Halved));
+        assert_eq!(s.rate, 50.0);
+        assert_eq!(s.ceiling, None);
+        let mut clock = Clock(0);
         for _ in 0..20 {
-            s.on_rate_limited(&p, clock.advance(10_000));
+            s.on_rate_limited(&p, clock.0, clock.advance(10_000));
+            s.settle(&p, clock.advance(1_000));
         }
         assert_eq!(s.rate, p.min_rate);
-        assert!(p.min_rate > 0.0);
     }
 
-    #[test]
-    fn single_spike_does_not_set_a_ceiling() {
-        let p = params();
-        let mut clock = Clock(0);
-        let mut s = AimdState::new(&p);
-        s.on_rate_limited(&p, clock.advance(1_000));
-        // Next hit comes 6 s later: outside the 5 s window, so still no ceiling.
-        assert_eq!(
-            s.on_rate_limited(&p, clock.advance(6_000)),
-            HitEffect::Halved
-        );
-        assert_eq!(s.ceiling, None);
-        // Recovery is bounded only by the configured rate.
-        s.on_successes(&p, 10_000, clock.advance(2_000));
-        assert_eq!(s.rate, 100.0);
+    /// A platform limit in the model below: what it admits per call at a given instant.
+    enum Kind {
+        /// At most `n` per clock-aligned second.
+        Fixed(u32),
+        /// At most `n` in any 1,000 ms.
+        Sliding(u32),
+        /// Refill `rate` per second, hold at most `burst`.
+        Bucket(f64, f64),
     }
 
-    #[test]
-    fn second_hit_within_window_sets_ceiling_to_the_rate_hit() {
-        let p = params();
-        let mut clock = Clock(0);
-        let mut s = AimdState::new(&p);
-        s.on_rate_limited(&p, clock.advance(1_000)); // 100 -> 50
-        s.on_successes(&p, 20, clock.advance(1_500)); // 50 -> 60
-        assert_eq!(s.rate, 60.0);
-        // Hit again 3 s after the first: the limit is real, and it was hit at 60.
-        assert_eq!(
-            s.on_rate_limited(&p, clock.advance(1_500)),
-            HitEffect::HalvedAndCeiling
-        );
-        assert_eq!(s.ceiling, Some(60.0));
-        assert_eq!(s.rate, 30.0);
+    struct Platform {
+        kind: Kind,
+        second: u64,
+        count: u32,
+        recent: VecDeque<u64>,
+        tokens: f64,
+        at: u64,
+        rejected: u32,
     }
 
-    #[test]
-    fn recovery_is_capped_at_ninety_percent_of_ceiling() {
-        let p = params();
-        let mut clock = Clock(0);
-        let mut s = AimdState::new(&p);
-        s.on_rate_limited(&p, clock.advance(1_000));
-        s.on_rate_limited(&p, clock.advance(2_000)); // ceiling 50, rate 25
-        assert_eq!(s.ceiling, Some(50.0));
-        for _ in 0..100 {
-            s.on_successes(&p, 1, clock.advance(200));
+    impl Platform {
+        fn new(kind: Kind) -> Platform {
+            let tokens = match kind {
+                Kind::Bucket(_, b) => b,
+                _ => 0.0,
+            };
+            Platform {
+                kind,
+                second: 0,
+                count: 0,
+                recent: VecDeque::new(),
+                tokens,
+                at: 0,
+                rejected: 0,
+            }
         }
-        assert!((s.rate - 49.5).abs() < 1e-9, "{}", s.rate);
-        // The ceiling is remembered across later single spikes far apart.
-        s.on_rate_limited(&p, clock.advance(60_000));
-        assert_eq!(s.ceiling, Some(50.0));
-    }
 
-    #[test]
-    fn step_needs_consecutive_successes_and_a_hit_resets_the_count() {
-        let p = params();
-        let mut clock = Clock(0);
-        let mut s = AimdState::new(&p);
-        s.on_rate_limited(&p, clock.advance(10_000)); // 50
-        s.on_successes(&p, 9, clock.advance(2_000));
-        assert_eq!(s.rate, 50.0);
-        s.on_rate_limited(&p, clock.advance(10_000)); // 25, count reset
-        s.on_successes(&p, 9, clock.advance(2_000));
-        assert_eq!(s.rate, 25.0);
-        s.on_successes(&p, 1, clock.advance(10));
-        assert_eq!(s.rate, 30.0);
-        // Successes inside the cooldown of a hit are echoes of the old rate: not counted.
-        s.on_rate_limited(&p, clock.advance(10_000)); // 15
-        s.on_successes(&p, 100, clock.advance(200));
-        assert_eq!(s.rate, 15.0);
-    }
-
-    /// Successes at `per_s` for `secs` seconds, reported every 100 ms (as the gates batch).
-    /// Successes at `per_s` for `secs` seconds, reported in the middle of each 100 ms slot
-    /// (as if spread evenly over it, which the measurement assumes).
-    fn admitted(s: &mut AimdState, p: &AimdParams, clock: &mut Clock, per_s: u32, secs: u32) {
-        for _ in 0..secs * 10 {
-            s.on_successes(p, per_s / 10, clock.advance(50));
-            clock.advance(50);
+        fn admit(&mut self, t: u64) -> bool {
+            let ok = match self.kind {
+                Kind::Fixed(n) => {
+                    if t / 1000 != self.second {
+                        self.second = t / 1000;
+                        self.count = 0;
+                    }
+                    self.count += 1;
+                    self.count <= n
+                }
+                Kind::Sliding(n) => {
+                    while self.recent.front().is_some_and(|&x| x + 1000 <= t) {
+                        self.recent.pop_front();
+                    }
+                    let ok = self.recent.len() < n as usize;
+                    if ok {
+                        self.recent.push_back(t);
+                    }
+                    ok
+                }
+                Kind::Bucket(rate, burst) => {
+                    self.tokens = (self.tokens + (t - self.at) as f64 * rate / 1000.0).min(burst);
+                    self.at = t;
+                    let ok = self.tokens >= 1.0;
+                    if ok {
+                        self.tokens -= 1.0;
+                    }
+                    ok
+                }
+            };
+            self.rejected += u32::from(!ok);
+            ok
         }
     }
 
-    /// `actual` within 2% of `expected`.
-    fn near(actual: Option<f64>, expected: f64) -> bool {
-        actual.is_some_and(|a| (a - expected).abs() <= expected * 0.02)
+    /// A client on the gate's rate (burst 20, scaled like the gates') against `platform` for
+    /// `secs` seconds from `start_ms`, answers after `latency_ms`, a one-second ban per
+    /// rejection. Returns the state and the platform, with the successes of each second.
+    fn run(
+        p: &AimdParams,
+        platform: &mut Platform,
+        start_ms: u64,
+        secs: u64,
+        latency_ms: u64,
+    ) -> (AimdState, Vec<u32>) {
+        let mut s = AimdState::new(p);
+        let mut answers: VecDeque<(u64, u64, bool)> = VecDeque::new();
+        let mut credit = 20.0_f64;
+        let mut per_second = vec![0u32; secs as usize + 2];
+        for now in start_ms..start_ms + secs * 1000 {
+            while answers.front().is_some_and(|a| a.0 <= now) {
+                let Some((_, sent, ok)) = answers.pop_front() else {
+                    break;
+                };
+                if ok {
+                    s.on_successes(p, 1, sent, now);
+                } else if s.on_rate_limited(p, sent, now) == HitEffect::Measuring {
+                    s.pause_until(now + 1000, "ban");
+                }
+            }
+            s.settle(p, now);
+            if s.paused(now).is_some() {
+                credit = 0.0;
+                continue;
+            }
+            let rate = s.effective_rate(p);
+            let burst = if s.probing() {
+                1.0
+            } else {
+                (20.0 * rate / p.max_rate).max(1.0)
+            };
+            credit = (credit + rate / 1000.0).min(burst);
+            while credit >= 1.0 {
+                credit -= 1.0;
+                let ok = platform.admit(now);
+                if ok {
+                    per_second[((now - start_ms) / 1000) as usize] += 1;
+                }
+                answers.push_back((now + latency_ms, now, ok));
+            }
+        }
+        (s, per_second)
+    }
+
+    /// Seconds from the 6th on (past discovery) admit at least `share` of the limit.
+    fn settled(per_second: &[u32], limit: f64, share: f64) -> bool {
+        let tail = &per_second[5..per_second.len() - 2];
+        tail.iter().all(|&n| f64::from(n) >= limit * share)
     }
 
     #[test]
-    fn one_rejection_measures_a_limit_ten_times_lower() {
-        // Configured 1,000/s; the platform admits 100/s.
-        let p = AimdParams::new(1_000.0, 50.0, 20);
-        let mut clock = Clock(0);
-        let mut s = AimdState::new(&p);
-        admitted(&mut s, &p, &mut clock, 100, 1);
-        assert_eq!(
-            s.on_rate_limited(&p, clock.advance(10)),
-            HitEffect::Measured
-        );
-        assert!(near(Some(s.rate), 97.0), "{}", s.rate);
-        assert!(near(s.ceiling, 100.0), "{:?}", s.ceiling);
-        let ceiling = s.ceiling.unwrap_or_default();
-        // Recovery stops just under the measured limit while the ceiling holds.
-        admitted(&mut s, &p, &mut clock, 95, 20);
-        assert!((s.rate - ceiling * 0.99).abs() < 1e-9, "{}", s.rate);
-    }
-
-    #[test]
-    fn isolated_rejections_do_not_ratchet_the_ceiling_down() {
-        let p = AimdParams::new(1_000.0, 50.0, 20);
-        let mut clock = Clock(0);
-        let mut s = AimdState::new(&p);
-        admitted(&mut s, &p, &mut clock, 100, 1);
-        s.on_rate_limited(&p, clock.advance(10));
-        admitted(&mut s, &p, &mut clock, 100, 2);
-        s.on_rate_limited(&p, clock.advance(10));
-        assert!(near(s.ceiling, 100.0), "{:?}", s.ceiling);
-        let ceiling = s.ceiling;
-        // Far apart, each rejection sees only what was sent (97/s), under the ceiling.
-        for _ in 0..5 {
-            admitted(&mut s, &p, &mut clock, 97, 10);
-            assert_eq!(
-                s.on_rate_limited(&p, clock.advance(10)),
-                HitEffect::Measured
+    fn a_clock_aligned_limit_is_measured_exactly_even_during_the_ramp() {
+        // 300/s configured, 30/s granted, answers 50 ms late: the rejection comes back before
+        // most admitted calls have answered (the old trailing count read 10-14 here).
+        for start in [10_000, 10_500, 10_970] {
+            let p = AimdParams::new(300.0, 15.0, 20);
+            let mut platform = Platform::new(Kind::Fixed(30));
+            let (s, per_second) = run(&p, &mut platform, start, 20, 50);
+            assert!(
+                s.ceiling.is_some_and(|c| (29.0..=30.0).contains(&c)),
+                "start {start}: {:?}",
+                s.ceiling
             );
-            assert_eq!(s.ceiling, ceiling, "isolated hit lowered the ceiling");
-            // Just under what was sent (9 per 100 ms here): a dip, recovered by the steps.
-            assert!(s.rate >= 80.0, "{}", s.rate);
+            assert!(
+                settled(&per_second, 30.0, 0.95),
+                "start {start}: {per_second:?}"
+            );
+            // The calls in flight when the first rejection comes back: 300/s x 50 ms.
+            assert!(
+                platform.rejected <= 18,
+                "start {start}: {} rejected",
+                platform.rejected
+            );
         }
-        // Hits that repeat within the window mean the limit really is lower now.
-        admitted(&mut s, &p, &mut clock, 60, 2);
-        s.on_rate_limited(&p, clock.advance(10));
-        admitted(&mut s, &p, &mut clock, 60, 2);
-        s.on_rate_limited(&p, clock.advance(10));
-        assert!(near(s.ceiling, 60.0), "{:?}", s.ceiling);
     }
 
     #[test]
-    fn the_ceiling_stops_binding_after_a_quiet_spell() {
-        let p = AimdParams::new(200.0, 10.0, 20);
-        let mut clock = Clock(0);
+    fn a_rejection_late_in_a_second_does_not_count_the_second_before() {
+        // Steady at 36/s against 30/s: the rejection comes at 0.83 s; a trailing second would
+        // count up to 36 + the previous second's tail.
+        let p = AimdParams::new(36.0, 1.8, 20);
         let mut s = AimdState::new(&p);
+        let t = 50_000;
+        for i in 0..30u64 {
+            s.on_successes(&p, 1, t - 1000 + i * 28, t - 1000 + i * 28 + 5);
+            s.on_successes(&p, 1, t + i * 28, t + i * 28 + 5);
+        }
+        assert_eq!(
+            s.on_rate_limited(&p, t + 830, t + 835),
+            HitEffect::Measuring
+        );
+        s.settle(&p, t + 835 + p.settle_ms);
+        assert_eq!(s.ceiling, Some(30.0));
+        assert_eq!(
+            s.upper,
+            Some(30.0),
+            "nothing of the second before was in the window"
+        );
+    }
+
+    #[test]
+    fn an_early_rejection_after_steady_running_opens_the_bracket_and_probing_closes_it() {
+        // Sliding window of 100: steady at 90/s, then a burst early in a second.
+        let p = AimdParams::new(200.0, 10.0, 20);
+        let mut s = AimdState::new(&p);
+        let mut clock = Clock(100_000);
+        admitted(&mut s, &p, &mut clock, 90, 2);
+        let t = clock.0 / 1000 * 1000 + 1000;
+        for i in 0..10 {
+            s.on_successes(&p, 1, t + i * 5, t + i * 5 + 5);
+        }
+        s.on_rate_limited(&p, t + 60, t + 65);
+        s.settle(&p, t + 65 + p.settle_ms);
+        let c = s.ceiling.unwrap_or_default();
+        let u = s.upper.unwrap_or_default();
+        assert!(c < 20.0, "measured only the early part: {c}");
+        assert!(u > 90.0 && u <= 100.0, "the trailing second bounds it: {u}");
+        // At the ceiling without rejections, each probe halves the gap.
+        let mut clock = Clock(t + 1_000);
+        for _ in 0..8 {
+            let rate = s.effective_rate(&p).max(1.0) as u32;
+            admitted(&mut s, &p, &mut clock, rate, 1);
+        }
+        assert!(s.rate >= 0.95 * u && s.rate <= u, "{} vs {u}", s.rate);
+    }
+
+    #[test]
+    fn a_rejected_probe_falls_back_to_the_ceiling_that_held_and_stops_probing() {
+        let p = AimdParams::new(200.0, 10.0, 20);
+        let mut s = AimdState::new(&p);
+        s.ceiling = Some(50.0);
+        s.upper = Some(90.0);
+        s.rate = 49.5;
+        s.last_hit_ms = Some(1_000);
+        s.last_change_ms = 10_000;
+        let mut clock = Clock(10_000);
+        admitted(&mut s, &p, &mut clock, 50, 1);
+        assert_eq!(s.ceiling, Some(70.0), "half-way to the bracket's top");
+        assert!(s.probing());
+        // The platform admits 55: the probe is rejected within the second it was made in.
+        let t = clock.0;
+        for i in 0..55 {
+            s.on_successes(&p, 1, t + i * 10, t + i * 10 + 2);
+        }
+        s.on_rate_limited(&p, t + 560, t + 562);
+        s.settle(&p, t + 562 + p.settle_ms);
+        let c = s.ceiling.unwrap_or_default();
+        assert!((55.0..=60.0).contains(&c), "what the second admitted: {c}");
+        assert_eq!(s.upper, s.ceiling, "the bracket closed");
+        assert!(!s.probing());
+        let mut clock = Clock(t + 2_000);
+        admitted(&mut s, &p, &mut clock, 54, 10);
+        assert_eq!(s.ceiling, Some(c), "no probe after a rejected one");
+    }
+
+    #[test]
+    fn a_sliding_window_settles_within_a_few_percent_and_stays_under() {
+        for (limit, max) in [(30u32, 300.0), (400, 4_000.0), (400, 1_200.0)] {
+            let p = AimdParams::new(max, max * 0.05, 20);
+            let mut platform = Platform::new(Kind::Sliding(limit));
+            let (s, per_second) = run(&p, &mut platform, 20_300, 30, 20);
+            assert!(
+                settled(&per_second, f64::from(limit), 0.93),
+                "{limit}: {per_second:?}"
+            );
+            assert!(s.rate <= f64::from(limit), "{limit}: {}", s.rate);
+            // Discovery, and at most one rejected probe.
+            assert!(
+                platform.rejected <= limit / 4 + 2,
+                "{limit}: {} rejected",
+                platform.rejected
+            );
+        }
+    }
+
+    #[test]
+    fn a_token_bucket_closes_in_on_its_refill_rate() {
+        // A bucket of one second's calls reads high at first (its content plus the refill),
+        // and lets a rate above its refill run until it has drained: each rejection at a held
+        // ceiling caps the next bracket 5% under it.
+        let p = AimdParams::new(1_200.0, 60.0, 20);
+        let mut platform = Platform::new(Kind::Bucket(400.0, 400.0));
+        let (s, per_second) = run(&p, &mut platform, 7_000, 60, 20);
+        assert!(s.rate <= 400.0 * 1.05, "{}", s.rate);
+        let late = &per_second[30..58];
+        let mean = late.iter().map(|&n| f64::from(n)).sum::<f64>() / late.len() as f64;
+        assert!(mean >= 0.9 * 400.0, "{mean}: {per_second:?}");
+    }
+
+    #[test]
+    fn recovery_is_capped_just_under_the_ceiling_until_the_hold_ends() {
+        let p = AimdParams::new(200.0, 10.0, 20);
+        let mut s = AimdState::new(&p);
+        let mut clock = Clock(1_000_000);
         admitted(&mut s, &p, &mut clock, 80, 1);
-        s.on_rate_limited(&p, clock.advance(10));
-        admitted(&mut s, &p, &mut clock, 80, 2);
-        s.on_rate_limited(&p, clock.advance(10));
-        assert!(near(s.ceiling, 80.0), "{:?}", s.ceiling);
-        // Ten minutes without a hit: recovery may probe above the old measurement.
+        let sent = clock.0;
+        s.on_rate_limited(&p, sent, clock.advance(5));
+        s.settle(&p, clock.advance(p.settle_ms));
+        let c = s.ceiling.unwrap_or_default();
+        admitted(&mut s, &p, &mut clock, 78, 20);
+        assert!((s.rate - c * 0.99).abs() < 1e-9, "{} vs {c}", s.rate);
+        // Ten minutes without a hit: recovery may climb above the old measurement.
         admitted(&mut s, &p, &mut clock, 80, 610);
-        assert!(s.rate > 80.0, "{}", s.rate);
+        assert!(s.rate > c, "{}", s.rate);
     }
 
     #[test]

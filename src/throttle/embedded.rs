@@ -7,7 +7,7 @@
 use super::aimd::{AimdParams, AimdState};
 use super::gcra::Gcra;
 use super::second_guard::{self, SecondGuard};
-use super::{GateLimits, GateSnapshot, RateChange, Reservation};
+use super::{GateLimits, GateSnapshot, Noted, RateChange, Reservation};
 use crate::config::GateConfig;
 use crate::platform::{Api, Platform};
 use chrono::NaiveDate;
@@ -51,8 +51,12 @@ impl Gate {
         }
     }
 
-    /// The burst follows the adaptive rate (as in acquire.lua), at least one call.
+    /// The burst follows the adaptive rate (as in acquire.lua), at least one call; one while
+    /// probing above a measured ceiling.
     fn effective_burst(&self) -> f64 {
+        if self.state.probing() {
+            return 1.0;
+        }
         (self.burst * self.limiter_rate / self.params.max_rate.max(1e-9)).max(1.0)
     }
 
@@ -83,8 +87,10 @@ impl EmbeddedGates {
         }
     }
 
+    /// The wall clock in ms: the platform counts its seconds by it, and a measurement is
+    /// of one of those seconds.
     fn now_ms(&self) -> u64 {
-        self.epoch.elapsed().as_millis() as u64
+        crate::time::wall_ms(std::time::SystemTime::now())
     }
 
     fn gate(&self, platform: Platform, api: Api) -> std::sync::MutexGuard<'_, Gate> {
@@ -101,7 +107,12 @@ impl EmbeddedGates {
         max_wait: Duration,
     ) -> Reservation {
         let mut g = self.gate(platform, api);
-        if let Some((ms, reason)) = g.state.paused(self.now_ms()) {
+        let now_ms = self.now_ms();
+        {
+            let g = &mut *g;
+            g.state.settle(&g.params, now_ms);
+        }
+        if let Some((ms, reason)) = g.state.paused(now_ms) {
             return Reservation::Paused(Duration::from_millis(ms), reason.to_string());
         }
         let now_us = self.epoch.elapsed().as_secs_f64() * 1e6;
@@ -128,25 +139,29 @@ impl EmbeddedGates {
     pub(crate) fn send_wait(&self, platform: Platform, api: Api) -> Option<Duration> {
         let mut g = self.gate(platform, api);
         let budget = second_guard::budget_for(g.limiter_rate, g.effective_burst());
-        let now_ms = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
+        let now_ms = self.now_ms();
         let band = g.boundary_band_ms;
         g.sent
             .admit(now_ms, budget, band)
             .map(Duration::from_millis)
     }
 
-    /// Apply one outcome; returns the calls counted today, for the burn ratio.
+    /// Apply one outcome of a call that left at `sent` (wall clock); returns the calls
+    /// counted today, for the burn ratio.
     pub(crate) fn note(
         &self,
         platform: Platform,
         api: Api,
-        success: bool,
-        hit: bool,
-        pause: Option<(Duration, String)>,
+        outcome: Noted,
+        sent: std::time::SystemTime,
     ) -> u64 {
+        let Noted {
+            success,
+            hit,
+            pause,
+        } = outcome;
         let now = self.now_ms();
+        let sent_ms = crate::time::wall_ms(sent).min(now);
         let mut g = self.gate(platform, api);
         let g = &mut *g;
         let today = crate::time::platform_day(chrono::Utc::now());
@@ -156,9 +171,9 @@ impl EmbeddedGates {
         }
         g.used += 1;
         if hit {
-            g.state.on_rate_limited(&g.params, now);
+            g.state.on_rate_limited(&g.params, sent_ms, now);
         } else if success {
-            g.state.on_successes(&g.params, 1, now);
+            g.state.on_successes(&g.params, 1, sent_ms, now);
         }
         if let Some((d, reason)) = pause {
             g.state.pause_until(now + d.as_millis() as u64, &reason);
@@ -183,6 +198,7 @@ impl EmbeddedGates {
             concurrency: cfg.concurrency,
             adaptive_rate: g.state.effective_rate(&g.params),
             ceiling: g.state.ceiling,
+            upper: g.state.upper,
             pause: g
                 .state
                 .paused(now)

@@ -14,6 +14,7 @@
 //! 100 ms or 50 calls), a rate-limit answer flushed at once so every worker slows on its next
 //! acquisition. Every outcome counts one call against the daily quota, failed ones too.
 
+mod admitted;
 pub mod aimd;
 pub(crate) mod burn;
 mod embedded;
@@ -99,8 +100,11 @@ pub struct GateSnapshot {
     pub(crate) concurrency: u32,
     /// Adaptive rate (AIMD), never above `limits.rate`.
     pub adaptive_rate: f64,
-    /// Remembered rate at which the limit was hit twice within 5 s.
+    /// The platform's limit as last measured (or probed), if ever.
     pub ceiling: Option<f64>,
+    /// How high the limit may be, as far as the last measurement can tell (probed up to while
+    /// above the ceiling).
+    pub upper: Option<f64>,
     /// Remaining pause and why.
     pub(crate) pause: Option<(Duration, String)>,
     /// Calls counted today (GMT+8), failed ones included.
@@ -125,6 +129,17 @@ pub struct RateChange {
     pub old: GateLimits,
     /// Rate and burst in force after it.
     pub new: GateLimits,
+}
+
+/// One outcome as a backend records it.
+#[derive(Debug)]
+pub(crate) struct Noted {
+    /// The call succeeded (counts for the measurement and the recovery).
+    success: bool,
+    /// A rate-limit answer (not a spent quota).
+    hit: bool,
+    /// A pause the answer asked for, and why.
+    pause: Option<(Duration, String)>,
 }
 
 /// Internal answer of a backend's token step.
@@ -382,9 +397,22 @@ impl Gates {
         })
     }
 
-    /// Record how a call ended. Never blocks: successes are batched; a rate-limit answer is
-    /// written at once. Every outcome counts one call for the daily quota.
+    /// Record how a call that left just now ended. See [`Gates::report_sent`].
     pub fn report(&self, platform: Platform, api: Api, outcome: GateOutcome) {
+        self.report_sent(platform, api, outcome, std::time::SystemTime::now());
+    }
+
+    /// Record how a call that left at `sent` (wall clock) ended. Never blocks: successes are
+    /// batched; a rate-limit answer is written at once. Every outcome counts one call for the
+    /// daily quota. The send time places the outcome in the platform's second it was counted
+    /// in (docs/design.md, "Limit discovery").
+    pub fn report_sent(
+        &self,
+        platform: Platform,
+        api: Api,
+        outcome: GateOutcome,
+        sent: std::time::SystemTime,
+    ) {
         let pause = match &outcome {
             GateOutcome::RateLimited {
                 quota_spent: true, ..
@@ -419,10 +447,15 @@ impl Gates {
                 .local_gate(platform, api)
                 .hold_until(Instant::now() + *d, reason);
         }
+        let noted = Noted {
+            success,
+            hit,
+            pause,
+        };
         match &self.inner.backend {
-            Backend::Redis(r) => r.note(platform, api, success, hit, pause),
+            Backend::Redis(r) => r.note(platform, api, noted, sent),
             Backend::Embedded(e) => {
-                let used = e.note(platform, api, success, hit, pause);
+                let used = e.note(platform, api, noted, sent);
                 self.inner.burn_check(platform, api, used);
             }
         }

@@ -1,18 +1,20 @@
--- Outcomes of one gate, batched: daily quota count, AIMD (same rules as throttle::aimd), pause.
--- KEYS: 1 aimd (hash: rate, ceiling, last_hit, succ), 2 pause (hash: until, reason),
+-- Outcomes of one gate, batched: daily quota count, limit discovery (the rules of the reference
+-- type throttle::aimd, on the Redis server's clock; docs/design.md, "Limit discovery"), pause.
+-- KEYS: 1 aimd (hash: rate, ceiling, upper, confirmed, last_hit, prev_hit, m_sent, m_at,
+--       m_probe, last_change, succ, p95_ms, w0..w31), 2 pause (hash: until, reason),
 --       3 conf (hash: rate, burst), 4 quota counter of the day (GMT+8), 5 bucket (hash: tat, iv).
--- ARGV: 1 successes, 2 calls (for the quota), 3 rate-limit hit (0/1), 4 pause ms (0 = none),
---       5 pause reason, 6 configured rate, 7 step, 8 successes per step,
---       9 ceiling window us, 10 ceiling factor, 11 hit cooldown us, 12 quota key ttl s,
+-- ARGV: 1 successes, 2 calls (for the quota), 3 send time of a rejected call in ms on the
+--       server's clock ('' = no rejection), 4 pause ms (0 = none), 5 pause reason,
+--       6 configured rate, 7 step, 8 successes per step,
+--       9 successes by send slot "slot:count,..." (slot = ms / 100 on the server's clock),
+--       10 ceiling factor, 11 hit cooldown ms, 12 quota key ttl s,
 --       13 optional "now" in us (tests only; empty = TIME), 14 configured burst,
 --       15 the reporting process's measured p95 latency in ms ('' = not yet known),
 --       16 pause channel ('' = none), 17 gate id "platform:api" for the pause message,
---       18 decrease margin, 19 ceiling hold us, 20 fewest successes that measure a limit.
--- The aimd hash also keeps the successes of the last second in fields w0..w10 ("slot:count",
--- slot = 100 ms; the ten slots up to now and the part of the one before them still inside the
--- last 1,000 ms): a rate-limit answer measures the platform's limit from them
--- (throttle::aimd, "Limit discovery" in docs/design.md).
--- Returns {calls today, rate, ceiling or '', hit effect (0 none/absorbed, 1 halved, 2 + ceiling)}.
+--       18 decrease margin, 19 ceiling hold ms, 20 fewest successes that measure a limit,
+--       21 settle ms, 22 probe every ms.
+-- Times in the aimd hash are ms; the pause and the bucket keep us (acquire.lua reads them).
+-- Returns {calls today, rate, ceiling or '', effect (0 none, 1 measuring, 2 halved, 3 measured)}.
 if redis.replicate_commands then pcall(redis.replicate_commands) end
 local now
 if ARGV[13] and ARGV[13] ~= '' then
@@ -21,23 +23,25 @@ else
   local t = redis.call('TIME')
   now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 end
+local now_ms = math.floor(now / 1000)
 local function fmt(x) return string.format('%.0f', x) end
 
+local SLOTS, SLOT_MS, EXACT_SHARE, PROBE_GAP, CLOSE_IN = 32, 100, 0.02, 0.01, 0.95
 local succ_n = tonumber(ARGV[1])
 local calls = tonumber(ARGV[2])
-local hit = tonumber(ARGV[3])
+local hit_sent = tonumber(ARGV[3])
 local pause_ms = tonumber(ARGV[4])
 local base = tonumber(redis.call('HGET', KEYS[3], 'rate')) or tonumber(ARGV[6])
 local step = tonumber(ARGV[7])
 local per_step = tonumber(ARGV[8])
 local min_rate = math.min(math.max(base * 0.02, 0.1), base) -- throttle::aimd::min_rate_for
-local window = tonumber(ARGV[9])
 local factor = tonumber(ARGV[10])
 local cooldown = tonumber(ARGV[11])
-local margin = tonumber(ARGV[18]) or 0.95
-local hold = tonumber(ARGV[19]) or 30000000
-local min_measured = tonumber(ARGV[20]) or 5
-local slot = math.floor(now / 100000)
+local margin = tonumber(ARGV[18])
+local hold = tonumber(ARGV[19])
+local min_measured = tonumber(ARGV[20])
+local settle_ms = tonumber(ARGV[21])
+local probe_every = tonumber(ARGV[22])
 
 local used = 0
 if calls > 0 then
@@ -47,87 +51,162 @@ else
   used = tonumber(redis.call('GET', KEYS[4])) or 0
 end
 
-local st = redis.call('HMGET', KEYS[1], 'rate', 'ceiling', 'last_hit', 'succ')
+local st = redis.call('HMGET', KEYS[1], 'rate', 'ceiling', 'upper', 'confirmed', 'last_hit',
+  'm_sent', 'm_at', 'm_probe', 'last_change', 'succ', 'prev_hit')
 local rate = tonumber(st[1]) or base
 local ceiling = tonumber(st[2])
-local last_hit = tonumber(st[3])
-local succ = tonumber(st[4]) or 0
-local in_cooldown = last_hit ~= nil and (now - last_hit) < cooldown
+local upper = tonumber(st[3])
+local confirmed = tonumber(st[4])
+local last_hit = tonumber(st[5])
+local m_sent = tonumber(st[6])
+local m_at = tonumber(st[7])
+local m_probe = st[8] == '1'
+local last_change = tonumber(st[9]) or 0
+local succ = tonumber(st[10]) or 0
+local previous_hit = tonumber(st[11])
 local effect = 0
-local changed = false
 
--- Successes count towards the last second's measurement, in a hit's cooldown too.
-if succ_n > 0 then
-  local f = 'w' .. (slot % 11)
-  local cell = redis.call('HGET', KEYS[1], f)
-  local n = succ_n
-  if cell then
-    local s, c = string.match(cell, '^(%d+):(%d+)$')
-    if tonumber(s) == slot then n = n + tonumber(c) end
+-- Successes by the slot their call left in (throttle::admitted).
+if ARGV[9] ~= '' then
+  for s, c in string.gmatch(ARGV[9], '(%d+):(%d+)') do
+    local slot, n = tonumber(s), tonumber(c)
+    local f = 'w' .. fmt(slot % SLOTS)
+    local cell = redis.call('HGET', KEYS[1], f)
+    local cs, cc
+    if cell then
+      cs, cc = string.match(cell, '^(%d+):(%d+)$')
+      cs, cc = tonumber(cs), tonumber(cc)
+    end
+    if cs == slot then
+      redis.call('HSET', KEYS[1], f, fmt(slot) .. ':' .. fmt(cc + n))
+    elseif cs == nil or cs < slot then
+      redis.call('HSET', KEYS[1], f, fmt(slot) .. ':' .. fmt(n))
+    end
   end
-  redis.call('HSET', KEYS[1], f, slot .. ':' .. n)
 end
 
-if hit == 1 and not in_cooldown then
-  local at = rate
-  if at > base then at = base end
-  if at < min_rate then at = min_rate end
-  local second = last_hit ~= nil and (now - last_hit) <= window
-  local measured = 0
-  local cells = redis.call('HMGET', KEYS[1], 'w0', 'w1', 'w2', 'w3', 'w4', 'w5', 'w6', 'w7', 'w8', 'w9', 'w10')
-  -- now is in us: the share of the oldest slot still inside the last 1,000 ms
-  local oldest_share = 1 - (now - slot * 100000) / 100000
-  for _, cell in ipairs(cells) do
+local cells = nil
+local function between(from, to)
+  if to <= from then return 0 end
+  if cells == nil then
+    local names = {}
+    for i = 0, SLOTS - 1 do names[#names + 1] = 'w' .. i end
+    cells = redis.call('HMGET', KEYS[1], unpack(names))
+  end
+  local sum = 0
+  for i = 1, SLOTS do
+    local cell = cells[i]
     if cell then
       local s, c = string.match(cell, '^(%d+):(%d+)$')
-      s = tonumber(s)
-      if s and s <= slot and s + 10 > slot then
-        measured = measured + tonumber(c)
-      elseif s and s + 10 == slot then
-        measured = measured + tonumber(c) * oldest_share
-      end
+      local start = tonumber(s) * SLOT_MS
+      local lo = math.max(start, from)
+      local hi = math.min(start + SLOT_MS, to)
+      local inside = 0
+      if hi > lo then inside = hi - lo end
+      sum = sum + tonumber(c) * inside / SLOT_MS
     end
   end
-  if measured >= min_measured then
-    -- What the platform admitted in the last second is its limit; an isolated hit under a
-    -- known ceiling does not lower it, repeated hits do.
-    if ceiling == nil or measured > ceiling or second then ceiling = measured end
-    local m = measured
-    if m > at then m = at end
-    rate = m * margin
-    effect = 3
-  else
-    if second then
-      ceiling = at
-      effect = 2
-    else
-      effect = 1
-    end
-    rate = at / 2
-  end
-  if rate < min_rate then rate = min_rate end
+  return sum
+end
+
+local function holds()
+  return last_hit ~= nil and (now_ms - last_hit) < hold
+end
+local function in_cooldown()
+  return m_sent ~= nil or (last_hit ~= nil and (now_ms - last_hit) < cooldown)
+end
+
+-- Settle the open measurement once the answers are in (AimdState::settle).
+if m_sent ~= nil and now_ms >= (last_hit or 0) + settle_ms then
+  local sent = m_sent
+  local second = math.floor(sent / 1000) * 1000
+  m_sent = nil
   succ = 0
-  last_hit = now
-  changed = true
-elseif hit ~= 1 and succ_n > 0 and not in_cooldown then
+  last_change = now_ms
+  local admitted = between(second, second + 1000)
+  if admitted < min_measured then
+    rate = math.max(m_at / 2, min_rate)
+    confirmed = nil
+    effect = 2
+  else
+    -- Calls of the second before still inside the rejected call's trailing second: a sliding
+    -- window counted them, so the limit may be that much higher.
+    local before = between(math.max(sent - 1000, 0), second)
+    local c, u
+    if m_probe and confirmed ~= nil then
+      c = math.max(admitted, confirmed)
+      u = c
+    elseif before <= math.max(admitted * EXACT_SHARE, 1) then
+      c, u = admitted, admitted
+    else
+      c, u = admitted, admitted + before
+    end
+    -- Rejected again while holding a ceiling, not probing: the next bracket tops out
+    -- CLOSE_IN under it (a token bucket lets a rate above its refill run until it drained).
+    if not m_probe and ceiling ~= nil and previous_hit ~= nil
+        and (last_hit or 0) - previous_hit < hold then
+      u = math.min(u, math.max(ceiling * CLOSE_IN, c))
+    end
+    ceiling, upper, confirmed = c, u, nil
+    rate = math.max(math.min(c, m_at) * margin, min_rate)
+    effect = 3
+  end
+end
+
+if hit_sent ~= nil then
+  if not in_cooldown() then
+    local at = math.max(math.min(rate, base), math.min(min_rate, base))
+    local second = math.floor(hit_sent / 1000) * 1000
+    local so_far = between(second, hit_sent + 1)
+    rate = math.max(math.min(so_far, at) * margin, min_rate)
+    m_sent, m_at, m_probe = hit_sent, at, confirmed ~= nil
+    succ = 0
+    previous_hit = last_hit
+    last_hit = now_ms
+    effect = 1
+  end
+elseif succ_n > 0 and not in_cooldown() then
   local total = succ + succ_n
   local steps = math.floor(total / per_step)
   succ = total - steps * per_step
   local cap = base
-  local holds = last_hit ~= nil and (now - last_hit) < hold
-  if ceiling and holds and ceiling * factor < cap then cap = ceiling * factor end
+  if ceiling ~= nil and holds() and ceiling * factor < cap then cap = ceiling * factor end
   if steps > 0 and rate < cap then
-    rate = rate + step * steps
-    if rate > cap then rate = cap end
+    rate = math.min(rate + step * steps, cap)
   end
-  changed = true
+  -- Probe half-way up the bracket once the cap held for probe_every (AimdState::probe).
+  if ceiling ~= nil and upper ~= nil and now_ms - last_change >= probe_every
+      and rate >= cap - 1e-9 then
+    if upper <= ceiling * (1 + PROBE_GAP) or not holds() then
+      confirmed = nil
+    else
+      local next = math.min(ceiling + math.max((upper - ceiling) / 2, ceiling * 0.02, 1), upper)
+      confirmed = ceiling
+      ceiling = next
+      last_change = now_ms
+      rate = math.min(base, next * factor)
+    end
+  end
 end
 
-if changed then
-  redis.call('HSET', KEYS[1], 'rate', tostring(rate), 'succ', tostring(succ))
-  if ceiling then redis.call('HSET', KEYS[1], 'ceiling', tostring(ceiling)) end
-  if last_hit then redis.call('HSET', KEYS[1], 'last_hit', fmt(last_hit)) end
+local function put(field, value)
+  if value == nil then
+    redis.call('HDEL', KEYS[1], field)
+  else
+    redis.call('HSET', KEYS[1], field, value)
+  end
 end
+put('rate', tostring(rate))
+put('succ', tostring(succ))
+put('ceiling', ceiling and tostring(ceiling))
+put('upper', upper and tostring(upper))
+put('confirmed', confirmed and tostring(confirmed))
+put('last_hit', last_hit and fmt(last_hit))
+put('prev_hit', previous_hit and fmt(previous_hit))
+put('m_sent', m_sent and fmt(m_sent))
+put('m_at', m_sent and tostring(m_at))
+put('m_probe', m_sent and (m_probe and '1' or '0'))
+put('last_change', fmt(last_change))
 
 if pause_ms > 0 then
   local untl = now + pause_ms * 1000

@@ -4,16 +4,17 @@
 //! failover to a replica without it), loads the script and retries once (redis 1.8
 //! `ScriptInvocation::invoke_async`), so a SCRIPT FLUSH costs one extra round trip, not an error.
 
+use super::admitted::SLOT_MS;
 use super::aimd::AimdParams;
 use super::{
-    GateError, GateLimits, GateSnapshot, Inner, RateChange, Reservation, FLUSH_BATCH,
+    GateError, GateLimits, GateSnapshot, Inner, Noted, RateChange, Reservation, FLUSH_BATCH,
     FLUSH_INTERVAL,
 };
 use crate::config::GateConfig;
 use crate::platform::{Api, Platform};
 use redis::aio::ConnectionManager;
 use redis::Script;
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, Weak};
 use std::time::{Duration, Instant};
@@ -21,6 +22,19 @@ use tokio::sync::mpsc;
 
 /// Key namespace of production gates.
 pub const DEFAULT_NAMESPACE: &str = "sf";
+
+/// How long after a rejection the flusher keeps writing (empty batches if need be), so the
+/// measurement it opened settles on time although the gate is paused (settle_ms + margin).
+const SETTLE_FLUSH: Duration = Duration::from_millis(1_500);
+
+/// Successes by send slot as report.lua reads them: `slot:count,...`.
+fn slot_list(slots: &BTreeMap<u64, u32>) -> String {
+    slots
+        .iter()
+        .map(|(slot, n)| format!("{slot}:{n}"))
+        .collect::<Vec<_>>()
+        .join(",")
+}
 
 /// Daily quota counters outlive their day by a day (late reports, `gate show` after midnight).
 const QUOTA_TTL_S: u64 = 2 * 86_400;
@@ -82,19 +96,35 @@ return {old[1] or '', old[2] or ''}
 struct Pending {
     successes: u32,
     calls: u64,
-    hit: bool,
+    /// Successes by the 100 ms slot their call left in, on the Redis server's clock.
+    slots: BTreeMap<u64, u32>,
+    /// When the first rejected call of the batch left (ms, server clock).
+    hit_sent_ms: Option<u64>,
     /// Pause deadline (local clock) and reason.
     pause: Option<(Instant, String)>,
+    /// A measurement may be open in Redis until then: flush even with nothing to say, so it
+    /// settles while the gate is paused and no answers come.
+    settle_by: Option<Instant>,
 }
 
 impl Pending {
     fn is_empty(&self) -> bool {
-        self.calls == 0 && !self.hit && self.pause.is_none()
+        self.calls == 0
+            && self.hit_sent_ms.is_none()
+            && self.pause.is_none()
+            && self.settle_by.is_none_or(|t| t < Instant::now())
     }
     fn merge(&mut self, other: Pending) {
         self.successes += other.successes;
         self.calls += other.calls;
-        self.hit |= other.hit;
+        for (slot, n) in other.slots {
+            *self.slots.entry(slot).or_default() += n;
+        }
+        self.hit_sent_ms = match (self.hit_sent_ms, other.hit_sent_ms) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        self.settle_by = self.settle_by.max(other.settle_by);
         if let Some((until, reason)) = other.pause {
             if self.pause.as_ref().is_none_or(|(u, _)| *u < until) {
                 self.pause = Some((until, reason));
@@ -201,7 +231,8 @@ impl RedisGates {
             .arg(cfg.rate)
             .arg(cfg.burst)
             .arg(max_wait.as_micros() as u64)
-            .arg("");
+            .arg("")
+            .arg(cfg.boundary_band_ms);
         let mut conn = self.conn.clone();
         match inv
             .invoke_async::<(i64, i64, String, String)>(&mut conn)
@@ -225,26 +256,35 @@ impl RedisGates {
         }
     }
 
-    /// Record one outcome for the next flush; a hit or a pause is flushed at once.
+    /// Record one outcome of a call that left at `sent` for the next flush; a hit or a pause
+    /// is flushed at once.
     pub(crate) fn note(
         &self,
         platform: Platform,
         api: Api,
-        success: bool,
-        hit: bool,
-        pause: Option<(Duration, String)>,
+        outcome: Noted,
+        sent: std::time::SystemTime,
     ) {
+        let Noted {
+            success,
+            hit,
+            pause,
+        } = outcome;
         let urgent = hit || pause.is_some();
+        let offset = self.clock_offset_ms.load(Ordering::Relaxed);
+        let sent_ms = crate::time::wall_ms(sent).saturating_add_signed(offset);
         let kick = {
             let mut all = self.pending.lock().unwrap_or_else(|e| e.into_inner());
             let p = all.entry((platform, api)).or_default();
             p.calls += 1;
             if success {
                 p.successes += 1;
+                *p.slots.entry(sent_ms / SLOT_MS).or_default() += 1;
             }
             p.merge(Pending {
-                hit,
+                hit_sent_ms: hit.then_some(sent_ms),
                 pause: pause.map(|(d, r)| (Instant::now() + d, r)),
+                settle_by: hit.then(|| Instant::now() + SETTLE_FLUSH),
                 ..Pending::default()
             });
             urgent || p.successes == FLUSH_BATCH
@@ -263,7 +303,14 @@ impl RedisGates {
             .map(|(k, _)| *k)
             .collect();
         keys.into_iter()
-            .filter_map(|k| all.remove(&k).map(|p| (k, p)))
+            .filter_map(|k| {
+                let p = all.remove(&k)?;
+                // Keep flushing (empty) until the measurement may have settled.
+                if let Some(t) = p.settle_by.filter(|t| *t > Instant::now()) {
+                    all.entry(k).or_default().settle_by = Some(t);
+                }
+                Some((k, p))
+            })
             .collect()
     }
 
@@ -314,15 +361,15 @@ impl RedisGates {
             .key(&k.bucket)
             .arg(p.successes)
             .arg(p.calls)
-            .arg(u8::from(p.hit))
+            .arg(p.hit_sent_ms.map(|t| t.to_string()).unwrap_or_default())
             .arg(pause_ms)
             .arg(reason)
             .arg(cfg.rate)
             .arg(params.step)
             .arg(params.successes)
-            .arg(params.ceiling_window_ms * 1000)
+            .arg(slot_list(&p.slots))
             .arg(params.ceiling_factor)
-            .arg(params.hit_cooldown_ms * 1000)
+            .arg(params.hit_cooldown_ms)
             .arg(QUOTA_TTL_S)
             .arg("") // ARGV[13]: the server's clock
             .arg(cfg.burst)
@@ -330,20 +377,25 @@ impl RedisGates {
             .arg(pause_channel(&self.namespace))
             .arg(format!("{platform}:{api}"))
             .arg(params.decrease_margin)
-            .arg(params.ceiling_hold_ms * 1000)
-            .arg(super::aimd::MIN_MEASURED);
+            .arg(params.ceiling_hold_ms)
+            .arg(super::aimd::MIN_MEASURED)
+            .arg(params.settle_ms)
+            .arg(params.probe_every_ms);
         let mut conn = self.conn.clone();
         let (used, rate, ceiling, effect): (i64, String, String, i64) =
             inv.invoke_async(&mut conn).await?;
         match effect {
+            1 => tracing::info!(
+                %platform, %api, rate = %rate,
+                "rate limited: measuring the rejected second; rate cut fleet-wide to what it is known to have admitted"
+            ),
+            2 => tracing::info!(
+                %platform, %api, rate = %rate,
+                "rate limited: too few successes to measure; adaptive rate halved fleet-wide"
+            ),
             3 => tracing::info!(
                 %platform, %api, rate = %rate, ceiling = %ceiling,
-                "rate limited: the platform's limit measured from the last second's successes; adaptive rate set just under it fleet-wide"
-            ),
-            1 | 2 => tracing::info!(
-                %platform, %api, rate = %rate, ceiling = %ceiling,
-                "rate limited: adaptive rate halved fleet-wide{}",
-                if effect == 2 { " (second hit within 5 s: ceiling set)" } else { "" }
+                "the platform's limit measured from what it admitted in the rejected second; adaptive rate set just under it fleet-wide"
             ),
             _ => {}
         }
@@ -364,7 +416,7 @@ impl RedisGates {
         type Row = (
             (u64, u64),
             (Option<f64>, Option<f64>),
-            (Option<f64>, Option<f64>, Option<u64>),
+            (Option<f64>, Option<f64>, Option<u64>, Option<f64>),
             (Option<String>, Option<String>),
             Option<u64>,
         );
@@ -379,6 +431,7 @@ impl RedisGates {
             .arg("rate")
             .arg("ceiling")
             .arg("p95_ms")
+            .arg("upper")
             .cmd("HMGET")
             .arg(&k.pause)
             .arg("until")
@@ -416,6 +469,7 @@ impl RedisGates {
             concurrency: cfg.concurrency,
             adaptive_rate,
             ceiling: aimd.1,
+            upper: aimd.3,
             pause,
             used_today,
             daily_quota: cfg.daily_quota,

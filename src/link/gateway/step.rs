@@ -184,6 +184,7 @@ impl Gateway {
             Mode::Probe { .. } => class_timeout,
         };
         let sent_at = Instant::now();
+        let sent_wall = std::time::SystemTime::now();
         let result = bulkhead.transport.call(req, slice).await;
         let took = sent_at.elapsed();
         drop(slot);
@@ -201,7 +202,7 @@ impl Gateway {
         );
         self.inner
             .gates
-            .report(platform, api, GateOutcome::of(&result));
+            .report_sent(platform, api, GateOutcome::of(&result), sent_wall);
         if let Mode::Call { .. } = mode {
             let slow = took > Duration::from_millis(self.inner.link.breaker.slow_call_ms);
             let outcome = match &result {

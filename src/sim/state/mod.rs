@@ -80,6 +80,8 @@ pub(crate) struct Slot {
     /// Bucket size; 0 = `per_second`.
     burst: AtomicU64,
     daily: AtomicU64,
+    /// Seconds every call is refused after a rejection (TOP's ban; 0 = none).
+    ban_s: u64,
     pub(crate) latency: (u64, u64),
     window: Mutex<Window>,
     counters: Counters,
@@ -95,6 +97,7 @@ impl Slot {
             kind: AtomicU8::new(kind_index(limit.kind)),
             burst: AtomicU64::new(limit.burst.unwrap_or(0)),
             daily: AtomicU64::new(limit.daily),
+            ban_s: limit.ban_s,
             latency: (limit.latency_median_ms, limit.latency_p95_ms),
             window: Mutex::new(Window::default()),
             counters: Counters::default(),
@@ -159,10 +162,29 @@ impl Slot {
         if kind != LimitKind::Bucket {
             w.bucket = None;
         }
-        match kind {
+        if let Some(left) = w
+            .banned_until
+            .and_then(|until| (until - now).to_std().ok())
+            .filter(|left| !left.is_zero())
+        {
+            return Admit::Limited {
+                ban_s: window::ban_seconds(left),
+            };
+        }
+        let admit = match kind {
             LimitKind::Fixed => w.admit_fixed(per_second, now),
             LimitKind::Sliding => w.admit_sliding(per_second, now),
             LimitKind::Bucket => w.admit_bucket(per_second, burst, now),
+        };
+        match admit {
+            Admit::Limited { ban_s } if self.ban_s > 0 => {
+                let ban = chrono::TimeDelta::seconds(i64::try_from(self.ban_s).unwrap_or(i64::MAX));
+                w.banned_until = Some(now + ban);
+                Admit::Limited {
+                    ban_s: ban_s.max(self.ban_s),
+                }
+            }
+            other => other,
         }
     }
 

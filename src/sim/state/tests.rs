@@ -29,6 +29,28 @@ fn per_second_window_and_peak() {
 }
 
 #[test]
+fn a_ban_refuses_every_call_for_its_seconds_after_a_rejection() {
+    let s = Sim::new(
+        SimConfig::demo()
+            .with_limit(Platform::Taobao, Api::ItemGet, 2, 100)
+            .with_limit_ban(Platform::Taobao, Api::ItemGet, 2),
+    )
+    .unwrap();
+    let app = s.app(Platform::Taobao, "10000001").unwrap();
+    let slot = s.slot(app, Api::ItemGet);
+    let t =
+        Utc.with_ymd_and_hms(2026, 3, 1, 4, 0, 0).unwrap() + chrono::Duration::milliseconds(900);
+    assert_eq!(slot.admit(t), Admit::Ok);
+    assert_eq!(slot.admit(t), Admit::Ok);
+    assert_eq!(slot.admit(t), Admit::Limited { ban_s: 2 });
+    // The window frees at the boundary, the ban does not.
+    let ms = |n| t + chrono::Duration::milliseconds(n);
+    assert_eq!(slot.admit(ms(200)), Admit::Limited { ban_s: 2 });
+    assert_eq!(slot.admit(ms(1_500)), Admit::Limited { ban_s: 1 });
+    assert_eq!(slot.admit(ms(2_000)), Admit::Ok);
+}
+
+#[test]
 fn quota_counts_refused_calls_and_bans_until_reset() {
     let s = sim(1, 3);
     let app = s.app(Platform::Taobao, "10000001").unwrap();

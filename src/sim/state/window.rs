@@ -88,6 +88,8 @@ pub(super) struct Window {
     pub(super) admitted_at: VecDeque<DateTime<Utc>>,
     /// `bucket`: built on first use.
     pub(super) bucket: Option<Bucket>,
+    /// Every call is refused until then (a ban after a rejection).
+    pub(super) banned_until: Option<DateTime<Utc>>,
 }
 
 impl Window {
