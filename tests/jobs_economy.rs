@@ -126,3 +126,57 @@ async fn a_gate_ten_times_too_high_converges_without_sustained_rejections() {
     // Deferred writes still read each item once.
     assert_eq!(get.calls, 1_000 + get.rejected_limit, "{get:?}");
 }
+
+/// TOP's shape: a low clock-aligned limit (30/s) where every rejection bans the app for a
+/// second, and the item_add gate 10x too high (300/s, burst 20). The fleet measures the limit
+/// in the platform's own second, after the answers of the calls sent before the rejection are
+/// in (a trailing second read up to twice the limit here; a measurement during the ramp read a
+/// third of it), so one ban teaches it and it stays under: the bans are counted by the
+/// simulator (seconds in which it refused a call), not by the client.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_low_clock_aligned_limit_with_bans_is_learned_from_one_ban() {
+    let _serial = jobs_harness::serial().await;
+    let sim = SimConfig::demo()
+        .with_limit(FROM, Api::ItemGet, 400, 10_000_000)
+        .with_limit(TO, Api::ItemAdd, 30, 10_000_000)
+        .with_limit_ban(TO, Api::ItemAdd, 1);
+    let opts = ClientOpts {
+        rate: 400.0,
+        ..ClientOpts::default()
+    };
+    let mut h = Harness::start(sim, &opts).await;
+    let text = format!(
+        "{}\n[gates.\"taobao.item_add\"]\nrate = 300\nburst = 20\nconcurrency = 16\nmax_wait_ms = 2000\n",
+        client_toml(&h.sim, &opts)
+    );
+    let config = h.dir.path().join("top-like.toml");
+    std::fs::write(&config, text).expect("config");
+    let job = h.enqueue_listing_with(&config, 450);
+    h.spawn_worker_with(&config, 8, 3);
+    h.spawn_worker_with(&config, 8, 3);
+    h.wait_terminal(job, 225, Duration::from_secs(180)).await;
+    let half = h.stats(TO, Api::ItemAdd);
+    let status = h.wait_job(job, Duration::from_secs(180)).await;
+    h.wait_workers(Duration::from_secs(60));
+    assert_eq!(status.job.counts.done, 450, "{:?}", status.job.counts);
+    let add = h.stats(TO, Api::ItemAdd);
+    println!("item_add {add:?}\nat half: {half:?}");
+    // Learning costs the calls in flight when the first rejection comes back, and the ban's
+    // second refuses what is still on its way (two workers x 8 slots).
+    assert!(
+        add.rejected_limit <= 2 * 8,
+        "{} of {} item_add calls rejected",
+        add.rejected_limit,
+        add.calls
+    );
+    // One ban to learn, at most one more for a probe or a loaded machine's bunching; none
+    // recurring in the second half.
+    assert!(add.limited_seconds <= 2, "{} banned seconds", add.limited_seconds);
+    assert!(
+        add.limited_seconds - half.limited_seconds <= 1,
+        "bans in the second half: {} of {}",
+        add.limited_seconds - half.limited_seconds,
+        add.limited_seconds
+    );
+    assert_eq!(add.ok - add.duplicate_writes, 450);
+}

@@ -31,7 +31,7 @@ local max_wait = tonumber(ARGV[3])
 -- Floor of the adaptive rate: throttle::aimd::min_rate_for.
 local min_rate = math.min(math.max(base * 0.02, 0.1), base)
 
-local st = redis.call('HMGET', KEYS[2], 'rate', 'confirmed')
+local st = redis.call('HMGET', KEYS[2], 'rate', 'confirmed', 'ceiling')
 local rate = tonumber(st[1]) or base
 if rate > base then rate = base end
 if rate < min_rate then rate = min_rate end
@@ -59,9 +59,14 @@ local new_tat = tat + iv
 local allow_at = new_tat - burst * iv
 local send = allow_at
 if send < now then send = now end
--- At most rate + burst calls leave in one clock second of the server, none in the last `band`
+-- At most rate + burst calls (no more than the measured ceiling) leave in one clock second of
+-- the server, none in the last `band`
 -- ms of one: a call due there is booked at the next second's start (throttle::second_guard).
-local budget = math.max(math.floor(rate + burst), 1)
+local budget = math.floor(rate + burst)
+-- Never more than a measured limit the rate runs under (throttle::second_guard::budget_for).
+local ceiling = tonumber(st[3])
+if ceiling and ceiling >= rate and math.floor(ceiling) < budget then budget = math.floor(ceiling) end
+if budget < 1 then budget = 1 end
 local band = (tonumber(ARGV[5]) or 0) * 1000
 if band > 999000 then band = 999000 end
 local sec = math.floor(send / 1000000)

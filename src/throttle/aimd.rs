@@ -219,7 +219,10 @@ impl AimdState {
         let second = sent_ms / 1000 * 1000;
         // Known so far to have been admitted in the rejected second: the answers of calls sent
         // just before the rejected one may still be on their way, so this is low, never high.
-        let so_far = self.admitted.between(second, sent_ms + 1);
+        let so_far = self
+            .admitted
+            .between(second, sent_ms + 1)
+            .max(self.clean_second_before(second, self.last_hit_ms));
         self.rate = (so_far.min(at) * params.decrease_margin).max(params.min_rate);
         self.measuring = Some(Measuring {
             sent_ms,
@@ -230,6 +233,16 @@ impl AimdState {
         self.previous_hit_ms = self.last_hit_ms;
         self.last_hit_ms = Some(now_ms);
         HitEffect::Measuring
+    }
+
+    /// What the platform admitted in the clock second before `second`, x [`CLOSE_IN`], if no
+    /// rejection was reported since it began (`last_hit_ms` is the one before this episode's).
+    fn clean_second_before(&self, second: u64, last_hit_ms: Option<u64>) -> f64 {
+        let start = second.saturating_sub(1000);
+        if last_hit_ms.is_some_and(|t| t >= start) {
+            return 0.0;
+        }
+        self.admitted.between(start, second) * CLOSE_IN
     }
 
     /// Settle the open measurement once its answers are in (`settle_ms` after the hit).
@@ -245,7 +258,11 @@ impl AimdState {
         self.last_change_ms = now_ms;
         let second = m.sent_ms / 1000 * 1000;
         let admitted = self.admitted.between(second, second + 1000);
-        if admitted < f64::from(MIN_MEASURED) {
+        // What the clean second before admitted is a limit too, less what a token bucket may
+        // have lent from its content (CLOSE_IN): a sliding window rejecting early in a second
+        // after a full one measures little in it.
+        let lower = admitted.max(self.clean_second_before(second, self.previous_hit_ms));
+        if lower < f64::from(MIN_MEASURED) {
             self.rate = (m.at / 2.0).max(params.min_rate);
             self.confirmed = None;
             return Some(HitEffect::Halved);
@@ -259,15 +276,15 @@ impl AimdState {
         let (ceiling, mut upper) = match (m.probing, self.confirmed) {
             // A probe was rejected: back to the ceiling that held, and the bracket closes.
             (true, Some(held)) => {
-                let c = admitted.max(held);
+                let c = lower.max(held);
                 (c, c)
             }
-            _ if exact => (admitted, admitted),
-            _ => (admitted, admitted + before),
+            _ if exact => (lower, lower),
+            _ => (lower, lower.max(admitted + before)),
         };
         // Rejected again while holding a ceiling, not probing: that ceiling was too high (a
         // token bucket lets a rate above its refill run until it has drained), so the next
-        // bracket tops out 3% under it, never below what was just measured.
+        // bracket tops out CLOSE_IN under it, never below what was just measured.
         if let (false, Some(last)) = (m.probing, self.ceiling) {
             if params.holds(self.previous_hit_ms, reported) {
                 upper = upper.min((last * CLOSE_IN).max(ceiling));
@@ -599,7 +616,9 @@ mod tests {
         s.settle(&p, t + 65 + p.settle_ms);
         let c = s.ceiling.unwrap_or_default();
         let u = s.upper.unwrap_or_default();
-        assert!(c < 20.0, "measured only the early part: {c}");
+        // Only 10 admitted in the rejected second; the clean second before admitted 90, which a
+        // window's limit is at least (less 5%, what a bucket may have lent).
+        assert!((85.0..86.0).contains(&c), "{c}");
         assert!(u > 90.0 && u <= 100.0, "the trailing second bounds it: {u}");
         // At the ceiling without rejections, each probe halves the gap.
         let mut clock = Clock(t + 1_000);

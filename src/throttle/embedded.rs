@@ -138,7 +138,7 @@ impl EmbeddedGates {
     /// a second already left in this one (late wakers bunched; [`SecondGuard`]).
     pub(crate) fn send_wait(&self, platform: Platform, api: Api) -> Option<Duration> {
         let mut g = self.gate(platform, api);
-        let budget = second_guard::budget_for(g.limiter_rate, g.effective_burst());
+        let budget = second_guard::budget_for(g.limiter_rate, g.effective_burst(), g.state.ceiling);
         let now_ms = self.now_ms();
         let band = g.boundary_band_ms;
         g.sent

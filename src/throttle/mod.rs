@@ -379,8 +379,8 @@ impl Gates {
             }
         }
         // In one process, late wakers must not put more than a second's worth of calls into
-        // one clock second (second_guard.rs). A fleet's processes each send a share of the
-        // rate; there the bucket on the Redis clock is the whole guarantee.
+        // one clock second (second_guard.rs). A fleet gate made the same check when
+        // acquire.lua booked the call, on the Redis server's clock.
         if let Backend::Embedded(e) = &self.inner.backend {
             while let Some(wait) = e.send_wait(platform, api) {
                 tokio::time::sleep(wait).await;

@@ -124,7 +124,12 @@ if m_sent ~= nil and now_ms >= (last_hit or 0) + settle_ms then
   succ = 0
   last_change = now_ms
   local admitted = between(second, second + 1000)
-  if admitted < min_measured then
+  -- What the clean second before admitted, less a bucket's loan (AimdState::clean_second_before).
+  local lower = admitted
+  if previous_hit == nil or previous_hit < second - 1000 then
+    lower = math.max(lower, between(math.max(second - 1000, 0), second) * CLOSE_IN)
+  end
+  if lower < min_measured then
     rate = math.max(m_at / 2, min_rate)
     confirmed = nil
     effect = 2
@@ -134,12 +139,12 @@ if m_sent ~= nil and now_ms >= (last_hit or 0) + settle_ms then
     local before = between(math.max(sent - 1000, 0), second)
     local c, u
     if m_probe and confirmed ~= nil then
-      c = math.max(admitted, confirmed)
+      c = math.max(lower, confirmed)
       u = c
     elseif before <= math.max(admitted * EXACT_SHARE, 1) then
-      c, u = admitted, admitted
+      c, u = lower, lower
     else
-      c, u = admitted, admitted + before
+      c, u = lower, math.max(lower, admitted + before)
     end
     -- Rejected again while holding a ceiling, not probing: the next bracket tops out
     -- CLOSE_IN under it (a token bucket lets a rate above its refill run until it drained).
@@ -158,6 +163,9 @@ if hit_sent ~= nil then
     local at = math.max(math.min(rate, base), math.min(min_rate, base))
     local second = math.floor(hit_sent / 1000) * 1000
     local so_far = between(second, hit_sent + 1)
+    if last_hit == nil or last_hit < second - 1000 then
+      so_far = math.max(so_far, between(math.max(second - 1000, 0), second) * CLOSE_IN)
+    end
     rate = math.max(math.min(so_far, at) * margin, min_rate)
     m_sent, m_at, m_probe = hit_sent, at, confirmed ~= nil
     succ = 0
@@ -225,6 +233,9 @@ if pause_ms > 0 then
     local r = rate
     if r > base then r = base end
     if r < min_rate then r = min_rate end
+    -- The burst follows the adaptive rate, as in acquire.lua (a debt of the configured burst
+    -- at a rate cut tenfold held a gate several seconds past the ban).
+    burst = math.max(burst * r / base, 1)
     local iv = 1000000 / r
     local tat = tonumber(redis.call('HGET', KEYS[5], 'tat')) or 0
     local want = untl + burst * iv

@@ -55,9 +55,14 @@ impl SecondGuard {
 }
 
 /// The guard's budget for a bucket running at `rate` with `burst`: what GCRA admits in one
-/// second, at least one call.
-pub(crate) fn budget_for(rate: f64, burst: f64) -> u32 {
-    let b = (rate + burst).floor();
+/// second, at least one call, and never more than a measured limit (`ceiling`) the rate runs
+/// under: a burst after a lull on top of a second at 99% of a clock-aligned limit is a
+/// rejection (docs/design.md, "Limit discovery").
+pub(crate) fn budget_for(rate: f64, burst: f64, ceiling: Option<f64>) -> u32 {
+    let mut b = (rate + burst).floor();
+    if let Some(c) = ceiling.filter(|c| *c >= rate) {
+        b = b.min(c.floor());
+    }
     if b >= f64::from(u32::MAX) {
         u32::MAX
     } else {
@@ -106,8 +111,12 @@ mod tests {
 
     #[test]
     fn budget_is_what_the_bucket_admits_in_a_second() {
-        assert_eq!(budget_for(1_663.7, 1.0), 1_664);
-        assert_eq!(budget_for(0.2, 0.0), 1);
-        assert_eq!(budget_for(f64::MAX, 1.0), u32::MAX);
+        assert_eq!(budget_for(1_663.7, 1.0, None), 1_664);
+        assert_eq!(budget_for(0.2, 0.0, None), 1);
+        assert_eq!(budget_for(f64::MAX, 1.0, None), u32::MAX);
+        // Under a measured limit of 30: 29.7/s with a burst of 6.6 may not put 36 in a second.
+        assert_eq!(budget_for(29.7, 6.6, Some(30.0)), 30);
+        // Recovery climbing past an old ceiling (after the hold) is not held to it.
+        assert_eq!(budget_for(40.0, 2.0, Some(30.0)), 42);
     }
 }

@@ -92,6 +92,8 @@ pub struct Harness {
     workers: Vec<(String, Child)>,
     /// Workers run as separate hosts (own empty working directory and config copy).
     separate_hosts: bool,
+    /// Commands run without `--redis`: the embedded queue and gates in the ledger's process.
+    embedded: bool,
     /// Declared last: dropped after the workers are gone.
     _ledger: TestLedger,
 }
@@ -161,8 +163,15 @@ impl Harness {
             store,
             workers: Vec::new(),
             separate_hosts: kind == Kind::Postgres,
+            embedded: false,
             _ledger: ledger,
         }
+    }
+
+    /// From now on, commands run without Redis: one worker process runs the embedded queue and
+    /// gates (the default a user without Redis gets).
+    pub fn use_embedded(&mut self) {
+        self.embedded = true;
     }
 
     /// Write another config file (e.g. a different min interval) and return its path.
@@ -180,11 +189,11 @@ impl Harness {
     /// [`Harness::command_with`] on another ledger URL.
     pub fn command_on(&self, config: &Path, db: &str, args: &[&str]) -> Command {
         let mut c = Command::new(env!("CARGO_BIN_EXE_syncfleet"));
-        c.arg("--config")
-            .arg(config)
-            .arg("--redis")
-            .arg(&self.redis.url)
-            .arg("--db")
+        c.arg("--config").arg(config);
+        if !self.embedded {
+            c.arg("--redis").arg(&self.redis.url);
+        }
+        c.arg("--db")
             .arg(db)
             .args(args)
             .env(

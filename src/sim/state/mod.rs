@@ -66,6 +66,7 @@ struct Counters {
     unknown: AtomicU64,
     duplicate_writes: AtomicU64,
     idle_closed: AtomicU64,
+    limited_seconds: AtomicU64,
 }
 
 /// One (app, api).
@@ -162,11 +163,18 @@ impl Slot {
         if kind != LimitKind::Bucket {
             w.bucket = None;
         }
+        let limited = |w: &mut Window| {
+            if w.last_limited_second != Some(sec) {
+                w.last_limited_second = Some(sec);
+                self.counters.limited_seconds.fetch_add(1, Relaxed);
+            }
+        };
         if let Some(left) = w
             .banned_until
             .and_then(|until| (until - now).to_std().ok())
             .filter(|left| !left.is_zero())
         {
+            limited(&mut w);
             return Admit::Limited {
                 ban_s: window::ban_seconds(left),
             };
@@ -176,6 +184,9 @@ impl Slot {
             LimitKind::Sliding => w.admit_sliding(per_second, now),
             LimitKind::Bucket => w.admit_bucket(per_second, burst, now),
         };
+        if matches!(admit, Admit::Limited { .. }) {
+            limited(&mut w);
+        }
         match admit {
             Admit::Limited { ban_s } if self.ban_s > 0 => {
                 let ban = chrono::TimeDelta::seconds(i64::try_from(self.ban_s).unwrap_or(i64::MAX));
@@ -217,6 +228,7 @@ impl Slot {
             &c.ok,
             &c.rejected_limit,
             &c.rejected_quota,
+            &c.limited_seconds,
             &c.retry,
             &c.fatal,
             &c.unknown,
@@ -253,6 +265,7 @@ impl Slot {
             },
             quota_used_today,
             peak_per_second,
+            limited_seconds: c.limited_seconds.load(Relaxed),
             duplicate_writes: c.duplicate_writes.load(Relaxed),
             idle_closed: c.idle_closed.load(Relaxed),
             limit_per_second: self.per_second.load(Relaxed),

@@ -38,6 +38,10 @@ pub struct ApiStats {
     pub quota_used_today: u64,
     /// Most calls seen in any one wall-clock second (refused ones included).
     pub peak_per_second: u64,
+    /// Wall-clock seconds in which at least one call was refused by the per-second limit
+    /// (or its ban): on TOP each is a ban of the app.
+    #[serde(default)]
+    pub limited_seconds: u64,
     /// item_add repeats of an `out_request_id` already written.
     pub duplicate_writes: u64,
     /// Requests dropped by the idle-close drill (never answered, not counted as calls).

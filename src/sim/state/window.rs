@@ -90,6 +90,8 @@ pub(super) struct Window {
     pub(super) bucket: Option<Bucket>,
     /// Every call is refused until then (a ban after a rejection).
     pub(super) banned_until: Option<DateTime<Utc>>,
+    /// The last wall-clock second with a refused call.
+    pub(super) last_limited_second: Option<i64>,
 }
 
 impl Window {
