@@ -202,7 +202,14 @@ async fn main() {
                     h.use_embedded();
                     let c = config(&h, &s, "right.toml", rate, (rate / 20).max(1));
                     let run = job(&mut h, &c, items, 1).await;
-                    print(&s.name(), "right-1p", &run, physical, baseline.as_ref(), ban_s);
+                    print(
+                        &s.name(),
+                        "right-1p",
+                        &run,
+                        physical,
+                        baseline.as_ref(),
+                        ban_s,
+                    );
                 }
                 for &factor in &factors {
                     for _ in 0..reps {

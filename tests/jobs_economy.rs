@@ -171,7 +171,11 @@ async fn a_low_clock_aligned_limit_with_bans_is_learned_from_one_ban() {
     );
     // One ban to learn, at most one more for a probe or a loaded machine's bunching; none
     // recurring in the second half.
-    assert!(add.limited_seconds <= 2, "{} banned seconds", add.limited_seconds);
+    assert!(
+        add.limited_seconds <= 2,
+        "{} banned seconds",
+        add.limited_seconds
+    );
     assert!(
         add.limited_seconds - half.limited_seconds <= 1,
         "bans in the second half: {} of {}",

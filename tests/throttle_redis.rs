@@ -449,7 +449,7 @@ fn acquire_script_reserves_on_an_injected_clock() {
     let script = Script::new(include_str!("../src/throttle/acquire.lua"));
     let t0: u64 = 1_700_000_000_000_000;
     let mut call = |now: u64, max_wait: u64| -> (i64, i64, String) {
-        let (code, wait, reason, _rate): (i64, i64, String, String) = script
+        let (code, wait, reason, _rate, _second): (i64, i64, String, String, u64) = script
             .key(&k.bucket)
             .key(&k.aimd)
             .key(&k.pause)
@@ -635,7 +635,7 @@ fn acquire_script_keeps_the_fleet_inside_each_clock_second() {
     let (rate, burst, band_ms) = (100.0, 20.0, 25u64);
     let mut per_second = std::collections::BTreeMap::<u64, u32>::new();
     for _ in 0..400 {
-        let (code, wait, _reason, _rate): (i64, i64, String, String) = script
+        let (code, wait, _reason, _rate, _second): (i64, i64, String, String, u64) = script
             .key(&k.bucket)
             .key(&k.aimd)
             .key(&k.pause)

@@ -6,8 +6,9 @@
 -- The bucket hash also counts the calls reserved to leave in one clock second of the server
 -- (fields sec, sent): the fleet's send-time check (throttle::second_guard, docs/design.md,
 -- "Gates"), at no extra round trip.
--- Returns {code, wait_us, reason, rate}: code 0 = go now, 1 = go after wait_us (reserved),
---         2 = not taken, retry after wait_us, 3 = paused for wait_us (reason).
+-- Returns {code, wait_us, reason, rate, booked second}: code 0 = go now, 1 = go after wait_us
+--         (reserved), 2 = not taken, retry after wait_us, 3 = paused for wait_us (reason); the
+--         booked clock second (s, server clock) lets a worker that wakes too late book again.
 if redis.replicate_commands then pcall(redis.replicate_commands) end -- Redis < 5: TIME then writes
 local now
 if ARGV[4] and ARGV[4] ~= '' then
@@ -21,7 +22,7 @@ local function fmt(x) return string.format('%.0f', x) end
 local p = redis.call('HMGET', KEYS[3], 'until', 'reason')
 local pu = tonumber(p[1])
 if pu and pu > now then
-  return {3, math.floor(pu - now), p[2] or 'paused', '0'}
+  return {3, math.floor(pu - now), p[2] or 'paused', '0', '0'}
 end
 
 local conf = redis.call('HMGET', KEYS[4], 'rate', 'burst')
@@ -91,12 +92,12 @@ elseif gsent >= budget then
 end
 local wait = send - now
 if wait > max_wait then
-  return {2, math.ceil(wait), '', tostring(rate)}
+  return {2, math.ceil(wait), '', tostring(rate), '0'}
 end
 redis.call('HSET', KEYS[1], 'tat', fmt(new_tat), 'iv', tostring(iv), 'sec', fmt(sec), 'sent', fmt(gsent + 1))
 -- An idle bucket is full anyway: let the key go once its debt is paid, plus a margin.
 redis.call('PEXPIRE', KEYS[1], math.ceil((new_tat - now) / 1000) + 60000)
 if wait == 0 then
-  return {0, 0, '', tostring(rate)}
+  return {0, 0, '', tostring(rate), fmt(sec)}
 end
-return {1, math.ceil(wait), '', tostring(rate)}
+return {1, math.ceil(wait), '', tostring(rate), fmt(sec)}

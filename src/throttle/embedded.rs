@@ -128,7 +128,7 @@ impl EmbeddedGates {
             .reserve(now_us, rate, burst, max_wait.as_secs_f64() * 1e6)
         {
             Ok(wait) if wait <= 0.0 => Reservation::Now,
-            Ok(wait) => Reservation::After(Duration::from_secs_f64(wait / 1e6)),
+            Ok(wait) => Reservation::After(Duration::from_secs_f64(wait / 1e6), None),
             Err(wait) => Reservation::Refused(Duration::from_secs_f64(wait / 1e6)),
         }
     }

@@ -35,6 +35,9 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 pub use shared::{gate_keys, GateKeys, DEFAULT_NAMESPACE};
 pub use verdicts::{GateError, GateOutcome, GateRefusal};
 
+/// How many times a fleet call that woke too late for its booked second books again.
+const MAX_REBOOKS: u32 = 3;
+
 /// Longest wait for a concurrency slot before failing fast as busy.
 pub(crate) const SLOT_WAIT: Duration = Duration::from_secs(1);
 /// How often batched successes are written (fleet mode). Short: a rate-limit answer measures
@@ -146,7 +149,8 @@ pub(crate) struct Noted {
 #[derive(Debug, Clone, PartialEq)]
 enum Reservation {
     Now,
-    After(Duration),
+    /// Go after the wait; a fleet gate says which clock second (server clock) it booked.
+    After(Duration, Option<u64>),
     Refused(Duration),
     Paused(Duration, String),
     Unreachable(Duration, String, bool),
@@ -350,32 +354,47 @@ impl Gates {
         if let Some(refusal) = local.held() {
             return Err(refusal);
         }
-        let left = max_wait.saturating_sub(start.elapsed());
-        let answer = match &self.inner.backend {
-            Backend::Redis(r) => r.reserve(platform, api, &local.cfg, left).await,
-            Backend::Embedded(e) => e.reserve(platform, api, left).await,
-        };
-        match answer {
-            Reservation::Now => {}
-            // Reserved: sleep exactly once, holding the slot (slot first, then token).
-            Reservation::After(wait) => {
-                tokio::time::sleep(wait).await;
-                // Paused while asleep (reported here, or announced by another worker): the
-                // token is forfeit rather than spent into a ban.
-                if let Some(refusal) = local.held() {
-                    return Err(refusal);
+        // A fleet call that wakes too late for the second it was booked in books again (at
+        // most a few times; each is a round trip only for such a late waker).
+        let mut rebooks = 0;
+        loop {
+            let left = max_wait.saturating_sub(start.elapsed());
+            let answer = match &self.inner.backend {
+                Backend::Redis(r) => r.reserve(platform, api, &local.cfg, left).await,
+                Backend::Embedded(e) => e.reserve(platform, api, left).await,
+            };
+            match answer {
+                Reservation::Now => break,
+                // Reserved: sleep exactly once, holding the slot (slot first, then token).
+                Reservation::After(wait, booked) => {
+                    tokio::time::sleep(wait).await;
+                    // Paused while asleep (reported here, or announced by another worker): the
+                    // token is forfeit rather than spent into a ban.
+                    if let Some(refusal) = local.held() {
+                        return Err(refusal);
+                    }
+                    let late = match (&self.inner.backend, booked) {
+                        (Backend::Redis(r), Some(second)) => {
+                            r.missed_booking(second, local.cfg.boundary_band_ms)
+                        }
+                        _ => false,
+                    };
+                    if !late || rebooks >= MAX_REBOOKS {
+                        break;
+                    }
+                    rebooks += 1;
                 }
-            }
-            Reservation::Refused(retry) => return Err(GateRefusal::RetryAt(retry)),
-            Reservation::Paused(remaining, reason) => {
-                return Err(GateRefusal::Paused { remaining, reason })
-            }
-            Reservation::Unreachable(retry_in, error, timed_out) => {
-                return Err(GateRefusal::Unreachable {
-                    retry_in,
-                    error,
-                    timed_out,
-                })
+                Reservation::Refused(retry) => return Err(GateRefusal::RetryAt(retry)),
+                Reservation::Paused(remaining, reason) => {
+                    return Err(GateRefusal::Paused { remaining, reason })
+                }
+                Reservation::Unreachable(retry_in, error, timed_out) => {
+                    return Err(GateRefusal::Unreachable {
+                        retry_in,
+                        error,
+                        timed_out,
+                    })
+                }
             }
         }
         // In one process, late wakers must not put more than a second's worth of calls into

@@ -235,14 +235,14 @@ impl RedisGates {
             .arg(cfg.boundary_band_ms);
         let mut conn = self.conn.clone();
         match inv
-            .invoke_async::<(i64, i64, String, String)>(&mut conn)
+            .invoke_async::<(i64, i64, String, String, u64)>(&mut conn)
             .await
         {
-            Ok((code, wait_us, reason, _rate)) => {
+            Ok((code, wait_us, reason, _rate, second)) => {
                 let wait = Duration::from_micros(wait_us.max(0) as u64);
                 match code {
                     0 => Reservation::Now,
-                    1 => Reservation::After(wait),
+                    1 => Reservation::After(wait, Some(second)),
                     2 => Reservation::Refused(wait),
                     _ => Reservation::Paused(wait, reason),
                 }
@@ -254,6 +254,14 @@ impl RedisGates {
                 Reservation::Unreachable(Duration::from_secs(1), e.to_string(), e.is_timeout())
             }
         }
+    }
+
+    /// Whether a call booked in clock second `second` (server clock) would now leave in its
+    /// last `band_ms` or later: it woke too late, and would land on the next second's calls.
+    pub(crate) fn missed_booking(&self, second: u64, band_ms: u64) -> bool {
+        let offset = self.clock_offset_ms.load(Ordering::Relaxed);
+        let now = crate::time::wall_ms(std::time::SystemTime::now()).saturating_add_signed(offset);
+        now >= (second * 1000 + 1000).saturating_sub(band_ms.max(1))
     }
 
     /// Record one outcome of a call that left at `sent` for the next flush; a hit or a pause
