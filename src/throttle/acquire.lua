@@ -60,10 +60,10 @@ local new_tat = tat + iv
 local allow_at = new_tat - burst * iv
 local send = allow_at
 if send < now then send = now end
--- At most rate + burst calls (no more than the measured ceiling) leave in one clock second of
--- the server, none in the last `band`
+-- At most a second's worth of calls (the burst if larger; no more than the measured ceiling)
+-- leave in one clock second of the server, none in the last `band`
 -- ms of one: a call due there is booked at the next second's start (throttle::second_guard).
-local budget = math.floor(rate + burst)
+local budget = math.floor(math.max(rate, burst))
 -- Never more than a measured limit the rate runs under (throttle::second_guard::budget_for).
 local ceiling = tonumber(st[3])
 if ceiling and ceiling >= rate and math.floor(ceiling) < budget then budget = math.floor(ceiling) end

@@ -273,7 +273,7 @@ impl AimdState {
             .admitted
             .between(m.sent_ms.saturating_sub(1000), second);
         let exact = before <= (admitted * EXACT_SHARE).max(1.0);
-        let (ceiling, mut upper) = match (m.probing, self.confirmed) {
+        let (mut ceiling, mut upper) = match (m.probing, self.confirmed) {
             // A probe was rejected: back to the ceiling that held, and the bracket closes.
             (true, Some(held)) => {
                 let c = lower.max(held);
@@ -288,6 +288,13 @@ impl AimdState {
         if let (false, Some(last)) = (m.probing, self.ceiling) {
             if params.holds(self.previous_hit_ms, reported) {
                 upper = upper.min((last * CLOSE_IN).max(ceiling));
+                // The same limit measured again under a rate that held under it: the gate's own
+                // jitter crossed it (a call that left in one second and arrived in the next).
+                // One call a second more of margin per such rejection, down to CLOSE_IN of it.
+                if ceiling >= last - 1.0 {
+                    ceiling = (last - 1.0).max(last * CLOSE_IN).min(ceiling);
+                    upper = ceiling;
+                }
             }
         }
         self.ceiling = Some(ceiling);
@@ -656,6 +663,27 @@ mod tests {
         let mut clock = Clock(t + 2_000);
         admitted(&mut s, &p, &mut clock, 54, 10);
         assert_eq!(s.ceiling, Some(c), "no probe after a rejected one");
+    }
+
+    #[test]
+    fn the_same_limit_measured_again_keeps_one_call_more_of_margin() {
+        // A clock-aligned 30/s: measured once, then a late arrival crossed a boundary while
+        // the gate ran at 99% of it, and the rejected second admitted 30 again.
+        let p = AimdParams::new(300.0, 15.0, 20);
+        let mut s = AimdState::new(&p);
+        let mut rejected_second = |s: &mut AimdState, t: u64| {
+            for i in 0..30 {
+                s.on_successes(&p, 1, t + i * 30, t + i * 30 + 2);
+            }
+            s.on_rate_limited(&p, t + 905, t + 910);
+            s.settle(&p, t + 910 + p.settle_ms);
+        };
+        rejected_second(&mut s, 100_000);
+        assert_eq!((s.ceiling, s.upper), (Some(30.0), Some(30.0)));
+        rejected_second(&mut s, 110_000);
+        assert_eq!((s.ceiling, s.upper), (Some(29.0), Some(29.0)));
+        rejected_second(&mut s, 120_000);
+        assert_eq!(s.ceiling, Some(28.0));
     }
 
     #[test]

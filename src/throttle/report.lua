@@ -151,6 +151,12 @@ if m_sent ~= nil and now_ms >= (last_hit or 0) + settle_ms then
     if not m_probe and ceiling ~= nil and previous_hit ~= nil
         and (last_hit or 0) - previous_hit < hold then
       u = math.min(u, math.max(ceiling * CLOSE_IN, c))
+      -- The same limit again under a rate that held under it: the gate's own jitter crossed
+      -- it; one call a second more of margin, down to CLOSE_IN of it.
+      if c >= ceiling - 1 then
+        c = math.min(math.max(ceiling - 1, ceiling * CLOSE_IN), c)
+        u = c
+      end
     end
     ceiling, upper, confirmed = c, u, nil
     rate = math.max(math.min(c, m_at) * margin, min_rate)

@@ -54,12 +54,13 @@ impl SecondGuard {
     }
 }
 
-/// The guard's budget for a bucket running at `rate` with `burst`: what GCRA admits in one
-/// second, at least one call, and never more than a measured limit (`ceiling`) the rate runs
-/// under: a burst after a lull on top of a second at 99% of a clock-aligned limit is a
-/// rejection (docs/design.md, "Limit discovery").
+/// The guard's budget for a bucket running at `rate` with `burst`: a second's worth of calls
+/// (the burst if it is larger), at least one, and never more than a measured limit
+/// (`ceiling`) the rate runs under. GCRA alone lets `rate + burst` out in the second after a
+/// lull; against a platform counting per clock second at the grant that burst is a rejection
+/// (docs/design.md, "Gates").
 pub(crate) fn budget_for(rate: f64, burst: f64, ceiling: Option<f64>) -> u32 {
-    let mut b = (rate + burst).floor();
+    let mut b = rate.max(burst).floor();
     if let Some(c) = ceiling.filter(|c| *c >= rate) {
         b = b.min(c.floor());
     }
@@ -111,12 +112,15 @@ mod tests {
 
     #[test]
     fn budget_is_what_the_bucket_admits_in_a_second() {
-        assert_eq!(budget_for(1_663.7, 1.0, None), 1_664);
+        // A gate set to a 400/s grant with burst 20 sends 400 in a second, not 420.
+        assert_eq!(budget_for(400.0, 20.0, None), 400);
+        assert_eq!(budget_for(1_663.7, 1.0, None), 1_663);
+        assert_eq!(budget_for(0.5, 3.0, None), 3);
         assert_eq!(budget_for(0.2, 0.0, None), 1);
         assert_eq!(budget_for(f64::MAX, 1.0, None), u32::MAX);
-        // Under a measured limit of 30: 29.7/s with a burst of 6.6 may not put 36 in a second.
-        assert_eq!(budget_for(29.7, 6.6, Some(30.0)), 30);
+        // Under a measured limit of 29.5, 29.2/s may not put 30 in a second.
+        assert_eq!(budget_for(29.2, 6.6, Some(29.5)), 29);
         // Recovery climbing past an old ceiling (after the hold) is not held to it.
-        assert_eq!(budget_for(40.0, 2.0, Some(30.0)), 42);
+        assert_eq!(budget_for(40.0, 2.0, Some(30.0)), 40);
     }
 }

@@ -3,7 +3,7 @@
 
 use super::names::{
     BREAKER_STATE, COLLECT_DURATION, COLLECT_ERRORS, GATE_ADAPTIVE_RATE, GATE_BURN, GATE_BURST,
-    GATE_CEILING, GATE_PAUSED, GATE_QUOTA, GATE_QUOTA_USED, GATE_RATE, ITEMS_FINISHED,
+    GATE_CEILING, GATE_PAUSED, GATE_QUOTA, GATE_QUOTA_USED, GATE_RATE, GATE_UPPER, ITEMS_FINISHED,
     ITEMS_PENDING, JOBS_RUNNING, LOGICAL_CALLS, LOG_DROPPED, QUEUE_TASKS, RETRY_BUDGET_RATIO,
 };
 use crate::config::Config;
@@ -93,6 +93,7 @@ impl Collector {
             metrics::gauge!(GATE_BURST, &labels).set(g.limits.burst);
             metrics::gauge!(GATE_ADAPTIVE_RATE, &labels).set(g.adaptive_rate);
             metrics::gauge!(GATE_CEILING, &labels).set(g.ceiling.unwrap_or(0.0));
+            metrics::gauge!(GATE_UPPER, &labels).set(g.upper.unwrap_or(0.0));
             metrics::gauge!(GATE_PAUSED, &labels)
                 .set(g.pause.as_ref().map_or(0.0, |(d, _)| d.as_secs_f64()));
             metrics::gauge!(GATE_QUOTA_USED, &labels).set(g.used_today as f64);

@@ -18,6 +18,7 @@ pub(crate) const GATE_RATE: &str = "syncfleet_gate_rate";
 pub(crate) const GATE_BURST: &str = "syncfleet_gate_burst";
 pub(crate) const GATE_ADAPTIVE_RATE: &str = "syncfleet_gate_adaptive_rate";
 pub(crate) const GATE_CEILING: &str = "syncfleet_gate_ceiling_rate";
+pub(crate) const GATE_UPPER: &str = "syncfleet_gate_upper_rate";
 pub(crate) const GATE_PAUSED: &str = "syncfleet_gate_paused_seconds";
 pub(crate) const GATE_QUOTA_USED: &str = "syncfleet_gate_quota_used";
 pub(crate) const GATE_QUOTA: &str = "syncfleet_gate_daily_quota";
@@ -83,7 +84,11 @@ pub(super) fn describe() {
     );
     describe_gauge!(
         GATE_CEILING,
-        "Remembered rate at which the platform's limit was hit (calls/s); 0 when none"
+        "The platform's limit as last measured or probed (calls/s); 0 when none"
+    );
+    describe_gauge!(
+        GATE_UPPER,
+        "How high the platform's limit may be, as far as the last measurement can tell (calls/s; probed while above the ceiling); 0 when none"
     );
     describe_gauge!(
         GATE_PAUSED,
