@@ -41,6 +41,10 @@ local iv = 1000000 / rate
 -- rate must not keep a burst sized for the configured one (it would overrun the platform's
 -- window at every refill). At least one call.
 burst = burst * rate / base
+-- Never more than the headroom under a measured ceiling the rate runs under
+-- (throttle::aimd::burst_under): a burst on top of 99% of a sliding window is a rejection.
+local ceiling = tonumber(st[3])
+if ceiling and ceiling >= rate and ceiling - rate < burst then burst = ceiling - rate end
 if burst < 1 then burst = 1 end
 -- Probing above a measured ceiling: one call at a time (throttle::aimd).
 if st[2] then burst = 1 end
@@ -65,7 +69,6 @@ if send < now then send = now end
 -- ms of one: a call due there is booked at the next second's start (throttle::second_guard).
 local budget = math.floor(math.max(rate, burst))
 -- Never more than a measured limit the rate runs under (throttle::second_guard::budget_for).
-local ceiling = tonumber(st[3])
 if ceiling and ceiling >= rate and math.floor(ceiling) < budget then budget = math.floor(ceiling) end
 if budget < 1 then budget = 1 end
 local band = (tonumber(ARGV[5]) or 0) * 1000

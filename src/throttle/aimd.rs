@@ -112,6 +112,17 @@ pub(crate) const PROBE_GAP: f64 = 0.01;
 /// A rejection at a held ceiling caps the next bracket at this share of it.
 pub(crate) const CLOSE_IN: f64 = 0.95;
 
+/// The burst a gate at `rate` may keep: `scaled` (the configured burst scaled to the rate),
+/// never more than the headroom under a measured ceiling the rate runs under, at least one
+/// call. A burst after a lull on top of a rate at 99% of a sliding window's limit is a
+/// rejection; a second's budget cannot see it, the window straddles two seconds.
+pub(crate) fn burst_under(scaled: f64, rate: f64, ceiling: Option<f64>) -> f64 {
+    let headroom = ceiling
+        .filter(|c| *c >= rate)
+        .map_or(f64::MAX, |c| c - rate);
+    scaled.min(headroom).max(1.0)
+}
+
 /// Floor of the adaptive rate: 2% of the configured rate, at least 0.1/s (never above it).
 pub(crate) fn min_rate_for(max_rate: f64) -> f64 {
     (max_rate * 0.02).max(0.1).min(max_rate)
@@ -735,6 +746,15 @@ mod tests {
         // Ten minutes without a hit: recovery may climb above the old measurement.
         admitted(&mut s, &p, &mut clock, 80, 610);
         assert!(s.rate > c, "{}", s.rate);
+    }
+
+    #[test]
+    fn the_burst_stays_within_the_headroom_under_a_measured_ceiling() {
+        assert_eq!(burst_under(6.6, 29.7, Some(30.0)), 1.0);
+        assert_eq!(burst_under(20.0, 396.0, Some(400.0)), 4.0);
+        assert_eq!(burst_under(20.0, 300.0, None), 20.0);
+        // Past the hold, recovery above an old ceiling keeps its burst.
+        assert_eq!(burst_under(20.0, 450.0, Some(400.0)), 20.0);
     }
 
     #[test]

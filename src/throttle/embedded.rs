@@ -57,7 +57,8 @@ impl Gate {
         if self.state.probing() {
             return 1.0;
         }
-        (self.burst * self.limiter_rate / self.params.max_rate.max(1e-9)).max(1.0)
+        let scaled = self.burst * self.limiter_rate / self.params.max_rate.max(1e-9);
+        super::aimd::burst_under(scaled, self.limiter_rate, self.state.ceiling)
     }
 
     /// Follow the adaptive rate; a cut drains the bucket.

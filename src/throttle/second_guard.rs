@@ -6,9 +6,9 @@
 //! calls that cross a second boundary land on top of the next second's own calls: against a
 //! platform that counts per clock-aligned second, a gate set 0.2% under the grant has three
 //! calls a second of margin, so a stall of two milliseconds was enough for a rejection (and,
-//! on TOP, a one-second ban of the app). The guard keeps the bucket's own promise (at most
-//! rate + burst calls in a second) at the moment of sending: a call that would exceed it waits
-//! for the next second (docs/design.md, "Gates").
+//! on TOP, a one-second ban of the app). The guard lets at most a second's worth of calls
+//! ([`budget_for`]) leave in one clock second, counted at the moment of sending: a call that
+//! would exceed it waits for the next second (docs/design.md, "Gates").
 //!
 //! It also keeps the end of every second free (the gate's `boundary_band_ms`, 25 ms unless
 //! configured): a call due there waits
