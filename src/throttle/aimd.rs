@@ -682,7 +682,7 @@ mod tests {
         // the gate ran at 99% of it, and the rejected second admitted 30 again.
         let p = AimdParams::new(300.0, 15.0, 20);
         let mut s = AimdState::new(&p);
-        let mut rejected_second = |s: &mut AimdState, t: u64| {
+        let rejected_second = |s: &mut AimdState, t: u64| {
             for i in 0..30 {
                 s.on_successes(&p, 1, t + i * 30, t + i * 30 + 2);
             }
