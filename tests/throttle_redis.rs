@@ -15,9 +15,12 @@ use syncfleet::throttle::{gate_keys, GateOutcome, GateRefusal, Gates};
 const P: Platform = Platform::Taobao;
 const A: Api = Api::ItemGet;
 
+/// A gate without the boundary band: these tests check the bucket's timing, which a call
+/// booked in the last 25 ms of a second would shift to the next one (the band has its own
+/// injected-clock test below).
 fn cfg(rate: f64, burst: f64, concurrency: u32) -> Config {
     let text = format!(
-        "[gates.\"taobao.item_get\"]\nrate = {rate}\nburst = {burst}\nconcurrency = {concurrency}\nmax_wait_ms = 5000\naimd_step = 5\naimd_successes = 10\n"
+        "[gates.\"taobao.item_get\"]\nrate = {rate}\nburst = {burst}\nconcurrency = {concurrency}\nmax_wait_ms = 5000\naimd_step = 5\naimd_successes = 10\nboundary_band_ms = 0\n"
     );
     Config::parse(Path::new("test.toml"), &text).expect("test config")
 }
