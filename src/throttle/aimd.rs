@@ -18,8 +18,8 @@
 //! - how far the measurement may be low is known too: if calls of the second before were still
 //!   inside the trailing second of the rejected call, a sliding window counted them and the
 //!   limit may be that much higher (`upper`). While `upper` is above the ceiling the gate probes:
-//!   after `probe_every_ms` at the ceiling without a rejection it raises the ceiling half-way to
-//!   `upper` (burst one while probing). A probe that is rejected closes the bracket: the ceiling
+//!   once a whole clock second ran at the ceiling without a rejection it raises the ceiling
+//!   half-way to `upper` (burst one while probing). A probe that is rejected closes the bracket: the ceiling
 //!   goes back to the last one that held, and no probe follows for `ceiling_hold_ms`;
 //! - `successes` successes add `step`, never above `ceiling_factor` x ceiling while the ceiling
 //!   holds, nor above the configured rate;
@@ -76,6 +76,18 @@ impl AimdParams {
         }
     }
 
+    /// The rate held under a ceiling: `ceiling_factor` of it, and at least one call a second
+    /// under it (a sliding window of 30 at 29.7/s was rejected by arrival jitter alone on a
+    /// loaded machine; at 29/s it was not).
+    pub(crate) fn under(&self, ceiling: f64) -> f64 {
+        let c = ceiling * self.ceiling_factor;
+        if ceiling >= 2.0 {
+            c.min(ceiling - 1.0)
+        } else {
+            c
+        }
+    }
+
     fn holds(&self, last_hit_ms: Option<u64>, now_ms: u64) -> bool {
         last_hit_ms.is_some_and(|t| now_ms.saturating_sub(t) < self.ceiling_hold_ms)
     }
@@ -91,9 +103,7 @@ impl AimdParams {
         now_ms: u64,
     ) -> f64 {
         match ceiling {
-            Some(c) if self.holds(last_hit_ms, now_ms) => {
-                self.max_rate.min(c * self.ceiling_factor)
-            }
+            Some(c) if self.holds(last_hit_ms, now_ms) => self.max_rate.min(self.under(c)),
             _ => self.max_rate,
         }
     }
@@ -343,7 +353,11 @@ impl AimdState {
         let (Some(c), Some(u)) = (self.ceiling, self.upper) else {
             return;
         };
-        let due = now_ms.saturating_sub(self.last_change_ms) >= params.probe_every_ms;
+        // A level holds once a whole clock second ran at it: the second it was set in is
+        // partly at the old rate, and a clock-aligned window would admit it anyway.
+        let full_second = (self.last_change_ms / 1000 + 2) * 1000;
+        let due = now_ms.saturating_sub(self.last_change_ms) >= params.probe_every_ms
+            && now_ms >= full_second;
         if !due || self.rate < cap - 1e-9 {
             return;
         }
@@ -356,7 +370,7 @@ impl AimdState {
         self.confirmed = Some(c);
         self.ceiling = Some(next);
         self.last_change_ms = now_ms;
-        self.rate = params.max_rate.min(next * params.ceiling_factor);
+        self.rate = params.max_rate.min(params.under(next));
     }
 
     /// Pause the gate until `until_ms` (a later pause wins; an earlier one changes nothing).
@@ -657,6 +671,9 @@ mod tests {
         s.last_hit_ms = Some(1_000);
         s.last_change_ms = 10_000;
         let mut clock = Clock(10_000);
+        // Not before a whole clock second ran at the ceiling (from 11 s): the probe is at 12 s.
+        admitted(&mut s, &p, &mut clock, 50, 1);
+        assert_eq!(s.ceiling, Some(50.0));
         admitted(&mut s, &p, &mut clock, 50, 1);
         assert_eq!(s.ceiling, Some(70.0), "half-way to the bracket's top");
         assert!(s.probing());
@@ -742,7 +759,10 @@ mod tests {
         s.settle(&p, clock.advance(p.settle_ms));
         let c = s.ceiling.unwrap_or_default();
         admitted(&mut s, &p, &mut clock, 78, 20);
-        assert!((s.rate - c * 0.99).abs() < 1e-9, "{} vs {c}", s.rate);
+        // 99% of it, and at least one call a second under it.
+        assert!((s.rate - p.under(c)).abs() < 1e-9, "{} vs {c}", s.rate);
+        assert_eq!(p.under(30.0), 29.0);
+        assert_eq!(p.under(400.0), 396.0);
         // Ten minutes without a hit: recovery may climb above the old measurement.
         admitted(&mut s, &p, &mut clock, 80, 610);
         assert!(s.rate > c, "{}", s.rate);

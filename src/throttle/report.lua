@@ -184,13 +184,21 @@ elseif succ_n > 0 and not in_cooldown() then
   local steps = math.floor(total / per_step)
   succ = total - steps * per_step
   local cap = base
-  if ceiling ~= nil and holds() and ceiling * factor < cap then cap = ceiling * factor end
+  -- AimdParams::under: ceiling_factor of the ceiling, at least one call a second under it.
+  local function under(c)
+    local u = c * factor
+    if c >= 2 and c - 1 < u then u = c - 1 end
+    return u
+  end
+  if ceiling ~= nil and holds() and under(ceiling) < cap then cap = under(ceiling) end
   if steps > 0 and rate < cap then
     rate = math.min(rate + step * steps, cap)
   end
   -- Probe half-way up the bracket once the cap held for probe_every (AimdState::probe).
+  -- A level holds once a whole clock second ran at it.
+  local full_second = (math.floor(last_change / 1000) + 2) * 1000
   if ceiling ~= nil and upper ~= nil and now_ms - last_change >= probe_every
-      and rate >= cap - 1e-9 then
+      and now_ms >= full_second and rate >= cap - 1e-9 then
     if upper <= ceiling * (1 + PROBE_GAP) or not holds() then
       confirmed = nil
     else
@@ -198,7 +206,7 @@ elseif succ_n > 0 and not in_cooldown() then
       confirmed = ceiling
       ceiling = next
       last_change = now_ms
-      rate = math.min(base, next * factor)
+      rate = math.min(base, under(next))
     end
   end
 end
