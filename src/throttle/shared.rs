@@ -259,8 +259,7 @@ impl RedisGates {
     /// Whether a call booked in clock second `second` (server clock) would now leave in its
     /// last `band_ms` or later: it woke too late, and would land on the next second's calls.
     pub(crate) fn missed_booking(&self, second: u64, band_ms: u64) -> bool {
-        let offset = self.clock_offset_ms.load(Ordering::Relaxed);
-        let now = crate::time::wall_ms(std::time::SystemTime::now()).saturating_add_signed(offset);
+        let now = u64::try_from(self.server_now().timestamp_millis()).unwrap_or(0);
         now >= (second * 1000 + 1000).saturating_sub(band_ms.max(1))
     }
 
