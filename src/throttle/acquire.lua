@@ -93,6 +93,12 @@ elseif gsent >= budget then
   send = sec * 1000000
   gsent = 0
 end
+-- A call booked later than the bucket allowed (the band, a spent second) leaves at `send`:
+-- the bucket runs on from there, as if it had asked then. Otherwise the calls pushed out of
+-- one second would all leave together at the next one's start, on top of that second's own,
+-- and the pile would grow by one every time the bucket's phase put one call too many into
+-- a second: a sliding window counts such a pile (docs/design.md, "Gates").
+if send > allow_at and send + iv > new_tat then new_tat = send + iv end
 local wait = send - now
 if wait > max_wait then
   return {2, math.ceil(wait), '', tostring(rate), '0'}

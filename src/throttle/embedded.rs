@@ -142,9 +142,13 @@ impl EmbeddedGates {
         let budget = second_guard::budget_for(g.limiter_rate, g.effective_burst(), g.state.ceiling);
         let now_ms = self.now_ms();
         let band = g.boundary_band_ms;
-        g.sent
-            .admit(now_ms, budget, band)
-            .map(Duration::from_millis)
+        let rate = g.limiter_rate;
+        let spacing_ms = (1000.0 / rate.max(1e-3)).floor() as u64;
+        let held_ms = g.sent.admit(now_ms, budget, band, spacing_ms)?;
+        // The bucket runs on from where the held call leaves (as acquire.lua does).
+        let leaves_us = self.epoch.elapsed().as_secs_f64() * 1e6 + held_ms as f64 * 1e3;
+        g.bucket.defer(leaves_us, rate);
+        Some(Duration::from_millis(held_ms))
     }
 
     /// Apply one outcome of a call that left at `sent` (wall clock); returns the calls

@@ -46,6 +46,13 @@ impl Gcra {
         Ok(wait)
     }
 
+    /// A reserved call leaves later than its cell, at `at_us` (the send-time check held it
+    /// for the next clock second): the bucket runs on from there, so the calls reserved after
+    /// it do not pile onto the same boundary (docs/design.md, "Gates").
+    pub(crate) fn defer(&mut self, at_us: f64, rate: f64) {
+        self.tat_us = self.tat_us.max(at_us + Self::interval_us(rate));
+    }
+
     /// Empty the bucket: the next cell is one interval from `now_us`, with no burst (resume
     /// after a pause or a rate cut without bursting into the platform that pushed back).
     pub(crate) fn drain(&mut self, now_us: f64, rate: f64, burst: f64) {
@@ -100,6 +107,18 @@ mod tests {
         }
         assert!(admitted as f64 <= rate * 2.0 + burst, "{admitted}");
         assert!(admitted as f64 >= rate * 2.0, "{admitted}");
+    }
+
+    #[test]
+    fn a_deferred_call_moves_the_next_cells_behind_it() {
+        let mut g = Gcra::new();
+        assert_eq!(g.reserve(0.0, 10.0, 1.0, 1e9), Ok(0.0));
+        // The call left at 950 ms instead: the next cell is one interval after that.
+        g.defer(950_000.0, 10.0);
+        assert_eq!(g.reserve(100_000.0, 10.0, 1.0, 1e9), Ok(950_000.0));
+        // A deferral to before the next cell changes nothing.
+        g.defer(0.0, 10.0);
+        assert_eq!(g.reserve(100_000.0, 10.0, 1.0, 1e9), Ok(1_050_000.0));
     }
 
     #[test]

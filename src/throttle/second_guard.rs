@@ -28,17 +28,28 @@
 pub(crate) struct SecondGuard {
     second: u64,
     sent: u32,
+    /// The earliest time (ms) the next held call may be given: held calls leave one
+    /// `spacing_ms` apart from the boundary on, not all on it (a sliding window counts a pile
+    /// at the start of a second as it would anywhere).
+    next_held_ms: u64,
 }
 
 impl SecondGuard {
     /// May a call leave at `now_ms` (wall clock, ms since the epoch) with at most `budget` per
     /// second? `None`: yes, and it is counted. `Some(ms)`: wait this long (to the next second)
     /// and ask again. In the last `band_ms` of a second every call waits: what a call may take
-    /// to reach the platform and still be counted in the second it left in.
-    pub(crate) fn admit(&mut self, now_ms: u64, budget: u32, band_ms: u64) -> Option<u64> {
+    /// to reach the platform and still be counted in the second it left in. Held calls are
+    /// given times `spacing_ms` apart from the next boundary on.
+    pub(crate) fn admit(
+        &mut self,
+        now_ms: u64,
+        budget: u32,
+        band_ms: u64,
+        spacing_ms: u64,
+    ) -> Option<u64> {
         let into = now_ms % 1000;
         if into >= 1000 - band_ms.min(999) {
-            return Some(1000 - into);
+            return Some(self.hold(now_ms, spacing_ms));
         }
         let second = now_ms / 1000;
         if second != self.second {
@@ -49,8 +60,17 @@ impl SecondGuard {
             self.sent += 1;
             None
         } else {
-            Some(1000 - now_ms % 1000)
+            Some(self.hold(now_ms, spacing_ms))
         }
+    }
+
+    /// How long a held call waits: to the next boundary, or one spacing after the call held
+    /// before it.
+    fn hold(&mut self, now_ms: u64, spacing_ms: u64) -> u64 {
+        let boundary = (now_ms / 1000 + 1) * 1000;
+        let at = boundary.max(self.next_held_ms);
+        self.next_held_ms = at + spacing_ms;
+        at - now_ms
     }
 }
 
@@ -81,33 +101,44 @@ mod tests {
     fn the_budget_holds_per_aligned_second() {
         let mut g = SecondGuard::default();
         for i in 0..3 {
-            assert_eq!(g.admit(5_000 + i * 10, 3, BAND), None);
+            assert_eq!(g.admit(5_000 + i * 10, 3, BAND, 0), None);
         }
         // The fourth in the same second waits for the next one.
-        assert_eq!(g.admit(5_700, 3, BAND), Some(300));
-        assert_eq!(g.admit(5_900, 3, BAND), Some(100));
+        assert_eq!(g.admit(5_700, 3, BAND, 0), Some(300));
+        assert_eq!(g.admit(5_900, 3, BAND, 0), Some(100));
         // A new second, a new count.
-        assert_eq!(g.admit(6_000, 3, BAND), None);
+        assert_eq!(g.admit(6_000, 3, BAND, 0), None);
     }
 
     #[test]
     fn nothing_leaves_in_the_band_before_a_boundary() {
         let mut g = SecondGuard::default();
         let edge = 7_000 - BAND;
-        assert_eq!(g.admit(edge - 1, 100, BAND), None);
+        assert_eq!(g.admit(edge - 1, 100, BAND, 0), None);
         // Under budget, and still held to the boundary: it would land in the next second.
-        assert_eq!(g.admit(edge, 100, BAND), Some(BAND));
-        assert_eq!(g.admit(6_999, 100, BAND), Some(1));
+        assert_eq!(g.admit(edge, 100, BAND, 0), Some(BAND));
+        assert_eq!(g.admit(6_999, 100, BAND, 0), Some(1));
         // At the boundary it leaves, counted in the new second.
-        assert_eq!(g.admit(7_000, 1, BAND), None);
-        assert_eq!(g.admit(7_001, 1, BAND), Some(999));
+        assert_eq!(g.admit(7_000, 1, BAND, 0), None);
+        assert_eq!(g.admit(7_001, 1, BAND, 0), Some(999));
+    }
+
+    #[test]
+    fn held_calls_leave_spaced_from_the_boundary() {
+        let mut g = SecondGuard::default();
+        assert_eq!(g.admit(5_100, 1, BAND, 40), None);
+        // Both are held for the next second; the second one 40 ms after the first.
+        assert_eq!(g.admit(5_200, 1, BAND, 40), Some(800));
+        assert_eq!(g.admit(5_300, 1, BAND, 40), Some(740));
+        // A call held from the band of a later second goes at that boundary again.
+        assert_eq!(g.admit(8_990, 100, BAND, 40), Some(10));
     }
 
     #[test]
     fn a_band_of_zero_holds_nothing() {
         let mut g = SecondGuard::default();
-        assert_eq!(g.admit(7_999, 10, 0), None);
-        assert_eq!(g.admit(7_999, 10, 3), Some(1));
+        assert_eq!(g.admit(7_999, 10, 0, 0), None);
+        assert_eq!(g.admit(7_999, 10, 3, 0), Some(1));
     }
 
     #[test]
