@@ -1,4 +1,4 @@
-//! Issue 8's benchmark: the chaos run at scale against a same-run baseline.
+//! The chaos run at scale against a same-run baseline.
 //!
 //! `cargo bench --bench chaosbench -- [--items 20000] [--rate 400]` runs, one after the other
 //! on fresh simulators, Redis servers and ledgers:
@@ -11,9 +11,9 @@
 //! and the attempts the scale-in charged. A benchmark (harness = false) because it needs the
 //! built `syncfleet` binary for its worker processes; under `cargo test` it does nothing.
 
-#[path = "../tests/jobs_harness/mod.rs"]
+#[path = "../tests/suite/jobs_harness/mod.rs"]
 mod jobs_harness;
-#[path = "../tests/support/mod.rs"]
+#[path = "../tests/suite/support/mod.rs"]
 mod support;
 
 use jobs_harness::chaos::{self, Chaos, ChaosReport};

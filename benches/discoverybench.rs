@@ -17,9 +17,9 @@
 //! with one worker process and no Redis (the embedded gates). Under `cargo test` it does
 //! nothing (a bench target because it needs the built binary for its worker processes).
 
-#[path = "../tests/jobs_harness/mod.rs"]
+#[path = "../tests/suite/jobs_harness/mod.rs"]
 mod jobs_harness;
-#[path = "../tests/support/mod.rs"]
+#[path = "../tests/suite/support/mod.rs"]
 mod support;
 
 use jobs_harness::{client_toml, ClientOpts, Harness};

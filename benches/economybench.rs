@@ -1,4 +1,4 @@
-//! Issue 9's benchmark: the quota spent only on useful calls, and unknown limits found fast.
+//! The quota spent only on useful calls, and unknown limits found fast.
 //!
 //! `cargo bench --bench economybench -- [--items 6000] [--workers 4] [--kinds fixed,sliding,bucket]`
 //!
@@ -15,9 +15,9 @@
 //! per item at the simulator, rejected calls and their share. Under `cargo test` it does
 //! nothing (a bench target because it needs the built binary for its worker processes).
 
-#[path = "../tests/jobs_harness/mod.rs"]
+#[path = "../tests/suite/jobs_harness/mod.rs"]
 mod jobs_harness;
-#[path = "../tests/support/mod.rs"]
+#[path = "../tests/suite/support/mod.rs"]
 mod support;
 
 use jobs_harness::{client_toml, ClientOpts, Harness};

@@ -1,4 +1,4 @@
-//! Issue 10's benchmark: the ledger on PostgreSQL beside SQLite, in the same run.
+//! The ledger on PostgreSQL beside SQLite, in the same run.
 //!
 //! `cargo bench --bench ledgerbench -- [--items 100000] [--outcomes 40000] [--procs 1,2,4,8]
 //!  [--demo-items 100000 --demo-target-s 60]`
@@ -17,13 +17,13 @@
 //!
 //! Under `cargo test` it does nothing (a bench target: it starts processes and takes minutes).
 
-#[path = "../tests/support/postgres.rs"]
+#[path = "../tests/suite/support/postgres.rs"]
 mod postgres;
 
 use std::io::{BufRead, Write};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
-use syncfleet::jobs::demo::{self, DemoOptions};
+use syncfleet::app::demo::{self, DemoOptions};
 use syncfleet::platform::{Api, Platform};
 use syncfleet::store::{CallClass, CallRecord, ItemOutcome, JobKind, Store};
 

@@ -31,18 +31,18 @@ use std::time::{Duration, Instant};
 
 use apalis::prelude::{BackendExt, TaskSink, WorkerBuilder, WorkerBuilderExt};
 use apalis_redis::{Config as ApalisRedisConfig, RedisStorage};
+use syncfleet::app::runtime::{embedded_queue_path, Runtime};
 use syncfleet::config::Config;
 use syncfleet::jobs::producer;
-use syncfleet::jobs::queue::{Queue, QueueOptions, Shutdown, TaskMsg};
 use syncfleet::jobs::spec::{JobKind, JobSpec};
-use syncfleet::jobs::worker::{embedded_queue_path, Runtime};
 use syncfleet::platform::{Api, Platform};
+use syncfleet::queue::{Queue, QueueOptions, Shutdown, TaskMsg};
 use syncfleet::sim::{self, SimConfig, SimHandle};
 use syncfleet::store::Store;
 
 // The tests' Redis helper: `REDIS_URL`, or a private redis-server on a free port, killed on drop.
 #[allow(dead_code)]
-#[path = "../tests/support/redis.rs"]
+#[path = "../tests/suite/support/redis.rs"]
 mod test_redis;
 
 fn flushall(url: &str) -> anyhow::Result<()> {

@@ -14,13 +14,11 @@ use std::time::{Duration, Instant};
 
 use apalis::prelude::{BackendExt, TaskSink, WorkerBuilder, WorkerBuilderExt};
 use apalis_redis::{Config as ApalisRedisConfig, RedisStorage};
-use syncfleet::jobs::queue::{
-    QueueOptions, RedisQueue, Shutdown, TaskMsg, TaskResult, WorkerOptions,
-};
+use syncfleet::queue::{QueueOptions, RedisQueue, Shutdown, TaskMsg, TaskResult, WorkerOptions};
 
 // The tests' Redis helper: `REDIS_URL`, or a private redis-server on a free port, killed on drop.
 #[allow(dead_code)]
-#[path = "../tests/support/redis.rs"]
+#[path = "../tests/suite/support/redis.rs"]
 mod test_redis;
 
 fn tasks(n: usize, keys: usize) -> Vec<TaskMsg> {
@@ -126,7 +124,7 @@ async fn bare_apalis(url: &str, n: usize, concurrency: usize, round: usize) -> a
 }
 
 async fn ours_embedded(dir: &std::path::Path, n: usize, concurrency: usize) -> anyhow::Result<f64> {
-    let q = syncfleet::jobs::queue::EmbeddedQueue::open(
+    let q = syncfleet::queue::EmbeddedQueue::open(
         &dir.join("ours.queue.db"),
         QueueOptions {
             poll_interval: Duration::from_millis(10),

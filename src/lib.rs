@@ -1,22 +1,26 @@
 //! syncfleet: a distributed job-queue worker for bulk e-commerce sync against the
 //! Taobao (TOP), JD (JOS) and 1688 open-platform APIs.
 //!
-//! Layout follows the architecture: `platform` (adapters, signing), `throttle` (gates),
-//! `link` (resilience policies + gateway), `jobs` (handlers, producers, queue),
-//! `store` (all SQL), `sim` (the platform simulator), `cli` (thin subcommands).
+//! Layout follows the architecture, and imports only go down (docs/design.md, "Layers";
+//! `scripts/check-layers` enforces it): `cli` (thin subcommands) and `dashboard` on top of
+//! `app` (runtime wiring, worker lifecycle, metrics, logging, the demo); below it `jobs`
+//! (specs, producers, runner, handlers) and the `queue`; below them `link` (resilience
+//! policies and the gateway), `throttle` (gates), `store` (all SQL), `config` and `platform`
+//! (adapters, signing). `sim` is the test platform: only `app` (the demo) and `cli` use it.
 
 #![warn(missing_docs)]
 
+pub mod app;
 pub mod cli;
 pub mod config;
 pub(crate) mod dashboard;
 pub mod jobs;
 pub mod link;
-pub mod logging;
-// Issue 11: metrics for operators (src/ops/).
-pub mod ops;
+pub(crate) mod metric_names;
 pub mod platform;
+pub mod queue;
 pub(crate) mod secret;
+pub mod shutdown;
 pub mod sim;
 pub mod store;
 pub mod throttle;

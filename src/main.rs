@@ -1,6 +1,6 @@
 use clap::Parser;
+use syncfleet::app::logging::{self, LogOptions};
 use syncfleet::cli::{self, Cli};
-use syncfleet::logging::{self, LogOptions};
 
 fn main() {
     let cli = Cli::parse();
@@ -15,7 +15,7 @@ fn main() {
     let log = logging::init_with(LogOptions {
         format,
         default_filter,
-        metrics: syncfleet::ops::metrics::wanted(&cli.command),
+        metrics: cli.command.wants_metrics(),
         non_blocking: true,
     });
     let runtime = match tokio::runtime::Builder::new_multi_thread()

@@ -1,4 +1,4 @@
-//! metricsbench: what Prometheus metrics cost the demo (issue 11, BENCHMARKS.md).
+//! metricsbench: what Prometheus metrics cost the demo (BENCHMARKS.md).
 //!
 //! Runs the demo (simulator + embedded queue + worker, one process) with metrics off, then
 //! with `--metrics-listen` on and a scraper polling `/metrics` every second, and prints both
@@ -14,8 +14,8 @@ use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
-use syncfleet::jobs::demo::{self, DemoOptions};
-use syncfleet::logging::{self, LogFormat, LogOptions};
+use syncfleet::app::demo::{self, DemoOptions};
+use syncfleet::app::logging::{self, LogFormat, LogOptions};
 
 struct Args {
     items: u64,

@@ -3,7 +3,7 @@
 
 use super::{Cli, CliError};
 use crate::platform::client::{check_body, with_raw_defaults};
-use crate::platform::{Api, Platform, PlatformClient, UnknownName};
+use crate::platform::{Api, Platform, UnknownName};
 use chrono::Utc;
 use clap::Args;
 use std::time::Duration;
@@ -50,7 +50,7 @@ pub(crate) async fn run(cli: &Cli, args: &CallArgs) -> Result<(), CliError> {
         ))
     })?;
     // The error names the missing environment variable, never a value.
-    let client = PlatformClient::new(platform, pc).map_err(|e| {
+    let client = pc.client(platform).map_err(|e| {
         CliError::input(format!("{}: platforms.{platform}: {e}", cfg.file.display()))
     })?;
     let timeout = Duration::from_millis(

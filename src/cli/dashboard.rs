@@ -1,8 +1,8 @@
 //! `syncfleet dashboard`: parse, open the ledger and queue, serve.
 
 use super::{Cli, CliError};
+use crate::app::runtime::Runtime;
 use crate::dashboard::{self, DashboardError};
-use crate::jobs::worker::Runtime;
 use clap::Args;
 use std::net::SocketAddr;
 

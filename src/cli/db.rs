@@ -13,8 +13,8 @@ pub enum DbCommand {
 }
 
 /// A missing ledger or one that is not the fleet's is the operator's input (exit 2).
-impl From<crate::jobs::worker::RuntimeError> for CliError {
-    fn from(e: crate::jobs::worker::RuntimeError) -> Self {
+impl From<crate::app::runtime::RuntimeError> for CliError {
+    fn from(e: crate::app::runtime::RuntimeError) -> Self {
         if e.is_input_error() {
             CliError::input(e.to_string())
         } else {

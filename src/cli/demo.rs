@@ -1,7 +1,7 @@
 //! `syncfleet demo`: the main job on the embedded default, with its results table.
 
 use super::{Cli, CliError};
-use crate::jobs::demo::{self, DemoError, DemoOptions};
+use crate::app::demo::{self, DemoError, DemoOptions};
 use clap::Args;
 use std::path::PathBuf;
 use std::time::Duration;

@@ -1,7 +1,7 @@
 //! Thin subcommands: parse arguments, build the pieces, call the library, print.
 
+use crate::app::logging::LogFormat;
 use crate::config::{Config, ConfigError};
-use crate::logging::LogFormat;
 use clap::{Parser, Subcommand};
 use std::path::PathBuf;
 
@@ -112,6 +112,29 @@ impl CliError {
         CliError {
             code: 1,
             message: message.into(),
+        }
+    }
+}
+
+impl From<crate::app::metrics::MetricsError> for CliError {
+    /// A bad or busy address is the operator's to fix (exit 2); the rest is ours.
+    fn from(e: crate::app::metrics::MetricsError) -> Self {
+        if e.is_input_error() {
+            CliError::input(e.to_string())
+        } else {
+            CliError::runtime(e.to_string())
+        }
+    }
+}
+
+impl Command {
+    /// Whether the command line asks for metrics: the logging setup then adds the metrics
+    /// layer.
+    pub fn wants_metrics(&self) -> bool {
+        match self {
+            Command::Work(a) => a.metrics_listen.is_some(),
+            Command::Demo(a) => a.metrics_listen.is_some(),
+            _ => false,
         }
     }
 }

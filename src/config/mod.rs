@@ -17,7 +17,7 @@ mod worker;
 pub use crate::secret::Secret;
 pub use gates::GateConfig;
 pub use link::{BreakerConfig, ClassTimeouts, LinkConfig, RetryConfig, TimeoutsConfig};
-pub use platforms::{MissingSecret, PlatformConfig};
+pub use platforms::{ClientSetupError, MissingSecret, PlatformConfig};
 pub use worker::{ProbeConfig, QueueConfig};
 
 use crate::platform::{Api, Platform};

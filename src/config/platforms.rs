@@ -2,8 +2,11 @@
 //! and the environment variables that hold its secrets.
 
 use super::Secret;
+use crate::platform::client::{ClientError, ClientOptions, PlatformClient};
 use crate::platform::sign::SignMethod;
+use crate::platform::Platform;
 use serde::Deserialize;
+use std::time::Duration;
 
 /// Per-platform connection and identity settings.
 #[derive(Debug, Clone, Deserialize)]
@@ -59,6 +62,31 @@ impl PlatformConfig {
         1000
     }
 
+    /// What the platform client needs from this section besides the credentials.
+    pub fn client_options(&self) -> ClientOptions {
+        ClientOptions {
+            endpoint: self.endpoint.clone(),
+            app_key: self.app_key.clone(),
+            sign_method: self.sign_method,
+            connect_timeout: Duration::from_millis(self.connect_timeout_ms),
+            idle_keepalive: Duration::from_secs(self.idle_keepalive_s),
+            max_idle_per_host: self.max_in_flight,
+        }
+    }
+
+    /// The platform client of this section, with the secret and session read from the
+    /// environment variables it names. The error names a missing variable, never a value.
+    pub(crate) fn client(&self, platform: Platform) -> Result<PlatformClient, ClientSetupError> {
+        let secret = self.secret()?;
+        let session = self.session()?;
+        Ok(PlatformClient::new(
+            platform,
+            &self.client_options(),
+            secret,
+            session,
+        )?)
+    }
+
     /// Read the app secret from the environment variable the config names.
     pub(crate) fn secret(&self) -> Result<Secret, MissingSecret> {
         read_secret_env(&self.secret_env)
@@ -88,11 +116,41 @@ pub struct MissingSecret {
     pub(crate) var: String,
 }
 
+/// Why a platform client could not be built from its section.
+#[derive(Debug, thiserror::Error)]
+pub enum ClientSetupError {
+    /// The secret's (or session's) environment variable is unset: names it, never a value.
+    #[error(transparent)]
+    MissingSecret(#[from] MissingSecret),
+    /// The client could not be built (a bad endpoint, the TLS backend).
+    #[error(transparent)]
+    Client(#[from] ClientError),
+}
+
 fn read_secret_env(var: &str) -> Result<Secret, MissingSecret> {
     match std::env::var(var) {
         Ok(v) if !v.is_empty() => Ok(Secret::new(v)),
         _ => Err(MissingSecret {
             var: var.to_string(),
         }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_missing_secret_names_the_variable_when_the_client_is_built() {
+        let text = "[platforms.taobao]\nendpoint = \"http://127.0.0.1:9/router/rest\"\napp_key = \"k\"\nsecret_env = \"SYNCFLEET_TEST_UNSET_SECRET_VAR\"\n";
+        let c = crate::config::Config::parse(std::path::Path::new("t.toml"), text).unwrap();
+        let err = c.platforms[&Platform::Taobao]
+            .client(Platform::Taobao)
+            .unwrap_err();
+        assert!(matches!(err, ClientSetupError::MissingSecret(_)), "{err}");
+        assert!(
+            err.to_string().contains("SYNCFLEET_TEST_UNSET_SECRET_VAR"),
+            "{err}"
+        );
     }
 }

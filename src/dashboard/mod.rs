@@ -13,8 +13,8 @@
 mod chart;
 mod state;
 
+use crate::app::runtime::Runtime;
 use crate::jobs::producer;
-use crate::jobs::worker::Runtime;
 use crate::platform::{Api, ErrorClass, Platform};
 use crate::store::GateChange;
 use crate::throttle::Gates;

@@ -1,8 +1,8 @@
 //! What the page shows, gathered from the ledger, the queue and the gates in one pass.
 
 use super::DashboardError;
-use crate::jobs::queue::LiveWorker;
-use crate::jobs::worker::Runtime;
+use crate::app::runtime::Runtime;
+use crate::queue::LiveWorker;
 use crate::store::{FailureReason, JobState};
 use crate::throttle::Gates;
 use serde::Serialize;

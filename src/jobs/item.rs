@@ -3,11 +3,11 @@
 //! that ride out a busy SQLite. Its own module so the handlers (listing, orders, logistics)
 //! depend on it and not on the runner that calls them.
 
-use super::queue::TaskCtx;
 use crate::config::Config;
 use crate::link::backoff::Backoff;
 use crate::link::gateway::{CallContext, Gateway, LinkError, LinkErrorKind};
 use crate::platform::{Api, ErrorClass, Platform};
+use crate::queue::TaskCtx;
 use crate::store::{CallClass, CallRecord, ItemOutcome, Store, StoreError};
 use chrono::Utc;
 use std::collections::HashMap;
@@ -86,8 +86,8 @@ impl ItemRun {
 }
 
 /// Backoff before an item's next transient-retry round (`round` counts from 0): doubling
-/// from 1 s, capped at 30 s, with full jitter so a burst of failures does not come back
-/// at once.
+/// from 1 s, capped at 30 s, with equal jitter (between half the ceiling and the ceiling):
+/// spread so a burst of failures does not come back together, yet never back at once.
 pub(crate) fn item_retry_backoff(round: u32) -> Duration {
     ITEM_RETRY.equal_jitter(round)
 }
@@ -132,8 +132,8 @@ impl Useful {
 /// When a task must stop calling: the worker is stopping (no new item; items already
 /// calling get `grace`) or the task's claim is gone (stop at once).
 pub(crate) struct Stop {
-    stopping: crate::jobs::queue::Shutdown,
-    lease_lost: crate::jobs::queue::Shutdown,
+    stopping: crate::queue::Shutdown,
+    lease_lost: crate::queue::Shutdown,
     grace: Duration,
 }
 
@@ -190,7 +190,7 @@ where
         let started = Instant::now();
         let result = op().await;
         // A no-op unless a metrics recorder is installed (`work --metrics-listen`).
-        metrics::histogram!(crate::ops::metrics::LEDGER_WRITE)
+        metrics::histogram!(crate::metric_names::LEDGER_WRITE)
             .record(started.elapsed().as_secs_f64());
         match result {
             Ok(v) => return Ok(v),

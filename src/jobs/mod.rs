@@ -1,14 +1,12 @@
-//! Jobs: specs and producers, the handlers a worker runs, and the task queue (transport
-//! between producers and workers).
+//! Jobs: specs and producers, the runner and the handlers a worker runs. The task queue
+//! (transport between producers and workers) is `crate::queue`; the process around them is
+//! `crate::app`.
 
-pub mod demo;
 pub(crate) mod item;
 pub(crate) mod listing;
 pub(crate) mod logistics;
 pub(crate) mod orders;
 pub mod producer;
-pub mod queue;
 pub(crate) mod runner;
 pub mod secrets;
 pub mod spec;
-pub mod worker;

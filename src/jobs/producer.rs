@@ -3,10 +3,10 @@
 //! so `reconcile` can always rebuild the queue's share from the ledger.
 
 use super::orders::slices;
-use super::queue::{Queue, QueueError, TaskMsg};
 use super::spec::{JobKind, JobSpec};
 use crate::config::Config;
 use crate::platform::ErrorClass;
+use crate::queue::{Queue, QueueError, TaskMsg};
 use crate::store::{Store, StoreError};
 use std::collections::HashSet;
 use std::time::Duration;

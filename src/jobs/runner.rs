@@ -13,12 +13,12 @@
 use super::item::{
     item_retry_backoff, ledger_write, HandlerCtx, ItemRun, Stop, Useful, ITEM_PARALLELISM,
 };
-use super::queue::DeadHook;
-use super::queue::{TaskCtx, TaskMsg, TaskResult};
 use super::spec::JobSpec;
 use super::{listing, logistics, orders};
 use crate::config::Config;
 use crate::link::gateway::Gateway;
+use crate::queue::DeadHook;
+use crate::queue::{TaskCtx, TaskMsg, TaskResult};
 use crate::store::{ItemOutcome, ItemStatus, Store, StoreError};
 use futures::StreamExt;
 use std::collections::HashMap;

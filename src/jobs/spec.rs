@@ -294,6 +294,12 @@ pub(crate) fn read_item_ids(
         if lineno % 10_000 == 0 {
             on_line(lineno);
         }
+        // A file saved by a Windows editor starts with a UTF-8 byte-order mark: not data.
+        let line = if lineno == 1 {
+            line.strip_prefix('\u{feff}').unwrap_or(&line)
+        } else {
+            &line
+        };
         let id = line.trim();
         if id.is_empty() || id.starts_with('#') {
             continue;
@@ -329,6 +335,16 @@ mod tests {
         let list = read_item_ids(text.as_bytes(), Path::new("items.txt"), |_| {}).unwrap();
         assert_eq!(list.ids, vec!["1", "2", "3"]);
         assert_eq!(list.duplicates, 1);
+    }
+
+    #[test]
+    fn a_byte_order_mark_at_the_start_is_not_part_of_the_first_id() {
+        let text = "\u{feff}17\r\n18\r\n";
+        let list = read_item_ids(text.as_bytes(), Path::new("items.txt"), |_| {}).unwrap();
+        assert_eq!(list.ids, vec!["17", "18"]);
+        // Anywhere else it is not an id.
+        let text = "17\n\u{feff}18\n";
+        assert!(read_item_ids(text.as_bytes(), Path::new("items.txt"), |_| {}).is_err());
     }
 
     #[test]
@@ -402,7 +418,7 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(err.contains("366 days are allowed"), "{err}");
-        // Issue 8's window: the message says what was given and what is allowed.
+        // The window's bounds: the message says what was given and what is allowed.
         let err = orders("0001-01-01T00:00:00Z", "9999-12-31T00:00:00Z")
             .validate()
             .unwrap_err()

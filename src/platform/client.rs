@@ -2,8 +2,8 @@
 //! connections), signing every call and classifying every failure.
 
 use super::classify::{describe_reqwest, transport_kind, CallError};
+use super::sign::SignMethod;
 use super::{alibaba, jd, taobao, Api, ApiRequest, ApiResponse, Credentials, Platform};
-use crate::config::{MissingSecret, PlatformConfig};
 use crate::secret::Secret;
 use chrono::{DateTime, Utc};
 use serde_json::Value;
@@ -20,9 +20,6 @@ pub struct RawResponse {
 /// Why a platform client could not be built.
 #[derive(Debug, thiserror::Error)]
 pub enum ClientError {
-    /// The secret's (or session's) environment variable is unset: names it, never a value.
-    #[error(transparent)]
-    MissingSecret(#[from] MissingSecret),
     /// `platforms.<p>.endpoint` does not parse as a URL.
     #[error("platforms.{platform}.endpoint `{endpoint}` is not a URL: {error}")]
     BadEndpoint {
@@ -48,19 +45,29 @@ pub struct PlatformClient {
     http: reqwest::Client,
 }
 
-impl PlatformClient {
-    /// Build from config, reading the secret and session from the environment variables
-    /// it names. The error names a missing variable, never a value.
-    pub(crate) fn new(platform: Platform, cfg: &PlatformConfig) -> Result<Self, ClientError> {
-        let secret = cfg.secret()?;
-        let session = cfg.session()?;
-        Self::with_credentials(platform, cfg, secret, session)
-    }
+/// How to reach one platform: what a client needs besides the credentials. The
+/// configuration makes one from `[platforms.<p>]` (`config::PlatformConfig::client_options`).
+#[derive(Debug, Clone)]
+pub struct ClientOptions {
+    /// Full URL of the platform's gateway.
+    pub endpoint: String,
+    /// The app key the platform issued (not secret).
+    pub app_key: String,
+    /// TOP only: how requests are signed.
+    pub sign_method: SignMethod,
+    /// Bound on establishing a connection.
+    pub connect_timeout: Duration,
+    /// How long a pooled connection may sit idle: below the platform's own idle close.
+    pub idle_keepalive: Duration,
+    /// Idle connections kept per host.
+    pub max_idle_per_host: usize,
+}
 
-    /// Build with explicit credentials (tests, the demo); `cfg`'s env names are ignored.
-    pub fn with_credentials(
+impl PlatformClient {
+    /// Build a client signing with `secret` (and `session`, where the platform takes one).
+    pub fn new(
         platform: Platform,
-        cfg: &PlatformConfig,
+        cfg: &ClientOptions,
         secret: Secret,
         session: Option<Secret>,
     ) -> Result<Self, ClientError> {
@@ -73,11 +80,11 @@ impl PlatformClient {
                 error,
             })?;
         let mut builder = reqwest::Client::builder()
-            .connect_timeout(Duration::from_millis(cfg.connect_timeout_ms))
+            .connect_timeout(cfg.connect_timeout)
             // Shorter than the platform's idle close, so a pooled connection is dropped by
             // us first: a reused dead connection costs a full read timeout.
-            .pool_idle_timeout(Duration::from_secs(cfg.idle_keepalive_s))
-            .pool_max_idle_per_host(cfg.max_in_flight.max(1))
+            .pool_idle_timeout(cfg.idle_keepalive)
+            .pool_max_idle_per_host(cfg.max_idle_per_host.max(1))
             .tcp_nodelay(true)
             .user_agent(concat!("syncfleet/", env!("CARGO_PKG_VERSION")));
         let host = url
@@ -242,28 +249,20 @@ mod tests {
     use super::*;
     use crate::platform::{ErrorClass, TransportError};
 
-    fn cfg(endpoint: &str) -> PlatformConfig {
-        let text = format!(
-            "[platforms.taobao]\nendpoint = \"{endpoint}\"\napp_key = \"k\"\nsecret_env = \"SYNCFLEET_TEST_UNSET_SECRET_VAR\"\n"
-        );
-        let c = crate::config::Config::parse(std::path::Path::new("t.toml"), &text).unwrap();
-        c.platforms[&Platform::Taobao].clone()
-    }
-
-    #[test]
-    fn missing_secret_names_the_variable() {
-        let err = PlatformClient::new(Platform::Taobao, &cfg("http://127.0.0.1:9/router/rest"))
-            .unwrap_err();
-        assert!(matches!(err, ClientError::MissingSecret(_)), "{err}");
-        assert!(
-            err.to_string().contains("SYNCFLEET_TEST_UNSET_SECRET_VAR"),
-            "{err}"
-        );
+    fn cfg(endpoint: &str) -> ClientOptions {
+        ClientOptions {
+            endpoint: endpoint.into(),
+            app_key: "k".into(),
+            sign_method: SignMethod::default(),
+            connect_timeout: Duration::from_secs(2),
+            idle_keepalive: Duration::from_secs(25),
+            max_idle_per_host: 4,
+        }
     }
 
     #[test]
     fn debug_hides_secrets() {
-        let c = PlatformClient::with_credentials(
+        let c = PlatformClient::new(
             Platform::Taobao,
             &cfg("http://127.0.0.1:9/router/rest"),
             Secret::new("very-secret-value"),
@@ -282,7 +281,7 @@ mod tests {
             .local_addr()
             .unwrap()
             .port();
-        let c = PlatformClient::with_credentials(
+        let c = PlatformClient::new(
             Platform::Taobao,
             &cfg(&format!("http://127.0.0.1:{port}/router/rest")),
             Secret::new("very-secret-value"),

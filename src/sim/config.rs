@@ -276,9 +276,9 @@ impl SimConfig {
         pc: &crate::config::PlatformConfig,
     ) -> Result<crate::platform::PlatformClient, super::SimError> {
         let app = self.app(platform).ok_or(super::SimError::NoApp(platform))?;
-        Ok(crate::platform::PlatformClient::with_credentials(
+        Ok(crate::platform::PlatformClient::new(
             platform,
-            pc,
+            &pc.client_options(),
             app.secret.clone(),
             Some(app.session.clone()),
         )?)

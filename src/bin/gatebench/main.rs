@@ -46,7 +46,7 @@ enum Cmd {
 
 fn main() {
     let cli = Cli::parse();
-    syncfleet::logging::init_with_default(syncfleet::logging::LogFormat::Text, "info");
+    syncfleet::app::logging::init_with_default(syncfleet::app::logging::LogFormat::Text, "info");
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

@@ -1,10 +1,10 @@
 //! `syncfleet enqueue`: a job from a spec file or a subcommand, its item list read and checked
 //! before anything is written, then pushed to the queue in tasks.
 
+use crate::app::runtime::Runtime;
 use crate::cli::{Cli, CliError};
 use crate::jobs::producer::{self, EnqueueReport, ProducerError};
 use crate::jobs::spec::{read_item_ids, JobSpec};
-use crate::jobs::worker::Runtime;
 use crate::platform::Platform;
 use crate::time::china_offset;
 use chrono::{DateTime, NaiveDate, NaiveDateTime, TimeZone, Utc};
@@ -32,8 +32,10 @@ pub struct EnqueueArgs {
 pub(crate) enum EnqueueWhat {
     /// Copy items from one platform to another: item_get on --from, item_add on --to.
     Listing {
+        /// The platform the items are read from (taobao, jd or alibaba).
         #[arg(long)]
         from: Platform,
+        /// The platform the items are created on (taobao, jd or alibaba).
         #[arg(long)]
         to: Platform,
         /// File with one numeric item id per line, or `-` for stdin.
@@ -42,20 +44,25 @@ pub(crate) enum EnqueueWhat {
     },
     /// Sync the orders modified in [--since, --until), one task per platform-sized window.
     Orders {
+        /// The platform the shop sells on (taobao, jd or alibaba).
         #[arg(long)]
         platform: Platform,
+        /// The shop the orders belong to (its name in the ledger).
         #[arg(long)]
         shop: String,
-        /// RFC 3339, or `YYYY-MM-DD[ HH:MM:SS]` read as GMT+8.
+        /// Start of the window, inclusive: RFC 3339, or `YYYY-MM-DD[ HH:MM:SS]` read as GMT+8.
         #[arg(long, value_parser = parse_time)]
         since: DateTime<Utc>,
+        /// End of the window, exclusive; same formats as --since.
         #[arg(long, value_parser = parse_time)]
         until: DateTime<Utc>,
     },
     /// Query logistics of the shop's shipped, unsigned orders not queried recently.
     Logistics {
+        /// The platform the shop sells on (taobao, jd or alibaba).
         #[arg(long)]
         platform: Platform,
+        /// The shop whose orders are tracked (its name in the ledger).
         #[arg(long)]
         shop: String,
     },
@@ -219,6 +226,8 @@ fn print_enqueued(r: &EnqueueReport, took: Duration, fleet: bool) {
 impl From<ProducerError> for CliError {
     fn from(e: ProducerError) -> Self {
         match e {
+            // A job id that does not exist is the caller's mistake, as in `status` (exit 2).
+            ProducerError::Store(s) if s.is_input_error() => CliError::input(s.to_string()),
             ProducerError::Store(_)
             | ProducerError::Queue(_)
             | ProducerError::Encode(_)

@@ -1,9 +1,9 @@
 //! Putting failed work back: `dead` (dead letters, optionally requeued), `reconcile` (pending
 //! items no task carries) and `retry` (failed items of one error class).
 
+use crate::app::runtime::Runtime;
 use crate::cli::{Cli, CliError};
 use crate::jobs::producer;
-use crate::jobs::worker::Runtime;
 use crate::platform::ErrorClass;
 use clap::Args;
 

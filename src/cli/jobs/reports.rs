@@ -1,11 +1,11 @@
 //! The read-only commands: `status` (a job's progress, or the latest jobs) and `report` (a
 //! platform day's calls ledger with quota burn).
 
+use crate::app::runtime::embedded_queue_path;
 use crate::cli::{Cli, CliError};
 use crate::config::Config;
 use crate::jobs::producer;
-use crate::jobs::queue::{Queue, QueueOptions};
-use crate::jobs::worker::embedded_queue_path;
+use crate::queue::{Queue, QueueOptions};
 use crate::store::{JobState, Store};
 use crate::time::{burn_ratio, platform_day};
 use chrono::{NaiveDate, Utc};

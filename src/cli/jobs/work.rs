@@ -1,9 +1,10 @@
 //! `syncfleet work`: run a worker over the queue until it is stopped (or idle), and the
 //! worker's exit code by error.
 
+use crate::app::runtime::Runtime;
+use crate::app::worker::{run_worker, RunOptions, WorkerError};
 use crate::cli::{Cli, CliError};
-use crate::jobs::queue::Shutdown;
-use crate::jobs::worker::{run_worker, RunOptions, Runtime, WorkerError};
+use crate::queue::Shutdown;
 use clap::Args;
 use std::time::Duration;
 

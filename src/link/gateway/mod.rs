@@ -406,7 +406,7 @@ impl Gateway {
         gates: Gates,
         fleet: Option<FleetLink>,
         store: Option<Store>,
-    ) -> Result<Gateway, crate::platform::client::ClientError> {
+    ) -> Result<Gateway, crate::config::ClientSetupError> {
         let mut b = Gateway::builder(cfg.link.clone(), gates);
         for (&platform, pc) in &cfg.platforms {
             if let Some(missing) = pc.missing_secret() {
@@ -414,7 +414,7 @@ impl Gateway {
                 b = b.missing_secret(platform, missing.var);
                 continue;
             }
-            b = b.platform(PlatformClient::new(platform, pc)?, pc);
+            b = b.platform(pc.client(platform)?, pc);
         }
         if let Some(f) = fleet {
             b = b.fleet(f);

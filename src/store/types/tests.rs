@@ -35,7 +35,7 @@ fn at(s: &str) -> DateTime<Utc> {
 #[test]
 fn finished_job_rate_is_over_its_life_whenever_asked() {
     // 100,000 items in 1,034 s: 96.7 items/s, asked right after it finished, a minute
-    // later and a day later (issue 8: it read 80.7, then 0.0).
+    // later and a day later (it once read 80.7, then 0.0).
     let job = summary(
         JobState::Finished,
         StatusCounts {

@@ -1,0 +1,240 @@
+//! Assembling a process: ledger, queue, gates, link layer and the job runner, in fleet mode
+//! (Redis given) or embedded mode (everything on local SQLite, one process). The worker's
+//! life is in [`super::worker`].
+
+use crate::config::Config;
+use crate::jobs::runner::JobRunner;
+use crate::link::gateway::Gateway;
+use crate::link::shared::FleetLink;
+use crate::queue::{Queue, QueueError, QueueOptions, Shutdown, WorkerOptions, WorkerReport};
+use crate::store::{Store, StoreError};
+use crate::throttle::{GateError, Gates};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// Redis key namespace of the fleet (gates and link state).
+pub const FLEET_NAMESPACE: &str = "sf";
+
+/// The pieces a command needs, opened once.
+#[derive(Clone)]
+pub struct Runtime {
+    /// The client configuration.
+    pub cfg: Arc<Config>,
+    /// The SQL ledger.
+    pub store: Store,
+    /// The task queue (Redis in fleet mode, else embedded).
+    pub queue: Queue,
+    pub(crate) redis_url: Option<String>,
+}
+
+/// The embedded queue's file: beside a SQLite ledger file (`syncfleet.db` →
+/// `syncfleet.queue.db`); for a ledger on a database server (PostgreSQL), `syncfleet.queue.db`
+/// in the working directory: without Redis the queue lives on the one host that runs
+/// everything.
+pub fn embedded_queue_path(db_url: &str) -> PathBuf {
+    let Some(path) = db_url
+        .strip_prefix("sqlite://")
+        .or_else(|| db_url.strip_prefix("sqlite:"))
+    else {
+        return PathBuf::from("syncfleet.queue.db");
+    };
+    let path = path.split('?').next().unwrap_or(path);
+    let p = PathBuf::from(path);
+    let stem = p
+        .file_stem()
+        .map(|s| s.to_string_lossy().to_string())
+        .unwrap_or_else(|| "syncfleet".into());
+    p.with_file_name(format!("{stem}.queue.db"))
+}
+
+/// Why the pieces of a command could not be opened.
+#[derive(Debug, thiserror::Error)]
+pub enum RuntimeError {
+    /// The ledger could not be opened or prepared.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// The queue could not be opened, or it serves another ledger.
+    #[error(transparent)]
+    Queue(#[from] QueueError),
+}
+
+impl RuntimeError {
+    /// The operator's mistake (a missing ledger, a bad URL, a ledger that is not the
+    /// fleet's), not a failure of the system: exit 2.
+    pub(crate) fn is_input_error(&self) -> bool {
+        match self {
+            RuntimeError::Store(e) => e.is_input_error(),
+            RuntimeError::Queue(e) => RuntimeError::is_queue_input_error(e),
+        }
+    }
+
+    /// A queue that serves another ledger, or a second embedded worker: exit 2.
+    pub(super) fn is_queue_input_error(e: &QueueError) -> bool {
+        matches!(
+            e,
+            QueueError::FleetMismatch { .. } | QueueError::EmbeddedBusy { .. }
+        )
+    }
+}
+
+impl Runtime {
+    /// What the metrics collector reads: this runtime's ledger, queue and config, and the
+    /// gates and gateway the worker calls through.
+    pub(crate) fn metrics_sources(
+        &self,
+        gates: Gates,
+        gateway: Gateway,
+    ) -> crate::app::metrics::Sources {
+        crate::app::metrics::Sources {
+            cfg: self.cfg.clone(),
+            gates,
+            gateway,
+            queue: self.queue.clone(),
+            store: self.store.clone(),
+        }
+    }
+
+    /// Open an existing ledger (applying new migrations) and the queue of the mode
+    /// `redis_url` selects. A missing ledger is refused (only `db migrate` creates one), and
+    /// so is a queue that serves another ledger (its fleet id differs).
+    pub async fn open(
+        cfg: Config,
+        db_url: &str,
+        redis_url: Option<&str>,
+    ) -> Result<Runtime, RuntimeError> {
+        let store = Store::connect_existing(db_url).await?;
+        Runtime::with_store(cfg, store, &embedded_queue_path(db_url), redis_url).await
+    }
+
+    /// [`Runtime::open`], creating the ledger when it does not exist (the demo, tools).
+    pub async fn create(
+        cfg: Config,
+        db_url: &str,
+        redis_url: Option<&str>,
+    ) -> Result<Runtime, RuntimeError> {
+        let store = Store::connect(db_url).await?;
+        Runtime::with_store(cfg, store, &embedded_queue_path(db_url), redis_url).await
+    }
+
+    /// [`Runtime::create`] with the embedded queue in `queue_file` (the demo keeps it in its
+    /// own directory whatever the ledger).
+    pub(crate) async fn create_with_queue_file(
+        cfg: Config,
+        db_url: &str,
+        queue_file: &Path,
+    ) -> Result<Runtime, RuntimeError> {
+        let store = Store::connect(db_url).await?;
+        Runtime::with_store(cfg, store, queue_file, None).await
+    }
+
+    async fn with_store(
+        cfg: Config,
+        store: Store,
+        queue_file: &Path,
+        redis_url: Option<&str>,
+    ) -> Result<Runtime, RuntimeError> {
+        store.migrate().await?;
+        let opts = QueueOptions::from_config(&cfg.queue);
+        let queue = Queue::open(redis_url, queue_file, opts).await?;
+        queue
+            .bind_fleet(&store.fleet_id().await?, store.db_name())
+            .await?;
+        Ok(Runtime {
+            cfg: Arc::new(cfg),
+            store,
+            queue,
+            redis_url: redis_url.map(str::to_string),
+        })
+    }
+
+    /// [`Runtime::gateway`] and the gates inside it (clones share their state): the metrics
+    /// collector reads the gates the worker's calls go through.
+    pub(crate) async fn gates_and_gateway(&self) -> Result<(Gates, Gateway), GatewayError> {
+        let (gates, fleet) = match &self.redis_url {
+            Some(url) => (
+                Gates::redis(&self.cfg, url).await?,
+                Some(
+                    FleetLink::connect(url, FLEET_NAMESPACE)
+                        .await
+                        .map_err(GatewayError::FleetLink)?,
+                ),
+            ),
+            None => (Gates::embedded(&self.cfg), None),
+        };
+        Gateway::from_config(&self.cfg, gates.clone(), fleet, Some(self.store.clone()))
+            .map(|gateway| (gates, gateway))
+            .map_err(GatewayError::Build)
+    }
+
+    /// Run a worker until `shutdown`; in embedded mode it holds the ledger's worker lock so a
+    /// second embedded worker process is refused (its limits would not be shared).
+    pub async fn work(
+        &self,
+        gateway: Gateway,
+        concurrency: usize,
+        shutdown: Shutdown,
+    ) -> Result<WorkerReport, QueueError> {
+        let queue = match &self.queue {
+            Queue::Embedded(q) => Queue::Embedded(q.clone().with_ledger_lock(self.store.clone())),
+            other => other.clone(),
+        };
+        let runner = Arc::new(JobRunner::new(
+            self.store.clone(),
+            gateway.clone(),
+            self.cfg.clone(),
+        ));
+        let opts = WorkerOptions {
+            concurrency: concurrency.max(1),
+            name: None,
+            on_dead: Some(runner.dead_hook()),
+        };
+        let report = queue
+            .run_worker(
+                opts,
+                move |task, ctx| {
+                    let runner = runner.clone();
+                    async move { runner.run_task(task, ctx).await }
+                },
+                shutdown,
+            )
+            .await?;
+        gateway.flush().await;
+        Ok(report)
+    }
+}
+
+/// Why the gates and the link layer could not be set up.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum GatewayError {
+    /// The fleet gates (Redis) could not be reached.
+    #[error(transparent)]
+    Gates(#[from] GateError),
+    /// The fleet link state (Redis) could not be reached.
+    #[error(transparent)]
+    FleetLink(#[from] crate::link::shared::FleetLinkError),
+    /// A platform client could not be built from the configuration.
+    #[error(transparent)]
+    Build(#[from] crate::config::ClientSetupError),
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn queue_file_sits_beside_the_ledger() {
+        assert_eq!(
+            embedded_queue_path("sqlite://syncfleet.db"),
+            PathBuf::from("syncfleet.queue.db")
+        );
+        assert_eq!(
+            embedded_queue_path("sqlite:///var/lib/sf/ledger.db?mode=rwc"),
+            PathBuf::from("/var/lib/sf/ledger.queue.db")
+        );
+        // A server ledger: the working directory, never a path made of the URL.
+        assert_eq!(
+            embedded_queue_path("postgres://sf:pw@db.internal/ledger"),
+            PathBuf::from("syncfleet.queue.db")
+        );
+    }
+}

@@ -1,0 +1,224 @@
+//! A worker process's life ([`run_worker`]): signals, the queue monitor (idle exit,
+//! unreachable exit), the stop grace and the probe loop.
+
+use super::runtime::{GatewayError, Runtime, RuntimeError};
+use crate::jobs::secrets::SecretsError;
+use crate::queue::{QueueError, Shutdown, WorkerReport};
+use std::time::{Duration, Instant};
+
+/// Time the stop may take beyond the shutdown grace: recording outcomes, acks, give-backs.
+pub(crate) const STOP_MARGIN: Duration = Duration::from_secs(15);
+
+/// How [`run_worker`] runs a worker.
+#[derive(Debug, Clone)]
+pub(crate) struct RunOptions {
+    /// Tasks run at once by this process.
+    pub(crate) concurrency: usize,
+    /// Exit once the queue stays empty this long; `None`: run until SIGTERM/SIGINT.
+    pub(crate) exit_when_idle: Option<Duration>,
+    /// Serve Prometheus metrics here while the worker runs (`--metrics-listen`).
+    pub(crate) metrics_listen: Option<std::net::SocketAddr>,
+}
+
+/// Why a worker stopped other than by a clean stop (a signal or the idle exit).
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum WorkerError {
+    /// Running jobs need secrets (or platform configs) this worker does not have, or the
+    /// ledger could not be read to find out.
+    #[error(transparent)]
+    Secrets(#[from] SecretsError),
+    /// The gates or the link layer could not be set up.
+    #[error(transparent)]
+    Gateway(#[from] GatewayError),
+    /// The queue was unreachable for `queue.unreachable_exit_s`.
+    #[error(
+        "the queue was unreachable for {for_s} s (queue.unreachable_exit_s): {error}; exiting"
+    )]
+    Unreachable {
+        /// `queue.unreachable_exit_s`.
+        for_s: u64,
+        /// The last error the queue answered.
+        error: QueueError,
+    },
+    /// In-flight tasks did not finish within the shutdown grace plus [`STOP_MARGIN`].
+    #[error(
+        "in-flight tasks did not finish within {grace_s} s of the stop signal; exiting (their tasks will be recovered by another worker)"
+    )]
+    GraceExceeded {
+        /// `queue.shutdown_grace_s` + [`STOP_MARGIN`], seconds.
+        grace_s: u64,
+    },
+    /// The worker itself failed (its queue refused it, e.g. a second embedded worker).
+    #[error(transparent)]
+    Queue(#[from] QueueError),
+    /// `--metrics-listen` could not be served (a busy or bad address).
+    #[error(transparent)]
+    Metrics(#[from] crate::app::metrics::MetricsError),
+}
+
+impl WorkerError {
+    /// The operator's mistake (a missing secret, a second embedded worker, a queue that
+    /// serves another ledger), not a failure of the system.
+    pub(crate) fn is_input_error(&self) -> bool {
+        match self {
+            WorkerError::Secrets(e) => e.is_input_error(),
+            WorkerError::Queue(e) => RuntimeError::is_queue_input_error(e),
+            WorkerError::Metrics(e) => e.is_input_error(),
+            WorkerError::Gateway(_)
+            | WorkerError::Unreachable { .. }
+            | WorkerError::GraceExceeded { .. } => false,
+        }
+    }
+}
+
+/// Run a worker process's whole life: check the secrets of the running jobs, set up the gates
+/// and the link layer, stop on SIGTERM/SIGINT (or when `shutdown` is triggered), on an idle
+/// queue (`opts.exit_when_idle`) or an unreachable one (`queue.unreachable_exit_s`), run the
+/// probe loop (`[probe] interval_s`), and give in-flight tasks the shutdown grace.
+pub(crate) async fn run_worker(
+    rt: &Runtime,
+    opts: &RunOptions,
+    shutdown: Shutdown,
+) -> Result<WorkerReport, WorkerError> {
+    // Secrets of the platforms the running jobs use: a missing one is named.
+    crate::jobs::secrets::check_running_jobs(&rt.store, &rt.cfg).await?;
+    let (gates, gateway) = rt.gates_and_gateway().await?;
+    // The metrics endpoint and collector, stopped when `_metrics` drops at return.
+    let _metrics = crate::app::metrics::serve_if(opts.metrics_listen, || {
+        rt.metrics_sources(gates, gateway.clone())
+    })
+    .await?;
+    shutdown_on_signal(shutdown.clone());
+    let unreachable = (rt.cfg.queue.unreachable_exit_s > 0)
+        .then(|| Duration::from_secs(rt.cfg.queue.unreachable_exit_s));
+    let monitor = monitor_queue(rt, opts.exit_when_idle, unreachable, shutdown.clone());
+    // Probes: in a fleet only the holder of the probe lease runs them. `[probe] interval_s
+    // = 0` turns them off (their sample calls would otherwise land in exact call counts).
+    let probes = (rt.cfg.probe.interval_s > 0).then(|| {
+        let probe_stop = shutdown.clone();
+        tokio::spawn(crate::link::probe::run_probe_loop(
+            gateway.clone(),
+            rt.cfg.probe.clone(),
+            None,
+            async move { probe_stop.wait().await },
+        ))
+    });
+    // After the stop, items already calling get `queue.shutdown_grace_s` to finish and the
+    // rest of every chunk goes back uncharged; the margin covers recording and acks. A
+    // worker still busy past that exits anyway: its tasks are recovered as orphans.
+    let grace = Duration::from_secs(rt.cfg.queue.shutdown_grace_s) + STOP_MARGIN;
+    let stopping = shutdown.clone();
+    let work = rt.work(gateway, opts.concurrency, shutdown);
+    tokio::pin!(work);
+    let report = tokio::select! {
+        r = &mut work => Some(r),
+        _ = async { stopping.wait().await; tokio::time::sleep(grace).await } => None,
+    };
+    if let Some(mut p) = probes {
+        // Let the probe loop see the stop and release the fleet's probe lease (aborting it
+        // left the lease held for 1.5 intervals by a worker that was gone).
+        stopping.trigger();
+        if tokio::time::timeout(Duration::from_secs(2), &mut p)
+            .await
+            .is_err()
+        {
+            p.abort();
+        }
+    }
+    let why = if monitor.is_finished() {
+        monitor.await.ok().flatten()
+    } else {
+        monitor.abort();
+        None
+    };
+    if let Some(MonitorStop::Unreachable { for_s, error }) = why {
+        return Err(WorkerError::Unreachable { for_s, error });
+    }
+    let Some(report) = report else {
+        return Err(WorkerError::GraceExceeded {
+            grace_s: grace.as_secs(),
+        });
+    };
+    Ok(report?)
+}
+
+/// Trigger `shutdown` on SIGTERM or SIGINT: stop fetching, finish in-flight tasks, exit.
+fn shutdown_on_signal(shutdown: Shutdown) {
+    tokio::spawn(async move {
+        #[cfg(unix)]
+        {
+            use tokio::signal::unix::{signal, SignalKind};
+            let (Ok(mut term), Ok(mut int)) = (
+                signal(SignalKind::terminate()),
+                signal(SignalKind::interrupt()),
+            ) else {
+                tracing::warn!("cannot install signal handlers: only a kill stops this worker");
+                return;
+            };
+            tokio::select! { _ = term.recv() => {}, _ = int.recv() => {} }
+        }
+        #[cfg(not(unix))]
+        {
+            let _ = tokio::signal::ctrl_c().await;
+        }
+        tracing::info!("signal received: finishing in-flight tasks, then exiting");
+        shutdown.trigger();
+    });
+}
+
+/// Why the queue monitor stopped the worker.
+#[derive(Debug)]
+enum MonitorStop {
+    /// The queue stayed empty for `--exit-when-idle-s`.
+    Idle,
+    /// The queue was unreachable for `queue.unreachable_exit_s`.
+    Unreachable { for_s: u64, error: QueueError },
+}
+
+/// Watch the queue every half second: trigger `shutdown` once it has been empty for `idle`
+/// (when given), or once it has been unreachable for `unreachable` (when given). An error
+/// never counts as "empty", and never resets the unreachable clock.
+fn monitor_queue(
+    rt: &Runtime,
+    idle: Option<Duration>,
+    unreachable: Option<Duration>,
+    shutdown: Shutdown,
+) -> tokio::task::JoinHandle<Option<MonitorStop>> {
+    let queue = rt.queue.clone();
+    tokio::spawn(async move {
+        let mut empty_since: Option<Instant> = None;
+        let mut down_since: Option<Instant> = None;
+        loop {
+            tokio::select! {
+                _ = tokio::time::sleep(Duration::from_millis(500)) => {}
+                _ = shutdown.wait() => return None,
+            }
+            match queue.len().await {
+                Ok(len) => {
+                    down_since = None;
+                    if len.total() > 0 {
+                        empty_since = None;
+                        continue;
+                    }
+                    let since = *empty_since.get_or_insert_with(Instant::now);
+                    if idle.is_some_and(|idle| since.elapsed() >= idle) {
+                        shutdown.trigger();
+                        return Some(MonitorStop::Idle);
+                    }
+                }
+                Err(e) => {
+                    empty_since = None;
+                    let since = *down_since.get_or_insert_with(Instant::now);
+                    if let Some(limit) = unreachable.filter(|l| since.elapsed() >= *l) {
+                        tracing::error!(error = %e, "the queue has been unreachable for {} s: stopping", limit.as_secs());
+                        shutdown.trigger();
+                        return Some(MonitorStop::Unreachable {
+                            for_s: limit.as_secs(),
+                            error: e,
+                        });
+                    }
+                }
+            }
+        }
+    })
+}

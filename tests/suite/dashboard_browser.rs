@@ -1,0 +1,240 @@
+//! The dashboard in a real headless Chromium: during a real job against the
+//! simulator the page shows progress advancing and the gate's burn chart rendered; a gate
+//! change without the token is refused and leaves the ledger alone; with the token it lands
+//! in `gate_changes`. Screenshots go to `target/test-artifacts/`.
+//!
+//! Needs Debian's `chromium` and `chromium-driver` (scripts/test installs them).
+
+use crate::jobs_harness;
+
+use fantoccini::{ClientBuilder, Locator};
+use jobs_harness::{ClientOpts, Harness};
+use std::net::TcpListener;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+use syncfleet::platform::{Api, Platform};
+use syncfleet::sim::SimConfig;
+
+const TOKEN: &str = "test-dashboard-token";
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("a free port")
+}
+
+/// A child process killed on drop.
+struct Kid(Child);
+impl Drop for Kid {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn wait_port(port: u16, what: &str) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(Instant::now() < deadline, "{what} did not listen on {port}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+fn artifacts() -> std::path::PathBuf {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("target/test-artifacts");
+    std::fs::create_dir_all(&dir).expect("artifacts dir");
+    dir
+}
+
+/// Poll `f` (bounded, generous) until it yields `Some`.
+async fn eventually<T, F, Fut>(what: &str, mut f: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        if let Some(v) = f().await {
+            return v;
+        }
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dashboard_shows_live_progress_and_guards_its_actions() {
+    let _serial = jobs_harness::serial().await;
+    for bin in ["/usr/bin/chromium", "/usr/bin/chromedriver"] {
+        assert!(
+            std::path::Path::new(bin).exists(),
+            "{bin} is missing: apt-get install chromium chromium-driver (scripts/test does)"
+        );
+    }
+    let sim = SimConfig::demo()
+        .with_limit(Platform::Alibaba, Api::ItemGet, 2_000, 10_000_000)
+        .with_limit(Platform::Taobao, Api::ItemAdd, 2_000, 10_000_000);
+    let opts = ClientOpts {
+        rate: 150.0,
+        ..ClientOpts::default()
+    };
+    let mut h = Harness::start(sim, &opts).await;
+    let job = h.enqueue_listing(3_000);
+    h.spawn_worker(8, 5);
+
+    let port = free_port();
+    let _dashboard = Kid(h
+        .command_with(
+            &h.config,
+            &["dashboard", "--listen", &format!("127.0.0.1:{port}")],
+        )
+        .env("SYNCFLEET_DASHBOARD_TOKEN", TOKEN)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start the dashboard"));
+    wait_port(port, "the dashboard");
+    let driver_port = free_port();
+    let _driver = Kid(Command::new("/usr/bin/chromedriver")
+        .arg(format!("--port={driver_port}"))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start chromedriver"));
+    wait_port(driver_port, "chromedriver");
+    let profile = tempfile::tempdir().expect("profile dir");
+    let mut caps = serde_json::Map::new();
+    caps.insert(
+        "goog:chromeOptions".into(),
+        serde_json::json!({
+            "binary": "/usr/bin/chromium",
+            "args": [
+                "--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+                "--disable-quic", "--no-first-run", "--disable-background-networking",
+                "--disable-component-update", "--disable-sync", "--window-size=1400,1000",
+                format!("--user-data-dir={}", profile.path().display()),
+            ]
+        }),
+    );
+    // chromedriver listens on loopback over plain HTTP: no TLS in the test build.
+    let connector = hyper_util::client::legacy::connect::HttpConnector::new();
+    let browser = ClientBuilder::new(connector)
+        .capabilities(caps)
+        .connect(&format!("http://127.0.0.1:{driver_port}"))
+        .await
+        .expect("a browser session");
+    browser
+        .goto(&format!("http://127.0.0.1:{port}/"))
+        .await
+        .expect("open the page");
+
+    // Progress advances on the page while the job runs.
+    let done_cell = format!("tr[data-job='{job}'] td.done");
+    let read_done = || async {
+        let el = browser.find(Locator::Css(&done_cell)).await.ok()?;
+        let text = el.text().await.ok()?;
+        text.replace([',', '\u{a0}', ' '], "").parse::<u64>().ok()
+    };
+    let first = eventually("a done count on the page", || async {
+        read_done().await.filter(|n| *n > 0)
+    })
+    .await;
+    let later = eventually("the done count to advance", || async {
+        read_done().await.filter(|n| *n > first)
+    })
+    .await;
+    assert!(later > first);
+    // The gate's burn chart renders (an SVG image with a size).
+    let width = eventually("the burn chart", || async {
+        let v = browser
+            .execute(
+                "const i = document.querySelector('img.burn'); return i && i.complete ? i.naturalWidth : 0;",
+                vec![],
+            )
+            .await
+            .ok()?;
+        v.as_u64().filter(|w| *w > 0)
+    })
+    .await;
+    assert!(width >= 100, "chart width {width}");
+    let shot = browser.screenshot().await.expect("screenshot");
+    std::fs::write(artifacts().join("dashboard-progress.png"), shot).expect("save screenshot");
+
+    // A gate change without the token is refused and changes nothing.
+    for (id, value) in [
+        ("gate", "taobao.item_add"),
+        ("rate", "120"),
+        ("why", "dashboard test"),
+    ] {
+        browser
+            .find(Locator::Id(id))
+            .await
+            .expect(id)
+            .send_keys(value)
+            .await
+            .expect("type");
+    }
+    let status = || async {
+        let v = browser
+            .execute(
+                "return document.getElementById('result').dataset.status || '';",
+                vec![],
+            )
+            .await
+            .ok()?;
+        v.as_str().filter(|s| !s.is_empty()).map(str::to_string)
+    };
+    browser
+        .find(Locator::Id("setgate"))
+        .await
+        .expect("button")
+        .click()
+        .await
+        .expect("click");
+    let refused = eventually("the refusal", status).await;
+    assert_eq!(refused, "401");
+    assert!(
+        h.store
+            .gate_changes(10)
+            .await
+            .expect("gate changes")
+            .is_empty(),
+        "a refused action changed the ledger"
+    );
+    // With the token it is done and recorded like the CLI's.
+    browser
+        .execute(
+            "document.getElementById('result').dataset.status = '';",
+            vec![],
+        )
+        .await
+        .expect("reset");
+    browser
+        .find(Locator::Id("token"))
+        .await
+        .expect("token field")
+        .send_keys(TOKEN)
+        .await
+        .expect("type token");
+    browser
+        .find(Locator::Id("setgate"))
+        .await
+        .expect("button")
+        .click()
+        .await
+        .expect("click");
+    let ok = eventually("the action", status).await;
+    assert_eq!(ok, "200");
+    let changes = h.store.gate_changes(10).await.expect("gate changes");
+    assert_eq!(changes.len(), 1, "{changes:?}");
+    let (_, change) = &changes[0];
+    assert_eq!(
+        (change.who.as_str(), change.why.as_str(), change.new_rate),
+        ("dashboard", "dashboard test", 120.0)
+    );
+    let shot = browser.screenshot().await.expect("screenshot");
+    std::fs::write(artifacts().join("dashboard-action.png"), shot).expect("save screenshot");
+    browser.close().await.expect("close the browser");
+    h.wait_job(job, Duration::from_secs(120)).await;
+}

@@ -1,0 +1,29 @@
+//! The integration tests, as one test binary (one link instead of twenty): each module is
+//! one concern, run against real components (Redis, SQLite, PostgreSQL, the simulator over
+//! loopback, worker processes of the built binary, headless Chromium). `scripts/test` runs
+//! the modules a few at a time (`scripts/run-test-binaries`); `cargo test --test suite
+//! jobs_fleet::` runs one.
+
+mod jobs_harness;
+mod support;
+
+mod dashboard_browser;
+mod fleet_postgres;
+mod jobs_chaos;
+mod jobs_economy;
+mod jobs_fleet;
+mod jobs_liveness;
+mod jobs_logistics;
+mod jobs_slow;
+mod link;
+mod link_process;
+mod ops_logs;
+mod ops_metrics;
+mod platform_sim;
+mod queue;
+mod queue_embedded;
+mod secrets;
+mod sim;
+mod store;
+mod throttle_embedded;
+mod throttle_redis;

@@ -1,0 +1,790 @@
+//! Fleet gates against a real Redis (a private redis-server, or REDIS_URL).
+
+use crate::support;
+
+use redis::Script;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use support::redis::TestRedis;
+use syncfleet::config::Config;
+use syncfleet::platform::{Api, Platform};
+use syncfleet::throttle::aimd::{AimdParams, AimdState};
+use syncfleet::throttle::{gate_keys, GateOutcome, GateRefusal, Gates};
+
+const P: Platform = Platform::Taobao;
+const A: Api = Api::ItemGet;
+
+/// A gate without the boundary band: these tests check the bucket's timing, which a call
+/// booked in the last 25 ms of a second would shift to the next one (the band has its own
+/// injected-clock test below).
+fn cfg(rate: f64, burst: f64, concurrency: u32) -> Config {
+    let text = format!(
+        "[gates.\"taobao.item_get\"]\nrate = {rate}\nburst = {burst}\nconcurrency = {concurrency}\nmax_wait_ms = 5000\naimd_step = 5\naimd_successes = 10\nboundary_band_ms = 0\n"
+    );
+    Config::parse(Path::new("test.toml"), &text).expect("test config")
+}
+
+fn now_us() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_micros() as u64
+}
+
+fn hammer_worker(
+    redis: &TestRedis,
+    ns: &str,
+    rate: f64,
+    burst: f64,
+    seconds: f64,
+    start_at: u64,
+) -> Command {
+    // The load generator is the `gatebench` program (src/bin/gatebench.rs).
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_gatebench"));
+    cmd.args(["--redis", &redis.url, "hammer", "--worker", "--timestamps"])
+        .args(["--rate", &rate.to_string(), "--burst", &burst.to_string()])
+        .args([
+            "--concurrency",
+            "8",
+            "--seconds",
+            &seconds.to_string(),
+            "--max-wait-ms",
+            "1000",
+        ])
+        .args(["--namespace", ns, "--start-at-us", &start_at.to_string()])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit());
+    cmd
+}
+
+fn admissions(out: &[u8]) -> Vec<u64> {
+    String::from_utf8_lossy(out)
+        .lines()
+        .filter_map(|l| l.strip_prefix("a ").and_then(|t| t.parse().ok()))
+        .collect()
+}
+
+fn busiest_window(sorted: &[u64], window_us: u64) -> usize {
+    let (mut best, mut lo) = (0, 0);
+    for hi in 0..sorted.len() {
+        while sorted[hi] - sorted[lo] >= window_us {
+            lo += 1;
+        }
+        best = best.max(hi - lo + 1);
+    }
+    best
+}
+
+#[test]
+fn four_processes_share_one_gate_within_rate_and_burst() {
+    let redis = TestRedis::start();
+    let (rate, burst, seconds) = (200.0, 20.0, 4.0);
+    let start = now_us() + 1_500_000;
+    let children: Vec<_> = (0..4)
+        .map(|_| {
+            hammer_worker(&redis, &redis.prefix, rate, burst, seconds, start)
+                .spawn()
+                .expect("spawn hammer")
+        })
+        .collect();
+    let mut all = Vec::new();
+    let mut per_process = Vec::new();
+    for c in children {
+        let out = c.wait_with_output().expect("hammer output");
+        assert!(out.status.success(), "hammer failed: {}", out.status);
+        let a = admissions(&out.stdout);
+        per_process.push(a.len());
+        all.extend(a);
+    }
+    all.sort_unstable();
+    // The window: from the first admission (a process slow to start on a loaded machine does
+    // not count against the gate) to the common end; every worker runs at least until then.
+    let first = all.first().copied().expect("some admissions");
+    let end = start + (seconds * 1e6) as u64;
+    let window_s = (end - first) as f64 / 1e6;
+    assert!(
+        window_s > seconds - 0.5,
+        "the workers started {:.2} s late",
+        seconds - window_s
+    );
+    let in_window: Vec<u64> = all.iter().copied().filter(|&t| t <= end).collect();
+    let ideal = rate * window_s + burst;
+    let admitted = in_window.len() as f64;
+    assert!(
+        admitted <= ideal + 1.0,
+        "admitted {admitted} > R*T+B = {ideal}"
+    );
+    assert!(
+        admitted >= 0.97 * ideal,
+        "admitted {admitted} < 97% of {ideal} (per process {per_process:?})"
+    );
+    let busiest = busiest_window(&in_window, 1_000_000);
+    assert!(
+        busiest as f64 <= burst + rate + 1.0,
+        "busiest 1 s window {busiest} > B+R = {}",
+        burst + rate
+    );
+    assert!(
+        per_process.iter().all(|&n| n > 0),
+        "every process got a share: {per_process:?}"
+    );
+    assert!(first >= start, "no admission before the common start");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn script_flush_mid_run_and_acquisition_continues() {
+    let redis = TestRedis::start();
+    let gates = Gates::redis_with_namespace(&cfg(5_000.0, 5_000.0, 8), &redis.url, &redis.prefix)
+        .await
+        .unwrap();
+    let sha = Script::new(include_str!("../../src/throttle/acquire.lua"))
+        .get_hash()
+        .to_string();
+    let mut con = redis.connection();
+    let end = Instant::now() + Duration::from_millis(1200);
+    let flush_at = Instant::now() + Duration::from_millis(400);
+    let (mut before, mut after, mut flushed) = (0, 0, false);
+    while Instant::now() < end {
+        if !flushed && Instant::now() >= flush_at {
+            let _: () = redis::cmd("SCRIPT").arg("FLUSH").query(&mut con).unwrap();
+            let exists: Vec<i64> = redis::cmd("SCRIPT")
+                .arg("EXISTS")
+                .arg(&sha)
+                .query(&mut con)
+                .unwrap();
+            assert_eq!(exists, vec![0], "the flush removed the script");
+            flushed = true;
+        }
+        match gates.acquire(P, A, Duration::from_millis(500)).await {
+            Ok(_) if flushed => after += 1,
+            Ok(_) => before += 1,
+            // A response timeout on a starved CI machine is not what this test is about; any
+            // other error (NOSCRIPT above all) fails it.
+            Err(GateRefusal::Unreachable {
+                timed_out: true, ..
+            }) => {}
+            Err(e) => panic!("acquisition failed after {before} + {after}: {e}"),
+        }
+    }
+    assert!(before > 10 && after > 10, "before {before}, after {after}");
+    let exists: Vec<i64> = redis::cmd("SCRIPT")
+        .arg("EXISTS")
+        .arg(&sha)
+        .query(&mut con)
+        .unwrap();
+    assert_eq!(exists, vec![1], "the script was loaded again on NOSCRIPT");
+}
+
+#[test]
+fn gate_set_is_obeyed_by_a_running_process_within_a_second() {
+    let redis = TestRedis::start();
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("syncfleet.toml");
+    std::fs::write(
+        &config,
+        "[gates.\"taobao.item_get\"]\nrate = 100\nburst = 10\n",
+    )
+    .unwrap();
+    let db = format!("sqlite://{}", dir.path().join("ledger.db").display());
+    let migrated = Command::new(env!("CARGO_BIN_EXE_syncfleet"))
+        .args(["--db", &db, "db", "migrate"])
+        .output()
+        .unwrap();
+    assert!(migrated.status.success(), "db migrate");
+    let start = now_us() + 1_000_000;
+    let child = hammer_worker(&redis, &redis.prefix, 100.0, 10.0, 5.0, start)
+        .spawn()
+        .unwrap();
+    // Let it run at 100/s for a second (from its first acquisition, which creates the bucket
+    // key: a loaded machine may start it late), then set 10/s from another process.
+    let bucket = gate_keys(&redis.prefix, P, A).bucket;
+    let mut con = redis.connection();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !redis::cmd("EXISTS")
+        .arg(&bucket)
+        .query::<bool>(&mut con)
+        .unwrap()
+    {
+        assert!(Instant::now() < deadline, "the hammer never acquired");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    std::thread::sleep(Duration::from_millis(1200));
+    let set_started = now_us();
+    let out = Command::new(env!("CARGO_BIN_EXE_syncfleet"))
+        .args(["--redis", &redis.url, "--db", &db, "--config"])
+        .arg(&config)
+        .args([
+            "gate",
+            "set",
+            "taobao",
+            "item_get",
+            "--rate",
+            "10",
+            "--burst",
+            "2",
+            "--why",
+            "test: slow down",
+        ])
+        .args(["--namespace", &redis.prefix])
+        .output()
+        .unwrap();
+    let set_done = now_us();
+    assert!(
+        out.status.success(),
+        "gate set failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains("rate 100 burst 10 -> rate 10 burst 2"),
+        "{stdout}"
+    );
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success());
+    let times = admissions(&out.stdout);
+    // The hammer's own start (it may have started after `start` on a loaded machine).
+    let ran_from: u64 = String::from_utf8_lossy(&out.stdout)
+        .split_whitespace()
+        .find_map(|w| w.strip_prefix("start_us=").and_then(|v| v.parse().ok()))
+        .expect("the hammer reports its start");
+    let end = ran_from.max(start) + 5_000_000;
+    assert!(
+        end > set_done + 2_000_000,
+        "the change came too late in the run"
+    );
+    // Skip the first 200 ms (the burst of 10) when measuring the rate before the change.
+    let fast_from = times.first().copied().expect("admissions") + 200_000;
+    let fast = times
+        .iter()
+        .filter(|&&t| t >= fast_from && t < set_started)
+        .count() as f64;
+    let fast_rate = fast / ((set_started - fast_from) as f64 / 1e6);
+    assert!(
+        fast_rate > 60.0,
+        "ran at {fast_rate:.1}/s before the change"
+    );
+    // From one second after the change: 10/s plus the new burst of 2 (one call of slack).
+    let from = set_done + 1_000_000;
+    let slow = times.iter().filter(|&&t| t >= from && t <= end).count() as f64;
+    let allowed = 10.0 * (end - from) as f64 / 1e6 + 2.0 + 1.0;
+    assert!(
+        slow <= allowed,
+        "{slow} admissions in the last {:.1} s, allowed {allowed}",
+        (end - from) as f64 / 1e6
+    );
+    assert!(
+        slow >= 0.5 * allowed,
+        "still running after the change: {slow}"
+    );
+
+    // The audit trail has it.
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let changes = rt.block_on(async {
+        let store = syncfleet::store::Store::connect(&db).await.unwrap();
+        store.gate_changes(10).await.unwrap()
+    });
+    let (_, c) = changes.first().expect("one gate change recorded");
+    assert_eq!(
+        (c.platform, c.api, c.old_rate, c.new_rate),
+        (P, A, Some(100.0), 10.0)
+    );
+    assert_eq!((c.old_burst, c.new_burst), (Some(10), Some(2)));
+    assert_eq!(c.why, "test: slow down");
+    assert!(c.who.contains('@'), "{}", c.who);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_workers_rate_limit_slows_every_worker_and_a_ban_pauses_all() {
+    let redis = TestRedis::start();
+    let config = cfg(100.0, 5.0, 8);
+    let a = Gates::redis_with_namespace(&config, &redis.url, &redis.prefix)
+        .await
+        .unwrap();
+    let b = Gates::redis_with_namespace(&config, &redis.url, &redis.prefix)
+        .await
+        .unwrap();
+    a.report(
+        P,
+        A,
+        GateOutcome::RateLimited {
+            ban: None,
+            quota_spent: false,
+        },
+    );
+    a.flush().await;
+    let snap = b.snapshot().await.unwrap();
+    let s = snap.iter().find(|s| s.platform == P && s.api == A).unwrap();
+    // Nothing is known to have been admitted in the rejected second: the rate is cut to the
+    // floor (2% of 100/s) until the measurement settles.
+    assert_eq!(s.adaptive_rate, 2.0, "worker b sees the cut rate");
+    // b's acquisitions are now paced at 2/s with a burst of one: three take about a second.
+    let t = Instant::now();
+    for _ in 0..3 {
+        b.acquire(P, A, Duration::from_secs(5)).await.unwrap();
+    }
+    assert!(
+        t.elapsed() >= Duration::from_millis(400),
+        "paced at the new rate: {:?}",
+        t.elapsed()
+    );
+
+    a.report(
+        P,
+        A,
+        GateOutcome::RateLimited {
+            ban: Some(Duration::from_secs(3)),
+            quota_spent: false,
+        },
+    );
+    a.flush().await;
+    match b.acquire(P, A, Duration::from_secs(1)).await {
+        Err(GateRefusal::Paused { remaining, reason }) => {
+            assert!(
+                // 3 s from the report, less the flush and this call: generous on a loaded box.
+                remaining > Duration::from_millis(1000) && remaining <= Duration::from_secs(3),
+                "{remaining:?}"
+            );
+            assert!(reason.contains("ban"), "{reason}");
+        }
+        other => panic!("expected a pause, got {other:?}"),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn spent_quota_pauses_until_the_reset_and_every_call_counts() {
+    let redis = TestRedis::start();
+    let gates = Gates::redis_with_namespace(&cfg(100.0, 5.0, 8), &redis.url, &redis.prefix)
+        .await
+        .unwrap();
+    for _ in 0..3 {
+        gates.report(P, A, GateOutcome::Success);
+    }
+    gates.report(P, A, GateOutcome::Failure);
+    gates.report(P, A, GateOutcome::Failure);
+    gates.flush().await;
+    let used = |snaps: Vec<syncfleet::throttle::GateSnapshot>| {
+        snaps
+            .into_iter()
+            .find(|s| s.platform == P && s.api == A)
+            .unwrap()
+            .used_today
+    };
+    assert_eq!(
+        used(gates.snapshot().await.unwrap()),
+        5,
+        "failed calls count too"
+    );
+    gates.report(
+        P,
+        A,
+        GateOutcome::RateLimited {
+            ban: None,
+            quota_spent: true,
+        },
+    );
+    gates.flush().await;
+    assert_eq!(used(gates.snapshot().await.unwrap()), 6);
+    let now = chrono::Utc::now();
+    let to_reset = (syncfleet::time::next_quota_reset(now) - now)
+        .to_std()
+        .unwrap();
+    match gates.acquire(P, A, Duration::from_secs(1)).await {
+        Err(GateRefusal::Paused { remaining, reason }) => {
+            let diff = to_reset.as_secs_f64() - remaining.as_secs_f64();
+            assert!(
+                diff.abs() < 5.0,
+                "paused {remaining:?}, reset in {to_reset:?}"
+            );
+            assert!(reason.contains("quota"), "{reason}");
+        }
+        other => panic!("expected a pause until the reset, got {other:?}"),
+    }
+    // A spent quota is not a rate signal: the adaptive rate is untouched.
+    let s = gates
+        .snapshot()
+        .await
+        .unwrap()
+        .into_iter()
+        .find(|s| s.platform == P && s.api == A)
+        .unwrap();
+    assert_eq!(s.adaptive_rate, 100.0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reservation_beyond_max_wait_is_refused_and_not_taken() {
+    let redis = TestRedis::start();
+    let gates = Gates::redis_with_namespace(&cfg(10.0, 1.0, 8), &redis.url, &redis.prefix)
+        .await
+        .unwrap();
+    gates.acquire(P, A, Duration::ZERO).await.unwrap();
+    let first = match gates.acquire(P, A, Duration::from_millis(20)).await {
+        Err(GateRefusal::RetryAt(d)) => d,
+        other => panic!("expected RetryAt, got {other:?}"),
+    };
+    let second = match gates.acquire(P, A, Duration::from_millis(20)).await {
+        Err(GateRefusal::RetryAt(d)) => d,
+        other => panic!("expected RetryAt, got {other:?}"),
+    };
+    // One interval (100 ms) from the first acquisition, less the time since: how much less
+    // depends on the machine, so only the bounds that do not race it are checked.
+    assert!(
+        first > Duration::ZERO && first <= Duration::from_millis(100),
+        "{first:?}"
+    );
+    // Not taken: the second refusal names (about) the same time, not one interval later.
+    assert!(second <= first, "{second:?} vs {first:?}");
+    // Within the max wait, the caller sleeps once and goes.
+    let p = gates
+        .acquire(P, A, Duration::from_millis(500))
+        .await
+        .unwrap();
+    assert!(p.waited() >= Duration::from_millis(40), "{:?}", p.waited());
+}
+
+/// The GCRA script with an injected clock: burst, pacing, refusal not taken, the debt kept in
+/// calls when the rate halves, and pauses.
+#[test]
+fn acquire_script_reserves_on_an_injected_clock() {
+    let redis = TestRedis::start();
+    let mut con = redis.connection();
+    let k = gate_keys(&redis.prefix, P, A);
+    let script = Script::new(include_str!("../../src/throttle/acquire.lua"));
+    let t0: u64 = 1_700_000_000_000_000;
+    let mut call = |now: u64, max_wait: u64| -> (i64, i64, String) {
+        let (code, wait, reason, _rate, _second): (i64, i64, String, String, u64) = script
+            .key(&k.bucket)
+            .key(&k.aimd)
+            .key(&k.pause)
+            .key(&k.conf)
+            .arg(10.0)
+            .arg(3.0)
+            .arg(max_wait)
+            .arg(now)
+            .invoke(&mut con)
+            .unwrap();
+        (code, wait, reason)
+    };
+    for _ in 0..3 {
+        assert_eq!(call(t0, 1_000_000).0, 0, "burst of 3 goes now");
+    }
+    assert_eq!(call(t0, 1_000_000), (1, 100_000, String::new()));
+    assert_eq!(call(t0, 1_000_000), (1, 200_000, String::new()));
+    assert_eq!(call(t0, 1_000_000), (1, 300_000, String::new()));
+    assert_eq!(
+        call(t0, 150_000),
+        (2, 400_000, String::new()),
+        "beyond max wait: refused"
+    );
+    assert_eq!(
+        call(t0, 150_000),
+        (2, 400_000, String::new()),
+        "and not taken"
+    );
+    // Halve the rate: the debt now costs 200 ms a call, so no extra burst appears, and the
+    // burst follows the rate (3 -> 1.5 calls): the next cell is at 1.4 s - 1.5 x 200 ms.
+    let mut con2 = redis.connection();
+    let _: () = redis::cmd("HSET")
+        .arg(&k.aimd)
+        .arg("rate")
+        .arg("5")
+        .query(&mut con2)
+        .unwrap();
+    assert_eq!(call(t0, 10_000_000), (1, 1_100_000, String::new()));
+    let until = t0 + 5_000_000;
+    let _: () = redis::cmd("HSET")
+        .arg(&k.pause)
+        .arg("until")
+        .arg(until)
+        .arg("reason")
+        .arg("ban")
+        .query(&mut con2)
+        .unwrap();
+    assert_eq!(
+        call(t0 + 1_000_000, 1_000_000),
+        (3, 4_000_000, "ban".into())
+    );
+}
+
+/// report.lua implements the rules of the reference type `throttle::aimd`: one event sequence
+/// through both, on one injected clock, gives the same rate, ceiling and bracket after every
+/// event (a measurement opened, settled, a probe, a rejected probe, a rejection at a held
+/// ceiling, recovery past the hold).
+#[test]
+fn report_script_matches_the_reference_aimd_type() {
+    let redis = TestRedis::start();
+    let mut con = redis.connection();
+    let k = gate_keys(&redis.prefix, P, A);
+    let script = Script::new(include_str!("../../src/throttle/report.lua"));
+    let params = AimdParams::new(300.0, 15.0, 20);
+    let mut reference = AimdState::new(&params);
+    let t0: u64 = 1_700_000_000_000; // ms, on a second boundary
+                                     // (reported at, successes, sent at, rejected), ms after t0.
+    let mut events: Vec<(u64, u32, u64, bool)> = Vec::new();
+    // A ramp: 3 admitted every 10 ms from 0.5 s, answered 50 ms later; rejected at 0.6 s.
+    for i in 0..10 {
+        events.push((550 + i * 10, 3, 500 + i * 10, false));
+    }
+    events.push((605, 0, 600, true)); // opens a measurement, before most answers are in
+    events.push((640, 0, 610, true)); // an echo: absorbed
+    events.push((660, 3, 595, false)); // a late answer, sent before the rejection
+    events.push((1_100, 2, 1_090, false)); // settles the measurement (> 605 + 400)
+                                           // Steady under the ceiling from 2 s; a rejection early in 5 s with 4 s still in the window.
+    for ms in (2_000..5_000).step_by(100) {
+        events.push((ms + 20, 3, ms, false));
+    }
+    events.push((5_045, 0, 5_040, true));
+    events.push((5_500, 1, 5_450, false)); // settles: the bracket is open
+                                           // Probes half-way up the bracket once a second.
+    for ms in (5_600..9_000).step_by(100) {
+        events.push((ms + 20, 4, ms, false));
+    }
+    events.push((9_030, 0, 9_010, true)); // while probing: the bracket closes
+    events.push((9_500, 1, 9_450, false));
+    for ms in (9_600..20_000).step_by(100) {
+        events.push((ms + 20, 3, ms, false));
+    }
+    events.push((20_030, 0, 20_010, true)); // at a held ceiling: the next bracket 5% under
+    events.push((20_500, 1, 20_450, false));
+    events.push((700_000, 2_000, 699_990, false)); // past the hold
+    for &(ms, successes, sent, hit) in &events {
+        if hit {
+            reference.on_rate_limited(&params, t0 + sent, t0 + ms);
+        } else {
+            reference.on_successes(&params, successes, t0 + sent, t0 + ms);
+        }
+        let slots = if successes > 0 {
+            format!("{}:{successes}", (t0 + sent) / 100)
+        } else {
+            String::new()
+        };
+        let (_used, rate, ceiling, _effect): (i64, String, String, i64) = script
+            .key(&k.aimd)
+            .key(&k.pause)
+            .key(&k.conf)
+            .key(k.quota(chrono::NaiveDate::from_ymd_opt(2026, 1, 1).unwrap()))
+            .key(&k.bucket)
+            .arg(successes)
+            .arg(successes as u64 + u64::from(hit))
+            .arg(if hit {
+                (t0 + sent).to_string()
+            } else {
+                String::new()
+            })
+            .arg(0)
+            .arg("")
+            .arg(params.max_rate)
+            .arg(params.step)
+            .arg(params.successes)
+            .arg(slots)
+            .arg(params.ceiling_factor)
+            .arg(params.hit_cooldown_ms)
+            .arg(60)
+            .arg((t0 + ms) * 1000)
+            .arg(5.0)
+            .arg("")
+            .arg("")
+            .arg("")
+            .arg(params.decrease_margin)
+            .arg(params.ceiling_hold_ms)
+            .arg(syncfleet::throttle::aimd::MIN_MEASURED)
+            .arg(params.settle_ms)
+            .arg(params.probe_every_ms)
+            .invoke(&mut con)
+            .unwrap();
+        let rate: f64 = rate.parse().unwrap();
+        let ceiling: Option<f64> = ceiling.parse().ok();
+        let upper: Option<f64> = redis::cmd("HGET")
+            .arg(&k.aimd)
+            .arg("upper")
+            .query::<Option<String>>(&mut con)
+            .unwrap()
+            .and_then(|u| u.parse().ok());
+        let close = |a: Option<f64>, b: Option<f64>| match (a, b) {
+            (Some(a), Some(b)) => (a - b).abs() < 1e-6,
+            (a, b) => a.is_none() && b.is_none(),
+        };
+        assert!(
+            (rate - reference.rate).abs() < 1e-6,
+            "at {ms} ms: lua {rate}, reference {}",
+            reference.rate
+        );
+        assert!(
+            close(ceiling, reference.ceiling),
+            "at {ms} ms: lua {ceiling:?}, reference {:?}",
+            reference.ceiling
+        );
+        assert!(
+            close(upper, reference.upper),
+            "at {ms} ms: lua {upper:?}, reference {:?}",
+            reference.upper
+        );
+    }
+    // The sequence went through every rule: a ramp measured exactly (30 in its second), an
+    // open bracket probed, a rejected probe, a rejection at a held ceiling.
+    assert!(reference.ceiling.is_some(), "measured");
+}
+
+/// The fleet's send-time check in acquire.lua: however many calls the bucket would let out,
+/// at most rate + burst are booked in one clock second of the server, and none in the last
+/// `boundary_band_ms` of a second.
+#[test]
+fn acquire_script_keeps_the_fleet_inside_each_clock_second() {
+    let redis = TestRedis::start();
+    let mut con = redis.connection();
+    let k = gate_keys(&redis.prefix, P, A);
+    let script = Script::new(include_str!("../../src/throttle/acquire.lua"));
+    let t0: u64 = 1_700_000_000_000_000 + 900_000; // us, 100 ms before a boundary
+    let (rate, burst, band_ms) = (100.0, 20.0, 25u64);
+    let mut per_second = std::collections::BTreeMap::<u64, u32>::new();
+    for _ in 0..400 {
+        let (code, wait, _reason, _rate, _second): (i64, i64, String, String, u64) = script
+            .key(&k.bucket)
+            .key(&k.aimd)
+            .key(&k.pause)
+            .key(&k.conf)
+            .arg(rate)
+            .arg(burst)
+            .arg(10_000_000)
+            .arg(t0)
+            .arg(band_ms)
+            .invoke(&mut con)
+            .unwrap();
+        assert!(code <= 1, "booked");
+        let at = t0 + wait as u64;
+        assert!(
+            at % 1_000_000 < 1_000_000 - band_ms * 1000,
+            "booked in the band: {at}"
+        );
+        *per_second.entry(at / 1_000_000).or_default() += 1;
+    }
+    assert!(
+        per_second.values().all(|&n| n <= (rate + burst) as u32),
+        "{per_second:?}"
+    );
+    // 400 calls from 100 ms before a boundary: the bucket alone would put 20 + 10 into the
+    // first 100 ms and 100 + its burst into the next second.
+    assert!(per_second.len() >= 4, "{per_second:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn gate_show_lists_the_override_and_the_adaptive_state() {
+    let redis = TestRedis::start();
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("syncfleet.toml");
+    std::fs::write(
+        &config,
+        "[gates.\"taobao.item_get\"]\nrate = 100\nburst = 10\n",
+    )
+    .unwrap();
+    let cfg = Config::load(&config).unwrap();
+    let gates = Gates::redis_with_namespace(&cfg, &redis.url, &redis.prefix)
+        .await
+        .unwrap();
+    gates.set_rate(P, A, 40.0, None).await.unwrap();
+    gates.report(
+        P,
+        A,
+        GateOutcome::RateLimited {
+            ban: Some(Duration::from_secs(30)),
+            quota_spent: false,
+        },
+    );
+    gates.flush().await;
+    let out = Command::new(env!("CARGO_BIN_EXE_syncfleet"))
+        .args(["--redis", &redis.url, "--config"])
+        .arg(&config)
+        .args(["gate", "show", "--namespace", &redis.prefix])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let line = stdout
+        .lines()
+        .find(|l| l.starts_with("taobao.item_get"))
+        .expect("a line per gate");
+    let cols: Vec<&str> = line.split_whitespace().collect();
+    // Nothing admitted is known in the rejected second: cut to the floor (2% of 40/s).
+    assert_eq!(&cols[1..5], &["40*", "10", "30", "0.8"], "{line}");
+    assert!(line.contains("platform ban"), "{line}");
+    assert!(
+        stdout.contains("jd.order_list"),
+        "every gate is listed:\n{stdout}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn measured_p95_latency_is_shared_with_the_fleet() {
+    let redis = TestRedis::start();
+    let config = cfg(10_000.0, 10_000.0, 16);
+    let worker = Gates::redis_with_namespace(&config, &redis.url, &redis.prefix)
+        .await
+        .unwrap();
+    let observer = Gates::redis_with_namespace(&config, &redis.url, &redis.prefix)
+        .await
+        .unwrap();
+    let mut tasks = Vec::new();
+    for _ in 0..8 {
+        let worker = worker.clone();
+        tasks.push(tokio::spawn(async move {
+            for _ in 0..8 {
+                let permit = worker.acquire(P, A, Duration::from_secs(1)).await.unwrap();
+                tokio::time::sleep(Duration::from_millis(30)).await; // the "call"
+                drop(permit);
+                worker.report(P, A, GateOutcome::Success);
+            }
+        }));
+    }
+    for t in tasks {
+        t.await.unwrap();
+    }
+    worker.flush().await;
+    let s = observer
+        .snapshot()
+        .await
+        .unwrap()
+        .into_iter()
+        .find(|s| s.platform == P && s.api == A)
+        .unwrap();
+    let p95 = s.p95_ms_measured.expect("64 calls are enough for a p95");
+    assert!((30..1_000).contains(&p95), "p95 {p95} ms for 30 ms calls");
+    assert_eq!(s.used_today, 64);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_ban_cancels_reservations_other_workers_are_sleeping_on() {
+    let redis = TestRedis::start();
+    let config = cfg(2.0, 1.0, 8);
+    let a = Gates::redis_with_namespace(&config, &redis.url, &redis.prefix)
+        .await
+        .unwrap();
+    let b = Gates::redis_with_namespace(&config, &redis.url, &redis.prefix)
+        .await
+        .unwrap();
+    // Let b's pause listener subscribe.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    b.acquire(P, A, Duration::ZERO).await.unwrap();
+    // The next token is 500 ms away: b reserves it and sleeps.
+    let sleeper = {
+        let b = b.clone();
+        tokio::spawn(async move { b.acquire(P, A, Duration::from_secs(2)).await })
+    };
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    a.report(
+        P,
+        A,
+        GateOutcome::RateLimited {
+            ban: Some(Duration::from_secs(3)),
+            quota_spent: false,
+        },
+    );
+    a.flush().await;
+    match sleeper.await.unwrap() {
+        Err(GateRefusal::Paused { reason, .. }) => assert!(reason.contains("ban"), "{reason}"),
+        other => panic!("the sleeping reservation fired into the ban: {other:?}"),
+    }
+}
