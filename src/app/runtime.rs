@@ -174,10 +174,7 @@ impl Runtime {
         concurrency: usize,
         shutdown: Shutdown,
     ) -> Result<WorkerReport, QueueError> {
-        let queue = match &self.queue {
-            Queue::Embedded(q) => Queue::Embedded(q.clone().with_ledger_lock(self.store.clone())),
-            other => other.clone(),
-        };
+        let queue = self.queue.for_worker(&self.store);
         let runner = Arc::new(JobRunner::new(
             self.store.clone(),
             gateway.clone(),

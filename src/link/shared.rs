@@ -30,30 +30,11 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 /// How stale a worker's view of a fleet breaker may be.
 pub(crate) const BREAKER_CHECK: Duration = Duration::from_millis(200);
 
-const TRIP_SCRIPT: &str = r"
--- KEYS[1] open key. ARGV: 1 open ms, 2 holder. Never shortens a longer open period.
-local left = redis.call('PTTL', KEYS[1])
-if left < tonumber(ARGV[1]) then
-  redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[1])
-  return tonumber(ARGV[1])
-end
-return left
-";
+const TRIP_SCRIPT: &str = include_str!("breaker_trip.lua");
 
-const LEASE_SCRIPT: &str = r"
--- KEYS[1] lease. ARGV: 1 holder, 2 ttl ms. Take it if free, renew it if ours.
-if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then return 1 end
-if redis.call('GET', KEYS[1]) == ARGV[1] then
-  redis.call('PEXPIRE', KEYS[1], ARGV[2])
-  return 1
-end
-return 0
-";
+const LEASE_SCRIPT: &str = include_str!("lease.lua");
 
-const RELEASE_SCRIPT: &str = r"
-if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
-return 0
-";
+const RELEASE_SCRIPT: &str = include_str!("lease_release.lua");
 
 /// When a breaker key was read, and the open time it had left then.
 type Seen = (Instant, Option<Duration>);

@@ -460,3 +460,49 @@ impl EmbeddedQueue {
         })
     }
 }
+
+impl super::TaskQueue for EmbeddedQueue {
+    fn push_bulk<'a>(
+        &'a self,
+        tasks: &'a [TaskMsg],
+    ) -> futures::future::BoxFuture<'a, Result<usize, QueueError>> {
+        EmbeddedQueue::push_bulk(self, tasks).boxed()
+    }
+    fn push_delayed<'a>(
+        &'a self,
+        task: &'a TaskMsg,
+        delay: Duration,
+    ) -> futures::future::BoxFuture<'a, Result<(), QueueError>> {
+        EmbeddedQueue::push_delayed(self, task, delay).boxed()
+    }
+    fn lengths(&self) -> futures::future::BoxFuture<'_, Result<super::QueueLen, QueueError>> {
+        EmbeddedQueue::len(self).boxed()
+    }
+    fn live_tasks(&self) -> futures::future::BoxFuture<'_, Result<Vec<TaskMsg>, QueueError>> {
+        EmbeddedQueue::live_tasks(self).boxed()
+    }
+    fn dead_entries(
+        &self,
+        limit: usize,
+    ) -> futures::future::BoxFuture<'_, Result<Vec<super::DeadEntry>, QueueError>> {
+        EmbeddedQueue::dead_entries(self, limit).boxed()
+    }
+    fn requeue_dead<'a>(
+        &'a self,
+        id: &'a str,
+        task: Option<&'a TaskMsg>,
+    ) -> futures::future::BoxFuture<'a, Result<(), QueueError>> {
+        EmbeddedQueue::requeue_dead(self, id, task).boxed()
+    }
+    fn run_worker(
+        &self,
+        wopts: WorkerOptions,
+        handler: super::TaskHandler,
+        shutdown: Shutdown,
+    ) -> futures::future::BoxFuture<'_, Result<WorkerReport, QueueError>> {
+        EmbeddedQueue::run_worker(self, wopts, move |m, c| handler(m, c), shutdown).boxed()
+    }
+    fn for_worker(&self, store: &Store) -> super::Queue {
+        self.clone().with_ledger_lock(store.clone()).into()
+    }
+}

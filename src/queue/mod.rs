@@ -16,6 +16,7 @@
 pub(crate) mod embedded;
 pub(crate) mod lease;
 pub(crate) mod redis;
+mod seam;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -29,6 +30,7 @@ use crate::link::backoff::Backoff;
 pub use self::embedded::EmbeddedQueue;
 pub use self::redis::RedisQueue;
 pub use crate::shutdown::Shutdown;
+pub use seam::{Queue, TaskHandler, TaskQueue};
 
 /// One task: a chunk of items of one job.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -80,7 +82,7 @@ pub type DeadHook =
 
 /// A worker as the queue sees it (fleet mode: a consumer of the group).
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
-pub(crate) struct LiveWorker {
+pub struct LiveWorker {
     /// host-pid-ulid.
     pub(crate) name: String,
     /// Tasks it holds.
@@ -399,129 +401,6 @@ fn panic_text(p: &(dyn std::any::Any + Send)) -> String {
         .or_else(|| p.downcast_ref::<String>().cloned())
         .unwrap_or_else(|| "non-string payload".into());
     format!("handler panicked: {s}")
-}
-
-/// The queue in either mode.
-#[derive(Clone)]
-pub enum Queue {
-    /// Fleet mode: Redis Streams, shared by every worker.
-    Redis(RedisQueue),
-    /// Embedded mode: apalis-sqlite in a SQLite file of its own, one worker process.
-    Embedded(EmbeddedQueue),
-}
-
-impl From<RedisQueue> for Queue {
-    fn from(q: RedisQueue) -> Queue {
-        Queue::Redis(q)
-    }
-}
-
-impl From<EmbeddedQueue> for Queue {
-    fn from(q: EmbeddedQueue) -> Queue {
-        Queue::Embedded(q)
-    }
-}
-
-impl Queue {
-    /// Fleet mode when `redis_url` is given, else the embedded queue in `embedded_path`
-    /// (a SQLite file of its own, never the ledger file).
-    pub async fn open(
-        redis_url: Option<&str>,
-        embedded_path: &std::path::Path,
-        opts: QueueOptions,
-    ) -> Result<Queue, QueueError> {
-        match redis_url {
-            Some(url) => Ok(Queue::Redis(RedisQueue::connect(url, opts).await?)),
-            None => Ok(Queue::Embedded(
-                EmbeddedQueue::open(embedded_path, opts).await?,
-            )),
-        }
-    }
-
-    /// Push tasks in pipelined batches of `push_batch`; returns the number pushed.
-    pub async fn push_bulk(&self, tasks: &[TaskMsg]) -> Result<usize, QueueError> {
-        match self {
-            Queue::Redis(q) => q.push_bulk(tasks).await,
-            Queue::Embedded(q) => q.push_bulk(tasks).await,
-        }
-    }
-
-    /// Push one task to run after `delay` (a fresh task: its attempts start at 1).
-    pub async fn push_delayed(&self, task: &TaskMsg, delay: Duration) -> Result<(), QueueError> {
-        match self {
-            Queue::Redis(q) => q.push_delayed(task, delay).await,
-            Queue::Embedded(q) => q.push_delayed(task, delay).await,
-        }
-    }
-
-    /// Queue lengths. The embedded queue reports its delayed tasks as ready.
-    pub async fn len(&self) -> Result<QueueLen, QueueError> {
-        match self {
-            Queue::Redis(q) => q.len().await,
-            Queue::Embedded(q) => q.len().await,
-        }
-    }
-
-    /// Every task that will still run: ready, in flight and delayed (not dead). What
-    /// `reconcile` and `status` compare with the ledger's pending items.
-    pub async fn live_tasks(&self) -> Result<Vec<TaskMsg>, QueueError> {
-        match self {
-            Queue::Redis(q) => q.live_tasks().await,
-            Queue::Embedded(q) => q.live_tasks().await,
-        }
-    }
-
-    /// The workers of the fleet seen by the queue recently (consumers idle less than
-    /// `within`); empty for the embedded queue (its one worker holds the ledger lock).
-    pub(crate) async fn workers(&self, within: Duration) -> Result<Vec<LiveWorker>, QueueError> {
-        match self {
-            Queue::Redis(q) => q.workers(within).await,
-            Queue::Embedded(_) => Ok(Vec::new()),
-        }
-    }
-
-    /// The dead-letter entries, oldest first (at most `limit`).
-    pub async fn dead_entries(&self, limit: usize) -> Result<Vec<DeadEntry>, QueueError> {
-        match self {
-            Queue::Redis(q) => q.dead_entries(limit).await,
-            Queue::Embedded(q) => q.dead_entries(limit).await,
-        }
-    }
-
-    /// Push `task` (when given) as a fresh task, then remove dead entry `id`.
-    pub async fn requeue_dead(&self, id: &str, task: Option<&TaskMsg>) -> Result<(), QueueError> {
-        match self {
-            Queue::Redis(q) => q.requeue_dead(id, task).await,
-            Queue::Embedded(q) => q.requeue_dead(id, task).await,
-        }
-    }
-
-    /// Check that this queue serves the ledger whose fleet id is `ledger_fleet` (a queue
-    /// that serves none yet is bound to it). The embedded queue sits beside its ledger.
-    pub async fn bind_fleet(&self, ledger_fleet: &str, ledger: &str) -> Result<(), QueueError> {
-        match self {
-            Queue::Redis(q) => q.bind_fleet(ledger_fleet, ledger).await,
-            Queue::Embedded(_) => Ok(()),
-        }
-    }
-
-    /// Run a worker until `shutdown` is triggered; then finish in-flight tasks and return.
-    /// Backend errors are logged and retried with backoff; they never end the worker.
-    pub async fn run_worker<H, Fut>(
-        &self,
-        wopts: WorkerOptions,
-        handler: H,
-        shutdown: Shutdown,
-    ) -> Result<WorkerReport, QueueError>
-    where
-        H: Fn(TaskMsg, TaskCtx) -> Fut + Send + Sync + 'static,
-        Fut: std::future::Future<Output = TaskResult> + Send + 'static,
-    {
-        match self {
-            Queue::Redis(q) => q.run_worker(wopts, handler, shutdown).await,
-            Queue::Embedded(q) => q.run_worker(wopts, handler, shutdown).await,
-        }
-    }
 }
 
 #[cfg(test)]

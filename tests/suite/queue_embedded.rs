@@ -146,7 +146,7 @@ async fn second_embedded_worker_is_refused() {
         .await
         .unwrap()
         .with_ledger_lock(Store::connect(&ledger).await.unwrap());
-    let w1 = spawn_worker(&Queue::Embedded(q1), 4, |_m, _| async { TaskResult::Done });
+    let w1 = spawn_worker(&Queue::from(q1), 4, |_m, _| async { TaskResult::Done });
     // Let the first worker take the lock.
     tokio::time::sleep(Duration::from_millis(300)).await;
     let second = q2

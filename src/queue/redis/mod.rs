@@ -39,6 +39,7 @@ use super::{
 };
 use crate::link::backoff::Backoff;
 use crate::secret::redact_url as redact;
+use crate::store::Store;
 
 mod worker;
 
@@ -535,6 +536,65 @@ impl RedisQueue {
 
 fn member(prior_attempts: u32, d: &str) -> String {
     format!("{prior_attempts}:{}:{d}", ulid::Ulid::new())
+}
+
+impl super::TaskQueue for RedisQueue {
+    fn push_bulk<'a>(
+        &'a self,
+        tasks: &'a [TaskMsg],
+    ) -> futures::future::BoxFuture<'a, Result<usize, QueueError>> {
+        RedisQueue::push_bulk(self, tasks).boxed()
+    }
+    fn push_delayed<'a>(
+        &'a self,
+        task: &'a TaskMsg,
+        delay: Duration,
+    ) -> futures::future::BoxFuture<'a, Result<(), QueueError>> {
+        RedisQueue::push_delayed(self, task, delay).boxed()
+    }
+    fn lengths(&self) -> futures::future::BoxFuture<'_, Result<super::QueueLen, QueueError>> {
+        RedisQueue::len(self).boxed()
+    }
+    fn live_tasks(&self) -> futures::future::BoxFuture<'_, Result<Vec<TaskMsg>, QueueError>> {
+        RedisQueue::live_tasks(self).boxed()
+    }
+    fn workers(
+        &self,
+        within: Duration,
+    ) -> futures::future::BoxFuture<'_, Result<Vec<super::LiveWorker>, QueueError>> {
+        RedisQueue::workers(self, within).boxed()
+    }
+    fn dead_entries(
+        &self,
+        limit: usize,
+    ) -> futures::future::BoxFuture<'_, Result<Vec<super::DeadEntry>, QueueError>> {
+        RedisQueue::dead_entries(self, limit).boxed()
+    }
+    fn requeue_dead<'a>(
+        &'a self,
+        id: &'a str,
+        task: Option<&'a TaskMsg>,
+    ) -> futures::future::BoxFuture<'a, Result<(), QueueError>> {
+        RedisQueue::requeue_dead(self, id, task).boxed()
+    }
+    fn bind_fleet<'a>(
+        &'a self,
+        ledger_fleet: &'a str,
+        ledger: &'a str,
+    ) -> futures::future::BoxFuture<'a, Result<(), QueueError>> {
+        RedisQueue::bind_fleet(self, ledger_fleet, ledger).boxed()
+    }
+    fn run_worker(
+        &self,
+        wopts: WorkerOptions,
+        handler: super::TaskHandler,
+        shutdown: Shutdown,
+    ) -> futures::future::BoxFuture<'_, Result<WorkerReport, QueueError>> {
+        RedisQueue::run_worker(self, wopts, move |m, c| handler(m, c), shutdown).boxed()
+    }
+    fn for_worker(&self, _store: &Store) -> super::Queue {
+        self.clone().into()
+    }
 }
 
 #[cfg(test)]
