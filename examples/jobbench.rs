@@ -127,6 +127,8 @@ fn listing_spec() -> JobSpec {
         to: Platform::Taobao,
         items_file: None,
         items: Vec::new(),
+        to_shop: syncfleet::jobs::spec::DEFAULT_SHOP.into(),
+        relist: false,
     }
 }
 

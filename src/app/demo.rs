@@ -212,6 +212,10 @@ pub async fn run(
         to: Platform::Taobao,
         items_file: None,
         items: Vec::new(),
+        to_shop: crate::jobs::spec::DEFAULT_SHOP.into(),
+        // A demo lists afresh on every run (a new simulator each time), even on a ledger
+        // that keeps the listings of an earlier run (`--ledger postgres://...`).
+        relist: true,
     };
     let enq = producer::enqueue(
         &rt.store,

@@ -1,21 +1,34 @@
 //! Listing: `item_get` on the source platform (a read: cacheable, may degrade to stale),
-//! then `item_add` on the target (a write with idempotency key `out_request_id = job:item`).
+//! then `item_add` on the target shop (a write whose idempotency key is the listing's identity:
+//! source platform and item, target platform and shop). An item the ledger shows already
+//! listed on that shop is skipped without a call (docs/design.md, "Listed once").
 
 use super::item::{HandlerCtx, ItemRun, Stop, Useful};
 use crate::platform::model::{ApiRequest, ApiResponse, Item};
 use crate::platform::{Api, ErrorClass, Platform};
-use crate::store::ItemOutcome;
+use crate::store::{ItemOutcome, ListingRoute};
 use futures::StreamExt;
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 
 /// The pending items of one listing task, and what earlier runs kept for them.
 pub(crate) struct Chunk<'a> {
-    pub(crate) job_id: i64,
-    /// (from, to): read on the first, write on the second.
-    pub(crate) route: (Platform, Platform),
+    pub(crate) target: Target<'a>,
     pub(crate) keys: &'a [String],
     pub(crate) carried: &'a HashMap<String, String>,
+    /// Of `keys`, those the ledger shows already listed on the target shop (with the target
+    /// item each became): skipped unless the job relists.
+    pub(crate) listed: &'a HashMap<String, String>,
+}
+
+/// Where one listing job writes.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Target<'a> {
+    pub(crate) job_id: i64,
+    /// Read on `route.from`, written to `route.shop` on `route.to`.
+    pub(crate) route: ListingRoute<'a>,
+    /// The job asked for new products even where the item is listed already.
+    pub(crate) relist: bool,
 }
 
 /// Run the pending items of one chunk, [`super::item::ITEM_PARALLELISM`] at a time; yields
@@ -32,10 +45,10 @@ pub(crate) fn stream_chunk<'a>(
     stop: &'a Stop,
 ) -> impl futures::Stream<Item = (String, ItemRun)> + 'a {
     let Chunk {
-        job_id,
-        route: (from, to),
+        target,
         keys,
         carried,
+        listed,
     } = chunk;
     futures::stream::iter(keys.iter().cloned())
         .map(move |key| async move {
@@ -44,10 +57,21 @@ pub(crate) fn stream_chunk<'a>(
                 Ok(_) if stop.refuses_new_items() => handed_back,
                 Ok(permit) => {
                     permit.forget();
-                    let kept = carried.get(&key).and_then(|c| serde_json::from_str(c).ok());
-                    stop.cut_short(list_one(runner, job_id, (from, to), &key, useful, kept))
-                        .await
-                        .unwrap_or(handed_back)
+                    match listed.get(&key).filter(|_| !target.relist) {
+                        Some(target_item) => ItemRun::Outcome(ItemOutcome::skipped(
+                            &key,
+                            format!(
+                                "already listed on {} shop {} as item {target_item}",
+                                target.route.to, target.route.shop
+                            ),
+                        )),
+                        None => {
+                            let kept = carried.get(&key).and_then(|c| serde_json::from_str(c).ok());
+                            stop.cut_short(list_one(runner, target, &key, useful, kept))
+                                .await
+                                .unwrap_or(handed_back)
+                        }
+                    }
                 }
                 Err(_) => handed_back,
             };
@@ -56,10 +80,16 @@ pub(crate) fn stream_chunk<'a>(
         .buffer_unordered(super::item::ITEM_PARALLELISM)
 }
 
-/// The idempotency key of copying `item` in `job_id`: repeats are answered with the first
-/// result by the platform, so a re-run never lists an item twice.
-pub(crate) fn out_request_id(job_id: i64, item: &str) -> String {
-    format!("{job_id}:{item}")
+/// The idempotency key of listing source `item` to the target shop: the listing's identity,
+/// not the job's, so the platform answers a second job's write (or a second producer's) with
+/// the product the first one made. A relisting job makes its own.
+pub(crate) fn out_request_id(target: Target<'_>, item: &str) -> String {
+    let ListingRoute { from, to, shop } = target.route;
+    if target.relist {
+        format!("R{}:{from}:{item}:{to}:{shop}", target.job_id)
+    } else {
+        format!("L:{from}:{item}:{to}:{shop}")
+    }
 }
 
 /// A source read kept with an item whose write did not happen yet: the next run writes from
@@ -73,12 +103,12 @@ struct SourceRead {
 
 async fn list_one(
     runner: &HandlerCtx,
-    job_id: i64,
-    (from, to): (Platform, Platform),
+    target: Target<'_>,
     key: &str,
     useful: &Useful,
     kept: Option<SourceRead>,
 ) -> ItemRun {
+    let ListingRoute { from, to, .. } = target.route;
     let read_now = kept.is_none();
     let SourceRead { item, stale } = match kept {
         Some(read) => read,
@@ -106,7 +136,7 @@ async fn list_one(
             format!("{from} item {key} has an empty `{missing}`"),
         ));
     }
-    let idem = out_request_id(job_id, key);
+    let idem = out_request_id(target, key);
     let write_ctx = runner.call_context().with_idempotency_key(idem.clone());
     let request = ApiRequest::ItemAdd {
         title: item.title.clone(),
@@ -120,6 +150,15 @@ async fn list_one(
                 // Both calls went into this outcome: useful means used.
                 useful.add(from, Api::ItemGet, 1);
                 useful.add(to, Api::ItemAdd, 1);
+                // Where a later job looks before it writes. Lost (a ledger error), the next
+                // job's write repeats this one's idempotency key and gets this product back.
+                if let Err(e) = runner
+                    .store
+                    .record_listing(target.route, key, &item_id, target.job_id, target.relist)
+                    .await
+                {
+                    tracing::warn!(item = key, error = %e, "listing not recorded in the ledger");
+                }
                 match stale {
                     Some(reason) => {
                         ItemRun::Outcome(ItemOutcome::stale(key, Some(item_id), reason))
@@ -184,5 +223,49 @@ fn missing_field(item: &Item) -> Option<&'static str> {
         Some("price")
     } else {
         None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn target(job_id: i64, shop: &str, relist: bool) -> Target<'_> {
+        Target {
+            job_id,
+            route: ListingRoute {
+                from: Platform::Alibaba,
+                to: Platform::Taobao,
+                shop,
+            },
+            relist,
+        }
+    }
+
+    #[test]
+    fn the_idempotency_key_is_the_listing_not_the_job() {
+        // Two jobs listing the same item to the same shop send the same key.
+        assert_eq!(
+            out_request_id(target(1, "main", false), "42"),
+            out_request_id(target(2, "main", false), "42")
+        );
+        // Another shop, another item: another listing.
+        assert_ne!(
+            out_request_id(target(1, "main", false), "42"),
+            out_request_id(target(1, "outlet", false), "42")
+        );
+        assert_ne!(
+            out_request_id(target(1, "main", false), "42"),
+            out_request_id(target(1, "main", false), "43")
+        );
+        // A relisting job makes its own products.
+        assert_ne!(
+            out_request_id(target(3, "main", true), "42"),
+            out_request_id(target(1, "main", false), "42")
+        );
+        assert_ne!(
+            out_request_id(target(3, "main", true), "42"),
+            out_request_id(target(4, "main", true), "42")
+        );
     }
 }

@@ -19,7 +19,7 @@ use crate::config::Config;
 use crate::link::gateway::Gateway;
 use crate::queue::DeadHook;
 use crate::queue::{TaskCtx, TaskMsg, TaskResult};
-use crate::store::{ItemOutcome, ItemStatus, Store, StoreError};
+use crate::store::{ItemOutcome, ItemStatus, ListingRoute, Store, StoreError};
 use futures::StreamExt;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -245,7 +245,28 @@ impl JobRunner {
         let useful = Useful::default();
         let mut tally = Tally::default();
         match &*spec {
-            JobSpec::Listing { from, to, .. } => {
+            JobSpec::Listing {
+                from,
+                to,
+                to_shop,
+                relist,
+                ..
+            } => {
+                let target = listing::Target {
+                    job_id: task.job_id,
+                    route: ListingRoute {
+                        from: *from,
+                        to: *to,
+                        shop: to_shop,
+                    },
+                    relist: *relist,
+                };
+                // One query per task: which of its items another job already listed there.
+                let listed = if *relist {
+                    HashMap::new()
+                } else {
+                    self.ctx.store.listed_items(target.route, &keys).await?
+                };
                 // Writes: outcomes go to the ledger as they land (small groups), so a killed
                 // worker leaves only its last few items unrecorded; each of those repeats its
                 // write, with the same idempotency key, when the task is recovered.
@@ -258,10 +279,10 @@ impl JobRunner {
                 let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
                 let produce = async {
                     let chunk = listing::Chunk {
-                        job_id: task.job_id,
-                        route: (*from, *to),
+                        target,
                         keys: &keys,
                         carried: &carried,
+                        listed: &listed,
                     };
                     let runs = listing::stream_chunk(&self.ctx, chunk, &useful, &unrecorded, &stop);
                     futures::pin_mut!(runs);

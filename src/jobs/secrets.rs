@@ -130,6 +130,8 @@ mod tests {
             to: Platform::Taobao,
             items_file: None,
             items: vec!["1".into()],
+            to_shop: crate::jobs::spec::DEFAULT_SHOP.into(),
+            relist: false,
         };
         let err = check_specs(&cfg, &[(7, listing)]).unwrap_err();
         assert!(err.is_input_error());

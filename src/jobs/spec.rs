@@ -17,6 +17,13 @@ use std::path::{Path, PathBuf};
 /// 9999-12-31`) would queue millions of tasks; a longer sync is several jobs.
 pub(crate) const MAX_ORDER_WINDOW_DAYS: i64 = 366;
 
+/// The target shop of a listing that names none: a platform's one configured session.
+pub const DEFAULT_SHOP: &str = "default";
+
+fn default_shop() -> String {
+    DEFAULT_SHOP.to_string()
+}
+
 /// A job as the producer sees it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
@@ -33,6 +40,13 @@ pub enum JobSpec {
         /// Inline item ids (small jobs and tests).
         #[serde(default)]
         items: Vec<String>,
+        /// The shop on `to` the items are listed to: an item already listed there (by any
+        /// job) is skipped (docs/design.md, "Listed once").
+        #[serde(default = "default_shop")]
+        to_shop: String,
+        /// List again items already listed on `to_shop`: new products, on purpose.
+        #[serde(default)]
+        relist: bool,
     },
     /// Sync orders modified in [since, until) for one shop.
     Orders {
@@ -112,9 +126,14 @@ impl JobSpec {
                 to,
                 items_file,
                 items,
+                to_shop,
+                ..
             } => {
                 if from == to {
                     return Err(SpecError::ListingToItself(*from));
+                }
+                if to_shop.trim().is_empty() {
+                    return Err(SpecError::EmptyShop);
                 }
                 if items_file.is_none() && items.is_empty() {
                     return Err(SpecError::NoItems);
@@ -198,6 +217,8 @@ struct SpecFile {
     items_file: Option<PathBuf>,
     #[serde(default)]
     items: Vec<String>,
+    to_shop: Option<String>,
+    relist: Option<bool>,
     platform: Option<Platform>,
     shop: Option<String>,
     since: Option<DateTime<Utc>>,
@@ -216,6 +237,8 @@ impl SpecFile {
                 to: need(self.to, kind, "to")?,
                 items_file: self.items_file,
                 items: self.items,
+                to_shop: self.to_shop.unwrap_or_else(default_shop),
+                relist: self.relist.unwrap_or(false),
             },
             JobKind::Orders => JobSpec::Orders {
                 platform: need(self.platform, kind, "platform")?,

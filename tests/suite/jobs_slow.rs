@@ -78,6 +78,8 @@ async fn run_listing_over_a_slow_target(redis: bool) {
         to: TO,
         items_file: None,
         items: Vec::new(),
+        to_shop: syncfleet::jobs::spec::DEFAULT_SHOP.into(),
+        relist: false,
     };
     let enq = producer::enqueue(&rt.store, &rt.queue, CHUNK, &spec, &keys, |_| {})
         .await

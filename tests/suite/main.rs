@@ -17,6 +17,7 @@ mod jobs_logistics;
 mod jobs_slow;
 mod link;
 mod link_process;
+mod listing_once;
 mod ops_logs;
 mod ops_metrics;
 mod platform_sim;

@@ -49,7 +49,47 @@ on_both_backends!(
     embedded_lock_refuses_second_holder_until_stale,
     gate_changes_and_stale_cache_round_trip,
     views_report_progress_and_useful_ratio,
+    a_listing_is_recorded_once_per_target_shop,
 );
+
+async fn a_listing_is_recorded_once_per_target_shop(kind: Kind) {
+    let (_ledger, store) = TestLedger::fresh(kind).await;
+    let main = ListingRoute {
+        from: Platform::Alibaba,
+        to: Platform::Taobao,
+        shop: "main",
+    };
+    let outlet = ListingRoute {
+        shop: "outlet",
+        ..main
+    };
+    let asked = vec!["1".to_string(), "2".to_string(), "3".to_string()];
+    assert!(store.listed_items(main, &asked).await.unwrap().is_empty());
+    store
+        .record_listing(main, "1", "T-1", 7, false)
+        .await
+        .unwrap();
+    store
+        .record_listing(main, "2", "T-2", 7, false)
+        .await
+        .unwrap();
+    // A second job's record does not replace the first; a relist does.
+    store
+        .record_listing(main, "1", "T-1b", 8, false)
+        .await
+        .unwrap();
+    store
+        .record_listing(main, "2", "T-2r", 9, true)
+        .await
+        .unwrap();
+    let listed = store.listed_items(main, &asked).await.unwrap();
+    assert_eq!(listed.len(), 2, "{listed:?}");
+    assert_eq!(listed["1"], "T-1");
+    assert_eq!(listed["2"], "T-2r");
+    // Another shop of the same platform has its own listings.
+    assert!(store.listed_items(outlet, &asked).await.unwrap().is_empty());
+    assert!(store.listed_items(main, &[]).await.unwrap().is_empty());
+}
 
 async fn migrations_apply_twice_idempotently(kind: Kind) {
     let ledger = TestLedger::empty(kind).await;

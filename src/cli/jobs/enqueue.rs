@@ -41,6 +41,13 @@ pub(crate) enum EnqueueWhat {
         /// File with one numeric item id per line, or `-` for stdin.
         #[arg(long)]
         items: PathBuf,
+        /// The shop on --to the items are listed to. An item already listed there, by any
+        /// job, is skipped (reason: already listed) and costs no call.
+        #[arg(long, default_value = crate::jobs::spec::DEFAULT_SHOP)]
+        to_shop: String,
+        /// List again the items already listed on --to-shop: new products, on purpose.
+        #[arg(long)]
+        relist: bool,
     },
     /// Sync the orders modified in [--since, --until), one task per platform-sized window.
     Orders {
@@ -97,11 +104,22 @@ fn spec_from_args(args: &EnqueueArgs) -> Result<JobSpec, CliError> {
             "give either --spec FILE or a job subcommand (listing, orders, logistics), not both",
         )),
         (Some(path), None) => JobSpec::load(path).map_err(|e| CliError::input(e.to_string())),
-        (None, Some(EnqueueWhat::Listing { from, to, items })) => Ok(JobSpec::Listing {
+        (
+            None,
+            Some(EnqueueWhat::Listing {
+                from,
+                to,
+                items,
+                to_shop,
+                relist,
+            }),
+        ) => Ok(JobSpec::Listing {
             from: *from,
             to: *to,
             items_file: Some(items.clone()),
             items: Vec::new(),
+            to_shop: to_shop.clone(),
+            relist: *relist,
         }),
         (
             None,

@@ -1,0 +1,109 @@
+//! Listed once: which source item became which target item on which target shop
+//! (docs/design.md, "Listed once"). A listing job skips what is already here, so a second job
+//! (a re-run, a cron, a second producer) makes no second product.
+
+use super::backend::{execute, fetch, sql};
+use super::{json_list, QueryCtx, Store, StoreError};
+use crate::platform::Platform;
+use std::collections::HashMap;
+
+/// Where a listing goes: from a source platform to one shop of a target platform.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ListingRoute<'a> {
+    /// The platform the source items are read from.
+    pub from: Platform,
+    /// The platform the items are created on.
+    pub to: Platform,
+    /// The target shop.
+    pub shop: &'a str,
+}
+
+impl Store {
+    /// Of `source_items`, those already listed on the route's target shop, with the target
+    /// item each became.
+    pub async fn listed_items(
+        &self,
+        route: ListingRoute<'_>,
+        source_items: &[String],
+    ) -> Result<HashMap<String, String>, StoreError> {
+        if source_items.is_empty() {
+            return Ok(HashMap::new());
+        }
+        let mut c = self.conn("listed_items").await?;
+        let rows = fetch!(
+            fetch_all as (String, String),
+            c.on(),
+            sql!(
+                "SELECT source_item, target_item FROM listings
+                 WHERE source_platform = $1 AND target_platform = $2 AND target_shop = $3
+                   AND source_item IN (SELECT value FROM " [KEYS "$4" AS k] ")"
+            ),
+            route.from.as_str(),
+            route.to.as_str(),
+            route.shop,
+            json_list(source_items)
+        )
+        .ctx(self, "listed_items")?;
+        Ok(rows.into_iter().collect())
+    }
+
+    /// Record that `source_item` is listed on the route's target shop as `target_item`, by
+    /// `job_id`. The first record stays, unless `relist` (a job that asked for new products):
+    /// then the new listing replaces it.
+    pub async fn record_listing(
+        &self,
+        route: ListingRoute<'_>,
+        source_item: &str,
+        target_item: &str,
+        job_id: i64,
+        relist: bool,
+    ) -> Result<(), StoreError> {
+        let mut c = self.conn("record_listing").await?;
+        let args = (
+            route.from.as_str(),
+            source_item,
+            route.to.as_str(),
+            route.shop,
+            target_item,
+            job_id,
+        );
+        if relist {
+            execute!(
+                c.on(),
+                sql!(
+                    "INSERT INTO listings (source_platform, source_item, target_platform,
+                         target_shop, target_item, job_id, listed_at)
+                     VALUES ($1, $2, $3, $4, $5, $6, " NOW ")
+                     ON CONFLICT (source_platform, source_item, target_platform, target_shop)
+                     DO UPDATE SET target_item = excluded.target_item,
+                         job_id = excluded.job_id, listed_at = excluded.listed_at"
+                ),
+                args.0,
+                args.1,
+                args.2,
+                args.3,
+                args.4,
+                args.5
+            )
+        } else {
+            execute!(
+                c.on(),
+                sql!(
+                    "INSERT INTO listings (source_platform, source_item, target_platform,
+                         target_shop, target_item, job_id, listed_at)
+                     VALUES ($1, $2, $3, $4, $5, $6, " NOW ")
+                     ON CONFLICT (source_platform, source_item, target_platform, target_shop)
+                     DO NOTHING"
+                ),
+                args.0,
+                args.1,
+                args.2,
+                args.3,
+                args.4,
+                args.5
+            )
+        }
+        .ctx(self, "record_listing")?;
+        Ok(())
+    }
+}
