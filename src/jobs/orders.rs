@@ -8,7 +8,7 @@ use crate::platform::{Api, ErrorClass, Platform};
 use crate::store::{ItemOutcome, Order};
 use chrono::{DateTime, Duration as ChronoDuration, Utc};
 use serde::{Deserialize, Serialize};
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 /// Pages walked per slice at most: a guard against a platform that never says "no more".
 const MAX_PAGES_PER_SLICE: u32 = 10_000;
@@ -54,29 +54,45 @@ pub(crate) fn is_shipped(platform: Platform, status: &str) -> bool {
     }
 }
 
-/// Decimal amount text ("99.00") to fen; None when it is not a plain decimal.
+/// Decimal amount text ("99.00", "-5.50", "7") to fen; None when it is not a plain decimal
+/// of at most two places (more places only as trailing zeros: "12.300"). The sign applies to
+/// the whole amount: "-5.50" is -550 fen, "-0.50" is -50.
 fn amount_cents(text: &str) -> Option<i64> {
-    let (whole, frac) = text.trim().split_once('.').unwrap_or((text.trim(), "0"));
-    let whole: i64 = whole.parse().ok()?;
-    let mut frac = frac.to_string();
-    frac.truncate(2);
-    while frac.len() < 2 {
-        frac.push('0');
+    let text = text.trim();
+    let (negative, digits) = match text.strip_prefix('-') {
+        Some(rest) => (true, rest),
+        None => (false, text.strip_prefix('+').unwrap_or(text)),
+    };
+    let (whole, frac) = digits.split_once('.').unwrap_or((digits, ""));
+    let all_digits = |s: &str| s.bytes().all(|b| b.is_ascii_digit());
+    if whole.is_empty() || !all_digits(whole) || !all_digits(frac) {
+        return None;
     }
-    let cents: i64 = frac.parse().ok()?;
-    whole.checked_mul(100)?.checked_add(cents)
+    let (cents, rest) = frac.split_at(frac.len().min(2));
+    if rest.bytes().any(|b| b != b'0') {
+        return None;
+    }
+    let cents: i64 = format!("{cents:0<2}").parse().ok()?;
+    let fen = whole
+        .parse::<i64>()
+        .ok()?
+        .checked_mul(100)?
+        .checked_add(cents)?;
+    Some(if negative { -fen } else { fen })
 }
 
-fn to_ledger(platform: Platform, shop: &str, o: &PlatformOrder) -> Order {
-    Order {
+/// The ledger's row of one order; `Err(amount)` when its amount cannot be read (the order is
+/// not stored with a made-up amount).
+fn to_ledger(platform: Platform, shop: &str, o: &PlatformOrder) -> Result<Order, String> {
+    Ok(Order {
         platform,
         order_id: o.order_id.clone(),
         shop: shop.to_string(),
         status: o.status.clone(),
         shipped: is_shipped(platform, &o.status),
         modified: o.modified,
-        amount_cents: amount_cents(&o.amount).unwrap_or(0),
-    }
+        amount_cents: amount_cents(&o.amount).ok_or_else(|| o.amount.clone())?,
+    })
 }
 
 pub(crate) async fn run_chunk(
@@ -126,7 +142,14 @@ async fn sync_slice(
     };
     let page_size = runner.cfg.jobs.order_page_size.clamp(1, 100);
     let (mut pages, mut seen, mut changed) = (from.pages, from.seen, from.changed);
-    for page in from.next_page.max(1)..=MAX_PAGES_PER_SLICE {
+    // Orders of this walk's pages, to notice a platform that serves the same page again
+    // while saying more follow (it would burn the page cap).
+    let mut walked: HashSet<String> = HashSet::new();
+    // Orders whose amount could not be read: not stored, and the slice does not end done.
+    let mut unreadable: Vec<(String, String)> = Vec::new();
+    let mut more = true;
+    let first_page = from.next_page.max(1);
+    for page in first_page..=MAX_PAGES_PER_SLICE {
         let ctx = runner.call_context();
         let req = ApiRequest::OrderList {
             start,
@@ -160,11 +183,28 @@ async fn sync_slice(
         };
         pages += 1;
         seen += p.orders.len() as u64;
-        let batch: Vec<Order> = p
+        more = p.has_next && !p.orders.is_empty();
+        let fresh = p
             .orders
             .iter()
-            .map(|o| to_ledger(platform, shop, o))
-            .collect();
+            .filter(|o| walked.insert(o.order_id.clone()))
+            .count();
+        if more && fresh == 0 && page > first_page {
+            return ItemRun::Outcome(ItemOutcome::failed(
+                key,
+                ErrorClass::Unknown,
+                format!(
+                    "order_list page {page} repeated the orders of the pages before it and still said more follow; the walk stopped after {pages} pages ({seen} orders, {changed} changed)"
+                ),
+            ));
+        }
+        let mut batch: Vec<Order> = Vec::with_capacity(p.orders.len());
+        for o in &p.orders {
+            match to_ledger(platform, shop, o) {
+                Ok(order) => batch.push(order),
+                Err(amount) => unreadable.push((o.order_id.clone(), amount)),
+            }
+        }
         let upsert = ledger_write("upsert_orders", || {
             runner.store.upsert_orders_if_advanced(&batch)
         })
@@ -183,11 +223,31 @@ async fn sync_slice(
         if n > 0 {
             useful.add(platform, Api::OrderList, 1);
         }
-        if !p.has_next || p.orders.is_empty() {
+        if !more {
             break;
         }
     }
     let result = format!("pages={pages} orders={seen} changed={changed}");
+    if more {
+        return ItemRun::Outcome(ItemOutcome::failed(
+            key,
+            ErrorClass::Unknown,
+            format!(
+                "stopped at the cap of {MAX_PAGES_PER_SLICE} pages with more to come ({result}): enqueue the window with shorter slices (jobs.order_slice_s)"
+            ),
+        ));
+    }
+    if let Some((order, amount)) = unreadable.first() {
+        return ItemRun::Outcome(ItemOutcome::failed(
+            key,
+            ErrorClass::Unknown,
+            format!(
+                "{} order(s) not stored: their amount is not a decimal (first: order {order}, amount `{}`); the others are stored ({result})",
+                unreadable.len(),
+                amount.chars().take(40).collect::<String>()
+            ),
+        ));
+    }
     if changed == 0 {
         ItemRun::Outcome(ItemOutcome::skipped(key, format!("unchanged ({result})")))
     } else {
@@ -217,6 +277,18 @@ mod tests {
         assert_eq!(amount_cents("12.5"), Some(1250));
         assert_eq!(amount_cents("7"), Some(700));
         assert_eq!(amount_cents("x"), None);
+        // The sign is the whole amount's, not the integer part's.
+        assert_eq!(amount_cents("-5.50"), Some(-550));
+        assert_eq!(amount_cents("-0.50"), Some(-50));
+        assert_eq!(amount_cents("+3.1"), Some(310));
+        assert_eq!(amount_cents(" 12.300 "), Some(1230));
+        // Never a guess: fen beyond two places, stray signs, empty parts, text.
+        assert_eq!(amount_cents("12.345"), None);
+        assert_eq!(amount_cents("5.-5"), None);
+        assert_eq!(amount_cents("--5"), None);
+        assert_eq!(amount_cents(".5"), None);
+        assert_eq!(amount_cents(""), None);
+        assert_eq!(amount_cents("1e3"), None);
     }
 
     #[test]
