@@ -71,6 +71,9 @@ pub enum Command {
     Reconcile(jobs::ReconcileArgs),
     /// Put a job's items that failed with one error class back to pending and push them.
     Retry(jobs::RetryArgs),
+    /// Pause, resume or cancel a job, fleet-wide.
+    #[command(subcommand)]
+    Job(jobs::JobCommand),
     /// Dead letters: tasks that exhausted their attempts (their items end `failed` with
     /// class `dead`); `--requeue` runs them again.
     Dead(jobs::DeadArgs),
@@ -172,6 +175,7 @@ pub async fn run(cli: Cli) -> Result<(), CliError> {
         Command::Reconcile(a) => jobs::reconcile(&cli, a).await,
         Command::Retry(a) => jobs::retry(&cli, a).await,
         Command::Dead(a) => jobs::dead(&cli, a).await,
+        Command::Job(cmd) => jobs::job(&cli, cmd).await,
         Command::Report(a) => jobs::report(&cli, a).await,
         Command::Sim(args) => sim::run(args).await,
     }

@@ -27,6 +27,12 @@ impl HandlerCtx {
     pub(crate) fn call_context(&self) -> CallContext {
         CallContext::for_task(&self.cfg.link)
     }
+
+    /// [`HandlerCtx::call_context`] that gives up before calling once `stop` holds the job
+    /// (paused or cancelled).
+    pub(crate) fn call_context_until(&self, stop: &Stop) -> CallContext {
+        self.call_context().with_halt(stop.held.clone())
+    }
 }
 
 /// Items of one chunk run at once. The gate's concurrency slots bound the real
@@ -130,10 +136,15 @@ impl Useful {
 }
 
 /// When a task must stop calling: the worker is stopping (no new item; items already
-/// calling get `grace`) or the task's claim is gone (stop at once).
+/// calling get `grace`), the task's claim is gone (stop at once), or its job was paused or
+/// cancelled (`held`: no new item, and no new call: an item waiting at its gate gives up,
+/// while a call already on the wire finishes and is recorded, so no product is made that
+/// the ledger does not know).
 pub(crate) struct Stop {
     stopping: crate::queue::Shutdown,
     lease_lost: crate::queue::Shutdown,
+    /// The job was paused or cancelled while the task ran; given to every call's context.
+    pub(crate) held: crate::queue::Shutdown,
     grace: Duration,
 }
 
@@ -142,13 +153,14 @@ impl Stop {
         Stop {
             stopping: ctx.stopping.clone(),
             lease_lost: ctx.lease_lost.clone(),
+            held: crate::queue::Shutdown::new(),
             grace,
         }
     }
 
     /// No new item may start.
     pub(crate) fn refuses_new_items(&self) -> bool {
-        self.stopping.is_triggered() || self.lease_lost.is_triggered()
+        self.stopping.is_triggered() || self.lease_lost.is_triggered() || self.held.is_triggered()
     }
 
     /// Resolves when running items must be abandoned.

@@ -67,7 +67,7 @@ pub(crate) fn stream_chunk<'a>(
                         )),
                         None => {
                             let kept = carried.get(&key).and_then(|c| serde_json::from_str(c).ok());
-                            stop.cut_short(list_one(runner, target, &key, useful, kept))
+                            stop.cut_short(list_one(runner, target, &key, useful, kept, stop))
                                 .await
                                 .unwrap_or(handed_back)
                         }
@@ -107,12 +107,13 @@ async fn list_one(
     key: &str,
     useful: &Useful,
     kept: Option<SourceRead>,
+    stop: &Stop,
 ) -> ItemRun {
     let ListingRoute { from, to, .. } = target.route;
     let read_now = kept.is_none();
     let SourceRead { item, stale } = match kept {
         Some(read) => read,
-        None => match read_source(runner, from, key).await {
+        None => match read_source(runner, from, key, stop).await {
             Ok(read) => read,
             Err(run) => return run,
         },
@@ -137,7 +138,9 @@ async fn list_one(
         ));
     }
     let idem = out_request_id(target, key);
-    let write_ctx = runner.call_context().with_idempotency_key(idem.clone());
+    let write_ctx = runner
+        .call_context_until(stop)
+        .with_idempotency_key(idem.clone());
     let request = ApiRequest::ItemAdd {
         title: item.title.clone(),
         price: item.price.clone(),
@@ -182,8 +185,9 @@ async fn read_source(
     runner: &HandlerCtx,
     from: Platform,
     key: &str,
+    stop: &Stop,
 ) -> Result<SourceRead, ItemRun> {
-    let read_ctx = runner.call_context();
+    let read_ctx = runner.call_context_until(stop);
     let source = runner
         .gateway
         .call(

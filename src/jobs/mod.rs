@@ -2,6 +2,7 @@
 //! (transport between producers and workers) is `crate::queue`; the process around them is
 //! `crate::app`.
 
+pub(crate) mod control;
 pub(crate) mod item;
 pub(crate) mod listing;
 pub(crate) mod logistics;

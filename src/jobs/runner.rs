@@ -10,6 +10,7 @@
 //! When the worker stops (SIGTERM) no new item starts, items already calling get the
 //! shutdown grace, and the rest go back uncharged (docs/design.md, "Scale-in").
 
+use super::control::{JobControls, CONTROL_POLL, PAUSED_RECHECK};
 use super::item::{
     item_retry_backoff, ledger_write, HandlerCtx, ItemRun, Stop, Useful, ITEM_PARALLELISM,
 };
@@ -19,7 +20,7 @@ use crate::config::Config;
 use crate::link::gateway::Gateway;
 use crate::queue::DeadHook;
 use crate::queue::{TaskCtx, TaskMsg, TaskResult};
-use crate::store::{ItemOutcome, ItemStatus, ListingRoute, Store, StoreError};
+use crate::store::{ItemOutcome, ItemStatus, JobControl, ListingRoute, Store, StoreError};
 use futures::StreamExt;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -51,10 +52,13 @@ pub(crate) struct JobRunner {
     ctx: HandlerCtx,
     /// Specs are immutable once a job exists: read each once per process.
     specs: Mutex<HashMap<i64, Arc<JobSpec>>>,
+    /// Paused or cancelled jobs, as the ledger said at most a second ago.
+    controls: Arc<JobControls>,
 }
 
 impl JobRunner {
     pub(crate) fn new(store: Store, gateway: Gateway, cfg: Arc<Config>) -> JobRunner {
+        let store_for_controls = store.clone();
         JobRunner {
             ctx: HandlerCtx {
                 store,
@@ -62,6 +66,7 @@ impl JobRunner {
                 cfg,
             },
             specs: Mutex::new(HashMap::new()),
+            controls: Arc::new(JobControls::new(store_for_controls)),
         }
     }
 
@@ -77,6 +82,26 @@ impl JobRunner {
             m.insert(job_id, spec.clone());
         }
         Ok(spec)
+    }
+
+    /// While the task runs, look at its job's control: a pause or a cancel stops new items and
+    /// new calls. Ends when the returned guard drops (the task's end).
+    fn watch_control(&self, job_id: i64, stop: &Stop) -> AbortOnDrop {
+        let controls = self.controls.clone();
+        let held = stop.held.clone();
+        AbortOnDrop(tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(CONTROL_POLL).await;
+                match controls.get(job_id).await {
+                    Ok(Some(_)) => {
+                        held.trigger();
+                        return;
+                    }
+                    // A ledger error: the check before the next task decides.
+                    Ok(None) | Err(_) => {}
+                }
+            }
+        }))
     }
 
     /// Run one task. Failures of the ledger or queue count an attempt (the task is retried);
@@ -175,6 +200,15 @@ impl JobRunner {
             self.ctx.store.finish_items(job_id, &outcomes)
         })
         .await?;
+        if report.recorded < outcomes.len() as u64 {
+            // Some items were no longer pending: a duplicate delivery (they are terminal
+            // already), or a cancel while their call was on the wire. What a call made is
+            // recorded over `cancelled` (docs/design.md, "Job control").
+            ledger_write("record_made_despite_cancel", || {
+                self.ctx.store.record_made_despite_cancel(job_id, &outcomes)
+            })
+            .await?;
+        }
         if report.job_finished {
             tracing::info!(job = job_id, "job finished: every item is terminal");
         }
@@ -220,6 +254,14 @@ impl JobRunner {
         if stop.refuses_new_items() {
             return Ok(TaskResult::RetryAfter(HAND_BACK_DELAY));
         }
+        // An operator's pause or cancel (docs/design.md, "Job control"): a paused job's task
+        // goes back uncharged; a cancelled job's items are no longer pending.
+        match self.controls.get(task.job_id).await? {
+            Some(JobControl::Paused) => return Ok(TaskResult::RetryAfter(PAUSED_RECHECK)),
+            Some(JobControl::Cancelled) => return Ok(TaskResult::Done),
+            None => {}
+        }
+        let _watch = self.watch_control(task.job_id, &stop);
         let spec = self.spec(task.job_id).await?;
         if spec.kind().as_str() != task.kind {
             return Err(TaskError::KindMismatch {
@@ -404,6 +446,15 @@ pub(crate) enum TaskError {
     },
     #[error("{0} item(s) attempted but not finished")]
     Unfinished(usize),
+}
+
+/// A task that ends aborts what it spawned.
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
 }
 
 /// How soon a handed-back task (worker stopping, items deferred) may run again.

@@ -10,7 +10,16 @@ use std::collections::HashSet;
 
 /// Per item status of one job, with the job's columns: (item status, count, kind, state,
 /// total, created, finished). A job without items gives one row with no status.
-type SummaryRow = (Option<String>, i64, String, String, i64, i64, Option<i64>);
+type SummaryRow = (
+    Option<String>,
+    i64,
+    String,
+    String,
+    i64,
+    i64,
+    Option<i64>,
+    Option<String>,
+);
 type ItemRow = (
     String,
     i64,
@@ -447,15 +456,17 @@ impl Store {
             c.on(),
             sql!(
                 "SELECT i.status, COUNT(i.item_key), j.kind, j.status, j.total_items,
-                        j.created_at, j.finished_at
+                        j.created_at, j.finished_at, j.control
                  FROM jobs AS j LEFT JOIN job_items AS i ON i.job_id = j.id
                  WHERE j.id = $1
-                 GROUP BY i.status, j.kind, j.status, j.total_items, j.created_at, j.finished_at"
+                 GROUP BY i.status, j.kind, j.status, j.total_items, j.created_at, j.finished_at,
+                          j.control"
             ),
             id
         )
         .ctx(self, "count items per status")?;
-        let Some((_, _, kind, state, total, created, finished)) = rows.first().cloned() else {
+        let Some((_, _, kind, state, total, created, finished, control)) = rows.first().cloned()
+        else {
             return Err(self.job_not_found(id));
         };
         let mut counts = StatusCounts::default();
@@ -472,6 +483,9 @@ impl Store {
             counts,
             created_at: from_ms(created),
             finished_at: finished.map(from_ms),
+            control: control
+                .map(|c| self.parse(&c, "jobs.control"))
+                .transpose()?,
         })
     }
 

@@ -15,6 +15,7 @@
 
 mod backend;
 mod calls;
+mod control;
 mod fleet;
 mod insight;
 mod jobs;
@@ -28,6 +29,7 @@ mod types;
 
 pub use backend::Backend;
 pub use calls::minute_key;
+pub use control::{ControlAction, ControlChange};
 pub(crate) use insight::FailureReason;
 pub use listings::ListingRoute;
 pub(crate) use lock::EMBEDDED_LOCK_STALE_AFTER;

@@ -122,8 +122,13 @@ impl Store {
         execute!(
             tx.on(),
             sql!(
-                sqlite: "UPDATE jobs SET status = 'running', finished_at = NULL WHERE id = $1",
+                // Items put back to pending by an operator run again, even in a job that
+                // was cancelled (its cancelled items stay cancelled); a pause stays.
+                sqlite: "UPDATE jobs SET status = 'running', finished_at = NULL,
+                                control = NULLIF(control, 'cancelled')
+                         WHERE id = $1",
                 postgres: "UPDATE jobs SET status = 'running', finished_at = NULL,
+                                  control = NULLIF(control, 'cancelled'),
                                   pending_items = pending_items + $2
                            WHERE id = $1",
             ),

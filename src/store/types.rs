@@ -78,8 +78,20 @@ text_enum! {
         Stale => "stale",
         /// Failed, with its error class and message.
         Failed => "failed",
-        /// Cut before calling (signed, duplicate, unchanged).
+        /// Cut before calling (signed, duplicate, unchanged, already listed).
         Skipped => "skipped",
+        /// Its job was cancelled before it ran (`syncfleet job cancel`).
+        Cancelled => "cancelled",
+    }
+}
+
+text_enum! {
+    /// What an operator asked of a running job (`syncfleet job pause|resume|cancel`).
+    JobControl {
+        /// Its tasks go back to the queue uncharged until the job is resumed.
+        Paused => "paused",
+        /// Its pending items ended `cancelled`; nothing more is called for it.
+        Cancelled => "cancelled",
     }
 }
 
@@ -213,6 +225,8 @@ pub struct StatusCounts {
     pub failed: u64,
     /// Items in [`ItemStatus::Skipped`].
     pub skipped: u64,
+    /// Items in [`ItemStatus::Cancelled`].
+    pub cancelled: u64,
 }
 
 impl StatusCounts {
@@ -223,12 +237,13 @@ impl StatusCounts {
             ItemStatus::Stale => self.stale += n,
             ItemStatus::Failed => self.failed += n,
             ItemStatus::Skipped => self.skipped += n,
+            ItemStatus::Cancelled => self.cancelled += n,
         }
     }
 
     /// Items in a terminal status.
     pub fn terminal(&self) -> u64 {
-        self.done + self.stale + self.failed + self.skipped
+        self.done + self.stale + self.failed + self.skipped + self.cancelled
     }
 }
 
@@ -247,6 +262,8 @@ pub struct JobSummary {
     pub created_at: DateTime<Utc>,
     /// When the last pending item finished; `None` while the job runs.
     pub finished_at: Option<DateTime<Utc>>,
+    /// Paused or cancelled by an operator; `None` when it runs as enqueued.
+    pub control: Option<JobControl>,
 }
 
 /// A running job's rate is measured over this window before now (its ETA follows the recent

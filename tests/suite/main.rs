@@ -9,6 +9,7 @@ mod support;
 
 mod dashboard_browser;
 mod fleet_postgres;
+mod job_control;
 mod jobs_chaos;
 mod jobs_economy;
 mod jobs_fleet;

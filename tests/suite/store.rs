@@ -50,7 +50,86 @@ on_both_backends!(
     gate_changes_and_stale_cache_round_trip,
     views_report_progress_and_useful_ratio,
     a_listing_is_recorded_once_per_target_shop,
+    job_control_pauses_resumes_and_cancels,
 );
+
+async fn job_control_pauses_resumes_and_cancels(kind: Kind) {
+    let (_ledger, store) = TestLedger::fresh(kind).await;
+    let ks = keys(6);
+    let id = store.create_job(JobKind::Listing, "{}", &ks).await.unwrap();
+    store
+        .finish_items(
+            id,
+            &[
+                ItemOutcome::done(&ks[0], Some("1".into())),
+                ItemOutcome::failed(&ks[1], ErrorClass::Unknown, "odd answer"),
+            ],
+        )
+        .await
+        .unwrap();
+    assert_eq!(store.job_control(id).await.unwrap(), None);
+    let done = ControlChange::Done { cancelled: 0 };
+    assert_eq!(
+        store.control_job(id, ControlAction::Pause).await.unwrap(),
+        done
+    );
+    assert_eq!(
+        store.control_job(id, ControlAction::Pause).await.unwrap(),
+        ControlChange::Already
+    );
+    assert_eq!(
+        store.job_control(id).await.unwrap(),
+        Some(JobControl::Paused)
+    );
+    assert_eq!(
+        store.control_job(id, ControlAction::Resume).await.unwrap(),
+        done
+    );
+    assert_eq!(store.job_control(id).await.unwrap(), None);
+    // Cancel: the four pending items end cancelled and the job finishes.
+    store.control_job(id, ControlAction::Pause).await.unwrap();
+    assert_eq!(
+        store.control_job(id, ControlAction::Cancel).await.unwrap(),
+        ControlChange::Done { cancelled: 4 }
+    );
+    let st = store.job_status(id).await.unwrap();
+    assert_eq!(st.job.state, JobState::Finished);
+    assert_eq!(st.job.control, Some(JobControl::Cancelled));
+    assert_eq!((st.job.counts.cancelled, st.job.counts.pending), (4, 0));
+    assert_eq!(
+        store.control_job(id, ControlAction::Resume).await.unwrap(),
+        ControlChange::Finished
+    );
+    // A write that was on the wire at the cancel: what it made is recorded over `cancelled`.
+    let late = [ItemOutcome::done(&ks[2], Some("2".into()))];
+    assert_eq!(store.finish_items(id, &late).await.unwrap().recorded, 0);
+    assert_eq!(
+        store.record_made_despite_cancel(id, &late).await.unwrap(),
+        1
+    );
+    let st = store.job_status(id).await.unwrap();
+    assert_eq!((st.job.counts.done, st.job.counts.cancelled), (2, 3));
+    // Retrying the failed item runs the job again: the cancel is lifted, cancelled items stay.
+    assert_eq!(
+        store
+            .reset_items_to_pending(id, &[ks[1].clone()])
+            .await
+            .unwrap(),
+        1
+    );
+    let st = store.job_status(id).await.unwrap();
+    assert_eq!(st.job.state, JobState::Running);
+    assert_eq!(st.job.control, None);
+    assert_eq!((st.job.counts.pending, st.job.counts.cancelled), (1, 3));
+    store
+        .finish_items(id, &[ItemOutcome::done(&ks[1], None)])
+        .await
+        .unwrap();
+    assert_eq!(
+        store.job_status(id).await.unwrap().job.state,
+        JobState::Finished
+    );
+}
 
 async fn a_listing_is_recorded_once_per_target_shop(kind: Kind) {
     let (_ledger, store) = TestLedger::fresh(kind).await;
@@ -430,7 +509,8 @@ async fn finish_items_finishes_job_only_when_all_terminal(kind: Kind) {
             done: 1,
             stale: 1,
             failed: 1,
-            skipped: 1
+            skipped: 1,
+            cancelled: 0,
         }
     );
     assert!((st.job.percent() - 100.0).abs() < 1e-9);

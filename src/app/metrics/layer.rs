@@ -48,6 +48,7 @@ const REASONS: &[&str] = &[
     "rate_wait",
     "paused",
     "retry_budget",
+    "halted",
     "not_configured",
     "missing_secret",
 ];
@@ -136,6 +137,7 @@ mod tests {
             | LinkErrorKind::RateWait
             | LinkErrorKind::Paused
             | LinkErrorKind::RetryBudget
+            | LinkErrorKind::Halted
             | LinkErrorKind::NotConfigured
             | LinkErrorKind::MissingSecret => k.as_str(),
         };
@@ -147,6 +149,7 @@ mod tests {
             LinkErrorKind::RateWait,
             LinkErrorKind::Paused,
             LinkErrorKind::RetryBudget,
+            LinkErrorKind::Halted,
             LinkErrorKind::NotConfigured,
             LinkErrorKind::MissingSecret,
         ] {

@@ -6,7 +6,7 @@ use crate::cli::{Cli, CliError};
 use crate::config::Config;
 use crate::jobs::producer;
 use crate::queue::{Queue, QueueOptions};
-use crate::store::{JobState, Store};
+use crate::store::{JobControl, JobState, Store};
 use crate::time::{burn_ratio, platform_day};
 use chrono::{NaiveDate, Utc};
 use clap::Args;
@@ -60,21 +60,31 @@ pub(crate) async fn status(cli: &Cli, args: &StatusArgs) -> Result<(), CliError>
             return Ok(());
         }
         println!(
-            "{:>6}  {:<9}  {:<8}  {:>8}  {:>7}  {:>8}  {:>7}  {:>7}  {:>7}",
-            "job", "kind", "state", "items", "done%", "pending", "stale", "failed", "skipped"
+            "{:>6}  {:<9}  {:<9}  {:>8}  {:>7}  {:>8}  {:>7}  {:>7}  {:>7}  {:>9}",
+            "job",
+            "kind",
+            "state",
+            "items",
+            "done%",
+            "pending",
+            "stale",
+            "failed",
+            "skipped",
+            "cancelled"
         );
         for j in jobs {
             println!(
-                "{:>6}  {:<9}  {:<8}  {:>8}  {:>6.1}%  {:>8}  {:>7}  {:>7}  {:>7}",
+                "{:>6}  {:<9}  {:<9}  {:>8}  {:>6.1}%  {:>8}  {:>7}  {:>7}  {:>7}  {:>9}",
                 j.id,
                 j.kind.as_str(),
-                j.state.as_str(),
+                state_label(&j),
                 j.total,
                 j.percent(),
                 j.counts.pending,
                 j.counts.stale,
                 j.counts.failed,
-                j.counts.skipped
+                j.counts.skipped,
+                j.counts.cancelled
             );
         }
         return Ok(());
@@ -83,10 +93,10 @@ pub(crate) async fn status(cli: &Cli, args: &StatusArgs) -> Result<(), CliError>
         let s = store.job_status(job).await.map_err(CliError::from)?;
         let c = &s.job.counts;
         println!(
-            "job {} ({}, {}): {}/{} terminal ({:.1}%) | done {} stale {} failed {} skipped {} pending {} | {:.1} items/s | ETA {}",
+            "job {} ({}, {}): {}/{} terminal ({:.1}%) | done {} stale {} failed {} skipped {} cancelled {} pending {} | {:.1} items/s | ETA {}",
             s.job.id,
             s.job.kind.as_str(),
-            s.job.state.as_str(),
+            state_label(&s.job),
             c.terminal(),
             s.job.total,
             s.job.percent(),
@@ -94,6 +104,7 @@ pub(crate) async fn status(cli: &Cli, args: &StatusArgs) -> Result<(), CliError>
             c.stale,
             c.failed,
             c.skipped,
+            c.cancelled,
             c.pending,
             s.rate_per_sec,
             fmt_eta(s.eta())
@@ -119,6 +130,15 @@ pub(crate) async fn status(cli: &Cli, args: &StatusArgs) -> Result<(), CliError>
             return Ok(());
         }
         tokio::time::sleep(Duration::from_secs(2)).await;
+    }
+}
+
+/// The job's state as the operator sees it: running, finished, or what they asked of it.
+fn state_label(job: &crate::store::JobSummary) -> &'static str {
+    match (job.control, job.state) {
+        (Some(JobControl::Paused), JobState::Running) => "paused",
+        (Some(JobControl::Cancelled), _) => "cancelled",
+        (_, state) => state.as_str(),
     }
 }
 

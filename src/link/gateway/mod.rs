@@ -52,6 +52,9 @@ pub struct CallContext {
     /// one: the platform answers a repeat with the first result. `out_request_id` for
     /// `item_add`.
     pub(crate) idempotency_key: Option<String>,
+    /// Once triggered, the call makes no new attempt: it gives up at the gate (or before
+    /// sending) with [`LinkErrorKind::Halted`]; an attempt already on the wire finishes.
+    pub(crate) halt: Option<crate::shutdown::Shutdown>,
 }
 
 impl CallContext {
@@ -61,6 +64,7 @@ impl CallContext {
             budget,
             trace_id: ulid::Ulid::new().to_string(),
             idempotency_key: None,
+            halt: None,
         }
     }
 
@@ -82,6 +86,17 @@ impl CallContext {
     pub fn with_idempotency_key(mut self, key: impl Into<String>) -> Self {
         self.idempotency_key = Some(key.into());
         self
+    }
+
+    /// Give up before the next attempt once `halt` is triggered (the job was paused or
+    /// cancelled): at the gate, or before sending.
+    pub fn with_halt(mut self, halt: crate::shutdown::Shutdown) -> Self {
+        self.halt = Some(halt);
+        self
+    }
+
+    fn halted(&self) -> bool {
+        self.halt.as_ref().is_some_and(|h| h.is_triggered())
     }
 }
 
@@ -121,6 +136,8 @@ pub enum LinkErrorKind {
     Paused,
     /// The fleet's retry budget is spent: the upstream looks sick.
     RetryBudget,
+    /// The caller halted the call before it went out (its job was paused or cancelled).
+    Halted,
     /// No client is configured for the platform.
     NotConfigured,
     /// The platform is configured but its client was not built: a secret's environment
@@ -139,6 +156,7 @@ impl LinkErrorKind {
             LinkErrorKind::RateWait => "rate_wait",
             LinkErrorKind::Paused => "paused",
             LinkErrorKind::RetryBudget => "retry_budget",
+            LinkErrorKind::Halted => "halted",
             LinkErrorKind::NotConfigured => "not_configured",
             LinkErrorKind::MissingSecret => "missing_secret",
         }

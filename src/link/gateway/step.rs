@@ -42,6 +42,16 @@ impl Refusal {
             .unwrap_or_else(|| last.map_or(ErrorClass::Retry, |e| e.class))
     }
 
+    /// The caller halted the call before it went out: "not now", at once.
+    fn halted() -> Refusal {
+        Refusal {
+            kind: LinkErrorKind::Halted,
+            class: Some(ErrorClass::Slow),
+            message: "halted before sending (the job was paused or cancelled)".into(),
+            retry_at: Some(Duration::ZERO),
+        }
+    }
+
     /// A gate that did not let the attempt through: "not now", never the upstream's fault.
     fn gate(refusal: GateRefusal) -> Refusal {
         let (kind, retry_at) = match &refusal {
@@ -151,10 +161,26 @@ impl Gateway {
             }
             Mode::Probe { max_wait } => max_wait,
         };
-        // 3. Gate.
-        let permit = match self.inner.gates.acquire(platform, api, max_wait).await {
-            Ok(p) => p,
-            Err(refusal) => return refuse(Refusal::gate(refusal)),
+        // 3. Gate. A halted call gives up its wait (the token it reserved is forfeit).
+        let halt = match mode {
+            Mode::Call { ctx, .. } => ctx.halt.clone(),
+            Mode::Probe { .. } => None,
+        };
+        if halt.as_ref().is_some_and(|h| h.is_triggered()) {
+            return refuse(Refusal::halted());
+        }
+        let acquire = self.inner.gates.acquire(platform, api, max_wait);
+        let acquired = match &halt {
+            Some(h) => tokio::select! {
+                r = acquire => Some(r),
+                _ = h.wait() => None,
+            },
+            None => Some(acquire.await),
+        };
+        let permit = match acquired {
+            Some(Ok(p)) => p,
+            Some(Err(refusal)) => return refuse(Refusal::gate(refusal)),
+            None => return refuse(Refusal::halted()),
         };
         // 4. Bulkhead slot: a slow platform cannot take another's connections.
         let slot =
@@ -175,7 +201,13 @@ impl Gateway {
                     });
                 }
             };
-        // 5. Send, with the slice the budget grants now (the gate may have waited).
+        // 5. Send, with the slice the budget grants now (the gate may have waited); not at
+        // all if the call was halted meanwhile.
+        if let Mode::Call { ctx, .. } = mode {
+            if ctx.halted() {
+                return refuse(Refusal::halted());
+            }
+        }
         let slice = match mode {
             Mode::Call { ctx, .. } => match ctx.budget.slice(Instant::now(), class_timeout) {
                 Ok(s) => s,

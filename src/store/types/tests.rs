@@ -25,6 +25,7 @@ fn summary(
         counts,
         created_at,
         finished_at,
+        control: None,
     }
 }
 
@@ -100,6 +101,7 @@ fn eta_uses_rate() {
             },
             created_at: Utc::now(),
             finished_at: None,
+            control: None,
         },
         spec: "{}".into(),
         rate_per_sec: 10.0,

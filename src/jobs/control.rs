@@ -1,0 +1,49 @@
+//! A worker's view of the operators' job control (paused, cancelled): read from the ledger,
+//! at most once a second per job per process, before a task and while it runs
+//! (docs/design.md, "Job control").
+
+use crate::store::{JobControl, Store, StoreError};
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+/// How old a job's control read may be before it is read again.
+pub(crate) const CONTROL_FRESH: Duration = Duration::from_secs(1);
+
+/// While a task runs, how often it looks at its job's control (served from the cache).
+pub(crate) const CONTROL_POLL: Duration = Duration::from_millis(250);
+
+/// How soon a task of a paused job comes back to look again (uncharged).
+pub(crate) const PAUSED_RECHECK: Duration = Duration::from_secs(2);
+
+/// The jobs' control as this process last read it.
+pub(crate) struct JobControls {
+    store: Store,
+    seen: Mutex<HashMap<i64, (Instant, Option<JobControl>)>>,
+}
+
+impl JobControls {
+    pub(crate) fn new(store: Store) -> JobControls {
+        JobControls {
+            store,
+            seen: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// The job's control, read from the ledger when the last read is older than
+    /// [`CONTROL_FRESH`].
+    pub(crate) async fn get(&self, job_id: i64) -> Result<Option<JobControl>, StoreError> {
+        if let Some(&(at, control)) = self.lock().get(&job_id) {
+            if at.elapsed() < CONTROL_FRESH {
+                return Ok(control);
+            }
+        }
+        let control = self.store.job_control(job_id).await?;
+        self.lock().insert(job_id, (Instant::now(), control));
+        Ok(control)
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<i64, (Instant, Option<JobControl>)>> {
+        self.seen.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
