@@ -92,13 +92,11 @@ impl JobRunner {
         AbortOnDrop(tokio::spawn(async move {
             loop {
                 tokio::time::sleep(CONTROL_POLL).await;
-                match controls.get(job_id).await {
-                    Ok(Some(_)) => {
-                        held.trigger();
-                        return;
-                    }
-                    // A ledger error: the check before the next task decides.
-                    Ok(None) | Err(_) => {}
+                // Paused or cancelled. (A ledger error: the check before the next task
+                // decides.)
+                if let Ok(Some(_)) = controls.get(job_id).await {
+                    held.trigger();
+                    return;
                 }
             }
         }))
