@@ -71,6 +71,7 @@ impl PlatformConfig {
             connect_timeout: Duration::from_millis(self.connect_timeout_ms),
             idle_keepalive: Duration::from_secs(self.idle_keepalive_s),
             max_idle_per_host: self.max_in_flight,
+            max_body_bytes: MAX_BODY_BYTES,
         }
     }
 
@@ -115,6 +116,11 @@ impl PlatformConfig {
 pub struct MissingSecret {
     pub(crate) var: String,
 }
+
+/// The largest answer body a platform client reads: the platforms' pages (100 orders, one
+/// item's details) are tens of kilobytes; 8 MiB leaves room and bounds what a misbehaving
+/// upstream or proxy can make a worker hold (its memory limit is 512 MiB in deploy/).
+pub(crate) const MAX_BODY_BYTES: usize = 8 << 20;
 
 /// Why a platform client could not be built from its section.
 #[derive(Debug, thiserror::Error)]

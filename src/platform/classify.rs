@@ -26,6 +26,10 @@ pub enum TransportError {
     PeerClosed,
     /// Anything else below HTTP (reset mid-body, protocol error): retry, consuming an attempt.
     Other,
+    /// The answer's body was larger than the client reads (`ClientOptions::max_body_bytes`):
+    /// a misbehaving upstream or proxy must not run a worker out of memory. Retried like
+    /// `Other` (the request arrived), so a repeat ends the item within its retry rounds.
+    TooLarge,
 }
 
 impl TransportError {
@@ -35,6 +39,7 @@ impl TransportError {
             TransportError::Timeout => "timeout",
             TransportError::PeerClosed => "peer_closed",
             TransportError::Other => "transport",
+            TransportError::TooLarge => "body_too_large",
         }
     }
 }

@@ -1,7 +1,7 @@
 //! One HTTP client per platform (a bulkhead: a slow Taobao cannot starve JD of
 //! connections), signing every call and classifying every failure.
 
-use super::classify::{describe_reqwest, transport_kind, CallError};
+use super::classify::{describe_reqwest, transport_kind, CallError, TransportError};
 use super::sign::SignMethod;
 use super::{alibaba, jd, taobao, Api, ApiRequest, ApiResponse, Credentials, Platform};
 use crate::secret::Secret;
@@ -41,6 +41,7 @@ pub enum ClientError {
 pub struct PlatformClient {
     platform: Platform,
     endpoint: String,
+    max_body_bytes: usize,
     creds: Credentials,
     http: reqwest::Client,
 }
@@ -61,6 +62,9 @@ pub struct ClientOptions {
     pub idle_keepalive: Duration,
     /// Idle connections kept per host.
     pub max_idle_per_host: usize,
+    /// The largest answer body read; a larger one is a [`TransportError::TooLarge`] failure,
+    /// refused from its declared length or cut off once the limit is passed.
+    pub max_body_bytes: usize,
 }
 
 impl PlatformClient {
@@ -106,6 +110,7 @@ impl PlatformClient {
         Ok(PlatformClient {
             platform,
             endpoint: cfg.endpoint.trim_end_matches('/').to_string(),
+            max_body_bytes: cfg.max_body_bytes,
             creds: Credentials {
                 app_key: cfg.app_key.clone(),
                 secret,
@@ -155,7 +160,33 @@ impl PlatformClient {
             .await
             .map_err(transport)?;
         let http_status = resp.status().as_u16();
-        let bytes = resp.bytes().await.map_err(transport)?;
+        let too_large = |len: String| {
+            CallError::transport(
+                self.platform,
+                api,
+                TransportError::TooLarge,
+                format!(
+                    "answer body of {len} bytes is over the limit of {} bytes (HTTP {http_status})",
+                    self.max_body_bytes
+                ),
+            )
+        };
+        if let Some(len) = resp
+            .content_length()
+            .filter(|n| *n > self.max_body_bytes as u64)
+        {
+            return Err(too_large(len.to_string()));
+        }
+        // Read in chunks, never more than the limit (a body without a declared length, or one
+        // that lies about it, is cut off as soon as it passes).
+        let mut bytes = Vec::new();
+        let mut resp = resp;
+        while let Some(chunk) = resp.chunk().await.map_err(transport)? {
+            if bytes.len() + chunk.len() > self.max_body_bytes {
+                return Err(too_large(format!("more than {}", self.max_body_bytes)));
+            }
+            bytes.extend_from_slice(&chunk);
+        }
         let body = serde_json::from_slice(&bytes).unwrap_or_else(|_| {
             let text = String::from_utf8_lossy(&bytes);
             Value::String(text.chars().take(2000).collect())
@@ -257,6 +288,7 @@ mod tests {
             connect_timeout: Duration::from_secs(2),
             idle_keepalive: Duration::from_secs(25),
             max_idle_per_host: 4,
+            max_body_bytes: 1 << 20,
         }
     }
 
@@ -271,6 +303,69 @@ mod tests {
         .unwrap();
         let dbg = format!("{c:?}");
         assert!(!dbg.contains("very-secret"), "{dbg}");
+    }
+
+    /// A one-connection HTTP server on loopback that answers any request with `head` and
+    /// then `body_len` bytes of JSON-ish filler (streamed, then the connection closes).
+    async fn serve_once(head: String, body_len: usize) -> u16 {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        tokio::spawn(async move {
+            let (mut sock, _) = listener.accept().await.unwrap();
+            let mut buf = vec![0u8; 64 * 1024];
+            let _ = sock.read(&mut buf).await;
+            let _ = sock.write_all(head.as_bytes()).await;
+            let chunk = vec![b' '; 64 * 1024];
+            let mut left = body_len;
+            while left > 0 {
+                let n = left.min(chunk.len());
+                if sock.write_all(&chunk[..n]).await.is_err() {
+                    return; // the client stopped reading: what the limit is for
+                }
+                left -= n;
+            }
+        });
+        port
+    }
+
+    async fn item_get(port: u16) -> CallError {
+        let c = PlatformClient::new(
+            Platform::Taobao,
+            &cfg(&format!("http://127.0.0.1:{port}/router/rest")),
+            Secret::new("very-secret-value"),
+            None,
+        )
+        .unwrap();
+        c.call(
+            &ApiRequest::ItemGet {
+                item_id: "1".into(),
+            },
+            Duration::from_secs(10),
+        )
+        .await
+        .unwrap_err()
+    }
+
+    #[tokio::test]
+    async fn a_body_declared_over_the_limit_is_refused_unread() {
+        let head = format!(
+            "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
+            64 << 20
+        );
+        let e = item_get(serve_once(head, 64 << 20).await).await;
+        assert_eq!(e.transport, Some(TransportError::TooLarge), "{e}");
+        assert_eq!(e.class, ErrorClass::Retry, "{e}");
+        assert!(e.to_string().contains("over the limit"), "{e}");
+    }
+
+    #[tokio::test]
+    async fn a_body_without_a_length_is_cut_off_at_the_limit() {
+        // No Content-Length: the body runs until the connection closes (64 MiB here).
+        let head = "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nConnection: close\r\n\r\n"
+            .to_string();
+        let e = item_get(serve_once(head, 64 << 20).await).await;
+        assert_eq!(e.transport, Some(TransportError::TooLarge), "{e}");
     }
 
     #[tokio::test]
