@@ -83,6 +83,16 @@ impl ItemRun {
             tracing::error!(error = %e, "this worker cannot call the platform: handing the item back");
             return ItemRun::Later(MISSING_SECRET_RETRY);
         }
+        if e.last.as_ref().is_some_and(|l| l.guessed_limit) {
+            // An unmapped code worded like a limit ("title length exceeds 60"): retry rounds
+            // with backoff, then `unknown`, never "not now" forever.
+            let failed = ItemOutcome::failed(
+                key,
+                ErrorClass::Unknown,
+                format!("answered like a limit with an unmapped code: {e}"),
+            );
+            return ItemRun::Again(failed);
+        }
         let failed = ItemOutcome::failed(key, e.class, e.to_string());
         match e.class {
             ErrorClass::Retry => ItemRun::Again(failed),

@@ -4,6 +4,7 @@
 use super::classify::{alibaba_class, alibaba_quota_spent, keyword_class, CallError};
 use super::json::{array, boolean, joined, text, text_or_empty, uint};
 use super::sign::alibaba_sign;
+use super::ErrorClass;
 use super::{
     Api, ApiRequest, ApiResponse, Credentials, Item, Order, OrderPage, Platform, Trace, TraceEvent,
 };
@@ -104,7 +105,9 @@ pub(crate) fn check_body(
     if let Some(code) = text(body, "error_code") {
         let msg = joined(body, &["error_message"]);
         let class = alibaba_class(status, &code, &msg);
-        let mut e = CallError::platform(P, api, class, code.clone(), &msg, &msg, Some(status), now);
+        let guessed = alibaba_class(status, &code, "") != ErrorClass::Slow;
+        let mut e = CallError::platform(P, api, class, code.clone(), &msg, &msg, Some(status), now)
+            .limit_guessed(guessed);
         e.quota_spent |= alibaba_quota_spent(&code);
         return Err(e);
     }
@@ -114,6 +117,7 @@ pub(crate) fn check_body(
             .map(str::to_string)
             .unwrap_or_else(|| body.to_string());
         let class = alibaba_class(status, "", &msg);
+        let guessed = alibaba_class(status, "", "") != ErrorClass::Slow;
         return Err(CallError::platform(
             P,
             api,
@@ -123,7 +127,8 @@ pub(crate) fn check_body(
             &msg,
             Some(status),
             now,
-        ));
+        )
+        .limit_guessed(guessed));
     }
     // Business errors may sit at the top level or inside `result`.
     let scopes = [Some(body), body.get("result").filter(|r| r.is_object())];
@@ -133,16 +138,10 @@ pub(crate) fn check_body(
             let code = text(scope, "errorCode").unwrap_or_else(|| "success_false".into());
             let msg = joined(scope, &["errorMessage", "errorMsg", "message"]);
             let class = keyword_class(&format!("{code} {msg}"));
-            return Err(CallError::platform(
-                P,
-                api,
-                class,
-                code,
-                &msg,
-                &msg,
-                Some(status),
-                now,
-            ));
+            return Err(
+                CallError::platform(P, api, class, code, &msg, &msg, Some(status), now)
+                    .limit_guessed(true),
+            );
         }
     }
     Ok(())

@@ -65,6 +65,12 @@ pub struct CallError {
     pub(crate) http_status: Option<u16>,
     /// The failure below HTTP, or `None` when the platform answered.
     pub transport: Option<TransportError>,
+    /// `Slow` only because an unmapped code's text mentions a limit ("title length exceeds
+    /// 60", "库存超限"), with no ban named. A limit is the gate's, not one item's: such an
+    /// answer is not a rate-limit signal for the gate, and the item gets bounded retry
+    /// rounds instead of coming back forever (docs/design.md, "Timeouts and error classes").
+    #[serde(default)]
+    pub guessed_limit: bool,
 }
 
 impl CallError {
@@ -97,7 +103,20 @@ impl CallError {
             quota_spent: false,
             http_status: None,
             transport: Some(kind),
+            guessed_limit: false,
         }
+    }
+
+    /// Mark a `Slow` class that came from the message keywords, not from the platform's code
+    /// table (`guessed`); an answer naming a ban is taken at its word.
+    pub(crate) fn limit_guessed(mut self, guessed: bool) -> Self {
+        self.guessed_limit = guessed && self.class == ErrorClass::Slow && self.ban.is_none();
+        self
+    }
+
+    /// A rate-limit answer the gate should hear (`Slow`, not a keyword guess).
+    pub fn is_rate_limit(&self) -> bool {
+        self.class == ErrorClass::Slow && !self.guessed_limit
     }
 
     /// A platform-reported error: extracts the ban and flags a spent daily quota.
@@ -126,6 +145,7 @@ impl CallError {
             quota_spent,
             http_status,
             transport: None,
+            guessed_limit: false,
         }
     }
 
@@ -146,6 +166,7 @@ impl CallError {
             quota_spent: false,
             http_status: Some(http_status),
             transport: None,
+            guessed_limit: false,
         }
     }
 

@@ -5,6 +5,7 @@ use super::classify::{http_class, jd_class, keyword_class, CallError};
 use super::json::{array, boolean, find_key, joined, text, text_or_empty, uint};
 use super::model::{format_china_time, parse_china_time};
 use super::sign::jd_sign;
+use super::ErrorClass;
 use super::{
     Api, ApiRequest, ApiResponse, Credentials, Item, Order, OrderPage, Platform, Trace, TraceEvent,
 };
@@ -100,7 +101,8 @@ fn platform_error(api: Api, err: &Value, status: u16, now: DateTime<Utc>) -> Cal
     let code = text(err, "code").unwrap_or_else(|| "?".into());
     let all = joined(err, &MESSAGE_KEYS);
     let class = jd_class(&code, &all);
-    CallError::platform(P, api, class, code, &all, &all, Some(status), now)
+    let guessed = jd_class(&code, "") != ErrorClass::Slow;
+    CallError::platform(P, api, class, code, &all, &all, Some(status), now).limit_guessed(guessed)
 }
 
 /// Errors of a body: `error_response`, a non-zero `code` inside the response, or a
@@ -148,16 +150,10 @@ pub(crate) fn check_body(
             let code = text(result, "resultCode").unwrap_or_else(|| "apiResult".into());
             let msg = text_or_empty(result, "resultDescribe");
             let class = keyword_class(&msg);
-            return Err(CallError::platform(
-                P,
-                api,
-                class,
-                code,
-                &msg,
-                &msg,
-                Some(status),
-                now,
-            ));
+            return Err(
+                CallError::platform(P, api, class, code, &msg, &msg, Some(status), now)
+                    .limit_guessed(true),
+            );
         }
     }
     Ok(())

@@ -4,6 +4,7 @@ use super::classify::{http_class, top_class, CallError};
 use super::json::{array, boolean, joined, text, text_or_empty, uint};
 use super::model::{format_china_time, parse_china_time};
 use super::sign::top_sign;
+use super::ErrorClass;
 use super::{
     Api, ApiRequest, ApiResponse, Credentials, Item, Order, OrderPage, Platform, Trace, TraceEvent,
 };
@@ -108,10 +109,10 @@ pub(crate) fn check_body(
     now: DateTime<Utc>,
 ) -> Result<(), CallError> {
     if let Some(err) = body.get("error_response") {
-        let code = uint(err, "code").map(|c| c as i64).unwrap_or(-1);
+        let code_num = uint(err, "code").map(|c| c as i64).unwrap_or(-1);
         let sub_code = text_or_empty(err, "sub_code");
         let all = joined(err, &["msg", "sub_code", "sub_msg"]);
-        let class = top_class(code, &sub_code, &all);
+        let class = top_class(code_num, &sub_code, &all);
         let message = match (text(err, "msg"), text(err, "sub_msg")) {
             (Some(m), Some(s)) => format!("{m} ({sub_code}): {s}"),
             (Some(m), None) => m,
@@ -119,16 +120,11 @@ pub(crate) fn check_body(
             (None, None) => String::new(),
         };
         let code = text(err, "code").unwrap_or_else(|| "?".into());
-        return Err(CallError::platform(
-            P,
-            api,
-            class,
-            code,
-            &message,
-            &all,
-            Some(status),
-            now,
-        ));
+        let guessed = top_class(code_num, &sub_code, "") != ErrorClass::Slow;
+        return Err(
+            CallError::platform(P, api, class, code, &message, &all, Some(status), now)
+                .limit_guessed(guessed),
+        );
     }
     if !(200..300).contains(&status) {
         let class = http_class(status);
@@ -492,5 +488,50 @@ mod tests {
         )
         .unwrap_err();
         assert_eq!(e.class, ErrorClass::Unknown);
+    }
+
+    #[test]
+    fn a_limit_worded_by_an_unmapped_code_is_marked_guessed() {
+        let now = chrono::Utc::now();
+        let body = |code: u64, sub: &str, msg: &str| {
+            serde_json::json!({"error_response": {"code": code, "msg": "Remote service error",
+                "sub_code": sub, "sub_msg": msg}})
+        };
+        // An unmapped code whose words mention a limit: slow, but guessed.
+        let e = check_body(
+            Api::ItemAdd,
+            200,
+            &body(999, "isv.title-error", "title length exceeds 60"),
+            now,
+        )
+        .unwrap_err();
+        assert_eq!(e.class, ErrorClass::Slow);
+        assert!(e.guessed_limit && !e.is_rate_limit(), "{e:?}");
+        // TOP's own limit code: a rate limit.
+        let e = check_body(
+            Api::ItemAdd,
+            200,
+            &body(
+                7,
+                "accesscontrol.limited-by-api-access-count",
+                "This ban will last for 1 more seconds",
+            ),
+            now,
+        )
+        .unwrap_err();
+        assert!(!e.guessed_limit && e.is_rate_limit(), "{e:?}");
+        // Words of a limit that name a ban are taken at their word.
+        let e = check_body(
+            Api::ItemAdd,
+            200,
+            &body(
+                999,
+                "isv.x",
+                "call limit exceeded, ban will last for 3 more seconds",
+            ),
+            now,
+        )
+        .unwrap_err();
+        assert!(!e.guessed_limit && e.is_rate_limit(), "{e:?}");
     }
 }

@@ -70,6 +70,10 @@ pub struct Drill {
     pub(crate) empty_field: String,
     /// Every call gets the platform's session error.
     pub(crate) expired_session: bool,
+    /// Items whose `item_get` is answered with a permanent error of an unmapped code worded
+    /// like a limit ("title length exceeds 60"): a hostile answer a client must not take for
+    /// a rate limit.
+    pub(crate) worded_limit_items: Vec<u64>,
     /// Changed limits, in the order they were set (later ones win).
     pub(crate) limits: Vec<LimitOverride>,
     /// Changed limit kinds / bucket sizes, in the order they were set (later ones win).
@@ -144,6 +148,9 @@ pub struct DrillPatch {
     pub empty_field: Option<String>,
     /// Every call gets the platform's session error.
     pub expired_session: Option<bool>,
+    /// Items whose `item_get` answers a permanent error worded like a limit; empty = off.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub worded_limit_items: Option<Vec<u64>>,
     /// A changed limit; replaces an earlier one for the same (api, platform).
     pub limit: Option<LimitOverride>,
     /// A changed limit kind / bucket size; replaces an earlier one for the same
@@ -164,6 +171,7 @@ struct PatchWire {
     idle_close_s: Option<u64>,
     empty_field: Option<String>,
     expired_session: Option<bool>,
+    worded_limit_items: Option<Vec<u64>>,
     limit: Option<LimitWire>,
     limit_kind: Option<LimitKindOverride>,
 }
@@ -222,6 +230,7 @@ impl TryFrom<PatchWire> for DrillPatch {
             idle_close_s: w.idle_close_s,
             empty_field: w.empty_field,
             expired_session: w.expired_session,
+            worded_limit_items: w.worded_limit_items,
             limit,
             limit_kind,
         })
@@ -256,6 +265,9 @@ impl DrillPatch {
         }
         if let Some(v) = self.expired_session {
             d.expired_session = v;
+        }
+        if let Some(v) = &self.worded_limit_items {
+            d.worded_limit_items = v.clone();
         }
         if let Some(l) = &self.limit {
             // One override per (api, platform): a new one replaces the old.

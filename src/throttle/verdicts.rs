@@ -96,11 +96,12 @@ pub enum GateOutcome {
 
 impl GateOutcome {
     /// The outcome of a platform call as the gate sees it: a `Slow` error is a rate-limit
-    /// answer (with the platform's ban and spent-quota flag), any other error a failure.
+    /// answer (with the platform's ban and spent-quota flag), any other error a failure; so is
+    /// a `Slow` guessed from an unmapped code's words (`CallError::guessed_limit`).
     pub fn of<T>(result: &Result<T, crate::platform::classify::CallError>) -> GateOutcome {
         match result {
             Ok(_) => GateOutcome::Success,
-            Err(e) if e.class == crate::platform::ErrorClass::Slow => GateOutcome::RateLimited {
+            Err(e) if e.is_rate_limit() => GateOutcome::RateLimited {
                 ban: e.ban,
                 quota_spent: e.quota_spent,
             },

@@ -4,6 +4,7 @@
 //! the modules a few at a time (`scripts/run-test-binaries`); `cargo test --test suite
 //! jobs_fleet::` runs one.
 
+mod hostile_answers;
 mod jobs_harness;
 mod support;
 

@@ -144,7 +144,13 @@ impl Gateway {
             };
             // Retry within the policy and the budgets.
             let facts = FailureFacts {
-                class: err.class,
+                // A limit guessed from an unmapped code's words is no limit of the gate: not
+                // back through it at once, the item's rounds decide (`CallError::guessed_limit`).
+                class: if err.guessed_limit {
+                    ErrorClass::Unknown
+                } else {
+                    err.class
+                },
                 peer_closed: err.transport == Some(TransportError::PeerClosed),
             };
             let verdict = inner.policy.decide(
@@ -199,11 +205,13 @@ impl Gateway {
                         (None, r) => r.as_str().to_string(),
                     };
                     // A rate limit is "not now", never a failure of the item: come back after
-                    // the ban, or after a second when the platform named none.
+                    // the ban, or after a second when the platform named none. A limit only
+                    // guessed from an unmapped code's words is not: the item's retry rounds
+                    // bound it.
                     let retry_at = p
                         .last
                         .as_ref()
-                        .filter(|e| e.class == ErrorClass::Slow)
+                        .filter(|e| e.is_rate_limit())
                         .map(|e| e.ban.unwrap_or(Duration::from_secs(1)));
                     return Err(p.fail(Stop {
                         kind: LinkErrorKind::Platform,

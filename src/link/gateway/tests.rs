@@ -113,6 +113,7 @@ fn error(class: ErrorClass, code: &str, http_status: Option<u16>) -> CallError {
         quota_spent: false,
         http_status,
         transport: None,
+        guessed_limit: false,
     }
 }
 
@@ -186,6 +187,27 @@ async fn slow_with_ban_pauses_the_gate_and_names_when_to_come_back() {
     assert_eq!(fake.sends(), 1);
     let c = counters(&gw);
     assert_eq!((c.calls, c.failed, c.refused), (2, 2, 1));
+}
+
+#[tokio::test]
+async fn a_limit_guessed_from_an_unmapped_code_is_the_items_not_the_gates() {
+    let cfg = config("");
+    let mut worded = error(ErrorClass::Slow, "isv.item-title-exceeds", Some(200));
+    worded.guessed_limit = true;
+    let fake = Fake::new([Err(worded.clone()), Ok(item("2"))]);
+    let gw = gateway(&cfg, &fake, None);
+
+    // Not retried in the loop, and no "not now": the item's retry rounds bound it.
+    let e = gw.call(TB, item_get("1"), &ctx()).await.unwrap_err();
+    assert_eq!(e.kind, LinkErrorKind::Platform, "{e}");
+    assert_eq!(e.retry_at, None, "{e}");
+    assert_eq!(e.last, Some(worded));
+    assert_eq!(fake.sends(), 1);
+    // The gate did not take it as a limit: the next call goes straight through.
+    gw.call(TB, item_get("2"), &ctx())
+        .await
+        .expect("the gate is open");
+    assert_eq!(fake.sends(), 2);
 }
 
 #[tokio::test]

@@ -118,6 +118,9 @@ pub(super) fn execute(
     let mut body = match call.api {
         Api::ItemGet => {
             let id: u64 = number(params, n.item_id)?;
+            if sim.with_drill(|d| d.worded_limit_items.contains(&id)) {
+                return Err(Failure::WordedLimit);
+            }
             let item = match data::catalog_item(sim.cfg.seed, sim.cfg.catalog_items, id) {
                 Some(i) => i,
                 None => app

@@ -39,6 +39,8 @@ pub(crate) enum Failure {
     Method,
     NotFound(&'static str, String),
     TooLarge(usize),
+    /// A permanent business error with an unmapped code, worded like a limit.
+    WordedLimit,
 }
 
 impl Failure {
@@ -50,6 +52,7 @@ impl Failure {
             // TOP says isv.*-not-exist (Fatal); JD and 1688 answer a business failure in a
             // success body, which clients see as Unknown.
             Failure::NotFound(..) if platform != Platform::Taobao => Outcome::Unknown,
+            Failure::WordedLimit => Outcome::Unknown,
             _ => Outcome::Fatal,
         }
     }

@@ -223,6 +223,12 @@ pub(crate) fn render_failure(sim: &Sim, p: Platform, api: Option<Api>, f: &Failu
                     "isv.invalid-method",
                     "Invalid method".into(),
                 ),
+                Failure::WordedLimit => (
+                    100,
+                    "Business failed",
+                    "isv.item-title-invalid",
+                    "title length exceeds 60".into(),
+                ),
                 Failure::NotFound(what, id) => {
                     let sub = if *what == "item" {
                         "isv.item-not-exist"
@@ -260,6 +266,11 @@ pub(crate) fn render_failure(sim: &Sim, p: Platform, api: Option<Api>, f: &Failu
                     ("60", "请求过大", format!("Request body exceeds {n} bytes"))
                 }
                 Failure::Method => ("24", "方法不存在", "Invalid method".into()),
+                Failure::WordedLimit => {
+                    let key = jd_key(api.unwrap_or(Api::ItemGet));
+                    return Answer::ok(json!({key: {"code": "0", "apiResult": {"success": false,
+                        "resultCode": "STOCK_INVALID", "resultDescribe": "库存超限"}}}));
+                }
                 Failure::NotFound(what, id) => {
                     let key = jd_key(api.unwrap_or(Api::ItemGet));
                     return Answer::ok(json!({key: {"code": "0", "apiResult": {"success": false,
@@ -308,6 +319,10 @@ pub(crate) fn render_failure(sim: &Sim, p: Platform, api: Option<Api>, f: &Failu
                     format!("Request body exceeds {n} bytes"),
                 ),
                 Failure::Method => (400, "gw.APIUnsupported", "API not supported".into()),
+                Failure::WordedLimit => {
+                    return Answer::ok(json!({"success": false, "errorCode": "TITLE_INVALID",
+                        "errorMessage": "title length exceeds 60"}));
+                }
                 Failure::NotFound(what, id) => {
                     let code = if *what == "item" {
                         "PRODUCT_NOT_EXIST"

@@ -1,0 +1,69 @@
+//! Answers a platform can really give, against a worker process and the simulator: a
+//! permanent error whose code is unmapped and whose words sound like a limit ("title length
+//! exceeds 60") is the item's, not the gate's.
+
+use crate::jobs_harness::{self, ClientOpts, Harness};
+use std::time::Duration;
+use syncfleet::config::Config;
+use syncfleet::platform::{Api, Platform};
+use syncfleet::sim::DrillPatch;
+use syncfleet::store::ItemStatus;
+use syncfleet::throttle::Gates;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_permanent_error_worded_like_a_limit_fails_its_item_and_leaves_the_gate_alone() {
+    let _serial = jobs_harness::serial().await;
+    let rounds = 2;
+    let opts = ClientOpts {
+        item_retry_rounds: rounds,
+        ..ClientOpts::default()
+    };
+    let mut h = Harness::start(jobs_harness::listing_sim(), &opts).await;
+    // Items 5 and 9 of the 1688 source answer "title length exceeds 60" with an unmapped code.
+    h.sim
+        .set_drill(DrillPatch {
+            worded_limit_items: Some(vec![5, 9]),
+            ..DrillPatch::default()
+        })
+        .expect("drill");
+    let job = h.enqueue_listing(40);
+    h.spawn_worker(8, 3);
+    let status = h.wait_job(job, Duration::from_secs(120)).await;
+    let c = &status.job.counts;
+    assert_eq!((c.done, c.failed), (38, 2), "{c:?}");
+
+    // Each bad item was asked once per round (the first run and `rounds` retries), never
+    // again and again: before, it came back as "not now" about three times a second forever.
+    let gets = h.stats(Platform::Alibaba, Api::ItemGet);
+    assert!(
+        gets.calls <= 38 + 2 * (u64::from(rounds) + 1),
+        "item_get calls: {gets:?}"
+    );
+    let failed = h
+        .store
+        .items(job, Some(ItemStatus::Failed), 10)
+        .await
+        .expect("items");
+    assert_eq!(failed.len(), 2);
+    for item in &failed {
+        let message = item.error_message.clone().unwrap_or_default();
+        assert!(
+            message.contains("answered like a limit") && message.contains("exceeds 60"),
+            "{item:?}"
+        );
+        assert_eq!(item.error_class.map(|c| c.as_str()), Some("unknown"));
+    }
+    h.wait_workers(Duration::from_secs(60));
+
+    // The gate was never told of a limit: its adaptive rate is still the configured one,
+    // with no measured ceiling.
+    let cfg = Config::load(&h.config).expect("config");
+    let gates = Gates::redis(&cfg, &h.redis.url).await.expect("gates");
+    let snap = gates.snapshot().await.expect("snapshot");
+    let gate = snap
+        .iter()
+        .find(|g| g.platform == Platform::Alibaba && g.api == Api::ItemGet)
+        .expect("the item_get gate");
+    assert_eq!(gate.ceiling, None, "{gate:?}");
+    assert_eq!(gate.adaptive_rate, gate.limits.rate, "{gate:?}");
+}
