@@ -122,6 +122,10 @@ pub(crate) const PROBE_GAP: f64 = 0.01;
 /// A rejection at a held ceiling caps the next bracket at this share of it.
 pub(crate) const CLOSE_IN: f64 = 0.95;
 
+/// A rejected second that admitted this share of the rate the gate ran at admitted all it was
+/// sent: the rejection came from a token bucket's drained content, not from a count.
+pub(crate) const LENT_SHARE: f64 = 0.98;
+
 /// The burst a gate at `rate` may keep: `scaled` (the configured burst scaled to the rate),
 /// never more than the headroom under a measured ceiling the rate runs under, at least one
 /// call. A burst after a lull on top of a rate at 99% of a sliding window's limit is a
@@ -295,27 +299,40 @@ impl AimdState {
             .between(m.sent_ms.saturating_sub(1000), second);
         let exact = before <= (admitted * EXACT_SHARE).max(1.0);
         let (mut ceiling, mut upper) = match (m.probing, self.confirmed) {
-            // A probe was rejected: back to the ceiling that held, and the bracket closes.
+            // A probe was rejected: back to the ceiling that held, and the bracket closes. A
+            // second that admitted what the probe sent and still refused is a token bucket
+            // lending its content (a window refuses once its count is reached, so it admits
+            // less than was sent): its reading is no limit, the level that held is.
             (true, Some(held)) => {
-                let c = lower.max(held);
+                let c = if lower >= m.at * LENT_SHARE {
+                    held
+                } else {
+                    lower.max(held)
+                };
                 (c, c)
             }
             _ if exact => (lower, lower),
             _ => (lower, lower.max(admitted + before)),
         };
         // Rejected again while holding a ceiling, not probing: that ceiling was too high (a
-        // token bucket lets a rate above its refill run until it has drained), so the next
-        // bracket tops out CLOSE_IN under it, never below what was just measured.
+        // token bucket lets a rate above its refill run until it has drained). The new
+        // reading keeps a call a second of margin and the bracket closes: probing above it
+        // would cost a ban to learn what this rejection just said.
         if let (false, Some(last)) = (m.probing, self.ceiling) {
             if params.holds(self.previous_hit_ms, reported) {
-                upper = upper.min((last * CLOSE_IN).max(ceiling));
                 // The same limit measured again under a rate that held under it: the gate's own
                 // jitter crossed it (a call that left in one second and arrived in the next).
                 // One call a second more of margin per such rejection, down to CLOSE_IN of it.
                 if ceiling >= last - 1.0 {
                     ceiling = (last - 1.0).max(last * CLOSE_IN).min(ceiling);
-                    upper = ceiling;
+                } else {
+                    // Lower than the ceiling that held: the limit was read high (a token bucket
+                    // lent its content; drained, it admits its refill, and this reads the
+                    // refill give or take a call). The same call a second of margin at once,
+                    // or the next ban comes when the rate's jitter crosses it again.
+                    ceiling = (ceiling - 1.0).max(ceiling * CLOSE_IN);
                 }
+                upper = ceiling;
             }
         }
         self.ceiling = Some(ceiling);
@@ -474,6 +491,8 @@ mod tests {
         tokens: f64,
         at: u64,
         rejected: u32,
+        /// Rejections that opened a measurement (each a ban on TOP), counted by `run`.
+        episodes: u32,
     }
 
     impl Platform {
@@ -490,6 +509,7 @@ mod tests {
                 tokens,
                 at: 0,
                 rejected: 0,
+                episodes: 0,
             }
         }
 
@@ -550,6 +570,7 @@ mod tests {
                 if ok {
                     s.on_successes(p, 1, sent, now);
                 } else if s.on_rate_limited(p, sent, now) == HitEffect::Measuring {
+                    platform.episodes += 1;
                     s.pause_until(now + 1000, "ban");
                 }
             }
@@ -746,6 +767,26 @@ mod tests {
         let late = &per_second[30..58];
         let mean = late.iter().map(|&n| f64::from(n)).sum::<f64>() / late.len() as f64;
         assert!(mean >= 0.9 * 400.0, "{mean}: {per_second:?}");
+    }
+
+    #[test]
+    fn a_low_token_bucket_costs_two_rejections_not_one_per_call_of_margin() {
+        // A bucket of 30 calls refilled at 30/s, the gate 10x too high: the first reading
+        // includes the bucket's content; the rejection that comes when it has drained reads
+        // the refill, and one call a second under that holds. Each rejection is a ban on TOP.
+        for start in [1_000_000, 1_000_300, 1_000_700] {
+            let p = AimdParams::new(300.0, 15.0, 20);
+            let mut platform = Platform::new(Kind::Bucket(30.0, 30.0));
+            let (s, per_second) = run(&p, &mut platform, start, 90, 20);
+            assert!(
+                platform.episodes <= 2,
+                "{} bans: {per_second:?} ({s:?})",
+                platform.episodes
+            );
+            let late = &per_second[60..88];
+            let mean = late.iter().map(|&n| f64::from(n)).sum::<f64>() / late.len() as f64;
+            assert!(mean >= 0.95 * 30.0, "{mean}: {per_second:?} ({s:?})");
+        }
     }
 
     #[test]

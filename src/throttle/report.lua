@@ -26,7 +26,7 @@ end
 local now_ms = math.floor(now / 1000)
 local function fmt(x) return string.format('%.0f', x) end
 
-local SLOTS, SLOT_MS, EXACT_SHARE, PROBE_GAP, CLOSE_IN = 32, 100, 0.02, 0.01, 0.95
+local SLOTS, SLOT_MS, EXACT_SHARE, PROBE_GAP, CLOSE_IN, LENT_SHARE = 32, 100, 0.02, 0.01, 0.95, 0.98
 local succ_n = tonumber(ARGV[1])
 local calls = tonumber(ARGV[2])
 local hit_sent = tonumber(ARGV[3])
@@ -139,24 +139,33 @@ if m_sent ~= nil and now_ms >= (last_hit or 0) + settle_ms then
     local before = between(math.max(sent - 1000, 0), second)
     local c, u
     if m_probe and confirmed ~= nil then
-      c = math.max(lower, confirmed)
+      -- A rejected probe: back to the level that held, unless the rejected second admitted
+      -- less than the probe sent (a window's count): then its reading (AimdState::settle).
+      if lower >= m_at * LENT_SHARE then
+        c = confirmed
+      else
+        c = math.max(lower, confirmed)
+      end
       u = c
     elseif before <= math.max(admitted * EXACT_SHARE, 1) then
       c, u = lower, lower
     else
       c, u = lower, math.max(lower, admitted + before)
     end
-    -- Rejected again while holding a ceiling, not probing: the next bracket tops out
-    -- CLOSE_IN under it (a token bucket lets a rate above its refill run until it drained).
+    -- Rejected again while holding a ceiling, not probing: that ceiling was too high (a
+    -- token bucket lets a rate above its refill run until it drained).
     if not m_probe and ceiling ~= nil and previous_hit ~= nil
         and (last_hit or 0) - previous_hit < hold then
-      u = math.min(u, math.max(ceiling * CLOSE_IN, c))
       -- The same limit again under a rate that held under it: the gate's own jitter crossed
-      -- it; one call a second more of margin, down to CLOSE_IN of it.
+      -- it; one call a second more of margin, down to CLOSE_IN of it. Lower than it: the
+      -- limit was read high (a drained token bucket reads its refill): a call of margin under
+      -- the new reading. Either way the bracket closes.
       if c >= ceiling - 1 then
         c = math.min(math.max(ceiling - 1, ceiling * CLOSE_IN), c)
-        u = c
+      else
+        c = math.max(c - 1, c * CLOSE_IN)
       end
+      u = c
     end
     ceiling, upper, confirmed = c, u, nil
     rate = math.max(math.min(c, m_at) * margin, min_rate)
