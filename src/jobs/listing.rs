@@ -6,7 +6,7 @@
 use super::item::{HandlerCtx, ItemRun, Stop, Useful};
 use crate::platform::model::{ApiRequest, ApiResponse, Item};
 use crate::platform::{Api, ErrorClass, Platform};
-use crate::store::{ItemOutcome, ListingRoute};
+use crate::store::{ItemOutcome, Listed, ListingRoute};
 use futures::StreamExt;
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
@@ -17,8 +17,9 @@ pub(crate) struct Chunk<'a> {
     pub(crate) keys: &'a [String],
     pub(crate) carried: &'a HashMap<String, String>,
     /// Of `keys`, those the ledger shows already listed on the target shop (with the target
-    /// item each became): skipped unless the job relists.
-    pub(crate) listed: &'a HashMap<String, String>,
+    /// item each became): skipped unless the job relists; done if this job listed it (a run
+    /// that ended between the write and its outcome's record).
+    pub(crate) listed: &'a HashMap<String, Listed>,
 }
 
 /// Where one listing job writes.
@@ -58,11 +59,16 @@ pub(crate) fn stream_chunk<'a>(
                 Ok(permit) => {
                     permit.forget();
                     match listed.get(&key).filter(|_| !target.relist) {
-                        Some(target_item) => ItemRun::Outcome(ItemOutcome::skipped(
+                        // This job made it, and its outcome was not recorded (the worker was
+                        // killed, or the task's lease lost, between the two): done, no call.
+                        Some(l) if l.job_id == target.job_id => {
+                            ItemRun::Outcome(ItemOutcome::done(&key, Some(l.target_item.clone())))
+                        }
+                        Some(l) => ItemRun::Outcome(ItemOutcome::skipped(
                             &key,
                             format!(
-                                "already listed on {} shop {} as item {target_item}",
-                                target.route.to, target.route.shop
+                                "already listed on {} shop {} as item {} (job {})",
+                                target.route.to, target.route.shop, l.target_item, l.job_id
                             ),
                         )),
                         None => {

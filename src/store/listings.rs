@@ -18,23 +18,32 @@ pub struct ListingRoute<'a> {
     pub shop: &'a str,
 }
 
+/// Where a source item is listed on a target shop.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Listed {
+    /// The item it became on the target platform.
+    pub target_item: String,
+    /// The job that listed it.
+    pub job_id: i64,
+}
+
 impl Store {
     /// Of `source_items`, those already listed on the route's target shop, with the target
-    /// item each became.
+    /// item each became and the job that listed it.
     pub async fn listed_items(
         &self,
         route: ListingRoute<'_>,
         source_items: &[String],
-    ) -> Result<HashMap<String, String>, StoreError> {
+    ) -> Result<HashMap<String, Listed>, StoreError> {
         if source_items.is_empty() {
             return Ok(HashMap::new());
         }
         let mut c = self.conn("listed_items").await?;
         let rows = fetch!(
-            fetch_all as (String, String),
+            fetch_all as (String, String, i64),
             c.on(),
             sql!(
-                "SELECT source_item, target_item FROM listings
+                "SELECT source_item, target_item, job_id FROM listings
                  WHERE source_platform = $1 AND target_platform = $2 AND target_shop = $3
                    AND source_item IN (SELECT value FROM " [KEYS "$4" AS k] ")"
             ),
@@ -44,7 +53,18 @@ impl Store {
             json_list(source_items)
         )
         .ctx(self, "listed_items")?;
-        Ok(rows.into_iter().collect())
+        Ok(rows
+            .into_iter()
+            .map(|(source, target_item, job_id)| {
+                (
+                    source,
+                    Listed {
+                        target_item,
+                        job_id,
+                    },
+                )
+            })
+            .collect())
     }
 
     /// Record that `source_item` is listed on the route's target shop as `target_item`, by

@@ -31,7 +31,7 @@ pub use backend::Backend;
 pub use calls::minute_key;
 pub use control::{ControlAction, ControlChange};
 pub(crate) use insight::FailureReason;
-pub use listings::ListingRoute;
+pub use listings::{Listed, ListingRoute};
 pub(crate) use lock::EMBEDDED_LOCK_STALE_AFTER;
 pub use sqlite::{Pragmas, BUSY_TIMEOUT};
 pub use types::*;

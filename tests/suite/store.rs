@@ -163,8 +163,20 @@ async fn a_listing_is_recorded_once_per_target_shop(kind: Kind) {
         .unwrap();
     let listed = store.listed_items(main, &asked).await.unwrap();
     assert_eq!(listed.len(), 2, "{listed:?}");
-    assert_eq!(listed["1"], "T-1");
-    assert_eq!(listed["2"], "T-2r");
+    assert_eq!(
+        listed["1"],
+        Listed {
+            target_item: "T-1".into(),
+            job_id: 7
+        }
+    );
+    assert_eq!(
+        listed["2"],
+        Listed {
+            target_item: "T-2r".into(),
+            job_id: 9
+        }
+    );
     // Another shop of the same platform has its own listings.
     assert!(store.listed_items(outlet, &asked).await.unwrap().is_empty());
     assert!(store.listed_items(main, &[]).await.unwrap().is_empty());
