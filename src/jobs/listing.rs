@@ -159,15 +159,6 @@ async fn list_one(
                 // Both calls went into this outcome: useful means used.
                 useful.add(from, Api::ItemGet, 1);
                 useful.add(to, Api::ItemAdd, 1);
-                // Where a later job looks before it writes. Lost (a ledger error), the next
-                // job's write repeats this one's idempotency key and gets this product back.
-                if let Err(e) = runner
-                    .store
-                    .record_listing(target.route, key, &item_id, target.job_id, target.relist)
-                    .await
-                {
-                    tracing::warn!(item = key, error = %e, "listing not recorded in the ledger");
-                }
                 match stale {
                     Some(reason) => {
                         ItemRun::Outcome(ItemOutcome::stale(key, Some(item_id), reason))

@@ -213,6 +213,34 @@ impl JobRunner {
         Ok(())
     }
 
+    /// Where a later job looks before it writes: the products this group's writes made,
+    /// recorded before their items' outcomes (a run that ends between the two finds the
+    /// listing on its re-run and calls the item done, without a call).
+    async fn record_listings(
+        &self,
+        target: listing::Target<'_>,
+        group: &[(String, ItemRun)],
+    ) -> Result<(), TaskError> {
+        let made: Vec<(String, String)> = group
+            .iter()
+            .filter_map(|(key, run)| {
+                let ItemRun::Outcome(o) = run else {
+                    return None;
+                };
+                let made = matches!(o.status, ItemStatus::Done | ItemStatus::Stale);
+                made.then(|| o.result.clone().map(|item| (key.clone(), item)))
+                    .flatten()
+            })
+            .collect();
+        ledger_write("record_listings", || {
+            self.ctx
+                .store
+                .record_listings(target.route, target.job_id, target.relist, &made)
+        })
+        .await?;
+        Ok(())
+    }
+
     /// Told by the queue about a task that went to the dead-letter stream: its items still
     /// pending end `failed` with class `dead`, so the job finishes and SQL says why;
     /// `syncfleet dead --requeue` puts them back.
@@ -347,12 +375,14 @@ impl JobRunner {
                                 || (!group.is_empty() && last.elapsed() >= RECORD_EVERY)
                             {
                                 let n = group.len();
+                                self.record_listings(target, &group).await?;
                                 self.record(task.job_id, std::mem::take(&mut group), &mut tally)
                                     .await?;
                                 unrecorded.add_permits(n);
                                 last = Instant::now();
                             }
                         }
+                        self.record_listings(target, &group).await?;
                         self.record(task.job_id, std::mem::take(&mut group), &mut tally)
                             .await
                     }

@@ -67,9 +67,56 @@ impl Store {
             .collect())
     }
 
-    /// Record that `source_item` is listed on the route's target shop as `target_item`, by
-    /// `job_id`. The first record stays, unless `relist` (a job that asked for new products):
-    /// then the new listing replaces it.
+    /// Record that each `(source_item, target_item)` of `made` is listed on the route's
+    /// target shop, by `job_id`, in one transaction. The first record of an item stays, unless
+    /// `relist` (a job that asked for new products): then the new listing replaces it.
+    pub async fn record_listings(
+        &self,
+        route: ListingRoute<'_>,
+        job_id: i64,
+        relist: bool,
+        made: &[(String, String)],
+    ) -> Result<(), StoreError> {
+        if made.is_empty() {
+            return Ok(());
+        }
+        let insert = if relist {
+            sql!(
+                "INSERT INTO listings (source_platform, source_item, target_platform,
+                     target_shop, target_item, job_id, listed_at)
+                 VALUES ($1, $2, $3, $4, $5, $6, " NOW ")
+                 ON CONFLICT (source_platform, source_item, target_platform, target_shop)
+                 DO UPDATE SET target_item = excluded.target_item,
+                     job_id = excluded.job_id, listed_at = excluded.listed_at"
+            )
+        } else {
+            sql!(
+                "INSERT INTO listings (source_platform, source_item, target_platform,
+                     target_shop, target_item, job_id, listed_at)
+                 VALUES ($1, $2, $3, $4, $5, $6, " NOW ")
+                 ON CONFLICT (source_platform, source_item, target_platform, target_shop)
+                 DO NOTHING"
+            )
+        };
+        let mut tx = self.begin("record_listings: begin").await?;
+        for (source_item, target_item) in made {
+            execute!(
+                tx.on(),
+                insert,
+                route.from.as_str(),
+                source_item,
+                route.to.as_str(),
+                route.shop,
+                target_item,
+                job_id
+            )
+            .ctx(self, "record_listings: insert")?;
+        }
+        tx.commit().await.ctx(self, "record_listings: commit")?;
+        Ok(())
+    }
+
+    /// [`Store::record_listings`] of one item.
     pub async fn record_listing(
         &self,
         route: ListingRoute<'_>,
@@ -78,52 +125,7 @@ impl Store {
         job_id: i64,
         relist: bool,
     ) -> Result<(), StoreError> {
-        let mut c = self.conn("record_listing").await?;
-        let args = (
-            route.from.as_str(),
-            source_item,
-            route.to.as_str(),
-            route.shop,
-            target_item,
-            job_id,
-        );
-        if relist {
-            execute!(
-                c.on(),
-                sql!(
-                    "INSERT INTO listings (source_platform, source_item, target_platform,
-                         target_shop, target_item, job_id, listed_at)
-                     VALUES ($1, $2, $3, $4, $5, $6, " NOW ")
-                     ON CONFLICT (source_platform, source_item, target_platform, target_shop)
-                     DO UPDATE SET target_item = excluded.target_item,
-                         job_id = excluded.job_id, listed_at = excluded.listed_at"
-                ),
-                args.0,
-                args.1,
-                args.2,
-                args.3,
-                args.4,
-                args.5
-            )
-        } else {
-            execute!(
-                c.on(),
-                sql!(
-                    "INSERT INTO listings (source_platform, source_item, target_platform,
-                         target_shop, target_item, job_id, listed_at)
-                     VALUES ($1, $2, $3, $4, $5, $6, " NOW ")
-                     ON CONFLICT (source_platform, source_item, target_platform, target_shop)
-                     DO NOTHING"
-                ),
-                args.0,
-                args.1,
-                args.2,
-                args.3,
-                args.4,
-                args.5
-            )
-        }
-        .ctx(self, "record_listing")?;
-        Ok(())
+        let made = [(source_item.to_string(), target_item.to_string())];
+        self.record_listings(route, job_id, relist, &made).await
     }
 }
