@@ -4,7 +4,7 @@
 //! queried in the same transaction that stores its trace, so a trace that failed to store is
 //! queried again by the next run instead of being skipped as "queried recently".
 
-use super::item::{ledger_write, HandlerCtx, ItemRun, Useful};
+use super::item::{ledger_write, HandlerCtx, ItemRun, Stop, Useful};
 use crate::platform::model::{ApiRequest, ApiResponse};
 use crate::platform::{Api, ErrorClass, Platform};
 use crate::store::{ItemOutcome, LogisticsEvent, StoreError};
@@ -16,6 +16,7 @@ pub(crate) async fn run_chunk(
     platform: Platform,
     keys: &[String],
     useful: &Useful,
+    stop: &Stop,
 ) -> Result<Vec<(String, ItemRun)>, StoreError> {
     let min_interval = Duration::from_secs(runner.cfg.jobs.logistics_min_interval_s);
     let mut to_call = Vec::with_capacity(keys.len());
@@ -53,7 +54,7 @@ pub(crate) async fn run_chunk(
     // Each trace marks its order queried when (and only when) it is stored: see trace_one.
     let traced: Vec<(String, ItemRun)> = futures::stream::iter(to_call)
         .map(|key| async move {
-            let run = trace_one(runner, platform, &key, useful).await;
+            let run = trace_one(runner, platform, &key, useful, stop).await;
             (key, run)
         })
         .buffer_unordered(super::item::ITEM_PARALLELISM)
@@ -63,8 +64,15 @@ pub(crate) async fn run_chunk(
     Ok(out)
 }
 
-async fn trace_one(runner: &HandlerCtx, platform: Platform, key: &str, useful: &Useful) -> ItemRun {
-    let ctx = runner.call_context();
+async fn trace_one(
+    runner: &HandlerCtx,
+    platform: Platform,
+    key: &str,
+    useful: &Useful,
+    stop: &Stop,
+) -> ItemRun {
+    // A paused or cancelled job's trace waiting at its gate gives up.
+    let ctx = runner.call_context_until(stop);
     let reply = match runner
         .gateway
         .call(

@@ -2,7 +2,7 @@
 //! `order_list` pages until `has_next` is false and upserts only orders whose `modified`
 //! advanced. A page that changes nothing is a call without useful data.
 
-use super::item::{ledger_write, HandlerCtx, ItemRun, Useful};
+use super::item::{ledger_write, HandlerCtx, ItemRun, Stop, Useful};
 use crate::platform::model::{ApiRequest, ApiResponse, Order as PlatformOrder};
 use crate::platform::{Api, ErrorClass, Platform};
 use crate::store::{ItemOutcome, Order};
@@ -102,6 +102,7 @@ pub(crate) async fn run_chunk(
     keys: &[String],
     useful: &Useful,
     carried: &HashMap<String, String>,
+    stop: &Stop,
 ) -> Vec<(String, ItemRun)> {
     let mut out = Vec::with_capacity(keys.len());
     for key in keys {
@@ -109,7 +110,7 @@ pub(crate) async fn run_chunk(
             .get(key)
             .and_then(|c| serde_json::from_str::<SliceProgress>(c).ok())
             .unwrap_or_default();
-        let run = sync_slice(runner, platform, shop, key, useful, from).await;
+        let run = sync_slice(runner, platform, shop, key, useful, from, stop).await;
         out.push((key.clone(), run));
     }
     out
@@ -132,6 +133,7 @@ async fn sync_slice(
     key: &str,
     useful: &Useful,
     from: SliceProgress,
+    stop: &Stop,
 ) -> ItemRun {
     let Some((start, end)) = parse_slice_key(key) else {
         return ItemRun::Outcome(ItemOutcome::failed(
@@ -150,7 +152,9 @@ async fn sync_slice(
     let mut more = true;
     let first_page = from.next_page.max(1);
     for page in first_page..=MAX_PAGES_PER_SLICE {
-        let ctx = runner.call_context();
+        // A paused or cancelled job's page waiting at its gate gives up; the walk keeps its
+        // place (the pages stored so far are carried).
+        let ctx = runner.call_context_until(stop);
         let req = ApiRequest::OrderList {
             start,
             end,

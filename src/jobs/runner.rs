@@ -397,14 +397,15 @@ impl JobRunner {
                 recorded?;
             }
             JobSpec::Orders { platform, shop, .. } => {
-                let run = orders::run_chunk(&self.ctx, *platform, shop, &keys, &useful, &carried);
+                let run =
+                    orders::run_chunk(&self.ctx, *platform, shop, &keys, &useful, &carried, &stop);
                 let Some(runs) = stop.cut_short(run).await else {
                     return Ok(TaskResult::RetryAfter(HAND_BACK_DELAY));
                 };
                 self.record(task.job_id, runs, &mut tally).await?;
             }
             JobSpec::Logistics { platform, .. } => {
-                let run = logistics::run_chunk(&self.ctx, *platform, &keys, &useful);
+                let run = logistics::run_chunk(&self.ctx, *platform, &keys, &useful, &stop);
                 let Some(runs) = stop.cut_short(run).await else {
                     return Ok(TaskResult::RetryAfter(HAND_BACK_DELAY));
                 };
