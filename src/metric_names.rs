@@ -123,7 +123,7 @@ pub(super) fn describe() {
     );
     describe_counter!(
         ITEMS_FINISHED,
-        "Items that reached a terminal status in the ledger (done, stale, failed, skipped) while this process watched; fleet-wide"
+        "Items that reached a terminal status in the ledger (done, stale, failed, skipped, cancelled) while this process watched; fleet-wide"
     );
     describe_histogram!(
         LEDGER_WRITE,

@@ -147,7 +147,7 @@ impl Collector {
         let mut pending = 0u64;
         // Every status exists from the first refresh (at 0): an alert on "nothing finished in
         // 10 minutes" needs the series even when nothing ever finished.
-        for status in ["done", "stale", "failed", "skipped"] {
+        for status in ["done", "stale", "failed", "skipped", "cancelled"] {
             metrics::counter!(ITEMS_FINISHED, "status" => status).increment(0);
         }
         for id in ids {
@@ -167,6 +167,7 @@ impl Collector {
                 ("stale", now.stale, before.stale),
                 ("failed", now.failed, before.failed),
                 ("skipped", now.skipped, before.skipped),
+                ("cancelled", now.cancelled, before.cancelled),
             ] {
                 // Counts only go up, except when an operator puts items back to pending
                 // (`retry`, `dead --requeue`); those come back through here when they end.
@@ -185,6 +186,7 @@ impl Collector {
                 kept.stale = kept.stale.max(now.stale);
                 kept.failed = kept.failed.max(now.failed);
                 kept.skipped = kept.skipped.max(now.skipped);
+                kept.cancelled = kept.cancelled.max(now.cancelled);
             }
         }
         metrics::gauge!(JOBS_RUNNING).set(running.len() as f64);
