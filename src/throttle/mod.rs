@@ -22,6 +22,7 @@ pub(crate) mod gcra;
 pub(crate) mod latency;
 mod second_guard;
 mod shared;
+mod state;
 mod verdicts;
 
 use crate::config::{Config, GateConfig};
@@ -156,11 +157,6 @@ enum Reservation {
     Unreachable(Duration, String, bool),
 }
 
-enum Backend {
-    Redis(Box<shared::RedisGates>),
-    Embedded(embedded::EmbeddedGates),
-}
-
 struct Local {
     cfg: GateConfig,
     slots: Arc<Semaphore>,
@@ -235,7 +231,8 @@ impl Local {
 
 pub(crate) struct Inner {
     local: HashMap<(Platform, Api), Local>,
-    backend: Backend,
+    /// Where the gates' state lives (Redis or this process), chosen at start-up.
+    backend: Box<dyn state::GateState>,
     /// Burn lines, rate-limited per gate.
     burn: Mutex<HashMap<(Platform, Api), burn::BurnWatch>>,
     started: Instant,
@@ -297,15 +294,17 @@ impl Gates {
         namespace: &str,
     ) -> Result<Gates, GateError> {
         let backend = shared::RedisGates::connect(redis_url, namespace).await?;
+        let kick = backend.take_kick();
+        let pauses = backend.pause_feed();
         let inner = Arc::new(Inner {
             local: locals(cfg),
-            backend: Backend::Redis(Box::new(backend)),
+            backend: Box::new(backend),
             burn: Mutex::new(HashMap::new()),
             started: Instant::now(),
             platforms: listed_platforms(cfg),
         });
-        shared::spawn_flusher(Arc::downgrade(&inner));
-        shared::spawn_pause_listener(Arc::downgrade(&inner));
+        shared::spawn_flusher(Arc::downgrade(&inner), kick);
+        shared::spawn_pause_listener(Arc::downgrade(&inner), pauses);
         Ok(Gates { inner })
     }
 
@@ -316,7 +315,7 @@ impl Gates {
         Gates {
             inner: Arc::new(Inner {
                 local,
-                backend: Backend::Embedded(backend),
+                backend: Box::new(backend),
                 burn: Mutex::new(HashMap::new()),
                 started: Instant::now(),
                 platforms: listed_platforms(cfg),
@@ -326,10 +325,7 @@ impl Gates {
 
     /// `"redis"` or `"embedded"`.
     pub fn mode(&self) -> &'static str {
-        match self.inner.backend {
-            Backend::Redis(_) => "redis",
-            Backend::Embedded(_) => "embedded",
-        }
+        self.inner.backend.mode()
     }
 
     /// Take a concurrency slot, then a token. `max_wait` bounds the whole wait (it is also
@@ -359,10 +355,11 @@ impl Gates {
         let mut rebooks = 0;
         loop {
             let left = max_wait.saturating_sub(start.elapsed());
-            let answer = match &self.inner.backend {
-                Backend::Redis(r) => r.reserve(platform, api, &local.cfg, left).await,
-                Backend::Embedded(e) => e.reserve(platform, api, left).await,
-            };
+            let answer = self
+                .inner
+                .backend
+                .reserve(platform, api, &local.cfg, left)
+                .await;
             match answer {
                 Reservation::Now => break,
                 // Reserved: sleep exactly once, holding the slot (slot first, then token).
@@ -373,12 +370,10 @@ impl Gates {
                     if let Some(refusal) = local.held() {
                         return Err(refusal);
                     }
-                    let late = match (&self.inner.backend, booked) {
-                        (Backend::Redis(r), Some(second)) => {
-                            r.missed_booking(second, local.cfg.boundary_band_ms)
-                        }
-                        _ => false,
-                    };
+                    let late = self
+                        .inner
+                        .backend
+                        .woke_late(booked, local.cfg.boundary_band_ms);
                     if !late || rebooks >= MAX_REBOOKS {
                         break;
                     }
@@ -400,12 +395,10 @@ impl Gates {
         // In one process, late wakers must not put more than a second's worth of calls into
         // one clock second (second_guard.rs). A fleet gate made the same check when
         // acquire.lua booked the call, on the Redis server's clock.
-        if let Backend::Embedded(e) = &self.inner.backend {
-            while let Some(wait) = e.send_wait(platform, api) {
-                tokio::time::sleep(wait).await;
-                if let Some(refusal) = local.held() {
-                    return Err(refusal);
-                }
+        while let Some(wait) = self.inner.backend.send_wait(platform, api) {
+            tokio::time::sleep(wait).await;
+            if let Some(refusal) = local.held() {
+                return Err(refusal);
             }
         }
         Ok(Permit {
@@ -471,20 +464,14 @@ impl Gates {
             hit,
             pause,
         };
-        match &self.inner.backend {
-            Backend::Redis(r) => r.note(platform, api, noted, sent),
-            Backend::Embedded(e) => {
-                let used = e.note(platform, api, noted, sent);
-                self.inner.burn_check(platform, api, used);
-            }
+        if let Some(used) = self.inner.backend.note(platform, api, noted, sent) {
+            self.inner.burn_check(platform, api, used);
         }
     }
 
     /// Write batched outcomes now (fleet mode; a no-op when embedded). Call before exit.
     pub async fn flush(&self) {
-        if let Backend::Redis(r) = &self.inner.backend {
-            r.flush_all(&self.inner).await;
-        }
+        self.inner.backend.flush(&self.inner).await;
     }
 
     /// The state of every gate of the configured platforms.
@@ -493,11 +480,7 @@ impl Gates {
         for &p in &self.inner.platforms {
             for a in Api::ALL {
                 let cfg = &self.inner.local_gate(p, a).cfg;
-                let snap = match &self.inner.backend {
-                    Backend::Redis(r) => r.snapshot(p, a, cfg).await?,
-                    Backend::Embedded(e) => e.snapshot(p, a, cfg),
-                };
-                let mut snap = snap;
+                let mut snap = self.inner.backend.snapshot(p, a, cfg).await?;
                 if snap.p95_ms_measured.is_none() {
                     snap.p95_ms_measured = self.inner.local_gate(p, a).p95_ms();
                 }
@@ -526,10 +509,10 @@ impl Gates {
             }
         }
         let cfg = &self.inner.local_gate(platform, api).cfg;
-        match &self.inner.backend {
-            Backend::Redis(r) => r.set_rate(platform, api, cfg, rate, burst).await,
-            Backend::Embedded(e) => Ok(e.set_rate(platform, api, rate, burst)),
-        }
+        self.inner
+            .backend
+            .set_rate(platform, api, cfg, rate, burst)
+            .await
     }
 }
 

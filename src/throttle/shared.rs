@@ -205,6 +205,19 @@ impl RedisGates {
         }
     }
 
+    /// The flusher's wake-up channel (taken once, by the flusher).
+    pub(crate) fn take_kick(&self) -> Option<mpsc::UnboundedReceiver<()>> {
+        self.kick_rx
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take()
+    }
+
+    /// Where pause announcements are heard: the client and the channel.
+    pub(crate) fn pause_feed(&self) -> (redis::Client, String) {
+        (self.client.clone(), pause_channel(&self.namespace))
+    }
+
     /// One script call: go now, go after T (reserved), refused with retry-at, or paused.
     pub(crate) async fn reserve(
         &self,
@@ -522,12 +535,8 @@ struct ReportOut {
 
 /// Background writer of batched outcomes: every 100 ms, or at once when kicked (a hit, a pause,
 /// a full batch). Holds only a weak reference, so it ends with the last `Gates` clone.
-pub(crate) fn spawn_flusher(inner: Weak<Inner>) {
-    let rx = inner.upgrade().and_then(|i| match &i.backend {
-        super::Backend::Redis(r) => r.kick_rx.lock().unwrap_or_else(|e| e.into_inner()).take(),
-        super::Backend::Embedded(_) => None,
-    });
-    let Some(mut rx) = rx else { return };
+pub(crate) fn spawn_flusher(inner: Weak<Inner>, kick: Option<mpsc::UnboundedReceiver<()>>) {
+    let Some(mut rx) = kick else { return };
     tokio::spawn(async move {
         let mut tick = tokio::time::interval(FLUSH_INTERVAL);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -537,9 +546,7 @@ pub(crate) fn spawn_flusher(inner: Weak<Inner>) {
                 _ = tick.tick() => {}
             }
             let Some(inner) = inner.upgrade() else { break };
-            if let super::Backend::Redis(r) = &inner.backend {
-                r.flush_all(&inner).await;
-            }
+            inner.backend.flush(&inner).await;
         }
     });
 }
@@ -562,14 +569,7 @@ fn parse_pause(payload: &str) -> Option<(Platform, Api, Duration, String)> {
 /// that are already granted and sleeping do not fire into a ban another worker just met.
 /// Best effort (the script's pause check is the guarantee); reconnects every second; ends with
 /// the last `Gates` clone.
-pub(crate) fn spawn_pause_listener(inner: Weak<Inner>) {
-    let target = inner.upgrade().and_then(|i| match &i.backend {
-        super::Backend::Redis(r) => Some((r.client.clone(), pause_channel(&r.namespace))),
-        super::Backend::Embedded(_) => None,
-    });
-    let Some((client, channel)) = target else {
-        return;
-    };
+pub(crate) fn spawn_pause_listener(inner: Weak<Inner>, (client, channel): (redis::Client, String)) {
     tokio::spawn(async move {
         use futures::StreamExt;
         while inner.strong_count() > 0 {
