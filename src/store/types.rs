@@ -271,6 +271,16 @@ pub struct JobSummary {
 pub(crate) const RATE_WINDOW: Duration = Duration::from_secs(60);
 
 impl JobSummary {
+    /// The job's state as an operator sees it: `running` or `finished`, or what they asked of
+    /// it (`paused`, `cancelled`).
+    pub fn state_label(&self) -> &'static str {
+        match (self.control, self.state) {
+            (Some(JobControl::Paused), JobState::Running) => "paused",
+            (Some(JobControl::Cancelled), _) => "cancelled",
+            (_, state) => state.as_str(),
+        }
+    }
+
     /// Items finished per second. A finished job: all its terminal items over its life
     /// (`created_at` to `finished_at`), so the figure stays what the job did, however long
     /// ago it ended. A running job: `recent` (items finished within [`RATE_WINDOW`] before

@@ -78,6 +78,9 @@ async fn pause_stops_calls_resume_goes_on_and_cancel_ends_the_pending_items() {
     let status = h.store.job_status(job).await.expect("status");
     assert_eq!(status.job.control, Some(JobControl::Paused));
     assert!(status.job.counts.pending > 0, "{:?}", status.job.counts);
+    let shown = h.run(&["status", &job.to_string()]);
+    let shown = String::from_utf8_lossy(&shown.stdout);
+    assert!(shown.contains("(listing, paused)"), "{shown}");
     // A paused job makes no call however long it stays paused (a window, not a race: any
     // call in it is a failure whatever the machine's speed).
     tokio::time::sleep(Duration::from_secs(3)).await;
@@ -100,6 +103,13 @@ async fn pause_stops_calls_resume_goes_on_and_cancel_ends_the_pending_items() {
     assert_eq!(c.pending, 0, "{c:?}");
     assert!(c.cancelled > 0, "{c:?}");
     assert_eq!(c.done + c.cancelled, 2_000, "{c:?}");
+    let shown = h.run(&["status", &job.to_string()]);
+    let shown = String::from_utf8_lossy(&shown.stdout);
+    assert!(
+        shown.contains("(listing, cancelled)")
+            && shown.contains(&format!("cancelled {}", c.cancelled)),
+        "{shown}"
+    );
     tokio::time::sleep(Duration::from_secs(3)).await;
     assert_eq!(adds(&h), frozen, "calls were made for a cancelled job");
     // Every product made is a done item: a write on the wire at the cancel is recorded

@@ -6,7 +6,7 @@ use crate::cli::{Cli, CliError};
 use crate::config::Config;
 use crate::jobs::producer;
 use crate::queue::{Queue, QueueOptions};
-use crate::store::{JobControl, JobState, Store};
+use crate::store::{JobState, Store};
 use crate::time::{burn_ratio, platform_day};
 use chrono::{NaiveDate, Utc};
 use clap::Args;
@@ -77,7 +77,7 @@ pub(crate) async fn status(cli: &Cli, args: &StatusArgs) -> Result<(), CliError>
                 "{:>6}  {:<9}  {:<9}  {:>8}  {:>6.1}%  {:>8}  {:>7}  {:>7}  {:>7}  {:>9}",
                 j.id,
                 j.kind.as_str(),
-                state_label(&j),
+                j.state_label(),
                 j.total,
                 j.percent(),
                 j.counts.pending,
@@ -96,7 +96,7 @@ pub(crate) async fn status(cli: &Cli, args: &StatusArgs) -> Result<(), CliError>
             "job {} ({}, {}): {}/{} terminal ({:.1}%) | done {} stale {} failed {} skipped {} cancelled {} pending {} | {:.1} items/s | ETA {}",
             s.job.id,
             s.job.kind.as_str(),
-            state_label(&s.job),
+            s.job.state_label(),
             c.terminal(),
             s.job.total,
             s.job.percent(),
@@ -130,15 +130,6 @@ pub(crate) async fn status(cli: &Cli, args: &StatusArgs) -> Result<(), CliError>
             return Ok(());
         }
         tokio::time::sleep(Duration::from_secs(2)).await;
-    }
-}
-
-/// The job's state as the operator sees it: running, finished, or what they asked of it.
-fn state_label(job: &crate::store::JobSummary) -> &'static str {
-    match (job.control, job.state) {
-        (Some(JobControl::Paused), JobState::Running) => "paused",
-        (Some(JobControl::Cancelled), _) => "cancelled",
-        (_, state) => state.as_str(),
     }
 }
 
