@@ -129,6 +129,7 @@ fn listing_spec() -> JobSpec {
         items: Vec::new(),
         to_shop: syncfleet::jobs::spec::DEFAULT_SHOP.into(),
         relist: false,
+        allow_stale_source_s: None,
     }
 }
 

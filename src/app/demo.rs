@@ -216,6 +216,7 @@ pub async fn run(
         // A demo lists afresh on every run (a new simulator each time), even on a ledger
         // that keeps the listings of an earlier run (`--ledger postgres://...`).
         relist: true,
+        allow_stale_source_s: None,
     };
     let enq = producer::enqueue(
         &rt.store,

@@ -5,7 +5,7 @@
 
 use super::item::{HandlerCtx, ItemRun, Stop, Useful};
 use crate::platform::model::{ApiRequest, ApiResponse, Item};
-use crate::platform::{Api, ErrorClass, Platform};
+use crate::platform::{Api, ErrorClass};
 use crate::store::{ItemOutcome, Listed, ListingRoute};
 use futures::StreamExt;
 use serde::{Deserialize, Serialize};
@@ -30,6 +30,8 @@ pub(crate) struct Target<'a> {
     pub(crate) route: ListingRoute<'a>,
     /// The job asked for new products even where the item is listed already.
     pub(crate) relist: bool,
+    /// A source read served stale may feed a write when at most this old (s).
+    pub(crate) allow_stale_s: Option<u64>,
 }
 
 /// Run the pending items of one chunk, [`super::item::ITEM_PARALLELISM`] at a time; yields
@@ -119,7 +121,7 @@ async fn list_one(
     let read_now = kept.is_none();
     let SourceRead { item, stale } = match kept {
         Some(read) => read,
-        None => match read_source(runner, from, key, stop).await {
+        None => match read_source(runner, target, key, stop).await {
             Ok(read) => read,
             Err(run) => return run,
         },
@@ -180,10 +182,11 @@ async fn list_one(
 /// `item_get` on the source: the item, and why it is stale when it was served stale.
 async fn read_source(
     runner: &HandlerCtx,
-    from: Platform,
+    target: Target<'_>,
     key: &str,
     stop: &Stop,
 ) -> Result<SourceRead, ItemRun> {
+    let from = target.route.from;
     let read_ctx = runner.call_context_until(stop);
     let source = runner
         .gateway
@@ -197,6 +200,24 @@ async fn read_source(
         .await;
     match source {
         Ok(reply) => match reply.response {
+            // Degraded input never feeds a write unless the job allows it, and only as old
+            // as it allows: the item is retried (its rounds) for a fresh read instead.
+            ApiResponse::Item(_)
+                if reply.stale.as_ref().is_some_and(|info| {
+                    target
+                        .allow_stale_s
+                        .is_none_or(|max| info.age.as_secs() > max)
+                }) =>
+            {
+                let age = reply.stale.as_ref().map_or(0, |i| i.age.as_secs());
+                Err(ItemRun::Again(ItemOutcome::failed(
+                    key,
+                    ErrorClass::Retry,
+                    format!(
+                        "{from} item_get could only be served from the stale cache ({age} s old); no write is made from degraded input (enqueue with --allow-stale-source to allow it)"
+                    ),
+                )))
+            }
             ApiResponse::Item(item) => Ok(SourceRead {
                 item,
                 stale: reply.stale.map(|info| {
@@ -230,6 +251,7 @@ fn missing_field(item: &Item) -> Option<&'static str> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::platform::Platform;
 
     fn target(job_id: i64, shop: &str, relist: bool) -> Target<'_> {
         Target {
@@ -240,6 +262,7 @@ mod tests {
                 shop,
             },
             relist,
+            allow_stale_s: None,
         }
     }
 

@@ -318,6 +318,7 @@ impl JobRunner {
                 to,
                 to_shop,
                 relist,
+                allow_stale_source_s,
                 ..
             } => {
                 let target = listing::Target {
@@ -328,6 +329,7 @@ impl JobRunner {
                         shop: to_shop,
                     },
                     relist: *relist,
+                    allow_stale_s: *allow_stale_source_s,
                 };
                 // One query per task: which of its items another job already listed there.
                 let listed = if *relist {

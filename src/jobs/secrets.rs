@@ -132,6 +132,7 @@ mod tests {
             items: vec!["1".into()],
             to_shop: crate::jobs::spec::DEFAULT_SHOP.into(),
             relist: false,
+            allow_stale_source_s: None,
         };
         let err = check_specs(&cfg, &[(7, listing)]).unwrap_err();
         assert!(err.is_input_error());

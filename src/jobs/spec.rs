@@ -47,6 +47,10 @@ pub enum JobSpec {
         /// List again items already listed on `to_shop`: new products, on purpose.
         #[serde(default)]
         relist: bool,
+        /// Write from a source read served from the stale cache (the source could not answer)
+        /// when it is at most this many seconds old; `None`: never write from degraded input.
+        #[serde(default)]
+        allow_stale_source_s: Option<u64>,
     },
     /// Sync orders modified in [since, until) for one shop.
     Orders {
@@ -219,6 +223,7 @@ struct SpecFile {
     items: Vec<String>,
     to_shop: Option<String>,
     relist: Option<bool>,
+    allow_stale_source_s: Option<u64>,
     platform: Option<Platform>,
     shop: Option<String>,
     since: Option<DateTime<Utc>>,
@@ -239,6 +244,7 @@ impl SpecFile {
                 items: self.items,
                 to_shop: self.to_shop.unwrap_or_else(default_shop),
                 relist: self.relist.unwrap_or(false),
+                allow_stale_source_s: self.allow_stale_source_s,
             },
             JobKind::Orders => JobSpec::Orders {
                 platform: need(self.platform, kind, "platform")?,

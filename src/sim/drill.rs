@@ -74,6 +74,9 @@ pub struct Drill {
     /// like a limit ("title length exceeds 60"): a hostile answer a client must not take for
     /// a rate limit.
     pub(crate) worded_limit_items: Vec<u64>,
+    /// Items whose `item_get` answers the platform's "service busy" (a transient error) while
+    /// every other call is answered: one source going bad under a running job.
+    pub(crate) busy_items: Vec<u64>,
     /// Changed limits, in the order they were set (later ones win).
     pub(crate) limits: Vec<LimitOverride>,
     /// Changed limit kinds / bucket sizes, in the order they were set (later ones win).
@@ -151,6 +154,9 @@ pub struct DrillPatch {
     /// Items whose `item_get` answers a permanent error worded like a limit; empty = off.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub worded_limit_items: Option<Vec<u64>>,
+    /// Items whose `item_get` answers "service busy"; empty = off.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub busy_items: Option<Vec<u64>>,
     /// A changed limit; replaces an earlier one for the same (api, platform).
     pub limit: Option<LimitOverride>,
     /// A changed limit kind / bucket size; replaces an earlier one for the same
@@ -172,6 +178,7 @@ struct PatchWire {
     empty_field: Option<String>,
     expired_session: Option<bool>,
     worded_limit_items: Option<Vec<u64>>,
+    busy_items: Option<Vec<u64>>,
     limit: Option<LimitWire>,
     limit_kind: Option<LimitKindOverride>,
 }
@@ -231,6 +238,7 @@ impl TryFrom<PatchWire> for DrillPatch {
             empty_field: w.empty_field,
             expired_session: w.expired_session,
             worded_limit_items: w.worded_limit_items,
+            busy_items: w.busy_items,
             limit,
             limit_kind,
         })
@@ -268,6 +276,9 @@ impl DrillPatch {
         }
         if let Some(v) = &self.worded_limit_items {
             d.worded_limit_items = v.clone();
+        }
+        if let Some(v) = &self.busy_items {
+            d.busy_items = v.clone();
         }
         if let Some(l) = &self.limit {
             // One override per (api, platform): a new one replaces the old.

@@ -67,3 +67,88 @@ async fn a_permanent_error_worded_like_a_limit_fails_its_item_and_leaves_the_gat
     assert_eq!(gate.ceiling, None, "{gate:?}");
     assert_eq!(gate.adaptive_rate, gate.limits.rate, "{gate:?}");
 }
+
+/// Items of `job` in `status`.
+async fn count(h: &Harness, job: i64, status: ItemStatus) -> usize {
+    h.store
+        .items(job, Some(status), 1_000)
+        .await
+        .expect("items")
+        .len()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stale_source_read_feeds_no_write_unless_the_job_allows_it() {
+    let _serial = jobs_harness::serial().await;
+    let opts = ClientOpts {
+        item_retry_rounds: 1,
+        ..ClientOpts::default()
+    };
+    let mut h = Harness::start(jobs_harness::listing_sim(), &opts).await;
+    // A first job reads items 1..=10 fresh: the stale cache keeps them.
+    let first = h.enqueue_listing(10);
+    h.spawn_worker(8, 2);
+    assert_eq!(
+        h.wait_job(first, Duration::from_secs(120))
+            .await
+            .job
+            .counts
+            .done,
+        10
+    );
+    h.wait_workers(Duration::from_secs(60));
+    // Then the source goes bad for those items: "service busy" every time.
+    h.sim
+        .set_drill(DrillPatch {
+            busy_items: Some((1..=10).collect()),
+            ..DrillPatch::default()
+        })
+        .expect("drill");
+    let items = h.item_file(10);
+    let items = items.to_str().expect("utf-8 temp path");
+    let adds_before = h.stats(Platform::Taobao, Api::ItemAdd).calls;
+
+    // A relisting job that does not allow stale input writes nothing: each item is retried
+    // for a fresh read, then fails.
+    let strict = h.enqueue(&[
+        "listing", "--from", "alibaba", "--to", "taobao", "--items", items, "--relist",
+    ]);
+    h.spawn_worker(8, 2);
+    let status = h.wait_job(strict, Duration::from_secs(180)).await;
+    assert_eq!(status.job.counts.failed, 10, "{:?}", status.job.counts);
+    assert_eq!(
+        h.stats(Platform::Taobao, Api::ItemAdd).calls,
+        adds_before,
+        "a write was made from a stale read"
+    );
+    let failed = h
+        .store
+        .items(strict, Some(ItemStatus::Failed), 1)
+        .await
+        .expect("items");
+    let message = failed[0].error_message.clone().unwrap_or_default();
+    assert!(message.contains("stale cache"), "{message}");
+    h.wait_workers(Duration::from_secs(60));
+
+    // Allowed (an hour), the same job writes from the stale reads, flagged.
+    let lenient = h.enqueue(&[
+        "listing",
+        "--from",
+        "alibaba",
+        "--to",
+        "taobao",
+        "--items",
+        items,
+        "--relist",
+        "--allow-stale-source",
+        "3600",
+    ]);
+    h.spawn_worker(8, 2);
+    let status = h.wait_job(lenient, Duration::from_secs(180)).await;
+    assert_eq!(status.job.counts.stale, 10, "{:?}", status.job.counts);
+    assert_eq!(count(&h, lenient, ItemStatus::Stale).await, 10);
+    assert_eq!(
+        h.stats(Platform::Taobao, Api::ItemAdd).calls,
+        adds_before + 10
+    );
+}

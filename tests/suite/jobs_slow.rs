@@ -80,6 +80,7 @@ async fn run_listing_over_a_slow_target(redis: bool) {
         items: Vec::new(),
         to_shop: syncfleet::jobs::spec::DEFAULT_SHOP.into(),
         relist: false,
+        allow_stale_source_s: None,
     };
     let enq = producer::enqueue(&rt.store, &rt.queue, CHUNK, &spec, &keys, |_| {})
         .await

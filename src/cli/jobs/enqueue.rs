@@ -48,6 +48,12 @@ pub(crate) enum EnqueueWhat {
         /// List again the items already listed on --to-shop: new products, on purpose.
         #[arg(long)]
         relist: bool,
+        /// Write from a source read the link layer could only serve from its stale cache
+        /// (the source platform failing) when it is at most this many seconds old; flagged
+        /// `stale`. Without it, such an item is retried and then fails: no write is made from
+        /// degraded input.
+        #[arg(long, value_name = "SECONDS")]
+        allow_stale_source: Option<u64>,
     },
     /// Sync the orders modified in [--since, --until), one task per platform-sized window.
     Orders {
@@ -112,6 +118,7 @@ fn spec_from_args(args: &EnqueueArgs) -> Result<JobSpec, CliError> {
                 items,
                 to_shop,
                 relist,
+                allow_stale_source,
             }),
         ) => Ok(JobSpec::Listing {
             from: *from,
@@ -120,6 +127,7 @@ fn spec_from_args(args: &EnqueueArgs) -> Result<JobSpec, CliError> {
             items: Vec::new(),
             to_shop: to_shop.clone(),
             relist: *relist,
+            allow_stale_source_s: *allow_stale_source,
         }),
         (
             None,

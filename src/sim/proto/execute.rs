@@ -121,6 +121,9 @@ pub(super) fn execute(
             if sim.with_drill(|d| d.worded_limit_items.contains(&id)) {
                 return Err(Failure::WordedLimit);
             }
+            if sim.with_drill(|d| d.busy_items.contains(&id)) {
+                return Err(Failure::Busy);
+            }
             let item = match data::catalog_item(sim.cfg.seed, sim.cfg.catalog_items, id) {
                 Some(i) => i,
                 None => app
