@@ -106,6 +106,11 @@ pub(crate) async fn run_chunk(
 ) -> Vec<(String, ItemRun)> {
     let mut out = Vec::with_capacity(keys.len());
     for key in keys {
+        // A stopping worker or a held job starts no new slice (its place, if any, is kept).
+        if stop.refuses_new_items() {
+            out.push((key.clone(), ItemRun::Later(std::time::Duration::ZERO)));
+            continue;
+        }
         let from = carried
             .get(key)
             .and_then(|c| serde_json::from_str::<SliceProgress>(c).ok())
@@ -152,6 +157,18 @@ async fn sync_slice(
     let mut more = true;
     let first_page = from.next_page.max(1);
     for page in first_page..=MAX_PAGES_PER_SLICE {
+        // A stopping worker (SIGTERM, a scale-in) or a held job ends the walk at a page
+        // boundary, keeping its place: the next run resumes at this page instead of page 1.
+        if page > first_page && stop.refuses_new_items() {
+            let progress = SliceProgress {
+                next_page: page,
+                pages,
+                seen,
+                changed,
+            };
+            return ItemRun::Later(std::time::Duration::ZERO)
+                .carrying(|| serde_json::to_string(&progress).ok());
+        }
         // A paused or cancelled job's page waiting at its gate gives up; the walk keeps its
         // place (the pages stored so far are carried).
         let ctx = runner.call_context_until(stop);

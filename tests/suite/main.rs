@@ -22,6 +22,7 @@ mod link_process;
 mod listing_once;
 mod ops_logs;
 mod ops_metrics;
+mod orders_progress;
 mod platform_sim;
 mod queue;
 mod queue_embedded;
