@@ -4,7 +4,7 @@
 //! job run without a stop.
 
 use crate::jobs_harness::{self, client_toml, ClientOpts, Harness};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 use syncfleet::platform::{Api, Platform};
 use syncfleet::sim::SimConfig;
@@ -33,7 +33,7 @@ fn pages(h: &Harness) -> u64 {
     h.stats(TB, Api::OrderList).calls
 }
 
-fn enqueue(h: &Harness, config: &PathBuf) -> i64 {
+fn enqueue(h: &Harness, config: &Path) -> i64 {
     h.enqueue_with(
         config,
         &[
