@@ -6,7 +6,7 @@
 //! embedded (the machines are offline: no CDN).
 //!
 //! Actions that change anything (retry a class of failed items, re-queue dead letters, set a
-//! gate's rate with a reason) need the token in `SYNCFLEET_DASHBOARD_TOKEN`, sent as
+//! gate's rate with a reason, pause, resume or cancel a job) need the token in `SYNCFLEET_DASHBOARD_TOKEN`, sent as
 //! `Authorization: Bearer TOKEN`; without the variable they are disabled. They do what the CLI
 //! commands do and are recorded the same way (a gate change lands in `gate_changes`).
 
@@ -16,7 +16,7 @@ mod state;
 use crate::app::runtime::Runtime;
 use crate::jobs::producer;
 use crate::platform::{Api, ErrorClass, Platform};
-use crate::store::GateChange;
+use crate::store::{ControlAction, ControlChange, GateChange};
 use crate::throttle::Gates;
 use axum::extract::{Query, State};
 use axum::http::{header, HeaderMap, StatusCode};
@@ -123,6 +123,7 @@ pub(crate) async fn serve(
         .route("/api/actions/retry", post(action_retry))
         .route("/api/actions/requeue-dead", post(action_requeue_dead))
         .route("/api/actions/gate", post(action_gate))
+        .route("/api/actions/job", post(action_job))
         .with_state(app);
     let listener = tokio::net::TcpListener::bind(addr)
         .await
@@ -227,6 +228,53 @@ async fn action_requeue_dead(
                 .into_response()
         }
         Err(e) => (StatusCode::BAD_REQUEST, format!("{e:#}")).into_response(),
+    }
+}
+
+#[derive(Deserialize)]
+struct JobAction {
+    job: i64,
+    /// `pause`, `resume` or `cancel`.
+    action: String,
+}
+
+/// `syncfleet job pause|resume|cancel N` from the page.
+async fn action_job(
+    State(app): State<Shared>,
+    headers: HeaderMap,
+    Json(a): Json<JobAction>,
+) -> Response {
+    if let Err(e) = app.token.check(&headers) {
+        return e.into_response();
+    }
+    let action = match a.action.as_str() {
+        "pause" => ControlAction::Pause,
+        "resume" => ControlAction::Resume,
+        "cancel" => ControlAction::Cancel,
+        other => {
+            return (
+                StatusCode::BAD_REQUEST,
+                format!("`{other}` is not a job action (pause, resume or cancel)"),
+            )
+                .into_response()
+        }
+    };
+    match app.rt.store.control_job(a.job, action).await {
+        Ok(ControlChange::Finished) => (
+            StatusCode::BAD_REQUEST,
+            format!("job {} has finished (or was cancelled)", a.job),
+        )
+            .into_response(),
+        Ok(change) => {
+            tracing::info!(job = a.job, action = %a.action, "dashboard: job control");
+            let (changed, cancelled) = match change {
+                ControlChange::Done { cancelled } => (true, cancelled),
+                _ => (false, 0),
+            };
+            Json(serde_json::json!({"changed": changed, "cancelled": cancelled})).into_response()
+        }
+        Err(e) if e.is_input_error() => (StatusCode::BAD_REQUEST, e.to_string()).into_response(),
+        Err(e) => (StatusCode::INTERNAL_SERVER_ERROR, e.to_string()).into_response(),
     }
 }
 

@@ -14,6 +14,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 use syncfleet::platform::{Api, Platform};
 use syncfleet::sim::SimConfig;
+use syncfleet::store::JobControl;
 
 const TOKEN: &str = "test-dashboard-token";
 
@@ -233,6 +234,30 @@ async fn dashboard_shows_live_progress_and_guards_its_actions() {
         (change.who.as_str(), change.why.as_str(), change.new_rate),
         ("dashboard", "dashboard test", 120.0)
     );
+    // Job control from the page: pause, then resume, seen in the ledger.
+    for (action, expect) in [("pause", Some(JobControl::Paused)), ("resume", None)] {
+        browser
+            .execute(
+                &format!(
+                    "document.getElementById('result').dataset.status = ''; \
+                     document.getElementById('job').value = '{job}'; \
+                     document.getElementById('control').value = '{action}';"
+                ),
+                vec![],
+            )
+            .await
+            .expect("fill the job action");
+        browser
+            .find(Locator::Id("jobctl"))
+            .await
+            .expect("button")
+            .click()
+            .await
+            .expect("click");
+        let ok = eventually("the job action", status).await;
+        assert_eq!(ok, "200", "{action}");
+        assert_eq!(h.store.job_control(job).await.expect("control"), expect);
+    }
     let shot = browser.screenshot().await.expect("screenshot");
     std::fs::write(artifacts().join("dashboard-action.png"), shot).expect("save screenshot");
     browser.close().await.expect("close the browser");
