@@ -159,11 +159,14 @@ async fn script_flush_mid_run_and_acquisition_continues() {
         match gates.acquire(P, A, Duration::from_millis(500)).await {
             Ok(_) if flushed => after += 1,
             Ok(_) => before += 1,
-            // A response timeout on a starved CI machine is not what this test is about; any
-            // other error (NOSCRIPT above all) fails it.
+            // A response timeout on a starved CI machine is not what this test is about, nor
+            // is the gate's own rate (a fast machine asks for more than 5,000 in a second, and
+            // the next free token can be beyond the wait); any other error (NOSCRIPT above
+            // all) fails it.
             Err(GateRefusal::Unreachable {
                 timed_out: true, ..
-            }) => {}
+            })
+            | Err(GateRefusal::RetryAt(_)) => {}
             Err(e) => panic!("acquisition failed after {before} + {after}: {e}"),
         }
     }
