@@ -58,15 +58,14 @@ pub(crate) struct JobRunner {
 
 impl JobRunner {
     pub(crate) fn new(store: Store, gateway: Gateway, cfg: Arc<Config>) -> JobRunner {
-        let store_for_controls = store.clone();
         JobRunner {
+            controls: Arc::new(JobControls::new(store.clone())),
             ctx: HandlerCtx {
                 store,
                 gateway,
                 cfg,
             },
             specs: Mutex::new(HashMap::new()),
-            controls: Arc::new(JobControls::new(store_for_controls)),
         }
     }
 
@@ -198,10 +197,16 @@ impl JobRunner {
             self.ctx.store.finish_items(job_id, &outcomes)
         })
         .await?;
-        if report.recorded < outcomes.len() as u64 {
-            // Some items were no longer pending: a duplicate delivery (they are terminal
-            // already), or a cancel while their call was on the wire. What a call made is
-            // recorded over `cancelled` (docs/design.md, "Job control").
+        if report.recorded < outcomes.len() as u64
+            // Read fresh, not from the cache: the cancel may be younger than a second.
+            && matches!(
+                self.ctx.store.job_control(job_id).await,
+                Ok(Some(JobControl::Cancelled))
+            )
+        {
+            // Items no longer pending in a cancelled job: the cancel came while their call was
+            // on the wire. What a call made is recorded over `cancelled` (docs/design.md,
+            // "Job control"). (A duplicate delivery's items are terminal already: nothing.)
             ledger_write("record_made_despite_cancel", || {
                 self.ctx.store.record_made_despite_cancel(job_id, &outcomes)
             })

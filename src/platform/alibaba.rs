@@ -1,10 +1,9 @@
 //! 1688: the signed form (`{endpoint}/param2/1/{namespace}/{apiName}/{appKey}`) and its
 //! bodies (docs/wire-formats.md).
 
-use super::classify::{alibaba_class, alibaba_quota_spent, keyword_class, CallError};
+use super::classify::{alibaba_known, alibaba_quota_spent, keyword_class, or_keywords, CallError};
 use super::json::{array, boolean, joined, text, text_or_empty, uint};
 use super::sign::alibaba_sign;
-use super::ErrorClass;
 use super::{
     Api, ApiRequest, ApiResponse, Credentials, Item, Order, OrderPage, Platform, Trace, TraceEvent,
 };
@@ -104,8 +103,7 @@ pub(crate) fn check_body(
 ) -> Result<(), CallError> {
     if let Some(code) = text(body, "error_code") {
         let msg = joined(body, &["error_message"]);
-        let class = alibaba_class(status, &code, &msg);
-        let guessed = alibaba_class(status, &code, "") != ErrorClass::Slow;
+        let (class, guessed) = or_keywords(alibaba_known(status, &code), &msg);
         let mut e = CallError::platform(P, api, class, code.clone(), &msg, &msg, Some(status), now)
             .limit_guessed(guessed);
         e.quota_spent |= alibaba_quota_spent(&code);
@@ -116,8 +114,7 @@ pub(crate) fn check_body(
             .as_str()
             .map(str::to_string)
             .unwrap_or_else(|| body.to_string());
-        let class = alibaba_class(status, "", &msg);
-        let guessed = alibaba_class(status, "", "") != ErrorClass::Slow;
+        let (class, guessed) = or_keywords(alibaba_known(status, ""), &msg);
         return Err(CallError::platform(
             P,
             api,

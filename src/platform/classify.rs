@@ -267,46 +267,55 @@ pub(crate) fn ban_means_quota_spent(ban: Duration, now: DateTime<Utc>) -> bool {
     (until_reset - ban.as_secs() as i64).abs() <= 5
 }
 
-/// Taobao TOP `error_response` (code, sub_code) → class.
-pub(crate) fn top_class(code: i64, sub_code: &str, text: &str) -> ErrorClass {
-    match code {
+/// A code table's class, or the message keywords' for a code it does not map; `true` when the
+/// keywords decided (`CallError::limit_guessed`).
+pub(crate) fn or_keywords(known: Option<ErrorClass>, text: &str) -> (ErrorClass, bool) {
+    match known {
+        Some(class) => (class, false),
+        None => (keyword_class(text), true),
+    }
+}
+
+/// Taobao TOP `error_response` (code, sub_code) → class, when the code is mapped.
+pub(crate) fn top_known(code: i64, sub_code: &str) -> Option<ErrorClass> {
+    Some(match code {
         4..=8 => ErrorClass::Slow,
         10 => ErrorClass::Retry,
         15 if sub_code.starts_with("isp.") => ErrorClass::Retry,
         15 if sub_code.starts_with("isv.") => ErrorClass::Fatal,
         9 | 11..=13 | 21..=34 | 40..=43 | 47 | 53 => ErrorClass::Fatal,
-        _ => keyword_class(text),
-    }
+        _ => return None,
+    })
 }
 
-/// JD JOS `error_response.code` → class.
-pub(crate) fn jd_class(code: &str, text: &str) -> ErrorClass {
-    match code.trim().parse::<i64>() {
+/// JD JOS `error_response.code` → class, when the code is mapped.
+pub(crate) fn jd_known(code: &str) -> Option<ErrorClass> {
+    Some(match code.trim().parse::<i64>() {
         Ok(2) => ErrorClass::Slow,
         Ok(1 | 43 | 65 | 66 | 67 | 69) => ErrorClass::Retry,
         Ok(3..=8 | 11..=15 | 18..=25 | 60..=64 | 73) => ErrorClass::Fatal,
-        _ => keyword_class(text),
-    }
+        _ => return None,
+    })
 }
 
-/// 1688 gateway error (`error_code`, HTTP status) → class.
-pub(crate) fn alibaba_class(http_status: u16, error_code: &str, text: &str) -> ErrorClass {
+/// 1688 gateway error (`error_code`, HTTP status) → class, when they are mapped.
+pub(crate) fn alibaba_known(http_status: u16, error_code: &str) -> Option<ErrorClass> {
     const FATAL_PREFIXES: [&str; 2] = ["gw.Signature", "gw.AppKey"];
     const FATAL: [&str; 3] = ["gw.APIACLDecline", "gw.APIUnsupported", "gw.ParamMissing"];
     if matches!(
         error_code,
         "gw.QosAppFrequencyLimit" | "gw.NoUsageLeftError"
     ) {
-        return ErrorClass::Slow;
+        return Some(ErrorClass::Slow);
     }
     if FATAL_PREFIXES.iter().any(|p| error_code.starts_with(p)) || FATAL.contains(&error_code) {
-        return ErrorClass::Fatal;
+        return Some(ErrorClass::Fatal);
     }
     match http_status {
-        401 => ErrorClass::Fatal,
-        500..=599 => ErrorClass::Retry,
-        429 => ErrorClass::Slow,
-        _ => keyword_class(text),
+        401 => Some(ErrorClass::Fatal),
+        500..=599 => Some(ErrorClass::Retry),
+        429 => Some(ErrorClass::Slow),
+        _ => None,
     }
 }
 
@@ -373,6 +382,21 @@ pub(crate) fn describe_reqwest(err: reqwest::Error) -> String {
 mod tests {
     use super::*;
     use chrono::TimeZone;
+
+    /// Taobao TOP `error_response` (code, sub_code) → class.
+    fn top_class(code: i64, sub_code: &str, text: &str) -> ErrorClass {
+        or_keywords(top_known(code, sub_code), text).0
+    }
+
+    /// JD JOS `error_response.code` → class.
+    fn jd_class(code: &str, text: &str) -> ErrorClass {
+        or_keywords(jd_known(code), text).0
+    }
+
+    /// 1688 gateway error (`error_code`, HTTP status) → class.
+    fn alibaba_class(http_status: u16, error_code: &str, text: &str) -> ErrorClass {
+        or_keywords(alibaba_known(http_status, error_code), text).0
+    }
 
     #[test]
     fn ban_seconds_are_extracted() {

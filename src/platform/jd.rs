@@ -1,11 +1,10 @@
 //! JD JOS: the signed form (`/routerjson`, business params as `360buy_param_json`) and its
 //! `..._responce` bodies (docs/wire-formats.md).
 
-use super::classify::{http_class, jd_class, keyword_class, CallError};
+use super::classify::{http_class, jd_known, keyword_class, or_keywords, CallError};
 use super::json::{array, boolean, find_key, joined, text, text_or_empty, uint};
 use super::model::{format_china_time, parse_china_time};
 use super::sign::jd_sign;
-use super::ErrorClass;
 use super::{
     Api, ApiRequest, ApiResponse, Credentials, Item, Order, OrderPage, Platform, Trace, TraceEvent,
 };
@@ -100,8 +99,7 @@ const MESSAGE_KEYS: [&str; 3] = ["en_desc", "zh_desc", "msg"];
 fn platform_error(api: Api, err: &Value, status: u16, now: DateTime<Utc>) -> CallError {
     let code = text(err, "code").unwrap_or_else(|| "?".into());
     let all = joined(err, &MESSAGE_KEYS);
-    let class = jd_class(&code, &all);
-    let guessed = jd_class(&code, "") != ErrorClass::Slow;
+    let (class, guessed) = or_keywords(jd_known(&code), &all);
     CallError::platform(P, api, class, code, &all, &all, Some(status), now).limit_guessed(guessed)
 }
 

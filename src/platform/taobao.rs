@@ -1,10 +1,9 @@
 //! Taobao TOP: the signed form (`/router/rest`) and its bodies (docs/wire-formats.md).
 
-use super::classify::{http_class, top_class, CallError};
+use super::classify::{http_class, or_keywords, top_known, CallError};
 use super::json::{array, boolean, joined, text, text_or_empty, uint};
 use super::model::{format_china_time, parse_china_time};
 use super::sign::top_sign;
-use super::ErrorClass;
 use super::{
     Api, ApiRequest, ApiResponse, Credentials, Item, Order, OrderPage, Platform, Trace, TraceEvent,
 };
@@ -112,7 +111,7 @@ pub(crate) fn check_body(
         let code_num = uint(err, "code").map(|c| c as i64).unwrap_or(-1);
         let sub_code = text_or_empty(err, "sub_code");
         let all = joined(err, &["msg", "sub_code", "sub_msg"]);
-        let class = top_class(code_num, &sub_code, &all);
+        let (class, guessed) = or_keywords(top_known(code_num, &sub_code), &all);
         let message = match (text(err, "msg"), text(err, "sub_msg")) {
             (Some(m), Some(s)) => format!("{m} ({sub_code}): {s}"),
             (Some(m), None) => m,
@@ -120,7 +119,6 @@ pub(crate) fn check_body(
             (None, None) => String::new(),
         };
         let code = text(err, "code").unwrap_or_else(|| "?".into());
-        let guessed = top_class(code_num, &sub_code, "") != ErrorClass::Slow;
         return Err(
             CallError::platform(P, api, class, code, &message, &all, Some(status), now)
                 .limit_guessed(guessed),

@@ -115,17 +115,4 @@ impl Store {
         tx.commit().await.ctx(self, "record_listings: commit")?;
         Ok(())
     }
-
-    /// [`Store::record_listings`] of one item.
-    pub async fn record_listing(
-        &self,
-        route: ListingRoute<'_>,
-        source_item: &str,
-        target_item: &str,
-        job_id: i64,
-        relist: bool,
-    ) -> Result<(), StoreError> {
-        let made = [(source_item.to_string(), target_item.to_string())];
-        self.record_listings(route, job_id, relist, &made).await
-    }
 }

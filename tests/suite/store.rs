@@ -145,20 +145,20 @@ async fn a_listing_is_recorded_once_per_target_shop(kind: Kind) {
     let asked = vec!["1".to_string(), "2".to_string(), "3".to_string()];
     assert!(store.listed_items(main, &asked).await.unwrap().is_empty());
     store
-        .record_listing(main, "1", "T-1", 7, false)
+        .record_listings(main, 7, false, &[("1".into(), "T-1".into())])
         .await
         .unwrap();
     store
-        .record_listing(main, "2", "T-2", 7, false)
+        .record_listings(main, 7, false, &[("2".into(), "T-2".into())])
         .await
         .unwrap();
     // A second job's record does not replace the first; a relist does.
     store
-        .record_listing(main, "1", "T-1b", 8, false)
+        .record_listings(main, 8, false, &[("1".into(), "T-1b".into())])
         .await
         .unwrap();
     store
-        .record_listing(main, "2", "T-2r", 9, true)
+        .record_listings(main, 9, true, &[("2".into(), "T-2r".into())])
         .await
         .unwrap();
     let listed = store.listed_items(main, &asked).await.unwrap();
