@@ -177,7 +177,7 @@ async fn enqueue_bench(url: &str) -> anyhow::Result<()> {
                 },
             )
             .await?;
-            let tasks = producer::chunk_tasks(job, JobKind::Listing, &keys, 100);
+            let tasks = producer::chunk_tasks(job, JobKind::Listing, "", &keys, 100);
             let t = Instant::now();
             q.push_bulk(&tasks).await?;
             queue.push(t.elapsed().as_secs_f64());
@@ -355,7 +355,7 @@ async fn bare_apalis(url: &str, n: usize, concurrency: usize, round: usize) -> a
         .batch_size(concurrency)
         .missed_heartbeats(2);
     let mut storage = RedisStorage::<TaskMsg, _>::new(conn).with_config(cfg);
-    let tasks = producer::chunk_tasks(1, JobKind::Listing, &keys(n as u64), 1);
+    let tasks = producer::chunk_tasks(1, JobKind::Listing, "", &keys(n as u64), 1);
     for chunk in tasks.chunks(1000) {
         storage.push_bulk(chunk.to_vec()).await?;
     }
@@ -437,7 +437,13 @@ async fn syncfleet_worker(
         w.wait(Duration::from_secs(300))?;
         anyhow::ensure!(rt.store.job_status(r.job_id).await?.job.counts.pending == 0);
         rt.queue
-            .push_bulk(&producer::chunk_tasks(r.job_id, JobKind::Listing, &keys, 1))
+            .push_bulk(&producer::chunk_tasks(
+                r.job_id,
+                JobKind::Listing,
+                "",
+                &keys,
+                1,
+            ))
             .await?;
     }
     let t = Instant::now();

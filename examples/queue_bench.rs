@@ -28,6 +28,7 @@ fn tasks(n: usize, keys: usize) -> Vec<TaskMsg> {
             kind: "listing".into(),
             chunk: i as u32,
             keys: (0..keys).map(|k| format!("item-{i:06}-{k:03}")).collect(),
+            shop: String::new(),
         })
         .collect()
 }

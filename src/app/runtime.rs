@@ -134,7 +134,14 @@ impl Runtime {
         redis_url: Option<&str>,
     ) -> Result<Runtime, RuntimeError> {
         store.migrate().await?;
-        let opts = QueueOptions::from_config(&cfg.queue);
+        let opts = QueueOptions {
+            shop_weights: Arc::new(
+                cfg.shops()
+                    .map(|(name, shop)| (name.to_string(), shop.weight))
+                    .collect(),
+            ),
+            ..QueueOptions::from_config(&cfg.queue)
+        };
         let queue = Queue::open(redis_url, queue_file, opts).await?;
         queue
             .bind_fleet(&store.fleet_id().await?, store.db_name())

@@ -4,13 +4,15 @@
 //! syntax errors). Secrets are never stored in the file: the config names the environment
 //! variable that holds each one.
 //!
-//! By section: `platforms` (`[platforms.<name>]` and the secrets it names), `gates`,
+//! By section: `platforms` (`[platforms.<name>]` and the secrets it names), `shops` (the
+//! sellers the app serves, each with its own session), `gates`,
 //! `link` (timeouts, retries, breaker), `worker` (queue, jobs, probes); `validate` holds the
 //! semantic checks run after parsing.
 
 mod gates;
 mod link;
 mod platforms;
+mod shops;
 mod validate;
 mod worker;
 
@@ -18,6 +20,8 @@ pub use crate::secret::Secret;
 pub use gates::GateConfig;
 pub use link::{BreakerConfig, ClassTimeouts, LinkConfig, RetryConfig, TimeoutsConfig};
 pub use platforms::{ClientSetupError, MissingSecret, PlatformConfig};
+pub(crate) use shops::{valid_shop_name, DEFAULT_WEIGHT, MAX_WEIGHT};
+pub use shops::{ShopConfig, ShopError};
 pub use worker::{ProbeConfig, QueueConfig};
 
 use crate::platform::{Api, Platform};
@@ -64,6 +68,8 @@ struct RawConfig {
     #[serde(default)]
     platforms: BTreeMap<String, PlatformConfig>,
     #[serde(default)]
+    shops: BTreeMap<String, ShopConfig>,
+    #[serde(default)]
     gates: BTreeMap<String, GateEntry>,
     #[serde(default)]
     link: LinkConfig,
@@ -81,6 +87,8 @@ pub struct Config {
     pub(crate) file: PathBuf,
     /// Settings of each platform that has a `[platforms.<name>]` section.
     pub platforms: BTreeMap<Platform, PlatformConfig>,
+    /// The shops the app serves, by name (`[shops.<name>]`).
+    pub(crate) shops: BTreeMap<String, ShopConfig>,
     /// `default` plus `platform.api` entries.
     pub(crate) gates: BTreeMap<String, GateEntry>,
     /// The link layer (`[link]`).
@@ -158,6 +166,7 @@ impl Config {
         let cfg = Config {
             file: path.to_path_buf(),
             platforms,
+            shops: raw.shops,
             gates: raw.gates,
             link: raw.link,
             queue: raw.queue,

@@ -133,7 +133,7 @@ pub enum ClientSetupError {
     Client(#[from] ClientError),
 }
 
-fn read_secret_env(var: &str) -> Result<Secret, MissingSecret> {
+pub(super) fn read_secret_env(var: &str) -> Result<Secret, MissingSecret> {
     match std::env::var(var) {
         Ok(v) if !v.is_empty() => Ok(Secret::new(v)),
         _ => Err(MissingSecret {

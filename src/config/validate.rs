@@ -17,6 +17,33 @@ impl Config {
                 warning,
             })
         };
+        for (name, shop) in &self.shops {
+            if !super::valid_shop_name(name) {
+                push(
+                    format!("shops.\"{name}\""),
+                    "a shop name is 1 to 64 letters, digits, `-`, `_` or `.`".into(),
+                    false,
+                );
+            }
+            if shop.session_env.trim().is_empty() {
+                push(
+                    format!("shops.{name}.session_env"),
+                    "must name the environment variable holding the shop's session".into(),
+                    false,
+                );
+            }
+            if !(1..=super::MAX_WEIGHT).contains(&shop.weight) {
+                push(
+                    format!("shops.{name}.weight"),
+                    format!(
+                        "must be between 1 and {}, got {}",
+                        super::MAX_WEIGHT,
+                        shop.weight
+                    ),
+                    false,
+                );
+            }
+        }
         for (name, entry) in &self.gates {
             let key = |field: &str| {
                 if name == "default" {

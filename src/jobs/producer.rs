@@ -90,7 +90,7 @@ pub async fn enqueue(
     }
     let spec_json = serde_json::to_string(&stored)?;
     let job_id = store.create_job(spec.kind(), &spec_json, keys).await?;
-    let tasks = chunk_tasks(job_id, spec.kind(), keys, chunk_size);
+    let tasks = chunk_tasks(job_id, spec.kind(), spec.shop(), keys, chunk_size);
     let mut pushed = 0;
     for batch in tasks.chunks(PROGRESS_STEP) {
         queue
@@ -111,8 +111,14 @@ pub async fn enqueue(
     })
 }
 
-/// One task per `chunk_size` keys, numbered from 0.
-pub fn chunk_tasks(job_id: i64, kind: JobKind, keys: &[String], chunk_size: usize) -> Vec<TaskMsg> {
+/// One task per `chunk_size` keys, numbered from 0, for `shop`'s share of the queue.
+pub fn chunk_tasks(
+    job_id: i64,
+    kind: JobKind,
+    shop: &str,
+    keys: &[String],
+    chunk_size: usize,
+) -> Vec<TaskMsg> {
     keys.chunks(chunk_size.max(1))
         .enumerate()
         .map(|(i, chunk)| TaskMsg {
@@ -120,8 +126,18 @@ pub fn chunk_tasks(job_id: i64, kind: JobKind, keys: &[String], chunk_size: usiz
             kind: kind.as_str().to_string(),
             chunk: u32::try_from(i).unwrap_or(u32::MAX),
             keys: chunk.to_vec(),
+            shop: shop.to_string(),
         })
         .collect()
+}
+
+/// The shop a stored job works for (its tasks' share of the queue); empty when its spec no
+/// longer parses (its tasks then form one flow of their own; the runner reports the spec).
+async fn job_shop(store: &Store, job_id: i64) -> Result<String, ProducerError> {
+    let text = store.job_spec(job_id).await?;
+    Ok(serde_json::from_str::<JobSpec>(&text)
+        .map(|s| s.shop().to_string())
+        .unwrap_or_default())
 }
 
 /// The job's pending items that no live task (ready, in flight or delayed) carries: what
@@ -157,7 +173,8 @@ pub(crate) async fn reconcile(
 ) -> Result<EnqueueReport, ProducerError> {
     let status = store.job_status(job_id).await?;
     let keys = uncovered_pending(store, queue, job_id).await?;
-    let tasks = chunk_tasks(job_id, status.job.kind, &keys, chunk_size);
+    let shop = job_shop(store, job_id).await?;
+    let tasks = chunk_tasks(job_id, status.job.kind, &shop, &keys, chunk_size);
     queue.push_bulk(&tasks).await?;
     Ok(EnqueueReport {
         job_id,
@@ -208,7 +225,8 @@ pub(crate) async fn requeue_dead(
         let keys = store.dead_items(*job_id).await?;
         let revived = store.revive_dead_items(*job_id, &keys).await?;
         pushed.extend(revived.iter().map(|k| (*job_id, k.clone())));
-        let tasks = chunk_tasks(*job_id, status.job.kind, &revived, chunk_size);
+        let shop = job_shop(store, *job_id).await?;
+        let tasks = chunk_tasks(*job_id, status.job.kind, &shop, &revived, chunk_size);
         queue.push_bulk(&tasks).await?;
         report.items += revived.len();
         report.tasks += tasks.len();
@@ -250,7 +268,8 @@ pub(crate) async fn retry_class(
     let status = store.job_status(job_id).await?;
     let keys = store.items_by_class(job_id, class).await?;
     store.reset_items_to_pending(job_id, &keys).await?;
-    let tasks = chunk_tasks(job_id, status.job.kind, &keys, chunk_size);
+    let shop = job_shop(store, job_id).await?;
+    let tasks = chunk_tasks(job_id, status.job.kind, &shop, &keys, chunk_size);
     queue.push_bulk(&tasks).await?;
     Ok(EnqueueReport {
         job_id,

@@ -81,6 +81,24 @@ impl JobSpec {
         }
     }
 
+    /// The shop the job works for: a listing's target shop, else the shop synced. Its
+    /// session signs the job's calls on that shop's platform ([`JobSpec::shop_platform`]),
+    /// and its weight sets the job's share of the queue (docs/design.md, "Shops").
+    pub(crate) fn shop(&self) -> &str {
+        match self {
+            JobSpec::Listing { to_shop, .. } => to_shop,
+            JobSpec::Orders { shop, .. } | JobSpec::Logistics { shop, .. } => shop,
+        }
+    }
+
+    /// The platform of [`JobSpec::shop`].
+    pub(crate) fn shop_platform(&self) -> Platform {
+        match self {
+            JobSpec::Listing { to, .. } => *to,
+            JobSpec::Orders { platform, .. } | JobSpec::Logistics { platform, .. } => *platform,
+        }
+    }
+
     /// The platforms the job calls (listing: source then target), for checking at start
     /// that a worker has their secrets.
     pub(crate) fn platforms(&self) -> Vec<Platform> {

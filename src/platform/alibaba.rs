@@ -1,7 +1,10 @@
 //! 1688: the signed form (`{endpoint}/param2/1/{namespace}/{apiName}/{appKey}`) and its
 //! bodies (docs/wire-formats.md).
 
-use super::classify::{alibaba_known, alibaba_quota_spent, keyword_class, or_keywords, CallError};
+use super::classify::{
+    alibaba_known, alibaba_quota_spent, alibaba_session_refused, keyword_class, or_keywords,
+    CallError,
+};
 use super::json::{array, boolean, joined, text, text_or_empty, uint};
 use super::sign::alibaba_sign;
 use super::{
@@ -107,6 +110,7 @@ pub(crate) fn check_body(
         let mut e = CallError::platform(P, api, class, code.clone(), &msg, &msg, Some(status), now)
             .limit_guessed(guessed);
         e.quota_spent |= alibaba_quota_spent(&code);
+        e.session_refused = alibaba_session_refused(&code);
         return Err(e);
     }
     if !(200..300).contains(&status) {

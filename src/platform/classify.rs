@@ -71,6 +71,11 @@ pub struct CallError {
     /// rounds instead of coming back forever (docs/design.md, "Timeouts and error classes").
     #[serde(default)]
     pub guessed_limit: bool,
+    /// The platform refused the shop's session / access token (expired, revoked, invalid):
+    /// a problem of one shop, not of the app, so the shop is paused alone
+    /// (docs/design.md, "Shops").
+    #[serde(default)]
+    pub session_refused: bool,
 }
 
 impl CallError {
@@ -104,6 +109,7 @@ impl CallError {
             http_status: None,
             transport: Some(kind),
             guessed_limit: false,
+            session_refused: false,
         }
     }
 
@@ -111,6 +117,12 @@ impl CallError {
     /// table (`guessed`); an answer naming a ban is taken at its word.
     pub(crate) fn limit_guessed(mut self, guessed: bool) -> Self {
         self.guessed_limit = guessed && self.class == ErrorClass::Slow && self.ban.is_none();
+        self
+    }
+
+    /// Mark an error whose code says the shop's session was refused.
+    pub(crate) fn session_refused(mut self, refused: bool) -> Self {
+        self.session_refused = refused;
         self
     }
 
@@ -146,6 +158,7 @@ impl CallError {
             http_status,
             transport: None,
             guessed_limit: false,
+            session_refused: false,
         }
     }
 
@@ -167,6 +180,7 @@ impl CallError {
             http_status: Some(http_status),
             transport: None,
             guessed_limit: false,
+            session_refused: false,
         }
     }
 
@@ -286,6 +300,24 @@ pub(crate) fn top_known(code: i64, sub_code: &str) -> Option<ErrorClass> {
         9 | 11..=13 | 21..=34 | 40..=43 | 47 | 53 => ErrorClass::Fatal,
         _ => return None,
     })
+}
+
+/// TOP codes of a refused session: 26 missing, 27 invalid or expired (and `isv.session-*`).
+pub(crate) fn top_session_refused(code: i64, sub_code: &str) -> bool {
+    matches!(code, 26 | 27) || sub_code.starts_with("isv.session")
+}
+
+/// JD's code of an invalid or expired `access_token`.
+pub(crate) fn jd_session_refused(code: &str) -> bool {
+    code.trim() == "19"
+}
+
+/// 1688's codes of an invalid or expired `access_token`.
+pub(crate) fn alibaba_session_refused(error_code: &str) -> bool {
+    matches!(
+        error_code,
+        "gw.InvalidAccessToken" | "gw.AccessTokenExpired" | "gw.AccessTokenInvalid"
+    )
 }
 
 /// JD JOS `error_response.code` → class, when the code is mapped.
@@ -472,6 +504,17 @@ mod tests {
             ErrorClass::Unknown
         );
         assert_eq!(top_class(999, "", "调用频繁"), ErrorClass::Slow);
+    }
+
+    #[test]
+    fn refused_sessions_are_told_apart_from_other_caller_errors() {
+        assert!(top_session_refused(27, "isv.session-expired"));
+        assert!(top_session_refused(26, ""));
+        assert!(!top_session_refused(25, "isv.invalid-signature"));
+        assert!(jd_session_refused("19"));
+        assert!(!jd_session_refused("18"));
+        assert!(alibaba_session_refused("gw.InvalidAccessToken"));
+        assert!(!alibaba_session_refused("gw.SignatureInvalid"));
     }
 
     #[test]

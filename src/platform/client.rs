@@ -125,6 +125,13 @@ impl PlatformClient {
         self.platform
     }
 
+    /// The same client (connection pool included) signing with another shop's session.
+    pub fn with_session(&self, session: Secret) -> PlatformClient {
+        let mut c = self.clone();
+        c.creds.session = Some(session);
+        c
+    }
+
     /// One signed call of a typed request, parsed. `read_timeout` bounds the whole call
     /// (connect is bounded separately by the config's connect timeout).
     pub async fn call(

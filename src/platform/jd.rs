@@ -1,7 +1,9 @@
 //! JD JOS: the signed form (`/routerjson`, business params as `360buy_param_json`) and its
 //! `..._responce` bodies (docs/wire-formats.md).
 
-use super::classify::{http_class, jd_known, keyword_class, or_keywords, CallError};
+use super::classify::{
+    http_class, jd_known, jd_session_refused, keyword_class, or_keywords, CallError,
+};
 use super::json::{array, boolean, find_key, joined, text, text_or_empty, uint};
 use super::model::{format_china_time, parse_china_time};
 use super::sign::jd_sign;
@@ -100,7 +102,10 @@ fn platform_error(api: Api, err: &Value, status: u16, now: DateTime<Utc>) -> Cal
     let code = text(err, "code").unwrap_or_else(|| "?".into());
     let all = joined(err, &MESSAGE_KEYS);
     let (class, guessed) = or_keywords(jd_known(&code), &all);
-    CallError::platform(P, api, class, code, &all, &all, Some(status), now).limit_guessed(guessed)
+    let refused = jd_session_refused(&code);
+    CallError::platform(P, api, class, code, &all, &all, Some(status), now)
+        .limit_guessed(guessed)
+        .session_refused(refused)
 }
 
 /// Errors of a body: `error_response`, a non-zero `code` inside the response, or a

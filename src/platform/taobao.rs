@@ -1,6 +1,6 @@
 //! Taobao TOP: the signed form (`/router/rest`) and its bodies (docs/wire-formats.md).
 
-use super::classify::{http_class, or_keywords, top_known, CallError};
+use super::classify::{http_class, or_keywords, top_known, top_session_refused, CallError};
 use super::json::{array, boolean, joined, text, text_or_empty, uint};
 use super::model::{format_china_time, parse_china_time};
 use super::sign::top_sign;
@@ -121,7 +121,8 @@ pub(crate) fn check_body(
         let code = text(err, "code").unwrap_or_else(|| "?".into());
         return Err(
             CallError::platform(P, api, class, code, &message, &all, Some(status), now)
-                .limit_guessed(guessed),
+                .limit_guessed(guessed)
+                .session_refused(top_session_refused(code_num, &sub_code)),
         );
     }
     if !(200..300).contains(&status) {

@@ -11,6 +11,10 @@
 //! - every task is pushed with `max_attempts = 1`, so the only error we return (attempts
 //!   exhausted) marks the row `Failed` for good: that row is the dead letter.
 //!
+//! Tasks are handed out in the shops' weighted fair order ([`super::fair`]): each row's
+//! apalis-sqlite priority is its start tag, and the clock lives in a table of our own in the
+//! same file (`syncfleet_fair`).
+//!
 //! apalis-sqlite schedules in whole seconds: a `RetryAfter` shorter than 1 s waits up to 1 s.
 //! A second embedded worker process is refused through the ledger's embedded-worker lock
 //! ([`EmbeddedQueue::with_ledger_lock`]).
@@ -32,11 +36,18 @@ use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, S
 use sqlx::SqlitePool;
 use tracing::{info, warn};
 
+use super::fair;
 use super::{
     run_caught, worker_name, DeadEntry, DeadHook, QueueError, QueueLen, QueueOptions, Shutdown,
     TaskCtx, TaskMsg, TaskResult, WorkerOptions, WorkerReport, WorkerStats,
 };
 use crate::store::{Store, EMBEDDED_LOCK_STALE_AFTER};
+
+/// The fair order's clock in the queue file: each shop's finish tag, and the virtual time in
+/// the row named [`FAIR_CLOCK_ROW`] (no shop name can be empty with a control character).
+const FAIR_TABLE: &str =
+    "CREATE TABLE IF NOT EXISTS syncfleet_fair (shop TEXT PRIMARY KEY, finish REAL NOT NULL)";
+const FAIR_CLOCK_ROW: &str = "\u{1}virtual_time";
 
 /// What the SQLite queue stores: the task and the attempts consumed before this row.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -94,6 +105,10 @@ impl EmbeddedQueue {
             .connect_with(base)
             .await
             .map_err(|e| err(&e))?;
+        sqlx::query(FAIR_TABLE)
+            .execute(&pool)
+            .await
+            .map_err(|e| err(&e))?;
         Ok(EmbeddedQueue {
             pool,
             path: path.to_path_buf(),
@@ -127,8 +142,67 @@ impl EmbeddedQueue {
         SqliteStorage::new(&self.pool).with_config(cfg)
     }
 
-    fn task(&self, s: Stored, delay: Option<Duration>) -> apalis::prelude::Task<Stored> {
-        let b = TaskBuilder::new(s).max_attempts(1);
+    /// Start tags for `tasks` in the shops' fair order ([`super::fair`]), as apalis-sqlite
+    /// priorities. The clock lives in the queue file; its virtual time is the smallest tag
+    /// still waiting (the next to be handed out), or every shop's latest finish when
+    /// nothing waits. One transaction, so a producer and the worker pushing at once do not
+    /// hand out the same tags.
+    async fn priorities(&self, tasks: &[&TaskMsg]) -> Result<Vec<i64>, QueueError> {
+        let mut tx = self.pool.begin().await.map_err(|e| self.err(e))?;
+        let rows: Vec<(String, f64)> = sqlx::query_as("SELECT shop, finish FROM syncfleet_fair")
+            .fetch_all(&mut *tx)
+            .await
+            .map_err(|e| self.err(e))?;
+        let mut clock = fair::FairClock::default();
+        for (shop, finish) in rows {
+            if shop == FAIR_CLOCK_ROW {
+                clock.virtual_time = finish;
+            } else {
+                clock.finish.insert(shop, finish);
+            }
+        }
+        // Rows of an older version have priority 0: not tagged, handed out after the rest.
+        let next: Option<i64> = sqlx::query_scalar(
+            "SELECT MAX(priority) FROM Jobs WHERE job_type = ? AND status = 'Pending' AND priority > 0",
+        )
+        .bind(&self.opts.name)
+        .fetch_one(&mut *tx)
+        .await
+        .map_err(|e| self.err(e))?;
+        match next {
+            Some(p) => clock.served(fair::tag_of(p)),
+            None => clock.idle(),
+        }
+        let out = tasks
+            .iter()
+            .map(|t| fair::priority_of(clock.tag(&t.shop, self.opts.weight(&t.shop))))
+            .collect();
+        let rows = clock
+            .finish
+            .iter()
+            .map(|(s, f)| (s.as_str(), *f))
+            .chain(std::iter::once((FAIR_CLOCK_ROW, clock.virtual_time)));
+        for (shop, finish) in rows {
+            sqlx::query("INSERT OR REPLACE INTO syncfleet_fair (shop, finish) VALUES (?, ?)")
+                .bind(shop)
+                .bind(finish)
+                .execute(&mut *tx)
+                .await
+                .map_err(|e| self.err(e))?;
+        }
+        tx.commit().await.map_err(|e| self.err(e))?;
+        Ok(out)
+    }
+
+    fn task(
+        &self,
+        s: Stored,
+        delay: Option<Duration>,
+        priority: i64,
+    ) -> apalis::prelude::Task<Stored> {
+        let b = TaskBuilder::new(s)
+            .max_attempts(1)
+            .priority(usize::try_from(priority).unwrap_or(0));
         match delay {
             // apalis-sqlite compares whole seconds: round the due time up, never down.
             Some(d) if !d.is_zero() => {
@@ -148,15 +222,18 @@ impl EmbeddedQueue {
         let mut st = self.storage();
         let mut pushed = 0;
         for batch in tasks.chunks(self.opts.push_batch.max(1)) {
+            let priorities = self.priorities(&batch.iter().collect::<Vec<_>>()).await?;
             let all: Vec<_> = batch
                 .iter()
-                .map(|m| {
+                .zip(priorities)
+                .map(|(m, priority)| {
                     self.task(
                         Stored {
                             msg: m.clone(),
                             prior_attempts: 0,
                         },
                         None,
+                        priority,
                     )
                 })
                 .collect();
@@ -184,7 +261,13 @@ impl EmbeddedQueue {
     }
 
     async fn push_stored(&self, s: Stored, delay: Duration) -> Result<(), QueueError> {
-        let t = self.task(s, Some(delay));
+        let priority = self
+            .priorities(&[&s.msg])
+            .await?
+            .first()
+            .copied()
+            .unwrap_or(0);
+        let t = self.task(s, Some(delay), priority);
         self.storage().push_task(t).await.map_err(|e| self.err(e))
     }
 

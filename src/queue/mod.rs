@@ -14,10 +14,12 @@
 //! job handlers skip items the ledger already shows terminal, which makes that harmless.
 
 pub(crate) mod embedded;
+pub(crate) mod fair;
 pub(crate) mod lease;
 pub(crate) mod redis;
 mod seam;
 
+use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -43,6 +45,11 @@ pub struct TaskMsg {
     pub chunk: u32,
     /// Keys of the chunk's items in the ledger.
     pub keys: Vec<String>,
+    /// The shop the job works for: the queue hands out tasks in the shops' weighted fair
+    /// order, not first come first served (docs/design.md, "Shops"). Empty for tasks
+    /// written before shops had a share (they form one flow of their own).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub shop: String,
 }
 
 /// What the handler learns about the delivery it runs.
@@ -142,6 +149,9 @@ pub struct QueueOptions {
     pub promote_batch: usize,
     /// Consumers with nothing pending and idle this long are removed from the group.
     pub consumer_gc_idle: Duration,
+    /// The weight of each configured shop (`[shops.<name>] weight`): its share of the
+    /// tasks handed out among the shops with tasks ready. Unnamed shops weigh 1.
+    pub shop_weights: Arc<BTreeMap<String, u32>>,
 }
 
 impl Default for QueueOptions {
@@ -169,7 +179,17 @@ impl QueueOptions {
             promote_batch: 1_000,
             // Below a minute a consumer between two polls of a slow task could be removed.
             consumer_gc_idle: Duration::from_secs(c.consumer_gc_idle_s.max(60)),
+            shop_weights: Arc::default(),
         }
+    }
+
+    /// The weight of `shop` in the queue's fair order.
+    pub(crate) fn weight(&self, shop: &str) -> u32 {
+        self.shop_weights
+            .get(shop)
+            .copied()
+            .unwrap_or(crate::config::DEFAULT_WEIGHT)
+            .max(1)
     }
 
     /// Idle time after which another worker takes over an in-flight task.

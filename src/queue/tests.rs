@@ -64,6 +64,7 @@ async fn panics_become_failures() {
         kind: "listing".into(),
         chunk: 0,
         keys: vec![],
+        shop: String::new(),
     };
     let ctx = TaskCtx::detached;
     let (r, panicked) = run_caught(&h, msg.clone(), ctx(1)).await;

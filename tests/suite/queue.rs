@@ -1196,3 +1196,71 @@ async fn bind_fleet_refuses_another_ledger() {
     .unwrap();
     elsewhere.bind_fleet(b, "/srv/b/ledger.db").await.unwrap();
 }
+
+/// Tasks pushed for `shop` (one key each, chunks from `from`).
+fn shop_msgs(shop: &str, from: u32, n: u32) -> Vec<TaskMsg> {
+    msgs(from..from + n)
+        .into_iter()
+        .map(|m| TaskMsg {
+            shop: shop.to_string(),
+            ..m
+        })
+        .collect()
+}
+
+/// The shops of the first `n` tasks one worker (one task at a time) hands out after `big`
+/// tasks of shop "big" (weight 1) and then 10 of "small" (weight `small_weight`) and 10 of
+/// "tiny" (weight 1) were pushed.
+async fn first_shops_handed_out(q: Queue, n: usize) -> Vec<String> {
+    q.push_bulk(&shop_msgs("big", 0, 200)).await.unwrap();
+    q.push_bulk(&shop_msgs("small", 1000, 10)).await.unwrap();
+    q.push_bulk(&shop_msgs("tiny", 2000, 10)).await.unwrap();
+    let order: Arc<Mutex<Vec<String>>> = Arc::default();
+    let o2 = order.clone();
+    let w = spawn_worker(&q, 1, move |m, _| {
+        o2.lock().unwrap().push(m.shop.clone());
+        async { TaskResult::Done }
+    });
+    wait_for(30, "the first tasks", || order.lock().unwrap().len() >= n).await;
+    stop(w).await;
+    let got = order.lock().unwrap().clone();
+    got.into_iter().take(n).collect()
+}
+
+/// A big job enqueued first does not hold back the shops enqueued after it: the queue hands
+/// out tasks in the shops' weighted fair order, on Redis and on the embedded queue alike.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shops_enqueued_after_a_big_job_get_their_weighted_share_at_once() {
+    let weights = |o: QueueOptions| QueueOptions {
+        shop_weights: Arc::new([("small".to_string(), 2)].into_iter().collect()),
+        ..o
+    };
+    let redis = TestRedis::start();
+    let fleet: Queue = RedisQueue::connect(&redis.url, weights(opts(&redis)))
+        .await
+        .unwrap()
+        .into();
+    let dir = tempfile::tempdir().unwrap();
+    let embedded: Queue =
+        syncfleet::queue::EmbeddedQueue::open(&dir.path().join("q.db"), weights(opts(&redis)))
+            .await
+            .unwrap()
+            .into();
+    for (name, q) in [("redis", fleet), ("embedded", embedded)] {
+        let first = first_shops_handed_out(q, 20).await;
+        let count = |s: &str| first.iter().filter(|x| *x == s).count();
+        // Shares 1 : 2 : 1 among the three while all wait: 5, 10 and 5 of the first 20.
+        assert!(
+            (9..=10).contains(&count("small")),
+            "{name}: small (weight 2) should get about half: {first:?}"
+        );
+        assert!(
+            (4..=6).contains(&count("tiny")),
+            "{name}: tiny should get about a quarter: {first:?}"
+        );
+        assert!(
+            first[..4].iter().any(|s| s == "tiny") && first[..4].iter().any(|s| s == "small"),
+            "{name}: the later shops start at once: {first:?}"
+        );
+    }
+}

@@ -55,6 +55,9 @@ pub struct CallContext {
     /// Once triggered, the call makes no new attempt: it gives up at the gate (or before
     /// sending) with [`LinkErrorKind::Halted`]; an attempt already on the wire finishes.
     pub(crate) halt: Option<crate::shutdown::Shutdown>,
+    /// The calling shop's session, when it is not the platform's own configured one
+    /// (docs/design.md, "Shops"). Never logged.
+    pub(crate) session: Option<crate::secret::Secret>,
 }
 
 impl CallContext {
@@ -65,6 +68,7 @@ impl CallContext {
             trace_id: ulid::Ulid::new().to_string(),
             idempotency_key: None,
             halt: None,
+            session: None,
         }
     }
 
@@ -92,6 +96,12 @@ impl CallContext {
     /// cancelled): at the gate, or before sending.
     pub fn with_halt(mut self, halt: crate::shutdown::Shutdown) -> Self {
         self.halt = Some(halt);
+        self
+    }
+
+    /// Sign the call with this shop's session instead of the platform's own.
+    pub fn with_session(mut self, session: Option<crate::secret::Secret>) -> Self {
+        self.session = session;
         self
     }
 

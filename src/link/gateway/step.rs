@@ -217,7 +217,11 @@ impl Gateway {
         };
         let sent_at = Instant::now();
         let sent_wall = std::time::SystemTime::now();
-        let result = bulkhead.transport.call(req, slice).await;
+        let session = match mode {
+            Mode::Call { ctx, .. } => ctx.session.as_ref(),
+            Mode::Probe { .. } => None,
+        };
+        let result = bulkhead.transport.call(req, slice, session).await;
         let took = sent_at.elapsed();
         drop(slot);
         drop(permit);

@@ -37,6 +37,7 @@ impl Transport for Fake {
         &'a self,
         req: &'a ApiRequest,
         _slice: Duration,
+        _session: Option<&'a crate::secret::Secret>,
     ) -> BoxFuture<'a, Result<ApiResponse, CallError>> {
         self.sends.fetch_add(1, Ordering::SeqCst);
         let next = self
@@ -114,6 +115,7 @@ fn error(class: ErrorClass, code: &str, http_status: Option<u16>) -> CallError {
         http_status,
         transport: None,
         guessed_limit: false,
+        session_refused: false,
     }
 }
 

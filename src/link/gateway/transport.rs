@@ -5,16 +5,19 @@
 //! layer does not depend on the link layer (the dependency runs one way: link → platform).
 
 use crate::platform::{ApiRequest, ApiResponse, CallError, PlatformClient};
+use crate::secret::Secret;
 use futures::future::BoxFuture;
 use std::time::Duration;
 
 /// Sends one request to one platform and classifies the answer.
 pub(crate) trait Transport: Send + Sync {
     /// One call of `req`; `slice` bounds the whole call (what the task budget grants).
+    /// `session` is the calling shop's session when it is not the transport's own.
     fn call<'a>(
         &'a self,
         req: &'a ApiRequest,
         slice: Duration,
+        session: Option<&'a Secret>,
     ) -> BoxFuture<'a, Result<ApiResponse, CallError>>;
 }
 
@@ -23,7 +26,13 @@ impl Transport for PlatformClient {
         &'a self,
         req: &'a ApiRequest,
         slice: Duration,
+        session: Option<&'a Secret>,
     ) -> BoxFuture<'a, Result<ApiResponse, CallError>> {
-        Box::pin(PlatformClient::call(self, req, slice))
+        Box::pin(async move {
+            match session {
+                Some(s) => self.with_session(s.clone()).call(req, slice).await,
+                None => PlatformClient::call(self, req, slice).await,
+            }
+        })
     }
 }

@@ -1,12 +1,18 @@
 //! Fleet mode: an apalis 1.0 backend over a Redis Stream with one consumer group.
 //!
 //! Keys (the `{name}` hash tag keeps them in one cluster slot):
-//! - `{name}:stream`  — ready and in-flight tasks; fields `d` (JSON [`TaskMsg`]) and `a`
+//! - `{name}:ready`   — sorted set of tasks waiting for a worker, score = start tag in the
+//!   shops' weighted fair order ([`super::fair`]), member `a:ulid:json`; a fetch moves the
+//!   smallest tags into the stream, so the stream's FIFO never decides whose task is next.
+//! - `{name}:fair`    — hash: the fair order's virtual time `V`, each shop's finish tag
+//!   `f:<shop>` and weight `w:<shop>`.
+//! - `{name}:stream`  — handed-out and in-flight tasks; fields `d` (JSON [`TaskMsg`]) and `a`
 //!   (attempts consumed before this entry). Group `workers`; each worker is a consumer named
 //!   host-pid-ulid. An entry's attempt is `a + delivery count`, so a recovered orphan
 //!   (XAUTOCLAIM bumps the delivery count) counts one attempt.
 //! - `{name}:delayed` — sorted set, score = due time in Redis-server ms, member
-//!   `a:ulid:json`; due members are moved into the stream at most `promote_batch` per fetch.
+//!   `a:ulid:json`; due members are moved into the ready set at most `promote_batch` per
+//!   fetch.
 //! - `{name}:dead`    — dead-letter stream, trimmed to `dead_max` entries.
 //!
 //! Acked entries are `XDEL`eted, so the stream holds only ready and in-flight tasks.
@@ -52,10 +58,15 @@ const FETCH_RETRY: Backoff = CONNECT_RETRY;
 /// Acks and reschedules retried until the claim idle time: 50 ms doubling to 2 s.
 const SETTLE_RETRY: Backoff = Backoff::new(Duration::from_millis(50), Duration::from_secs(2));
 
-/// Promote due delayed tasks (bounded), then read new entries for this consumer.
-/// KEYS: stream, delayed. ARGV: group, consumer, count, promote_batch.
+/// Promote due delayed tasks (bounded) into the ready set, move the `count` smallest start
+/// tags to the stream, then read new entries for this consumer.
+/// KEYS: stream, delayed, ready, fair. ARGV: group, consumer, count, promote_batch.
 /// Returns flat [id, d, attempt, ...].
 const FETCH_LUA: &str = include_str!("lua/fetch.lua");
+
+/// Make fresh tasks ready, tagged in the shops' fair order.
+/// KEYS: ready, fair. ARGV: (shop, weight, member) triples.
+const PUSH_LUA: &str = include_str!("lua/push.lua");
 
 /// Take over orphans (idle > min_idle) and count the recovery as an attempt; orphans past
 /// max_attempts go to the dead stream instead. Scans from `cursor` and follows the cursor
@@ -98,11 +109,13 @@ const RELEASE_LUA: &str = include_str!("lua/release.lua");
 /// KEYS: stream. ARGV: group, min_idle_ms, own name. Returns how many were removed.
 const GC_CONSUMERS_LUA: &str = include_str!("lua/gc_consumers.lua");
 
-/// KEYS: stream, delayed, dead. ARGV: group. Returns [xlen, pending, delayed, dead].
+/// KEYS: stream, delayed, dead, ready. ARGV: group.
+/// Returns [xlen, pending, delayed, dead, ready].
 const LEN_LUA: &str = include_str!("lua/len.lua");
 
 struct Scripts {
     fetch: Script,
+    push: Script,
     claim: Script,
     ack: Script,
     bind_fleet: Script,
@@ -119,6 +132,7 @@ impl Scripts {
     fn new() -> Scripts {
         Scripts {
             fetch: Script::new(FETCH_LUA),
+            push: Script::new(PUSH_LUA),
             claim: Script::new(CLAIM_LUA),
             ack: Script::new(ACK_LUA),
             bind_fleet: Script::new(BIND_FLEET_LUA),
@@ -137,6 +151,10 @@ impl Scripts {
 struct Keys {
     stream: String,
     delayed: String,
+    /// Fresh and promoted tasks waiting for a worker, scored by start tag (`queue::fair`).
+    ready: String,
+    /// The fair order's state: virtual time `V`, each shop's finish tag and weight.
+    fair: String,
     dead: String,
     fleet: String,
 }
@@ -146,6 +164,8 @@ impl Keys {
         Keys {
             stream: format!("{{{name}}}:stream"),
             delayed: format!("{{{name}}}:delayed"),
+            ready: format!("{{{name}}}:ready"),
+            fair: format!("{{{name}}}:fair"),
             dead: format!("{{{name}}}:dead"),
             fleet: format!("{{{name}}}:fleet"),
         }
@@ -270,19 +290,15 @@ impl RedisQueue {
         let mut c = self.conn.clone();
         let mut pushed = 0usize;
         for batch in tasks.chunks(self.opts.push_batch.max(1)) {
-            let mut p = redis::pipe();
+            let mut inv = self.scripts.push.prepare_invoke();
+            inv.key(&self.keys.ready).key(&self.keys.fair);
             for t in batch {
                 let d = serde_json::to_string(t).map_err(|e| QueueError::Encode(e.to_string()))?;
-                p.cmd("XADD")
-                    .arg(&self.keys.stream)
-                    .arg("*")
-                    .arg("d")
-                    .arg(d)
-                    .arg("a")
-                    .arg(0)
-                    .ignore();
+                inv.arg(&t.shop)
+                    .arg(self.opts.weight(&t.shop))
+                    .arg(member(0, &d));
             }
-            p.query_async::<()>(&mut c)
+            inv.invoke_async::<i64>(&mut c)
                 .await
                 .map_err(|e| QueueError::Push {
                     url: self.url.clone(),
@@ -350,13 +366,14 @@ impl RedisQueue {
             .key(&self.keys.stream)
             .key(&self.keys.delayed)
             .key(&self.keys.dead)
+            .key(&self.keys.ready)
             .arg(GROUP)
             .invoke_async(&mut c)
             .await
             .map_err(|e| self.err(e))?;
         let g = |i: usize| v.get(i).copied().unwrap_or(0);
         Ok(QueueLen {
-            ready: g(0).saturating_sub(g(1)),
+            ready: g(0).saturating_sub(g(1)) + g(4),
             in_flight: g(1),
             delayed: g(2),
             dead: g(3),
@@ -415,28 +432,30 @@ impl RedisQueue {
                 break;
             }
         }
-        let mut from = 0isize;
-        loop {
-            let members: Vec<String> = redis::cmd("ZRANGE")
-                .arg(&self.keys.delayed)
-                .arg(from)
-                .arg(from + PAGE as isize - 1)
-                .query_async(&mut c)
-                .await
-                .map_err(|e| self.err(e))?;
-            let n = members.len();
-            for m in members {
-                // member = attempts:ulid:json
-                if let Some(json) = m.splitn(3, ':').nth(2) {
-                    if let Ok(t) = serde_json::from_str::<TaskMsg>(json) {
-                        out.push(t);
+        for set in [&self.keys.ready, &self.keys.delayed] {
+            let mut from = 0isize;
+            loop {
+                let members: Vec<String> = redis::cmd("ZRANGE")
+                    .arg(set)
+                    .arg(from)
+                    .arg(from + PAGE as isize - 1)
+                    .query_async(&mut c)
+                    .await
+                    .map_err(|e| self.err(e))?;
+                let n = members.len();
+                for m in members {
+                    // member = attempts:ulid:json
+                    if let Some(json) = m.splitn(3, ':').nth(2) {
+                        if let Ok(t) = serde_json::from_str::<TaskMsg>(json) {
+                            out.push(t);
+                        }
                     }
                 }
+                if n < PAGE {
+                    break;
+                }
+                from += PAGE as isize;
             }
-            if n < PAGE {
-                break;
-            }
-            from += PAGE as isize;
         }
         Ok(out)
     }

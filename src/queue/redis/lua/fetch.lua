@@ -1,11 +1,39 @@
+-- Promote due delayed tasks into the ready set (each tagged as it becomes ready), hand out
+-- the smallest start tags first (queue::fair: the shops' weighted fair order, docs/design.md,
+-- "Shops"), then read new entries for this consumer.
+-- KEYS: 1 stream, 2 delayed, 3 ready, 4 fair. ARGV: group, consumer, count, promote_batch.
+-- Returns flat [id, d, attempt, ...].
+local function tag(shop)
+  local v = tonumber(redis.call('HGET', KEYS[4], 'V')) or 0
+  local f = tonumber(redis.call('HGET', KEYS[4], 'f:' .. shop)) or 0
+  local w = tonumber(redis.call('HGET', KEYS[4], 'w:' .. shop)) or 1
+  if w < 1 then w = 1 end
+  local s = math.max(v, f)
+  redis.call('HSET', KEYS[4], 'f:' .. shop, string.format('%.17g', s + 1 / w))
+  return s
+end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local due = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', now, 'LIMIT', 0, tonumber(ARGV[4]))
 for _, m in ipairs(due) do
   local a, d = string.match(m, '^(%d+):%w+:(.*)$')
-  if a then redis.call('XADD', KEYS[1], '*', 'd', d, 'a', a) end
+  if a then
+    local shop = ''
+    local ok, msg = pcall(cjson.decode, d)
+    if ok and type(msg) == 'table' and type(msg.shop) == 'string' then shop = msg.shop end
+    redis.call('ZADD', KEYS[3], string.format('%.17g', tag(shop)), m)
+  end
   redis.call('ZREM', KEYS[2], m)
 end
+local ready = redis.call('ZPOPMIN', KEYS[3], tonumber(ARGV[3]))
+local v = tonumber(redis.call('HGET', KEYS[4], 'V')) or 0
+for i = 1, #ready, 2 do
+  local a, d = string.match(ready[i], '^(%d+):%w+:(.*)$')
+  if a then redis.call('XADD', KEYS[1], '*', 'd', d, 'a', a) end
+  local s = tonumber(ready[i + 1])
+  if s > v then v = s end
+end
+if #ready > 0 then redis.call('HSET', KEYS[4], 'V', string.format('%.17g', v)) end
 local r = redis.call('XREADGROUP', 'GROUP', ARGV[1], ARGV[2], 'COUNT', tonumber(ARGV[3]), 'STREAMS', KEYS[1], '>')
 local out = {}
 if r then

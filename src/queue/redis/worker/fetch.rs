@@ -78,6 +78,8 @@ impl Shared {
             .fetch
             .key(&q.keys.stream)
             .key(&q.keys.delayed)
+            .key(&q.keys.ready)
+            .key(&q.keys.fair)
             .arg(GROUP)
             .arg(&*self.worker)
             .arg(count)
