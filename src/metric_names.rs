@@ -30,6 +30,8 @@ pub(crate) const RETRY_BUDGET_RATIO: &str = "syncfleet_retry_budget_ratio";
 /// Queue depth by state (ready, delayed, in_flight, dead).
 pub(crate) const QUEUE_TASKS: &str = "syncfleet_queue_tasks";
 pub(crate) const JOBS_RUNNING: &str = "syncfleet_jobs_running";
+/// 1 while a shop is paused because the platform refused its session.
+pub(crate) const SHOP_PAUSED: &str = "syncfleet_shop_paused";
 pub(crate) const ITEMS_PENDING: &str = "syncfleet_items_pending";
 pub(crate) const ITEMS_FINISHED: &str = "syncfleet_items_finished_total";
 /// A no-op write transaction on the ledger, timed by the collector.
@@ -117,6 +119,10 @@ pub(super) fn describe() {
         "Tasks in the queue by state (ready, delayed, in_flight, dead); fleet-wide"
     );
     describe_gauge!(JOBS_RUNNING, "Jobs running in the ledger; fleet-wide");
+    describe_gauge!(
+        SHOP_PAUSED,
+        "1 while a shop is paused because the platform refused its session; fleet-wide"
+    );
     describe_gauge!(
         ITEMS_PENDING,
         "Pending items of the running jobs in the ledger; fleet-wide"

@@ -17,6 +17,21 @@ impl Secret {
     pub fn expose(&self) -> &str {
         &self.0
     }
+
+    /// A fingerprint that tells two values apart without showing either: the first 8 bytes
+    /// of HMAC-SHA256 keyed with `key` (the app secret), in hex. Without the key it cannot
+    /// be checked against a guess, so it may go where the secret may not (the ledger).
+    pub fn mark(&self, key: &Secret) -> String {
+        use hmac::{Hmac, Mac};
+        let Ok(mut mac) = Hmac::<sha2::Sha256>::new_from_slice(key.0.as_bytes()) else {
+            return String::new();
+        };
+        mac.update(self.0.as_bytes());
+        mac.finalize().into_bytes()[..8]
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect()
+    }
 }
 
 impl fmt::Debug for Secret {
@@ -71,6 +86,17 @@ pub fn redact_url(url: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_mark_tells_values_apart_and_shows_neither() {
+        let key = Secret::new("app-secret");
+        let a = Secret::new("session-a").mark(&key);
+        assert_eq!(a.len(), 16);
+        assert_eq!(a, Secret::new("session-a").mark(&key));
+        assert_ne!(a, Secret::new("session-b").mark(&key));
+        assert_ne!(a, Secret::new("session-a").mark(&Secret::new("other")));
+        assert!(!a.contains("session"));
+    }
 
     #[test]
     fn secrets_never_print() {

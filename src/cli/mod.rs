@@ -13,6 +13,7 @@ pub(crate) mod demo;
 pub(crate) mod gate;
 pub mod jobs;
 pub(crate) mod probe;
+pub(crate) mod shop;
 pub(crate) mod sim;
 
 /// syncfleet: spend the platforms' quota fully and only on useful calls.
@@ -74,6 +75,9 @@ pub enum Command {
     /// Pause, resume or cancel a job, fleet-wide.
     #[command(subcommand)]
     Job(jobs::JobCommand),
+    /// The shops the app serves; resume one paused because its session was refused.
+    #[command(subcommand)]
+    Shop(shop::ShopCommand),
     /// Dead letters: tasks that exhausted their attempts (their items end `failed` with
     /// class `dead`); `--requeue` runs them again.
     Dead(jobs::DeadArgs),
@@ -176,6 +180,7 @@ pub async fn run(cli: Cli) -> Result<(), CliError> {
         Command::Retry(a) => jobs::retry(&cli, a).await,
         Command::Dead(a) => jobs::dead(&cli, a).await,
         Command::Job(cmd) => jobs::job(&cli, cmd).await,
+        Command::Shop(cmd) => shop::run(&cli, cmd).await,
         Command::Report(a) => jobs::report(&cli, a).await,
         Command::Sim(args) => sim::run(args).await,
     }

@@ -22,9 +22,9 @@ pub(crate) const MAX_WEIGHT: u32 = 1000;
 #[serde(deny_unknown_fields)]
 pub struct ShopConfig {
     /// The platform the shop sells on.
-    pub(crate) platform: Platform,
+    pub platform: Platform,
     /// Name of the environment variable holding this shop's session / access token.
-    pub(crate) session_env: String,
+    pub session_env: String,
     /// Share among the shops with work waiting (1 to 1000).
     #[serde(default = "ShopConfig::default_weight")]
     pub weight: u32,
@@ -107,11 +107,6 @@ impl Config {
         }
     }
 
-    /// The shop's weight: its configured one, else [`DEFAULT_WEIGHT`].
-    pub(crate) fn shop_weight(&self, shop: &str) -> u32 {
-        self.shops.get(shop).map_or(DEFAULT_WEIGHT, |s| s.weight)
-    }
-
     /// The configured shops, by name.
     pub fn shops(&self) -> impl Iterator<Item = (&str, &ShopConfig)> {
         self.shops.iter().map(|(n, s)| (n.as_str(), s))
@@ -129,9 +124,8 @@ mod tests {
     #[test]
     fn a_named_shop_has_its_weight_and_platform_and_others_fall_back() {
         let cfg = Config::parse(Path::new("c.toml"), TEXT).unwrap();
-        assert_eq!(cfg.shop_weight("acme"), 3);
-        assert_eq!(cfg.shop_weight("beta"), 1);
-        assert_eq!(cfg.shop_weight("unnamed"), DEFAULT_WEIGHT);
+        let weights: Vec<(&str, u32)> = cfg.shops().map(|(n, s)| (n, s.weight)).collect();
+        assert_eq!(weights, vec![("acme", 3), ("beta", DEFAULT_WEIGHT)]);
         assert!(cfg.check_shop(Platform::Taobao, "acme").is_ok());
         assert!(cfg.check_shop(Platform::Jd, "unnamed").is_ok());
         let err = cfg.check_shop(Platform::Jd, "acme").unwrap_err();

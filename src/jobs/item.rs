@@ -3,7 +3,7 @@
 //! that ride out a busy SQLite. Its own module so the handlers (listing, orders, logistics)
 //! depend on it and not on the runner that calls them.
 
-use crate::config::Config;
+use crate::config::{Config, Secret};
 use crate::link::backoff::Backoff;
 use crate::link::gateway::{CallContext, Gateway, LinkError, LinkErrorKind};
 use crate::platform::{Api, ErrorClass, Platform};
@@ -14,15 +14,33 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-/// What a handler calls through: the ledger, the link layer, the configuration.
+/// What a handler calls through: the ledger, the link layer, the configuration, and the
+/// session of the shop the task works for.
 #[derive(Clone)]
 pub(crate) struct HandlerCtx {
     pub(crate) store: Store,
     pub(crate) gateway: Gateway,
     pub(crate) cfg: Arc<Config>,
+    /// The task's shop's session (`None`: the platform's own; docs/design.md, "Shops").
+    pub(crate) shop_session: Option<Secret>,
 }
 
 impl HandlerCtx {
+    /// This context for a task of a shop whose calls carry `session`.
+    pub(crate) fn for_shop(&self, session: Option<Secret>) -> HandlerCtx {
+        HandlerCtx {
+            shop_session: session,
+            ..self.clone()
+        }
+    }
+
+    /// [`HandlerCtx::call_context_until`] for a call made as the task's shop (a listing's
+    /// write, an order or logistics read): it carries the shop's session.
+    pub(crate) fn shop_call_context_until(&self, stop: &Stop) -> CallContext {
+        self.call_context_until(stop)
+            .with_session(self.shop_session.clone())
+    }
+
     /// A fresh call context whose budget is the configured per-item budget.
     pub(crate) fn call_context(&self) -> CallContext {
         CallContext::for_task(&self.cfg.link)
@@ -51,13 +69,24 @@ pub(crate) enum ItemRun {
     /// `run`, and keep `carry` (JSON) with the item: what this run already fetched, so the
     /// next run does not call for it again (docs/design.md, "No call thrown away").
     Carry { carry: String, run: Box<ItemRun> },
+    /// The platform refused the session the call carried: the shop is paused and the item
+    /// waits for it, uncharged (docs/design.md, "Shops").
+    SessionRefused {
+        /// The call's platform and API (a listing's source read carries the platform's own
+        /// session, its write the target shop's).
+        platform: Platform,
+        api: Api,
+        /// The platform's answer (code and message).
+        reason: String,
+    },
 }
 
 impl ItemRun {
     /// `self`, keeping `carry` when the item is not finished by it.
     pub(crate) fn carrying(self, carry: impl FnOnce() -> Option<String>) -> ItemRun {
         match self {
-            ItemRun::Later(_) | ItemRun::Again(_) => match carry() {
+            ItemRun::Later(_) | ItemRun::Again(_) | ItemRun::SessionRefused { .. } => match carry()
+            {
                 Some(carry) => ItemRun::Carry {
                     carry,
                     run: Box::new(self),
@@ -78,6 +107,13 @@ impl ItemRun {
     pub(crate) fn from_link_error(key: &str, e: &LinkError) -> ItemRun {
         if let Some(after) = e.retry_at {
             return ItemRun::Later(after);
+        }
+        if let Some(last) = e.last.as_ref().filter(|l| l.session_refused) {
+            return ItemRun::SessionRefused {
+                platform: last.platform,
+                api: last.api,
+                reason: format!("{} {}", last.code, last.message),
+            };
         }
         if e.kind == LinkErrorKind::MissingSecret {
             tracing::error!(error = %e, "this worker cannot call the platform: handing the item back");

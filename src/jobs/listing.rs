@@ -147,7 +147,7 @@ async fn list_one(
     }
     let idem = out_request_id(target, key);
     let write_ctx = runner
-        .call_context_until(stop)
+        .shop_call_context_until(stop)
         .with_idempotency_key(idem.clone());
     let request = ApiRequest::ItemAdd {
         title: item.title.clone(),

@@ -72,7 +72,7 @@ async fn trace_one(
     stop: &Stop,
 ) -> ItemRun {
     // A paused or cancelled job's trace waiting at its gate gives up.
-    let ctx = runner.call_context_until(stop);
+    let ctx = runner.shop_call_context_until(stop);
     let reply = match runner
         .gateway
         .call(

@@ -10,4 +10,5 @@ pub(crate) mod orders;
 pub mod producer;
 pub(crate) mod runner;
 pub mod secrets;
+pub(crate) mod shops;
 pub mod spec;

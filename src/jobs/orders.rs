@@ -171,7 +171,7 @@ async fn sync_slice(
         }
         // A paused or cancelled job's page waiting at its gate gives up; the walk keeps its
         // place (the pages stored so far are carried).
-        let ctx = runner.call_context_until(stop);
+        let ctx = runner.shop_call_context_until(stop);
         let req = ApiRequest::OrderList {
             start,
             end,

@@ -14,10 +14,12 @@ use super::control::{JobControls, CONTROL_POLL, PAUSED_RECHECK};
 use super::item::{
     item_retry_backoff, ledger_write, HandlerCtx, ItemRun, Stop, Useful, ITEM_PARALLELISM,
 };
-use super::spec::JobSpec;
+use super::shops::{ShopAccess, ShopCheck};
+use super::spec::{JobSpec, DEFAULT_SHOP};
 use super::{listing, logistics, orders};
 use crate::config::Config;
 use crate::link::gateway::Gateway;
+use crate::platform::{Api, Platform};
 use crate::queue::DeadHook;
 use crate::queue::{TaskCtx, TaskMsg, TaskResult};
 use crate::store::{ItemOutcome, ItemStatus, JobControl, ListingRoute, Store, StoreError};
@@ -36,6 +38,11 @@ struct Tally {
     /// Items to re-queue ("not now"), and after how long.
     later_keys: Vec<String>,
     later_by: Duration,
+    /// The task's shop (platform, name), paused when the platform refuses its session.
+    shop: Option<(Platform, String)>,
+    /// A listing's source platform: its reads carry that platform's own session (shop
+    /// `default` there).
+    source: Option<Platform>,
 }
 
 /// A write chunk records its finished items at least this often (and every
@@ -54,16 +61,20 @@ pub(crate) struct JobRunner {
     specs: Mutex<HashMap<i64, Arc<JobSpec>>>,
     /// Paused or cancelled jobs, as the ledger said at most a second ago.
     controls: Arc<JobControls>,
+    /// The shops' sessions, and which are paused (a refused session).
+    shops: Arc<ShopAccess>,
 }
 
 impl JobRunner {
     pub(crate) fn new(store: Store, gateway: Gateway, cfg: Arc<Config>) -> JobRunner {
         JobRunner {
             controls: Arc::new(JobControls::new(store.clone())),
+            shops: Arc::new(ShopAccess::new(cfg.clone(), store.clone())),
             ctx: HandlerCtx {
                 store,
                 gateway,
                 cfg,
+                shop_session: None,
             },
             specs: Mutex::new(HashMap::new()),
         }
@@ -85,15 +96,19 @@ impl JobRunner {
 
     /// While the task runs, look at its job's control: a pause or a cancel stops new items and
     /// new calls. Ends when the returned guard drops (the task's end).
-    fn watch_control(&self, job_id: i64, stop: &Stop) -> AbortOnDrop {
+    /// The task's shop is watched the same way: a shop paused meanwhile (a refused session)
+    /// stops the task's calls too.
+    fn watch_control(&self, job_id: i64, shop: (Platform, String), stop: &Stop) -> AbortOnDrop {
         let controls = self.controls.clone();
+        let shops = self.shops.clone();
         let held = stop.held.clone();
         AbortOnDrop(tokio::spawn(async move {
             loop {
                 tokio::time::sleep(CONTROL_POLL).await;
                 // Paused or cancelled. (A ledger error: the check before the next task
                 // decides.)
-                if let Ok(Some(_)) = controls.get(job_id).await {
+                let job_held = matches!(controls.get(job_id).await, Ok(Some(_)));
+                if job_held || matches!(shops.paused(shop.0, &shop.1).await, Ok(true)) {
                     held.trigger();
                     return;
                 }
@@ -154,6 +169,29 @@ impl JobRunner {
                     tally.later_keys.push(key);
                 }
                 ItemRun::Again(failed) => again.push(failed),
+                ItemRun::SessionRefused {
+                    platform,
+                    api,
+                    reason,
+                } => {
+                    tally.later_by = tally.later_by.max(SHOP_PAUSED_RECHECK);
+                    tally.later_keys.push(key);
+                    let shop = match tally.source {
+                        Some(source) if platform == source && api == Api::ItemGet => {
+                            Some((source, DEFAULT_SHOP.to_string()))
+                        }
+                        _ => tally.shop.clone(),
+                    };
+                    if let Some((p, name)) = shop {
+                        match self.shops.pause(p, &name, &reason).await {
+                            Ok(()) => {}
+                            Err(ShopCheck::Ledger(e)) => return Err(e.into()),
+                            Err(ShopCheck::Shop(e)) => {
+                                tracing::error!(error = %e, "cannot pause the shop")
+                            }
+                        }
+                    }
+                }
                 ItemRun::Carry { .. } => {}
             }
         }
@@ -292,7 +330,6 @@ impl JobRunner {
             Some(JobControl::Cancelled) => return Ok(TaskResult::Done),
             None => {}
         }
-        let _watch = self.watch_control(task.job_id, &stop);
         let spec = self.spec(task.job_id).await?;
         if spec.kind().as_str() != task.kind {
             return Err(TaskError::KindMismatch {
@@ -301,6 +338,24 @@ impl JobRunner {
                 job_kind: spec.kind().as_str(),
             });
         }
+        // A shop paused for a refused session waits, uncharged (docs/design.md, "Shops").
+        let shop = (spec.shop_platform(), spec.shop().to_string());
+        let session = match self.shops.paused(shop.0, &shop.1).await {
+            Ok(true) => return Ok(TaskResult::RetryAfter(SHOP_PAUSED_RECHECK)),
+            Ok(false) => self.shops.session(shop.0, &shop.1),
+            Err(ShopCheck::Ledger(e)) => return Err(e.into()),
+            Err(ShopCheck::Shop(e)) => Err(e),
+        };
+        let session = match session {
+            Ok(s) => s,
+            Err(e) => {
+                // Another worker may hold the session: hand the task back.
+                tracing::error!(job = task.job_id, error = %e, "this worker cannot call as the job's shop: handing the task back");
+                return Ok(TaskResult::RetryAfter(MISSING_SESSION_RETRY));
+            }
+        };
+        let _watch = self.watch_control(task.job_id, shop.clone(), &stop);
+        let hctx = self.ctx.for_shop(session);
         // A re-delivered task does only what the ledger still shows pending.
         let pending = self
             .ctx
@@ -316,7 +371,14 @@ impl JobRunner {
             return Ok(TaskResult::Done);
         }
         let useful = Useful::default();
-        let mut tally = Tally::default();
+        let mut tally = Tally {
+            shop: Some(shop),
+            source: match &*spec {
+                JobSpec::Listing { from, .. } => Some(*from),
+                _ => None,
+            },
+            ..Tally::default()
+        };
         match &*spec {
             JobSpec::Listing {
                 from,
@@ -359,7 +421,7 @@ impl JobRunner {
                         carried: &carried,
                         listed: &listed,
                     };
-                    let runs = listing::stream_chunk(&self.ctx, chunk, &useful, &unrecorded, &stop);
+                    let runs = listing::stream_chunk(&hctx, chunk, &useful, &unrecorded, &stop);
                     futures::pin_mut!(runs);
                     while let Some(run) = runs.next().await {
                         if tx.send(run).is_err() {
@@ -405,14 +467,14 @@ impl JobRunner {
             }
             JobSpec::Orders { platform, shop, .. } => {
                 let run =
-                    orders::run_chunk(&self.ctx, *platform, shop, &keys, &useful, &carried, &stop);
+                    orders::run_chunk(&hctx, *platform, shop, &keys, &useful, &carried, &stop);
                 let Some(runs) = stop.cut_short(run).await else {
                     return Ok(TaskResult::RetryAfter(HAND_BACK_DELAY));
                 };
                 self.record(task.job_id, runs, &mut tally).await?;
             }
             JobSpec::Logistics { platform, .. } => {
-                let run = logistics::run_chunk(&self.ctx, *platform, &keys, &useful, &stop);
+                let run = logistics::run_chunk(&hctx, *platform, &keys, &useful, &stop);
                 let Some(runs) = stop.cut_short(run).await else {
                     return Ok(TaskResult::RetryAfter(HAND_BACK_DELAY));
                 };
@@ -495,5 +557,10 @@ impl Drop for AbortOnDrop {
 
 /// How soon a handed-back task (worker stopping, items deferred) may run again.
 const HAND_BACK_DELAY: Duration = Duration::from_millis(50);
+/// How soon a task of a paused shop comes back to look again (uncharged).
+const SHOP_PAUSED_RECHECK: Duration = Duration::from_secs(5);
+/// How soon a task of a shop whose session this worker lacks comes back (another worker may
+/// hold it).
+const MISSING_SESSION_RETRY: Duration = Duration::from_secs(60);
 /// How soon a task of a job the ledger does not know comes back.
 const UNKNOWN_JOB_RETRY: Duration = Duration::from_secs(60);

@@ -34,7 +34,7 @@ impl fmt::Display for JobSecretProblem {
             Some(var) => write!(
                 f,
                 "job {job_id} ({kind}) calls {platform}, but environment variable {var} is not \
-                 set (it must hold the {platform} secret)"
+                 set (it must hold the {platform} secret or the shop's session)"
             ),
             None => write!(
                 f,
@@ -104,6 +104,17 @@ pub(crate) fn check_specs(cfg: &Config, jobs: &[(i64, JobSpec)]) -> Result<(), S
                 missing_var,
             });
         }
+        // The job's shop's own session, when `[shops.<name>]` names one.
+        if let Err(crate::config::ShopError::MissingSession { missing, .. }) =
+            cfg.shop_session(spec.shop_platform(), spec.shop())
+        {
+            problems.push(JobSecretProblem {
+                job_id: *job_id,
+                kind: spec.kind(),
+                platform: spec.shop_platform(),
+                missing_var: Some(missing.var),
+            });
+        }
     }
     if problems.is_empty() {
         Ok(())
@@ -141,7 +152,7 @@ mod tests {
             text,
             "job 7 (listing) calls alibaba, but the config has no [platforms.alibaba]\n\
              job 7 (listing) calls taobao, but environment variable SF_SECRETS_UNIT_NEVER_SET \
-             is not set (it must hold the taobao secret)"
+             is not set (it must hold the taobao secret or the shop's session)"
         );
         assert!(check_specs(&cfg, &[]).is_ok());
     }

@@ -24,6 +24,7 @@ mod lock;
 mod orders;
 mod outcomes;
 mod postgres;
+mod shops;
 mod sqlite;
 mod types;
 
@@ -33,6 +34,7 @@ pub use control::{ControlAction, ControlChange};
 pub(crate) use insight::FailureReason;
 pub use listings::{Listed, ListingRoute};
 pub(crate) use lock::EMBEDDED_LOCK_STALE_AFTER;
+pub use shops::ShopPause;
 pub use sqlite::{Pragmas, BUSY_TIMEOUT};
 pub use types::*;
 

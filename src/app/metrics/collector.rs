@@ -8,6 +8,7 @@ use crate::metric_names::{
     BREAKER_STATE, COLLECT_DURATION, COLLECT_ERRORS, GATE_ADAPTIVE_RATE, GATE_BURN, GATE_BURST,
     GATE_CEILING, GATE_PAUSED, GATE_QUOTA, GATE_QUOTA_USED, GATE_RATE, GATE_UPPER, ITEMS_FINISHED,
     ITEMS_PENDING, JOBS_RUNNING, LOGICAL_CALLS, LOG_DROPPED, QUEUE_TASKS, RETRY_BUDGET_RATIO,
+    SHOP_PAUSED,
 };
 use crate::platform::Api;
 use crate::queue::Queue;
@@ -35,6 +36,8 @@ pub(crate) struct Sources {
 #[derive(Default)]
 struct Collector {
     seen: HashMap<i64, StatusCounts>,
+    /// Shops reported paused at the last refresh (set back to 0 once resumed).
+    paused_shops: std::collections::HashSet<(String, String)>,
 }
 
 fn breaker_value(s: &BreakerState) -> f64 {
@@ -191,6 +194,22 @@ impl Collector {
         }
         metrics::gauge!(JOBS_RUNNING).set(running.len() as f64);
         metrics::gauge!(ITEMS_PENDING).set(pending as f64);
+        let paused: std::collections::HashSet<(String, String)> = store
+            .shop_pauses()
+            .await?
+            .into_iter()
+            .map(|p| (p.platform.as_str().to_string(), p.shop))
+            .collect();
+        for (platform, shop) in self.paused_shops.union(&paused) {
+            let v = if paused.contains(&(platform.clone(), shop.clone())) {
+                1.0
+            } else {
+                0.0
+            };
+            metrics::gauge!(SHOP_PAUSED, "platform" => platform.clone(), "shop" => shop.clone())
+                .set(v);
+        }
+        self.paused_shops = paused;
         Ok(())
     }
 }

@@ -213,6 +213,8 @@ pub(crate) async fn enqueue(cli: &Cli, args: &EnqueueArgs) -> Result<(), CliErro
     let spec = spec_from_args(args)?;
     spec.validate()
         .map_err(|e| CliError::input(e.to_string()))?;
+    cfg.check_shop(spec.shop_platform(), spec.shop())
+        .map_err(|e| CliError::input(e.to_string()))?;
     let ids = listing_ids(&spec)?;
     let chunk = args.chunk_size.unwrap_or(cfg.queue.chunk_size);
     if chunk == 0 {

@@ -5,8 +5,9 @@ use crate::app::runtime::embedded_queue_path;
 use crate::cli::{Cli, CliError};
 use crate::config::Config;
 use crate::jobs::producer;
+use crate::jobs::spec::JobSpec;
 use crate::queue::{Queue, QueueOptions};
-use crate::store::{JobState, Store};
+use crate::store::{JobState, ShopPause, Store};
 use crate::time::{burn_ratio, platform_day};
 use chrono::{NaiveDate, Utc};
 use clap::Args;
@@ -48,6 +49,15 @@ fn fmt_eta(eta: Option<Duration>) -> String {
     }
 }
 
+/// The pause of the shop `job` works for, if that shop is paused.
+async fn paused_shop_of(store: &Store, job: i64) -> Result<Option<ShopPause>, CliError> {
+    let text = store.job_spec(job).await?;
+    let Ok(spec) = serde_json::from_str::<JobSpec>(&text) else {
+        return Ok(None);
+    };
+    Ok(store.shop_pause(spec.shop_platform(), spec.shop()).await?)
+}
+
 pub(crate) async fn status(cli: &Cli, args: &StatusArgs) -> Result<(), CliError> {
     let store = open_store(cli).await?;
     let Some(job) = args.job else {
@@ -87,6 +97,16 @@ pub(crate) async fn status(cli: &Cli, args: &StatusArgs) -> Result<(), CliError>
                 j.counts.cancelled
             );
         }
+        for p in store.shop_pauses().await? {
+            println!(
+                "shop {} on {} is PAUSED since {} ({}): its jobs' items wait; `syncfleet shop resume {}`",
+                p.shop,
+                p.platform,
+                p.paused_at.format("%Y-%m-%d %H:%M:%S UTC"),
+                p.reason,
+                p.shop
+            );
+        }
         return Ok(());
     };
     loop {
@@ -112,6 +132,17 @@ pub(crate) async fn status(cli: &Cli, args: &StatusArgs) -> Result<(), CliError>
         if s.job.state == JobState::Running && c.pending > 0 {
             if let Some(note) = stranded_note(cli, &store, job).await {
                 println!("{note}");
+            }
+            if let Some(p) = paused_shop_of(&store, job).await? {
+                println!(
+                    "its shop {} on {} is PAUSED since {} ({}): its {} pending item(s) wait; `syncfleet shop resume {}`",
+                    p.shop,
+                    p.platform,
+                    p.paused_at.format("%Y-%m-%d %H:%M:%S UTC"),
+                    p.reason,
+                    c.pending,
+                    p.shop
+                );
             }
         }
         let dead = store

@@ -1,0 +1,152 @@
+//! A worker's view of the shops it calls for: each shop's session (read once from the
+//! environment variable its `[shops.<name>]` names) and whether the shop is paused because
+//! the platform refused that session (docs/design.md, "Shops").
+//!
+//! A refused session concerns one shop, not the app: the shop is paused in the ledger, its
+//! tasks go back uncharged, and the other shops go on. It runs again after `syncfleet shop
+//! resume`, or as soon as a worker holding a different session for it (a changed secret)
+//! looks: the pause keeps a keyed fingerprint of the refused session, never the session.
+
+use super::control::CONTROL_FRESH;
+use crate::config::{Config, Secret, ShopError};
+use crate::platform::Platform;
+use crate::store::{Store, StoreError};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+/// What this process knows of one shop.
+#[derive(Clone)]
+struct Known {
+    /// The session its calls carry (`None`: the platform's own).
+    session: Option<Secret>,
+    /// Fingerprint of the session this worker holds for it.
+    mark: String,
+    /// When the ledger's pause was last read, and whether the shop was paused then.
+    seen: Option<(Instant, bool)>,
+}
+
+/// Sessions and pauses of the shops, per process.
+pub(crate) struct ShopAccess {
+    cfg: Arc<Config>,
+    store: Store,
+    known: Mutex<HashMap<(Platform, String), Known>>,
+}
+
+impl ShopAccess {
+    pub(crate) fn new(cfg: Arc<Config>, store: Store) -> ShopAccess {
+        ShopAccess {
+            cfg,
+            store,
+            known: Mutex::new(HashMap::new()),
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<(Platform, String), Known>> {
+        self.known.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn known(&self, platform: Platform, shop: &str) -> Result<Known, ShopError> {
+        if let Some(k) = self.lock().get(&(platform, shop.to_string())) {
+            return Ok(k.clone());
+        }
+        let session = self.cfg.shop_session(platform, shop)?;
+        let pc = self.cfg.platform(platform);
+        let held = session
+            .clone()
+            .or_else(|| pc.and_then(|pc| pc.session().ok().flatten()));
+        let key = pc.and_then(|pc| pc.secret().ok()).unwrap_or_default();
+        let mark = held.map_or_else(|| "none".to_string(), |s| s.mark(&key));
+        let k = Known {
+            session,
+            mark,
+            seen: None,
+        };
+        self.lock().insert((platform, shop.to_string()), k.clone());
+        Ok(k)
+    }
+
+    /// The session to sign `shop`'s calls on `platform` with (`None`: the platform's own).
+    pub(crate) fn session(
+        &self,
+        platform: Platform,
+        shop: &str,
+    ) -> Result<Option<Secret>, ShopError> {
+        Ok(self.known(platform, shop)?.session)
+    }
+
+    /// Whether `shop` is paused, as the ledger said at most [`CONTROL_FRESH`] ago. A pause
+    /// of a session other than the one this worker holds is lifted here: the secret was
+    /// changed, so the shop may run again.
+    pub(crate) async fn paused(&self, platform: Platform, shop: &str) -> Result<bool, ShopCheck> {
+        let known = self.known(platform, shop)?;
+        if let Some((at, paused)) = known.seen {
+            if at.elapsed() < CONTROL_FRESH {
+                return Ok(paused);
+            }
+        }
+        let mut paused = false;
+        if let Some(pause) = self.store.shop_pause(platform, shop).await? {
+            if pause.session_mark == known.mark {
+                paused = true;
+            } else {
+                let lifted = self
+                    .store
+                    .resume_shop(Some(platform), shop, Some(&pause.session_mark))
+                    .await?;
+                if lifted > 0 {
+                    tracing::info!(
+                        %platform,
+                        shop,
+                        "shop resumed: this worker holds another session than the refused one"
+                    );
+                }
+            }
+        }
+        self.note(platform, shop, paused);
+        Ok(paused)
+    }
+
+    /// The platform refused `shop`'s session: pause the shop in the ledger (the first
+    /// refusal's reason stays) and here at once.
+    pub(crate) async fn pause(
+        &self,
+        platform: Platform,
+        shop: &str,
+        reason: &str,
+    ) -> Result<(), ShopCheck> {
+        let known = self.known(platform, shop)?;
+        if self
+            .store
+            .pause_shop(platform, shop, reason, &known.mark)
+            .await?
+        {
+            tracing::warn!(
+                %platform,
+                shop,
+                reason,
+                "shop paused: the platform refused its session; its items wait until \
+                 `syncfleet shop resume {shop}` or a worker with a new session"
+            );
+        }
+        self.note(platform, shop, true);
+        Ok(())
+    }
+
+    fn note(&self, platform: Platform, shop: &str, paused: bool) {
+        if let Some(k) = self.lock().get_mut(&(platform, shop.to_string())) {
+            k.seen = Some((Instant::now(), paused));
+        }
+    }
+}
+
+/// Why a shop's state could not be read or changed.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum ShopCheck {
+    /// The job's shop cannot be used (another platform's shop, its session unset).
+    #[error(transparent)]
+    Shop(#[from] ShopError),
+    /// The ledger failed.
+    #[error(transparent)]
+    Ledger(#[from] StoreError),
+}
