@@ -285,7 +285,7 @@ mod tests {
     #[test]
     fn chunks_cover_every_key_once() {
         let keys: Vec<String> = (1..=250).map(|i| i.to_string()).collect();
-        let tasks = chunk_tasks(7, JobKind::Listing, &keys, 100);
+        let tasks = chunk_tasks(7, JobKind::Listing, "s", &keys, 100);
         assert_eq!(tasks.len(), 3);
         assert_eq!(tasks[2].keys.len(), 50);
         assert_eq!(tasks[1].chunk, 1);

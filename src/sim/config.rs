@@ -23,6 +23,17 @@ pub struct SimApp {
     pub secret: Secret,
     /// TOP `session`, JD / 1688 `access_token`.
     pub session: Secret,
+    /// The shops that authorised the app, each with a session of its own (shop name ->
+    /// session). A call signed with one of them is counted for that shop.
+    pub shops: BTreeMap<String, Secret>,
+}
+
+impl SimApp {
+    /// The session the simulator gives shop `name` of this app (tests and benchmarks sign
+    /// with it).
+    pub fn shop_session(&self, name: &str) -> Option<&Secret> {
+        self.shops.get(name)
+    }
 }
 
 /// How the per-second limit of one (platform, api) admits calls. Client-side limit
@@ -180,6 +191,7 @@ impl SimConfig {
             app_key: key.to_string(),
             secret: Secret::new(secret),
             session: Secret::new(session),
+            shops: BTreeMap::new(),
         };
         SimConfig {
             seed: 42,
@@ -259,6 +271,20 @@ impl SimConfig {
         for l in self.limits.values_mut() {
             l.per_second = per_second;
             l.daily = daily;
+        }
+        self
+    }
+
+    /// Give the first app of `platform` these shops, each with its own session
+    /// (`sim-<platform>-session-<shop>`); builder style, for tests and benchmarks.
+    pub fn with_shops(mut self, platform: Platform, names: &[&str]) -> Self {
+        if let Some(app) = self.apps.iter_mut().find(|a| a.platform == platform) {
+            for name in names {
+                app.shops.insert(
+                    name.to_string(),
+                    Secret::new(format!("sim-{platform}-session-{name}")),
+                );
+            }
         }
         self
     }
@@ -368,6 +394,11 @@ impl SimConfig {
                 app_key: app.app_key,
                 secret: Secret::new(app.secret),
                 session: Secret::new(app.session),
+                shops: app
+                    .shops
+                    .into_iter()
+                    .map(|(name, session)| (name, Secret::new(session)))
+                    .collect(),
             });
         }
         if cfg.apps.is_empty() {
@@ -513,6 +544,9 @@ struct RawApp {
     secret: String,
     #[serde(default)]
     session: String,
+    /// Shop name -> its session.
+    #[serde(default)]
+    shops: BTreeMap<String, String>,
 }
 
 #[derive(Deserialize)]

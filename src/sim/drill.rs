@@ -70,6 +70,10 @@ pub struct Drill {
     pub(crate) empty_field: String,
     /// Every call gets the platform's session error.
     pub(crate) expired_session: bool,
+    /// Shops (of an app's `shops`) whose session is refused: a seller who withdrew the
+    /// app's authorisation, one shop among many.
+    #[serde(default)]
+    pub(crate) refused_shops: Vec<String>,
     /// Items whose `item_get` is answered with a permanent error of an unmapped code worded
     /// like a limit ("title length exceeds 60"): a hostile answer a client must not take for
     /// a rate limit.
@@ -151,6 +155,9 @@ pub struct DrillPatch {
     pub empty_field: Option<String>,
     /// Every call gets the platform's session error.
     pub expired_session: Option<bool>,
+    /// Shops whose session is refused; empty = off.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub refused_shops: Option<Vec<String>>,
     /// Items whose `item_get` answers a permanent error worded like a limit; empty = off.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub worded_limit_items: Option<Vec<u64>>,
@@ -177,6 +184,7 @@ struct PatchWire {
     idle_close_s: Option<u64>,
     empty_field: Option<String>,
     expired_session: Option<bool>,
+    refused_shops: Option<Vec<String>>,
     worded_limit_items: Option<Vec<u64>>,
     busy_items: Option<Vec<u64>>,
     limit: Option<LimitWire>,
@@ -237,6 +245,7 @@ impl TryFrom<PatchWire> for DrillPatch {
             idle_close_s: w.idle_close_s,
             empty_field: w.empty_field,
             expired_session: w.expired_session,
+            refused_shops: w.refused_shops,
             worded_limit_items: w.worded_limit_items,
             busy_items: w.busy_items,
             limit,
@@ -273,6 +282,9 @@ impl DrillPatch {
         }
         if let Some(v) = self.expired_session {
             d.expired_session = v;
+        }
+        if let Some(v) = &self.refused_shops {
+            d.refused_shops = v.clone();
         }
         if let Some(v) = &self.worded_limit_items {
             d.worded_limit_items = v.clone();

@@ -31,7 +31,7 @@ pub(crate) mod state;
 
 pub use config::{Limit, LimitKind, OrdersConfig, SimApp, SimConfig};
 pub use drill::{Drill, DrillError, DrillPatch, LimitKindOverride, LimitOverride};
-pub use state::{ApiStats, ErrorCounts, SimStats, Totals};
+pub use state::{ApiStats, ErrorCounts, ShopStats, SimStats, Totals};
 
 use crate::platform::client::ClientError;
 use crate::platform::Platform;

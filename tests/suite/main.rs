@@ -27,6 +27,7 @@ mod platform_sim;
 mod queue;
 mod queue_embedded;
 mod secrets;
+mod shops;
 mod sim;
 mod store;
 mod throttle_embedded;

@@ -285,8 +285,13 @@ pub(crate) async fn run(sim: &Sim, call: Call, arrived: DateTime<Utc>) -> Reply 
             } else if error_ratio > 0.0 && rand::random::<f64>() < error_ratio {
                 Err(Failure::Busy)
             } else {
-                verify(sim, &call, now, expired)
-                    .and_then(|params| execute(sim, &call, &params, now))
+                verify(sim, &call, now, expired).and_then(|(params, shop)| {
+                    let body = execute(sim, &call, &params, now)?;
+                    if !shop.is_empty() {
+                        sim.shop_ok(call.platform, &shop, call.api, now);
+                    }
+                    Ok(body)
+                })
             }
         }
     };

@@ -8,13 +8,15 @@ use crate::sim::state::Sim;
 use chrono::{DateTime, Utc};
 use serde_json::Value;
 
-/// Timestamp, signature and session; returns the business params.
+/// Timestamp, signature and session; returns the business params and the shop whose session
+/// signed the call (empty for the app's own session). A refused shop's session is answered
+/// with the session error, and counted for that shop.
 pub(super) fn verify(
     sim: &Sim,
     call: &Call,
     now: DateTime<Utc>,
     expired: bool,
-) -> Result<Params, Failure> {
+) -> Result<(Params, String), Failure> {
     let app = &sim.apps[call.app].cfg;
     let skew = sim.cfg.timestamp_skew_s as i64;
     let within = |t: DateTime<Utc>| (now - t).num_seconds().abs() <= skew;
@@ -77,18 +79,37 @@ pub(super) fn verify(
     if !given_sign.is_some_and(|s| sign::signatures_match(&expected, s)) {
         return Err(Failure::Signature);
     }
-    if expired || form_get(form, session_param) != Some(app.session.expose()) {
+    let given = form_get(form, session_param);
+    let shop = if given == Some(app.session.expose()) {
+        String::new()
+    } else {
+        let Some(name) = app
+            .shops
+            .iter()
+            .find(|(_, s)| Some(s.expose()) == given)
+            .map(|(n, _)| n.clone())
+        else {
+            return Err(Failure::Session);
+        };
+        if sim.with_drill(|d| d.refused_shops.contains(&name)) {
+            sim.shop_refused(call.platform, &name, call.api);
+            return Err(Failure::Session);
+        }
+        name
+    };
+    if expired {
         return Err(Failure::Session);
     }
-    match call.platform {
+    let params = match call.platform {
         Platform::Jd => {
             let raw = form_get(form, "360buy_param_json")
                 .ok_or_else(|| Failure::Missing("360buy_param_json".into()))?;
             match serde_json::from_str::<Value>(raw) {
-                Ok(Value::Object(m)) => Ok(Params::Json(m)),
-                _ => Err(Failure::Invalid("360buy_param_json".into())),
+                Ok(Value::Object(m)) => Params::Json(m),
+                _ => return Err(Failure::Invalid("360buy_param_json".into())),
             }
         }
-        _ => Ok(Params::Form(form.clone())),
-    }
+        _ => Params::Form(form.clone()),
+    };
+    Ok((params, shop))
 }

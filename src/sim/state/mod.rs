@@ -12,7 +12,7 @@ mod stats;
 mod tests;
 mod window;
 
-pub use stats::{ApiStats, ErrorCounts, SimStats, Totals};
+pub use stats::{ApiStats, ErrorCounts, ShopStats, SimStats, Totals};
 
 use super::config::{Limit, LimitKind, SimApp, SimConfig};
 use super::data::{Shop, Written};
@@ -20,7 +20,7 @@ use super::drill::{Drill, DrillPatch};
 use crate::platform::{Api, Platform};
 use crate::time::{next_quota_reset, platform_day};
 use chrono::{DateTime, Utc};
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicU64, AtomicU8, Ordering::Relaxed};
 use std::sync::{Mutex, MutexGuard, RwLock};
 use window::Window;
@@ -298,6 +298,8 @@ pub(crate) struct Sim {
     /// Unix seconds the simulator started (trace events are gained from here).
     pub(crate) started: i64,
     request_seq: AtomicU64,
+    /// Per (platform, shop, api): what the shops' own sessions did.
+    shop_calls: Mutex<BTreeMap<(Platform, String, Api), ShopStats>>,
 }
 
 fn kind_index(kind: LimitKind) -> u8 {
@@ -341,6 +343,7 @@ impl Sim {
             unattributed: AtomicU64::new(0),
             started: Utc::now().timestamp(),
             request_seq: AtomicU64::new(0),
+            shop_calls: Mutex::new(BTreeMap::new()),
         };
         let initial = sim.cfg.drill.clone();
         sim.install_drill(initial);
@@ -421,7 +424,50 @@ impl Sim {
     }
 
     /// Zero the stats, the windows, the quota counters and the written items.
+    fn shop_entry<R>(
+        &self,
+        platform: Platform,
+        shop: &str,
+        api: Api,
+        f: impl FnOnce(&mut ShopStats) -> R,
+    ) -> R {
+        let mut m = lock(&self.shop_calls);
+        let e = m
+            .entry((platform, shop.to_string(), api))
+            .or_insert_with(|| ShopStats {
+                platform,
+                shop: shop.to_string(),
+                api,
+                ok: 0,
+                refused: 0,
+                first_ok_ms: None,
+                last_ok_ms: None,
+                last_refused_ms: None,
+            });
+        f(e)
+    }
+
+    /// A call signed with `shop`'s session was answered successfully at `now`.
+    pub(crate) fn shop_ok(&self, platform: Platform, shop: &str, api: Api, now: DateTime<Utc>) {
+        let ms = now.timestamp_millis();
+        self.shop_entry(platform, shop, api, |e| {
+            e.ok += 1;
+            e.first_ok_ms.get_or_insert(ms);
+            e.last_ok_ms = Some(e.last_ok_ms.map_or(ms, |l| l.max(ms)));
+        });
+    }
+
+    /// A call signed with `shop`'s session was refused for that session.
+    pub(crate) fn shop_refused(&self, platform: Platform, shop: &str, api: Api) {
+        let ms = Utc::now().timestamp_millis();
+        self.shop_entry(platform, shop, api, |e| {
+            e.refused += 1;
+            e.last_refused_ms = Some(ms);
+        });
+    }
+
     pub(crate) fn reset(&self) {
+        lock(&self.shop_calls).clear();
         for s in &self.slots {
             s.reset();
         }
@@ -450,6 +496,10 @@ impl Sim {
             t.duplicate_writes += a.duplicate_writes;
             t.idle_closed += a.idle_closed;
         }
-        SimStats { apis, totals: t }
+        SimStats {
+            apis,
+            totals: t,
+            shops: lock(&self.shop_calls).values().cloned().collect(),
+        }
     }
 }

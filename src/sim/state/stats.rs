@@ -77,12 +77,36 @@ pub struct Totals {
     pub unattributed: u64,
 }
 
+/// Calls of one shop (a session of an app's `shops`) to one API, as the platform saw them.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ShopStats {
+    /// The shop's platform.
+    pub platform: Platform,
+    /// The shop's name in the simulator's config.
+    pub shop: String,
+    /// The API called.
+    pub api: Api,
+    /// Calls answered successfully.
+    pub ok: u64,
+    /// Calls refused for the shop's session (the `refused_shops` drill).
+    pub refused: u64,
+    /// When the first successful call was answered (Unix ms).
+    pub first_ok_ms: Option<i64>,
+    /// When the latest successful call was answered (Unix ms).
+    pub last_ok_ms: Option<i64>,
+    /// When the latest refused call came (Unix ms).
+    pub last_refused_ms: Option<i64>,
+}
+
 /// A snapshot of the counters (`GET /admin/stats`, `SimHandle::stats`).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SimStats {
     pub(crate) apis: Vec<ApiStats>,
     /// Sums over all (app, api).
     pub totals: Totals,
+    /// Per shop and API, for the calls signed with a shop's own session.
+    #[serde(default)]
+    pub shops: Vec<ShopStats>,
 }
 
 impl SimStats {
@@ -91,5 +115,12 @@ impl SimStats {
         self.apis
             .iter()
             .find(|s| s.platform == platform && s.api == api)
+    }
+
+    /// The counters of `shop` on `platform` for `api`.
+    pub fn for_shop(&self, platform: Platform, shop: &str, api: Api) -> Option<&ShopStats> {
+        self.shops
+            .iter()
+            .find(|s| s.platform == platform && s.shop == shop && s.api == api)
     }
 }

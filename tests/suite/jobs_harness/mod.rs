@@ -56,6 +56,9 @@ pub struct ClientOpts {
     pub unreachable_exit_s: u64,
     /// `[jobs] item_retry_rounds`.
     pub item_retry_rounds: u32,
+    /// `[shops.NAME]` entries (name, weight) for the simulator's app shops of that name;
+    /// each session comes from `shop_session_env(NAME)`.
+    pub shops: Vec<(String, u32)>,
 }
 
 impl Default for ClientOpts {
@@ -70,8 +73,17 @@ impl Default for ClientOpts {
             shutdown_grace_s: 5,
             unreachable_exit_s: 120,
             item_retry_rounds: 4,
+            shops: Vec::new(),
         }
     }
+}
+
+/// The environment variable the harness puts shop `name`'s simulator session in.
+pub fn shop_session_env(name: &str) -> String {
+    format!(
+        "SF_JOBTEST_SHOP_{}_SESSION",
+        name.to_uppercase().replace('-', "_")
+    )
 }
 
 /// One heavy test at a time per test process: each starts several worker processes, and on a
@@ -129,6 +141,19 @@ pub fn client_toml(sim: &SimHandle, o: &ClientOpts) -> String {
         o.logistics_min_interval_s,
         o.item_retry_rounds
     ));
+    for (name, weight) in &o.shops {
+        let app = sim
+            .config()
+            .apps
+            .iter()
+            .find(|a| a.shops.contains_key(name))
+            .unwrap_or_else(|| panic!("no simulator app has shop {name}"));
+        t.push_str(&format!(
+            "\n[shops.{name}]\nplatform = \"{}\"\nsession_env = \"{}\"\nweight = {weight}\n",
+            app.platform,
+            shop_session_env(name)
+        ));
+    }
     t
 }
 
@@ -207,6 +232,9 @@ impl Harness {
         for app in &self.sim.config().apps {
             c.env(secret_env(app.platform), app.secret.expose());
             c.env(session_env(app.platform), app.session.expose());
+            for (name, session) in &app.shops {
+                c.env(shop_session_env(name), session.expose());
+            }
         }
         c
     }
