@@ -1,0 +1,222 @@
+//! Fair shares: a big job enqueued first does not hold back the small jobs of other shops.
+//!
+//! `cargo bench --bench fairbench -- [--shops 10] [--big 20000] [--small 1000] [--workers 3]
+//!  [--configs fixed:400,sliding:200]`
+//!
+//! One app (1688 -> Taobao listing), `--shops` shops each with a session of its own at the
+//! simulator. Shop 0 enqueues a `--big` job first, then shops 1.. enqueue `--small` jobs;
+//! `--workers` worker processes (work --concurrency 8) run them. The item_add gate is set to
+//! the grant (rate = the simulator's limit, burst 20): fairness, not discovery, is measured.
+//! Each configuration (`kind:rate` of the simulator's item_add limit) runs twice, each on a
+//! fresh simulator, Redis and ledger:
+//! - **one shop** (baseline): every job for the same shop: the queue hands tasks out first
+//!   come, first served;
+//! - **shops**: each job for its own shop (weight 1).
+//!
+//! Printed per run, counted by the simulator: each small job's finish (its shop's last
+//! successful item_add; for the baseline, when the ledger showed the job finished) against
+//! its fair-share time (items / (rate / active shops)), the big job's finish, the gate's
+//! utilisation (items / (rate x duration)) and rejections. Under `cargo test` it does nothing.
+
+#[path = "../tests/suite/jobs_harness/mod.rs"]
+mod jobs_harness;
+#[path = "../tests/suite/support/mod.rs"]
+mod support;
+
+use jobs_harness::{client_toml, ClientOpts, Harness};
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+use syncfleet::platform::{Api, Platform};
+use syncfleet::sim::{LimitKind, SimConfig};
+use syncfleet::store::JobState;
+
+const FROM: Platform = Platform::Alibaba;
+const TO: Platform = Platform::Taobao;
+
+fn arg<T: std::str::FromStr>(name: &str, default: T) -> T {
+    let args: Vec<String> = std::env::args().collect();
+    args.iter()
+        .position(|a| a == name)
+        .and_then(|i| args.get(i + 1))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+fn shop_name(i: usize) -> String {
+    format!("shop{i}")
+}
+
+struct Setup {
+    kind: LimitKind,
+    rate: u64,
+    shops: usize,
+    big: u64,
+    small: u64,
+    workers: usize,
+}
+
+/// Enqueue a listing of items `first..first+n` for `shop`.
+fn enqueue(h: &Harness, config: &std::path::Path, shop: &str, first: u64, n: u64) -> i64 {
+    let path = h.dir.path().join(format!("items-{shop}-{first}.txt"));
+    let text: String = (first..first + n).map(|i| format!("{i}\n")).collect();
+    std::fs::write(&path, text).expect("items");
+    h.enqueue_with(
+        config,
+        &[
+            "listing",
+            "--from",
+            "alibaba",
+            "--to",
+            "taobao",
+            "--to-shop",
+            shop,
+            "--items",
+            path.to_str().expect("utf-8 path"),
+        ],
+    )
+}
+
+async fn run(s: &Setup, fair: bool) {
+    let names: Vec<String> = (0..s.shops).map(shop_name).collect();
+    let refs: Vec<&str> = names.iter().map(String::as_str).collect();
+    let sim = SimConfig::demo()
+        .with_limit(FROM, Api::ItemGet, 4 * s.rate, 100_000_000)
+        .with_limit(TO, Api::ItemAdd, s.rate, 100_000_000)
+        .with_limit_kind(TO, Api::ItemAdd, s.kind, None)
+        .with_shops(TO, &refs);
+    let opts = ClientOpts {
+        rate: (4 * s.rate) as f64,
+        chunk_size: 50,
+        shops: names.iter().map(|n| (n.clone(), 1)).collect(),
+        ..ClientOpts::default()
+    };
+    let mut h = Harness::start(sim, &opts).await;
+    let config = h.dir.path().join("fair.toml");
+    let text = format!(
+        "{}\n[gates.\"alibaba.item_get\"]\nrate = {}\nburst = 20\n\n[gates.\"taobao.item_add\"]\nrate = {}\nburst = 20\nmax_wait_ms = 2000\n",
+        client_toml(&h.sim, &opts),
+        4 * s.rate,
+        s.rate
+    );
+    std::fs::write(&config, text).expect("config");
+    let shop_of = |i: usize| if fair { shop_name(i) } else { shop_name(0) };
+    let mut jobs = vec![(
+        enqueue(&h, &config, &shop_of(0), 1_000_000, s.big),
+        shop_of(0),
+        s.big,
+    )];
+    for i in 1..s.shops {
+        let first = 2_000_000 + (i as u64) * 100_000;
+        jobs.push((
+            enqueue(&h, &config, &shop_of(i), first, s.small),
+            shop_of(i),
+            s.small,
+        ));
+    }
+    let start_ms = chrono::Utc::now().timestamp_millis();
+    let started = Instant::now();
+    for _ in 0..s.workers {
+        h.spawn_worker_with(&config, 8, 2);
+    }
+    // When the ledger first shows each job finished.
+    let mut finished: HashMap<i64, f64> = HashMap::new();
+    let deadline = Instant::now() + Duration::from_secs(3600);
+    while finished.len() < jobs.len() {
+        for (job, _, _) in &jobs {
+            if finished.contains_key(job) {
+                continue;
+            }
+            let st = h.store.job_status(*job).await.expect("status");
+            if st.job.state == JobState::Finished {
+                assert_eq!(st.job.counts.done, st.job.total, "{:?}", st.job.counts);
+                finished.insert(*job, started.elapsed().as_secs_f64());
+            }
+        }
+        assert!(Instant::now() < deadline, "jobs did not finish");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let took = started.elapsed().as_secs_f64();
+    h.wait_workers(Duration::from_secs(120));
+    let stats = h.sim.stats();
+    let add = h.stats(TO, Api::ItemAdd);
+    let get = h.stats(FROM, Api::ItemGet);
+    let items = s.big + s.small * (s.shops as u64 - 1);
+    let fair_share_s = s.small as f64 / (s.rate as f64 / s.shops as f64);
+    let label = if fair { "shops" } else { "one shop (baseline)" };
+    println!(
+        "{:>8} {:>4}/s  {label:<20} {took:>6.1} s  utilisation {:.2}%  item_add calls {} (ok {})  rejected {}",
+        s.kind.to_string(),
+        s.rate,
+        100.0 * items as f64 / (s.rate as f64 * took),
+        add.calls,
+        add.ok,
+        add.rejected_limit + get.rejected_limit
+    );
+    let mut ratios = Vec::new();
+    for (job, shop, n) in &jobs {
+        let ledger_s = finished[job];
+        let sim_s = if fair {
+            stats
+                .for_shop(TO, shop, Api::ItemAdd)
+                .and_then(|x| x.last_ok_ms)
+                .map(|ms| (ms - start_ms) as f64 / 1000.0)
+        } else {
+            None
+        };
+        let at = sim_s.unwrap_or(ledger_s);
+        if *n == s.small {
+            ratios.push(at / fair_share_s);
+        }
+        println!(
+            "    job {job:>3} {shop:<7} {n:>6} items: last write {} / ledger finished {ledger_s:>6.1} s{}",
+            sim_s.map_or("-".to_string(), |v| format!("{v:>6.1} s")),
+            if *n == s.small {
+                format!("  x fair share ({fair_share_s:.1} s) {:.2}", at / fair_share_s)
+            } else {
+                String::new()
+            }
+        );
+    }
+    ratios.sort_by(f64::total_cmp);
+    println!(
+        "    small jobs x fair share: min {:.2} median {:.2} max {:.2}",
+        ratios.first().copied().unwrap_or(0.0),
+        ratios.get(ratios.len() / 2).copied().unwrap_or(0.0),
+        ratios.last().copied().unwrap_or(0.0)
+    );
+}
+
+#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+async fn main() {
+    if !std::env::args().any(|a| a == "--bench") {
+        println!("fairbench: run it with `cargo bench --bench fairbench`");
+        return;
+    }
+    let shops: usize = arg("--shops", 10);
+    let big: u64 = arg("--big", 20_000);
+    let small: u64 = arg("--small", 1_000);
+    let workers: usize = arg("--workers", 3);
+    let configs: String = arg("--configs", "fixed:400,sliding:200".to_string());
+    println!(
+        "fairbench: {shops} shops, one {big}-item job first then {} jobs of {small}, {workers} workers",
+        shops - 1
+    );
+    for c in configs.split(',') {
+        let (kind, rate) = c.split_once(':').unwrap_or((c, "400"));
+        let kind = match kind {
+            "sliding" => LimitKind::Sliding,
+            "bucket" => LimitKind::Bucket,
+            _ => LimitKind::Fixed,
+        };
+        let setup = Setup {
+            kind,
+            rate: rate.parse().unwrap_or(400),
+            shops,
+            big,
+            small,
+            workers,
+        };
+        run(&setup, false).await;
+        run(&setup, true).await;
+    }
+}
