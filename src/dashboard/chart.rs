@@ -27,6 +27,21 @@ pub(crate) fn cumulative(
         .collect()
 }
 
+/// End the curve at `now` with `live` calls when the ledger's points fall short of it (the
+/// calls ledger is written in batches; the gate's counter is live).
+pub(crate) fn end_at(
+    used: &mut Vec<(f64, f64)>,
+    day_start: DateTime<Utc>,
+    now: DateTime<Utc>,
+    live: u64,
+) {
+    let last = used.last().map_or(0.0, |p| p.1);
+    if (live as f64) > last {
+        let minute = (now - day_start).num_minutes() as f64;
+        used.push((minute, live as f64));
+    }
+}
+
 /// The burn curve of `title`: `used` (cumulative calls per minute of the day), the quota's
 /// fair share line when `quota` is known, and `now` as the right edge.
 pub(crate) fn burn_svg(
@@ -88,6 +103,20 @@ pub(crate) fn day_start(now: DateTime<Utc>) -> DateTime<Utc> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_curve_ends_at_the_live_count() {
+        let now = "2026-12-01T05:00:00Z".parse::<DateTime<Utc>>().unwrap();
+        let start = day_start(now);
+        let mut used = vec![(700.0, 314.0)];
+        end_at(&mut used, start, now, 545);
+        assert_eq!(used.last(), Some(&(780.0, 545.0)));
+        end_at(&mut used, start, now, 500);
+        assert_eq!(used.len(), 2, "a lower live count changes nothing");
+        let mut empty = Vec::new();
+        end_at(&mut empty, start, now, 12);
+        assert_eq!(empty, vec![(780.0, 12.0)]);
+    }
 
     #[test]
     fn cumulative_counts_add_up_from_the_day_start() {

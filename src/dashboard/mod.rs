@@ -163,9 +163,20 @@ async fn burn_chart(State(app): State<Shared>, Query(q): Query<GateQuery>) -> Re
         Ok(rows) => rows,
         Err(e) => return (StatusCode::SERVICE_UNAVAILABLE, e.to_string()).into_response(),
     };
-    let used = chart::cumulative(start, &per_minute);
+    let mut used = chart::cumulative(start, &per_minute);
+    // The calls ledger lags the gate by its 2 s batches: the curve ends at the gate's live
+    // count, the "calls today" of the page.
+    let live = match app.gates.snapshot().await {
+        Ok(all) => all
+            .iter()
+            .find(|g| g.platform == q.platform && g.api == q.api)
+            .map_or(0, |g| g.used_today),
+        Err(_) => 0,
+    };
+    chart::end_at(&mut used, start, now, live);
+    let today = used.last().map_or(0.0, |p| p.1);
     let quota = app.rt.cfg.gate(q.platform, q.api).daily_quota;
-    let title = format!("{}.{} calls today", q.platform, q.api);
+    let title = format!("{}.{}: {today:.0} calls today", q.platform, q.api);
     match chart::burn_svg(&title, start, now, &used, quota) {
         Ok(svg) => ([(header::CONTENT_TYPE, "image/svg+xml")], svg).into_response(),
         Err(e) => (StatusCode::INTERNAL_SERVER_ERROR, e.to_string()).into_response(),

@@ -123,16 +123,6 @@ pub(crate) async fn collect(
     }
     let today = crate::time::platform_day(now);
     let report = store.report_calls_for_day(today).await?;
-    let calls: Vec<CallsView> = report
-        .by_api
-        .iter()
-        .map(|a| CallsView {
-            platform: a.platform.as_str(),
-            api: a.api.as_str(),
-            calls: a.calls,
-            useful: a.useful,
-        })
-        .collect();
     // Gates worth a look: the ones called today, paused or overridden.
     let gates: Vec<GateView> = match gates.snapshot().await {
         Ok(all) => all
@@ -163,6 +153,21 @@ pub(crate) async fn collect(
             Vec::new()
         }
     };
+    // The calls ledger is written in batches (every 2 s per worker); the gate's counter is
+    // live. Calls today are the larger of the two, so the table agrees with the gates.
+    let calls: Vec<CallsView> = report
+        .by_api
+        .iter()
+        .map(|a| CallsView {
+            platform: a.platform.as_str(),
+            api: a.api.as_str(),
+            calls: gates
+                .iter()
+                .find(|g| g.platform == a.platform.as_str() && g.api == a.api.as_str())
+                .map_or(a.calls, |g| g.used_today.max(a.calls)),
+            useful: a.useful,
+        })
+        .collect();
     let mut queue = match rt.queue.len().await {
         Ok(l) => QueueView {
             ready: l.ready,

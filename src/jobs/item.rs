@@ -164,9 +164,14 @@ impl Useful {
         }
     }
 
-    pub(crate) fn records(&self) -> Vec<CallRecord> {
+    /// The tally since the last drain, as ledger rows; the tally starts again from zero.
+    pub(crate) fn drain(&self) -> Vec<CallRecord> {
         let now = Utc::now();
-        let map = self.0.lock().map(|m| m.clone()).unwrap_or_default();
+        let map = self
+            .0
+            .lock()
+            .map(|mut m| std::mem::take(&mut *m))
+            .unwrap_or_default();
         map.into_iter()
             .map(|((platform, api), useful)| CallRecord {
                 minute: now,

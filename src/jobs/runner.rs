@@ -49,6 +49,9 @@ struct Tally {
 /// [`ITEM_PARALLELISM`] items).
 const RECORD_EVERY: Duration = Duration::from_millis(100);
 
+/// A write chunk records its useful calls at least this often while it runs.
+const USEFUL_EVERY: Duration = Duration::from_secs(1);
+
 /// Items of one write chunk started and not yet recorded, at most: what a killed worker can
 /// leave to repeat (with the same idempotency key) per task.
 pub(crate) const UNRECORDED_MAX: usize = 2 * ITEM_PARALLELISM;
@@ -256,6 +259,23 @@ impl JobRunner {
         Ok(())
     }
 
+    /// Write the task's useful calls tallied since the last write. Not worth failing the
+    /// task for: a re-run finds its items terminal and could not recount their usefulness.
+    async fn record_useful(&self, task: &TaskMsg, useful: &Useful) {
+        let records = useful.drain();
+        if records.is_empty() {
+            return;
+        }
+        if let Err(e) = ledger_write("record_calls", || self.ctx.store.record_calls(&records)).await
+        {
+            tracing::warn!(
+                job = task.job_id,
+                chunk = task.chunk,
+                "useful calls not recorded: {e}"
+            );
+        }
+    }
+
     /// Where a later job looks before it writes: the products this group's writes made,
     /// recorded before their items' outcomes (a run that ends between the two finds the
     /// listing on its re-run and calls the item done, without a call).
@@ -433,6 +453,7 @@ impl JobRunner {
                 let consume = async {
                     let mut group = Vec::with_capacity(ITEM_PARALLELISM);
                     let mut last = Instant::now();
+                    let mut last_useful = Instant::now();
                     let result = async {
                         loop {
                             match tokio::time::timeout(RECORD_EVERY, rx.recv()).await {
@@ -449,6 +470,12 @@ impl JobRunner {
                                     .await?;
                                 unrecorded.add_permits(n);
                                 last = Instant::now();
+                                // Usefulness follows the outcomes, not the task's end: a long
+                                // task would otherwise show calls and no useful data.
+                                if last_useful.elapsed() >= USEFUL_EVERY {
+                                    self.record_useful(task, &useful).await;
+                                    last_useful = Instant::now();
+                                }
                             }
                         }
                         self.record_listings(target, &group).await?;
@@ -488,20 +515,7 @@ impl JobRunner {
             later_by,
             ..
         } = tally;
-        let records = useful.records();
-        if !records.is_empty() {
-            // Not worth failing the task for: a re-run finds its items terminal and could
-            // not recount their usefulness anyway.
-            if let Err(e) =
-                ledger_write("record_calls", || self.ctx.store.record_calls(&records)).await
-            {
-                tracing::warn!(
-                    job = task.job_id,
-                    chunk = task.chunk,
-                    "useful calls not recorded: {e}"
-                );
-            }
-        }
+        self.record_useful(task, &useful).await;
         if unfinished > 0 {
             // An attempt that left items pending (a ledger write of the handler failed):
             // the task must run again (every pending item of it, deferred ones included),

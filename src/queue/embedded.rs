@@ -146,9 +146,15 @@ impl EmbeddedQueue {
     /// priorities. The clock lives in the queue file; its virtual time is the smallest tag
     /// still waiting (the next to be handed out), or every shop's latest finish when
     /// nothing waits. One transaction, so a producer and the worker pushing at once do not
-    /// hand out the same tags.
+    /// hand out the same tags. `BEGIN IMMEDIATE`: a read transaction that later writes cannot
+    /// wait for a writer (SQLite answers "locked" at once); one that starts as a writer waits
+    /// its busy timeout.
     async fn priorities(&self, tasks: &[&TaskMsg]) -> Result<Vec<i64>, QueueError> {
-        let mut tx = self.pool.begin().await.map_err(|e| self.err(e))?;
+        let mut tx = self
+            .pool
+            .begin_with("BEGIN IMMEDIATE")
+            .await
+            .map_err(|e| self.err(e))?;
         let rows: Vec<(String, f64)> = sqlx::query_as("SELECT shop, finish FROM syncfleet_fair")
             .fetch_all(&mut *tx)
             .await

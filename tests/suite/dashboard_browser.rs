@@ -146,6 +146,19 @@ async fn dashboard_shows_live_progress_and_guards_its_actions() {
     })
     .await;
     assert!(later > first);
+    // Usefulness follows the done items while the job runs, not only at each task's end.
+    let useful = eventually("useful item_add calls on the page", || async {
+        calls_row(&browser, "taobao.item_add")
+            .await
+            .filter(|(_, useful)| *useful > 0)
+    })
+    .await;
+    assert!(
+        useful.1 <= useful.0,
+        "useful {} > calls {}",
+        useful.1,
+        useful.0
+    );
     // The gate's burn chart renders (an SVG image with a size).
     let width = eventually("the burn chart", || async {
         let v = browser
@@ -260,6 +273,76 @@ async fn dashboard_shows_live_progress_and_guards_its_actions() {
     }
     let shot = browser.screenshot().await.expect("screenshot");
     std::fs::write(artifacts().join("dashboard-action.png"), shot).expect("save screenshot");
+
+    // Once the job is done: useful item_add calls are the done items, and the burn chart
+    // ends at the gate's calls today as the page shows them.
+    let done = h
+        .wait_job(job, Duration::from_secs(120))
+        .await
+        .job
+        .counts
+        .done;
+    eventually("useful to reach the done items", || async {
+        calls_row(&browser, "taobao.item_add")
+            .await
+            .filter(|(_, useful)| *useful == done)
+    })
+    .await;
+    let (today, charted) = eventually("the chart to end at the calls today", || async {
+        let today = gate_calls_today(&browser, "taobao.item_add").await?;
+        let charted = chart_total(&browser, "taobao", "item_add").await?;
+        (today == charted && today > 0).then_some((today, charted))
+    })
+    .await;
+    println!("calls today {today}, charted {charted}, done {done}");
+    let shot = browser.screenshot().await.expect("screenshot");
+    std::fs::write(artifacts().join("dashboard-done.png"), shot).expect("save screenshot");
     browser.close().await.expect("close the browser");
-    h.wait_job(job, Duration::from_secs(120)).await;
+}
+
+/// The digits of a number as the page formats it (`3,000`).
+fn digits(v: &serde_json::Value) -> Option<u64> {
+    let s: String = v.as_str()?.chars().filter(char::is_ascii_digit).collect();
+    s.parse().ok()
+}
+
+/// (calls, useful) of `api` (`platform.api`) in the page's calls table.
+async fn calls_row(browser: &fantoccini::Client, api: &str) -> Option<(u64, u64)> {
+    let v = browser
+        .execute(
+            "for (const r of document.getElementById('calls').tBodies[0].rows) {                if (r.cells[0].textContent === arguments[0])                  return [r.cells[1].textContent, r.cells[2].textContent]; } return null;",
+            vec![serde_json::json!(api)],
+        )
+        .await
+        .ok()?;
+    let a = v.as_array()?;
+    Some((digits(a.first()?)?, digits(a.get(1)?)?))
+}
+
+/// The "calls today" of gate `api` in the page's gates table.
+async fn gate_calls_today(browser: &fantoccini::Client, api: &str) -> Option<u64> {
+    let v = browser
+        .execute(
+            "for (const r of document.getElementById('gates').tBodies[0].rows) {                if (r.cells[0].textContent.startsWith(arguments[0]))                  return r.cells[6].textContent; } return null;",
+            vec![serde_json::json!(api)],
+        )
+        .await
+        .ok()?;
+    digits(&v)
+}
+
+/// The last point of the gate's burn chart, from the chart's own title
+/// ("taobao.item_add: N calls today"), fetched as the page's image is.
+async fn chart_total(browser: &fantoccini::Client, platform: &str, api: &str) -> Option<u64> {
+    let v = browser
+        .execute(
+            "const x = new XMLHttpRequest();              x.open('GET', `/chart/burn.svg?platform=${arguments[0]}&api=${arguments[1]}`, false);              x.send(); return x.responseText;",
+            vec![serde_json::json!(platform), serde_json::json!(api)],
+        )
+        .await
+        .ok()?;
+    let svg = v.as_str()?;
+    let end = svg.find(" calls today")?;
+    let start = svg[..end].rfind(": ")? + 2;
+    svg[start..end].parse().ok()
 }
