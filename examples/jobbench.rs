@@ -130,6 +130,7 @@ fn listing_spec() -> JobSpec {
         to_shop: syncfleet::jobs::spec::DEFAULT_SHOP.into(),
         relist: false,
         allow_stale_source_s: None,
+        lane: Default::default(),
     }
 }
 
@@ -177,7 +178,13 @@ async fn enqueue_bench(url: &str) -> anyhow::Result<()> {
                 },
             )
             .await?;
-            let tasks = producer::chunk_tasks(job, JobKind::Listing, "", &keys, 100);
+            let tasks = producer::chunk_tasks(
+                job,
+                JobKind::Listing,
+                &producer::Share::default(),
+                &keys,
+                100,
+            );
             let t = Instant::now();
             q.push_bulk(&tasks).await?;
             queue.push(t.elapsed().as_secs_f64());
@@ -355,7 +362,13 @@ async fn bare_apalis(url: &str, n: usize, concurrency: usize, round: usize) -> a
         .batch_size(concurrency)
         .missed_heartbeats(2);
     let mut storage = RedisStorage::<TaskMsg, _>::new(conn).with_config(cfg);
-    let tasks = producer::chunk_tasks(1, JobKind::Listing, "", &keys(n as u64), 1);
+    let tasks = producer::chunk_tasks(
+        1,
+        JobKind::Listing,
+        &producer::Share::default(),
+        &keys(n as u64),
+        1,
+    );
     for chunk in tasks.chunks(1000) {
         storage.push_bulk(chunk.to_vec()).await?;
     }
@@ -440,7 +453,7 @@ async fn syncfleet_worker(
             .push_bulk(&producer::chunk_tasks(
                 r.job_id,
                 JobKind::Listing,
-                "",
+                &producer::Share::default(),
                 &keys,
                 1,
             ))

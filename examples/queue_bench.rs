@@ -29,6 +29,7 @@ fn tasks(n: usize, keys: usize) -> Vec<TaskMsg> {
             chunk: i as u32,
             keys: (0..keys).map(|k| format!("item-{i:06}-{k:03}")).collect(),
             shop: String::new(),
+            lane: Default::default(),
         })
         .collect()
 }

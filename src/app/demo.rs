@@ -217,6 +217,7 @@ pub async fn run(
         // that keeps the listings of an earlier run (`--ledger postgres://...`).
         relist: true,
         allow_stale_source_s: None,
+        lane: Default::default(),
     };
     let enq = producer::enqueue(
         &rt.store,

@@ -27,6 +27,8 @@ pub(crate) struct GateEntry {
     pub(crate) aimd_successes: Option<u32>,
     /// The end of each clock second in which an embedded gate sends nothing (ms).
     pub(crate) boundary_band_ms: Option<u64>,
+    /// Share of the rate and of the daily quota kept for interactive work (0 to 0.9).
+    pub(crate) interactive_share: Option<f64>,
 }
 
 /// A gate's resolved settings.
@@ -47,10 +49,17 @@ pub struct GateConfig {
     /// The end of each clock second in which an embedded gate sends nothing: a call due there
     /// waits for the boundary (`throttle::second_guard`). 0 turns the band off.
     pub(crate) boundary_band_ms: u64,
+    /// Share of the rate and of the daily quota kept for interactive work: bulk calls use at
+    /// most `rate x (1 - share)` and stop at `daily_quota x (1 - share)` (docs/design.md,
+    /// "Lanes"). 0 keeps nothing.
+    pub interactive_share: f64,
 }
 
 /// Default of `boundary_band_ms` (docs/design.md, "Gates").
 pub(crate) const DEFAULT_BOUNDARY_BAND_MS: u64 = 25;
+
+/// The largest share of a gate that may be kept for interactive work: bulk always keeps some.
+pub(crate) const MAX_INTERACTIVE_SHARE: f64 = 0.9;
 
 /// The widest band accepted: half a second, so every second keeps most of its time.
 pub(crate) const MAX_BOUNDARY_BAND_MS: u64 = 500;
@@ -94,6 +103,7 @@ impl Config {
             aimd_step: pick!(aimd_step).unwrap_or((rate * 0.05).max(0.5)),
             aimd_successes: pick!(aimd_successes).unwrap_or(20),
             boundary_band_ms: pick!(boundary_band_ms).unwrap_or(DEFAULT_BOUNDARY_BAND_MS),
+            interactive_share: pick!(interactive_share).unwrap_or(0.0),
         }
     }
 }

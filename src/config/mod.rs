@@ -18,6 +18,7 @@ mod worker;
 
 pub use crate::secret::Secret;
 pub use gates::GateConfig;
+pub(crate) use gates::MAX_INTERACTIVE_SHARE;
 pub use link::{BreakerConfig, ClassTimeouts, LinkConfig, RetryConfig, TimeoutsConfig};
 pub use platforms::{ClientSetupError, MissingSecret, PlatformConfig};
 pub(crate) use shops::{valid_shop_name, DEFAULT_WEIGHT, MAX_WEIGHT};

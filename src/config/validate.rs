@@ -82,6 +82,18 @@ impl Config {
                     );
                 }
             }
+            if let Some(share) = entry.interactive_share {
+                if !(0.0..=super::gates::MAX_INTERACTIVE_SHARE).contains(&share) {
+                    push(
+                        key("interactive_share"),
+                        format!(
+                            "must be between 0 and {}, got {share}",
+                            super::gates::MAX_INTERACTIVE_SHARE
+                        ),
+                        false,
+                    );
+                }
+            }
             if entry.concurrency == Some(0) {
                 push(key("concurrency"), "must be at least 1".into(), false);
             }

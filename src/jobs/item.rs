@@ -9,6 +9,7 @@ use crate::link::gateway::{CallContext, Gateway, LinkError, LinkErrorKind};
 use crate::platform::{Api, ErrorClass, Platform};
 use crate::queue::TaskCtx;
 use crate::store::{CallClass, CallRecord, ItemOutcome, Store, StoreError};
+use crate::throttle::Lane;
 use chrono::Utc;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -23,13 +24,16 @@ pub(crate) struct HandlerCtx {
     pub(crate) cfg: Arc<Config>,
     /// The task's shop's session (`None`: the platform's own; docs/design.md, "Shops").
     pub(crate) shop_session: Option<Secret>,
+    /// The task's job's lane: every call of the task books its gate token in it.
+    pub(crate) lane: Lane,
 }
 
 impl HandlerCtx {
-    /// This context for a task of a shop whose calls carry `session`.
-    pub(crate) fn for_shop(&self, session: Option<Secret>) -> HandlerCtx {
+    /// This context for a task of a shop whose calls carry `session`, in `lane`.
+    pub(crate) fn for_task(&self, session: Option<Secret>, lane: Lane) -> HandlerCtx {
         HandlerCtx {
             shop_session: session,
+            lane,
             ..self.clone()
         }
     }
@@ -49,7 +53,9 @@ impl HandlerCtx {
     /// [`HandlerCtx::call_context`] that gives up before calling once `stop` holds the job
     /// (paused or cancelled).
     pub(crate) fn call_context_until(&self, stop: &Stop) -> CallContext {
-        self.call_context().with_halt(stop.held.clone())
+        self.call_context()
+            .with_halt(stop.held.clone())
+            .with_lane(self.lane)
     }
 }
 

@@ -6,7 +6,7 @@ use super::orders::slices;
 use super::spec::{JobKind, JobSpec};
 use crate::config::Config;
 use crate::platform::ErrorClass;
-use crate::queue::{Queue, QueueError, TaskMsg};
+use crate::queue::{Lane, Queue, QueueError, TaskMsg};
 use crate::store::{Store, StoreError};
 use std::collections::HashSet;
 use std::time::Duration;
@@ -66,7 +66,7 @@ pub(crate) async fn item_keys(
         JobSpec::Orders { since, until, .. } => {
             slices(*since, *until, Duration::from_secs(cfg.jobs.order_slice_s))
         }
-        JobSpec::Logistics { platform, shop } => {
+        JobSpec::Logistics { platform, shop, .. } => {
             let min = Duration::from_secs(cfg.jobs.logistics_min_interval_s);
             store.logistics_candidates(*platform, shop, min).await?
         }
@@ -90,7 +90,11 @@ pub async fn enqueue(
     }
     let spec_json = serde_json::to_string(&stored)?;
     let job_id = store.create_job(spec.kind(), &spec_json, keys).await?;
-    let tasks = chunk_tasks(job_id, spec.kind(), spec.shop(), keys, chunk_size);
+    let share = Share {
+        shop: spec.shop().to_string(),
+        lane: spec.lane(),
+    };
+    let tasks = chunk_tasks(job_id, spec.kind(), &share, keys, chunk_size);
     let mut pushed = 0;
     for batch in tasks.chunks(PROGRESS_STEP) {
         queue
@@ -111,11 +115,20 @@ pub async fn enqueue(
     })
 }
 
-/// One task per `chunk_size` keys, numbered from 0, for `shop`'s share of the queue.
+/// Whose turn a job's tasks take in the queue: its shop (the fair order) and its lane.
+#[derive(Debug, Clone, Default)]
+pub struct Share {
+    /// The shop the job works for.
+    pub shop: String,
+    /// The job's lane.
+    pub lane: Lane,
+}
+
+/// One task per `chunk_size` keys, numbered from 0, in `share`'s turn of the queue.
 pub fn chunk_tasks(
     job_id: i64,
     kind: JobKind,
-    shop: &str,
+    share: &Share,
     keys: &[String],
     chunk_size: usize,
 ) -> Vec<TaskMsg> {
@@ -126,17 +139,21 @@ pub fn chunk_tasks(
             kind: kind.as_str().to_string(),
             chunk: u32::try_from(i).unwrap_or(u32::MAX),
             keys: chunk.to_vec(),
-            shop: shop.to_string(),
+            shop: share.shop.clone(),
+            lane: share.lane,
         })
         .collect()
 }
 
-/// The shop a stored job works for (its tasks' share of the queue); empty when its spec no
-/// longer parses (its tasks then form one flow of their own; the runner reports the spec).
-async fn job_shop(store: &Store, job_id: i64) -> Result<String, ProducerError> {
+/// The shop and lane of a stored job; empty and bulk when its spec no longer parses (its
+/// tasks then form one flow of their own; the runner reports the spec).
+async fn job_share(store: &Store, job_id: i64) -> Result<Share, ProducerError> {
     let text = store.job_spec(job_id).await?;
     Ok(serde_json::from_str::<JobSpec>(&text)
-        .map(|s| s.shop().to_string())
+        .map(|s| Share {
+            shop: s.shop().to_string(),
+            lane: s.lane(),
+        })
         .unwrap_or_default())
 }
 
@@ -173,8 +190,8 @@ pub(crate) async fn reconcile(
 ) -> Result<EnqueueReport, ProducerError> {
     let status = store.job_status(job_id).await?;
     let keys = uncovered_pending(store, queue, job_id).await?;
-    let shop = job_shop(store, job_id).await?;
-    let tasks = chunk_tasks(job_id, status.job.kind, &shop, &keys, chunk_size);
+    let share = job_share(store, job_id).await?;
+    let tasks = chunk_tasks(job_id, status.job.kind, &share, &keys, chunk_size);
     queue.push_bulk(&tasks).await?;
     Ok(EnqueueReport {
         job_id,
@@ -225,8 +242,8 @@ pub(crate) async fn requeue_dead(
         let keys = store.dead_items(*job_id).await?;
         let revived = store.revive_dead_items(*job_id, &keys).await?;
         pushed.extend(revived.iter().map(|k| (*job_id, k.clone())));
-        let shop = job_shop(store, *job_id).await?;
-        let tasks = chunk_tasks(*job_id, status.job.kind, &shop, &revived, chunk_size);
+        let share = job_share(store, *job_id).await?;
+        let tasks = chunk_tasks(*job_id, status.job.kind, &share, &revived, chunk_size);
         queue.push_bulk(&tasks).await?;
         report.items += revived.len();
         report.tasks += tasks.len();
@@ -268,8 +285,8 @@ pub(crate) async fn retry_class(
     let status = store.job_status(job_id).await?;
     let keys = store.items_by_class(job_id, class).await?;
     store.reset_items_to_pending(job_id, &keys).await?;
-    let shop = job_shop(store, job_id).await?;
-    let tasks = chunk_tasks(job_id, status.job.kind, &shop, &keys, chunk_size);
+    let share = job_share(store, job_id).await?;
+    let tasks = chunk_tasks(job_id, status.job.kind, &share, &keys, chunk_size);
     queue.push_bulk(&tasks).await?;
     Ok(EnqueueReport {
         job_id,
@@ -285,7 +302,7 @@ mod tests {
     #[test]
     fn chunks_cover_every_key_once() {
         let keys: Vec<String> = (1..=250).map(|i| i.to_string()).collect();
-        let tasks = chunk_tasks(7, JobKind::Listing, "s", &keys, 100);
+        let tasks = chunk_tasks(7, JobKind::Listing, &Share::default(), &keys, 100);
         assert_eq!(tasks.len(), 3);
         assert_eq!(tasks[2].keys.len(), 50);
         assert_eq!(tasks[1].chunk, 1);

@@ -78,6 +78,7 @@ impl JobRunner {
                 gateway,
                 cfg,
                 shop_session: None,
+                lane: Default::default(),
             },
             specs: Mutex::new(HashMap::new()),
         }
@@ -375,7 +376,7 @@ impl JobRunner {
             }
         };
         let _watch = self.watch_control(task.job_id, shop.clone(), &stop);
-        let hctx = self.ctx.for_shop(session);
+        let hctx = self.ctx.for_task(session, spec.lane());
         // A re-delivered task does only what the ledger still shows pending.
         let pending = self
             .ctx

@@ -144,6 +144,7 @@ mod tests {
             to_shop: crate::jobs::spec::DEFAULT_SHOP.into(),
             relist: false,
             allow_stale_source_s: None,
+            lane: Default::default(),
         };
         let err = check_specs(&cfg, &[(7, listing)]).unwrap_err();
         assert!(err.is_input_error());

@@ -5,6 +5,7 @@
 
 use crate::platform::Platform;
 pub use crate::store::JobKind;
+pub use crate::throttle::Lane;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use std::collections::HashSet;
@@ -51,6 +52,10 @@ pub enum JobSpec {
         /// when it is at most this many seconds old; `None`: never write from degraded input.
         #[serde(default)]
         allow_stale_source_s: Option<u64>,
+        /// Interactive work goes before bulk and has a share kept for it (docs/design.md,
+        /// "Lanes").
+        #[serde(default, skip_serializing_if = "Lane::is_bulk")]
+        lane: Lane,
     },
     /// Sync orders modified in [since, until) for one shop.
     Orders {
@@ -62,6 +67,10 @@ pub enum JobSpec {
         since: DateTime<Utc>,
         /// End of the modification window (exclusive).
         until: DateTime<Utc>,
+        /// Interactive work goes before bulk and has a share kept for it (docs/design.md,
+        /// "Lanes").
+        #[serde(default, skip_serializing_if = "Lane::is_bulk")]
+        lane: Lane,
     },
     /// Query logistics of the shop's shipped, unsigned orders not queried recently.
     Logistics {
@@ -69,6 +78,10 @@ pub enum JobSpec {
         platform: Platform,
         /// The shop whose orders in the ledger are queried.
         shop: String,
+        /// Interactive work goes before bulk and has a share kept for it (docs/design.md,
+        /// "Lanes").
+        #[serde(default, skip_serializing_if = "Lane::is_bulk")]
+        lane: Lane,
     },
 }
 
@@ -88,6 +101,24 @@ impl JobSpec {
         match self {
             JobSpec::Listing { to_shop, .. } => to_shop,
             JobSpec::Orders { shop, .. } | JobSpec::Logistics { shop, .. } => shop,
+        }
+    }
+
+    /// The job's lane.
+    pub(crate) fn lane(&self) -> Lane {
+        match self {
+            JobSpec::Listing { lane, .. }
+            | JobSpec::Orders { lane, .. }
+            | JobSpec::Logistics { lane, .. } => *lane,
+        }
+    }
+
+    /// Put the job in `lane`.
+    pub(crate) fn set_lane(&mut self, to: Lane) {
+        match self {
+            JobSpec::Listing { lane, .. }
+            | JobSpec::Orders { lane, .. }
+            | JobSpec::Logistics { lane, .. } => *lane = to,
         }
     }
 
@@ -246,6 +277,7 @@ struct SpecFile {
     shop: Option<String>,
     since: Option<DateTime<Utc>>,
     until: Option<DateTime<Utc>>,
+    lane: Option<Lane>,
 }
 
 impl SpecFile {
@@ -263,16 +295,19 @@ impl SpecFile {
                 to_shop: self.to_shop.unwrap_or_else(default_shop),
                 relist: self.relist.unwrap_or(false),
                 allow_stale_source_s: self.allow_stale_source_s,
+                lane: self.lane.unwrap_or_default(),
             },
             JobKind::Orders => JobSpec::Orders {
                 platform: need(self.platform, kind, "platform")?,
                 shop: need(self.shop, kind, "shop")?,
                 since: need(self.since, kind, "since")?,
                 until: need(self.until, kind, "until")?,
+                lane: self.lane.unwrap_or_default(),
             },
             JobKind::Logistics => JobSpec::Logistics {
                 platform: need(self.platform, kind, "platform")?,
                 shop: need(self.shop, kind, "shop")?,
+                lane: self.lane.unwrap_or_default(),
             },
         })
     }
@@ -451,6 +486,7 @@ mod tests {
             shop: "s".into(),
             since: since.parse().unwrap(),
             until: until.parse().unwrap(),
+            lane: Default::default(),
         }
     }
 
@@ -485,6 +521,7 @@ mod tests {
             shop: "s".into(),
             since: "2026-01-02T00:00:00Z".parse().unwrap(),
             until: "2026-01-01T00:00:00Z".parse().unwrap(),
+            lane: Default::default(),
         };
         assert!(spec.validate().is_err());
     }

@@ -169,9 +169,11 @@ impl EmbeddedQueue {
         }
         // Rows of an older version have priority 0: not tagged, handed out after the rest.
         let next: Option<i64> = sqlx::query_scalar(
-            "SELECT MAX(priority) FROM Jobs WHERE job_type = ? AND status = 'Pending' AND priority > 0",
+            "SELECT MAX(priority) FROM Jobs WHERE job_type = ? AND status = 'Pending'
+             AND priority > 0 AND priority <= ?",
         )
         .bind(&self.opts.name)
+        .bind(fair::PRIORITY_TOP)
         .fetch_one(&mut *tx)
         .await
         .map_err(|e| self.err(e))?;
@@ -181,7 +183,14 @@ impl EmbeddedQueue {
         }
         let out = tasks
             .iter()
-            .map(|t| fair::priority_of(clock.tag(&t.shop, self.opts.weight(&t.shop))))
+            .map(|t| {
+                let p = fair::priority_of(clock.tag(&t.shop, self.opts.weight(&t.shop)));
+                // Interactive tasks above every bulk one (docs/design.md, "Lanes").
+                match t.lane {
+                    super::Lane::Interactive => p + fair::PRIORITY_TOP,
+                    super::Lane::Bulk => p,
+                }
+            })
             .collect();
         let rows = clock
             .finish

@@ -28,6 +28,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::config::QueueConfig;
 use crate::link::backoff::Backoff;
+pub use crate::throttle::Lane;
 
 pub use self::embedded::EmbeddedQueue;
 pub use self::redis::RedisQueue;
@@ -50,6 +51,9 @@ pub struct TaskMsg {
     /// written before shops had a share (they form one flow of their own).
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub shop: String,
+    /// Interactive tasks are handed out before every bulk one (docs/design.md, "Lanes").
+    #[serde(default, skip_serializing_if = "Lane::is_bulk")]
+    pub lane: Lane,
 }
 
 /// What the handler learns about the delivery it runs.

@@ -65,6 +65,7 @@ async fn panics_become_failures() {
         chunk: 0,
         keys: vec![],
         shop: String::new(),
+        lane: Default::default(),
     };
     let ctx = TaskCtx::detached;
     let (r, panicked) = run_caught(&h, msg.clone(), ctx(1)).await;

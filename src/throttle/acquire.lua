@@ -2,7 +2,11 @@
 -- KEYS: 1 bucket (hash: tat, iv), 2 aimd (hash: rate, ...), 3 pause (hash: until, reason),
 --       4 conf (hash: rate, burst; set by `syncfleet gate set`). All share one hash tag.
 -- ARGV: 1 configured rate (/s), 2 configured burst, 3 max wait (us),
---       4 optional "now" in us (tests only; empty = TIME), 5 boundary band (ms).
+--       4 optional "now" in us (tests only; empty = TIME), 5 boundary band (ms),
+--       6 the lane's share of the gate (1 = all of it; docs/design.md, "Lanes": with a share
+--         kept for interactive work, each lane books in a bucket of its own at its share of
+--         the rate, burst and ceiling, so bulk bookings never queue interactive calls),
+--       7 the calls of today bulk work may use (0 = no limit; KEYS[5] counts today's calls).
 -- The bucket hash also counts the calls reserved to leave in one clock second of the server
 -- (fields sec, sent): the fleet's send-time check (throttle::second_guard, docs/design.md,
 -- "Gates"), at no extra round trip.
@@ -23,6 +27,16 @@ local p = redis.call('HMGET', KEYS[3], 'until', 'reason')
 local pu = tonumber(p[1])
 if pu and pu > now then
   return {3, math.floor(pu - now), p[2] or 'paused', '0', '0'}
+end
+
+local quota_cap = tonumber(ARGV[7]) or 0
+if quota_cap > 0 and KEYS[5] then
+  local used = tonumber(redis.call('GET', KEYS[5])) or 0
+  if used >= quota_cap then
+    -- Until the next 00:00 GMT+8 on the server's clock: the rest of the day is interactive's.
+    local day_s = (math.floor(now / 1000000) + 8 * 3600) % 86400
+    return {3, (86400 - day_s) * 1000000, 'bulk work has used its share of the daily quota', '0', '0'}
+  end
 end
 
 local conf = redis.call('HMGET', KEYS[4], 'rate', 'burst')
@@ -48,6 +62,14 @@ if ceiling and ceiling >= rate and ceiling - rate < burst then burst = ceiling -
 if burst < 1 then burst = 1 end
 -- Probing above a measured ceiling: one call at a time (throttle::aimd).
 if st[2] then burst = 1 end
+-- This lane's part of the gate.
+local part = tonumber(ARGV[6]) or 1
+if part > 0 and part < 1 then
+  rate = rate * part
+  burst = math.max(1, burst * part)
+  if ceiling then ceiling = ceiling * part end
+  iv = 1000000 / rate
+end
 
 local b = redis.call('HMGET', KEYS[1], 'tat', 'iv')
 local tat = tonumber(b[1]) or now

@@ -7,6 +7,7 @@
 use super::aimd::{AimdParams, AimdState};
 use super::gcra::Gcra;
 use super::second_guard::{self, SecondGuard};
+use super::{bulk_quota, bulk_rate, Lane};
 use super::{GateLimits, GateSnapshot, Noted, RateChange, Reservation};
 use crate::config::GateConfig;
 use crate::platform::{Api, Platform};
@@ -30,6 +31,11 @@ struct Gate {
     sent: SecondGuard,
     /// The end of each second in which nothing leaves (ms).
     boundary_band_ms: u64,
+    /// Interactive work's own bucket, at its share of the rate, when a share is kept for it
+    /// (docs/design.md, "Lanes").
+    interactive: Gcra,
+    interactive_share: f64,
+    daily_quota: Option<u64>,
 }
 
 impl Gate {
@@ -48,6 +54,19 @@ impl Gate {
             drain_after_pause: false,
             sent: SecondGuard::default(),
             boundary_band_ms: cfg.boundary_band_ms,
+            interactive: Gcra::new(),
+            interactive_share: cfg.interactive_share,
+            daily_quota: cfg.daily_quota,
+        }
+    }
+
+    /// The part of the gate `lane` books in: all of it when no share is kept for
+    /// interactive work; else the interactive share, or the rest for bulk.
+    fn part(&self, lane: Lane) -> f64 {
+        match (self.interactive_share > 0.0, lane) {
+            (false, _) => 1.0,
+            (true, Lane::Interactive) => self.interactive_share,
+            (true, Lane::Bulk) => bulk_rate(1.0, self.interactive_share),
         }
     }
 
@@ -105,6 +124,7 @@ impl EmbeddedGates {
         &self,
         platform: Platform,
         api: Api,
+        lane: Lane,
         max_wait: Duration,
     ) -> Reservation {
         let mut g = self.gate(platform, api);
@@ -123,11 +143,29 @@ impl EmbeddedGates {
             g.bucket.drain(now_us, rate, burst);
         }
         g.sync_rate(now_us);
-        let (rate, burst) = (g.limiter_rate, g.effective_burst());
-        match g
-            .bucket
-            .reserve(now_us, rate, burst, max_wait.as_secs_f64() * 1e6)
-        {
+        if lane == Lane::Bulk && g.interactive_share > 0.0 {
+            let today = crate::time::platform_day(chrono::Utc::now());
+            if let Some(q) = g.daily_quota.filter(|_| g.quota_day == today) {
+                if g.used >= bulk_quota(q, g.interactive_share) {
+                    let now = chrono::Utc::now();
+                    let left = (crate::time::next_quota_reset(now) - now)
+                        .to_std()
+                        .unwrap_or_default();
+                    return Reservation::Paused(
+                        left,
+                        "bulk work has used its share of the daily quota".into(),
+                    );
+                }
+            }
+        }
+        let part = g.part(lane);
+        let (rate, burst) = (g.limiter_rate * part, (g.effective_burst() * part).max(1.0));
+        let bucket = if part < 1.0 && lane == Lane::Interactive {
+            &mut g.interactive
+        } else {
+            &mut g.bucket
+        };
+        match bucket.reserve(now_us, rate, burst, max_wait.as_secs_f64() * 1e6) {
             Ok(wait) if wait <= 0.0 => Reservation::Now,
             Ok(wait) => Reservation::After(Duration::from_secs_f64(wait / 1e6), None),
             Err(wait) => Reservation::Refused(Duration::from_secs_f64(wait / 1e6)),

@@ -19,6 +19,7 @@ pub mod aimd;
 pub(crate) mod burn;
 mod embedded;
 pub(crate) mod gcra;
+mod lane;
 pub(crate) mod latency;
 mod second_guard;
 mod shared;
@@ -33,6 +34,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
+pub(crate) use lane::{bulk_quota, bulk_rate};
+pub use lane::{Lane, UnknownLane};
 pub use shared::{gate_keys, GateKeys, DEFAULT_NAMESPACE};
 pub use verdicts::{GateError, GateOutcome, GateRefusal};
 
@@ -160,6 +163,8 @@ enum Reservation {
 struct Local {
     cfg: GateConfig,
     slots: Arc<Semaphore>,
+    /// Interactive calls' own slots: they never wait behind bulk calls holding the others.
+    interactive_slots: Arc<Semaphore>,
     /// Latency of this process's recent calls through the gate.
     latency: Arc<Mutex<latency::LatencyWindow>>,
     /// When the slots were last checked against rate x measured p95, and last warned about.
@@ -258,11 +263,14 @@ fn locals(cfg: &Config) -> HashMap<(Platform, Api), Local> {
         for a in Api::ALL {
             let g = cfg.gate(p, a);
             let slots = Arc::new(Semaphore::new(g.concurrency.max(1) as usize));
+            let interactive = (f64::from(g.concurrency) * g.interactive_share.max(0.1)).ceil();
+            let interactive_slots = Arc::new(Semaphore::new((interactive as usize).max(2)));
             out.insert(
                 (p, a),
                 Local {
                     cfg: g,
                     slots,
+                    interactive_slots,
                     hold: Mutex::new(None),
                     latency: Arc::new(Mutex::new(latency::LatencyWindow::new(512))),
                     last_concurrency_warn: Mutex::new((None, None)),
@@ -330,19 +338,25 @@ impl Gates {
 
     /// Take a concurrency slot, then a token. `max_wait` bounds the whole wait (it is also
     /// capped by the gate's configured `max_wait`); a token further away is not taken and the
-    /// refusal says when to come back.
+    /// refusal says when to come back. `lane` picks the slots and, when the gate keeps a
+    /// share for interactive work, the part of the gate the call books in
+    /// (docs/design.md, "Lanes").
     pub async fn acquire(
         &self,
         platform: Platform,
         api: Api,
+        lane: Lane,
         max_wait: Duration,
     ) -> Result<Permit, GateRefusal> {
         let start = Instant::now();
         let local = self.inner.local_gate(platform, api);
         let max_wait = max_wait.min(local.cfg.max_wait);
         let slot_wait = SLOT_WAIT.min(max_wait);
-        let slot = match tokio::time::timeout(slot_wait, local.slots.clone().acquire_owned()).await
-        {
+        let slots = match lane {
+            Lane::Interactive => local.interactive_slots.clone(),
+            Lane::Bulk => local.slots.clone(),
+        };
+        let slot = match tokio::time::timeout(slot_wait, slots.acquire_owned()).await {
             Ok(Ok(slot)) => slot,
             // Timed out (or the semaphore closed, which never happens here).
             _ => return Err(GateRefusal::Busy),
@@ -358,7 +372,7 @@ impl Gates {
             let answer = self
                 .inner
                 .backend
-                .reserve(platform, api, &local.cfg, left)
+                .reserve(platform, api, &local.cfg, lane, left)
                 .await;
             match answer {
                 Reservation::Now => break,

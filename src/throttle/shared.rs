@@ -7,8 +7,8 @@
 use super::admitted::SLOT_MS;
 use super::aimd::AimdParams;
 use super::{
-    GateError, GateLimits, GateSnapshot, Inner, Noted, RateChange, Reservation, FLUSH_BATCH,
-    FLUSH_INTERVAL,
+    bulk_quota, bulk_rate, GateError, GateLimits, GateSnapshot, Inner, Lane, Noted, RateChange,
+    Reservation, FLUSH_BATCH, FLUSH_INTERVAL,
 };
 use crate::config::GateConfig;
 use crate::platform::{Api, Platform};
@@ -224,19 +224,36 @@ impl RedisGates {
         platform: Platform,
         api: Api,
         cfg: &GateConfig,
+        lane: Lane,
         max_wait: Duration,
     ) -> Reservation {
         let k = self.keys(platform, api);
+        let share = cfg.interactive_share;
+        // With a share kept for interactive work each lane books in a bucket of its own
+        // (acquire.lua); bulk also stops at its part of the daily quota.
+        let (bucket, part, quota_cap) = match (share > 0.0, lane) {
+            (false, _) => (k.bucket.clone(), 1.0, 0),
+            (true, Lane::Interactive) => (format!("{}:interactive", k.bucket), share, 0),
+            (true, Lane::Bulk) => (
+                k.bucket.clone(),
+                bulk_rate(1.0, share),
+                cfg.daily_quota.map_or(0, |q| bulk_quota(q, share).max(1)),
+            ),
+        };
+        let day = crate::time::platform_day(self.server_now());
         let mut inv = self.acquire.prepare_invoke();
-        inv.key(&k.bucket)
+        inv.key(&bucket)
             .key(&k.aimd)
             .key(&k.pause)
             .key(&k.conf)
+            .key(k.quota(day))
             .arg(cfg.rate)
             .arg(cfg.burst)
             .arg(max_wait.as_micros() as u64)
             .arg("")
-            .arg(cfg.boundary_band_ms);
+            .arg(cfg.boundary_band_ms)
+            .arg(part)
+            .arg(quota_cap);
         let mut conn = self.conn.clone();
         match inv
             .invoke_async::<(i64, i64, String, String, u64)>(&mut conn)

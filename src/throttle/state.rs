@@ -5,7 +5,7 @@
 
 use super::embedded::EmbeddedGates;
 use super::shared::RedisGates;
-use super::{GateError, GateSnapshot, Inner, Noted, RateChange, Reservation};
+use super::{GateError, GateSnapshot, Inner, Lane, Noted, RateChange, Reservation};
 use crate::config::GateConfig;
 use crate::platform::{Api, Platform};
 use futures::future::BoxFuture;
@@ -17,12 +17,13 @@ pub(super) trait GateState: Send + Sync {
     /// `"redis"` or `"embedded"`, for `gate show` and the logs.
     fn mode(&self) -> &'static str;
 
-    /// Reserve a token for one call of (platform, api), waiting at most `max_wait`.
+    /// Reserve a token for one call of (platform, api) in `lane`, waiting at most `max_wait`.
     fn reserve<'a>(
         &'a self,
         platform: Platform,
         api: Api,
         cfg: &'a GateConfig,
+        lane: Lane,
         max_wait: Duration,
     ) -> BoxFuture<'a, Reservation>;
 
@@ -80,9 +81,10 @@ impl GateState for RedisGates {
         platform: Platform,
         api: Api,
         cfg: &'a GateConfig,
+        lane: Lane,
         max_wait: Duration,
     ) -> BoxFuture<'a, Reservation> {
-        RedisGates::reserve(self, platform, api, cfg, max_wait).boxed()
+        RedisGates::reserve(self, platform, api, cfg, lane, max_wait).boxed()
     }
 
     fn woke_late(&self, booked: Option<u64>, band_ms: u64) -> bool {
@@ -129,9 +131,10 @@ impl GateState for EmbeddedGates {
         platform: Platform,
         api: Api,
         _cfg: &'a GateConfig,
+        lane: Lane,
         max_wait: Duration,
     ) -> BoxFuture<'a, Reservation> {
-        EmbeddedGates::reserve(self, platform, api, max_wait).boxed()
+        EmbeddedGates::reserve(self, platform, api, lane, max_wait).boxed()
     }
 
     fn send_wait(&self, platform: Platform, api: Api) -> Option<Duration> {

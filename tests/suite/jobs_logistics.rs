@@ -232,6 +232,7 @@ async fn logistics_queries_each_unsigned_order_once_and_nothing_within_the_inter
         let spec = JobSpec::Logistics {
             platform: TB,
             shop: SHOP.into(),
+            lane: Default::default(),
         };
         let r = producer::enqueue(&rt.store, &rt.queue, 100, &spec, &keys, |_| {})
             .await

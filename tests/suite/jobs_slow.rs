@@ -81,6 +81,7 @@ async fn run_listing_over_a_slow_target(redis: bool) {
         to_shop: syncfleet::jobs::spec::DEFAULT_SHOP.into(),
         relist: false,
         allow_stale_source_s: None,
+        lane: Default::default(),
     };
     let enq = producer::enqueue(&rt.store, &rt.queue, CHUNK, &spec, &keys, |_| {})
         .await

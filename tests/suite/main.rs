@@ -17,6 +17,7 @@ mod jobs_fleet;
 mod jobs_liveness;
 mod jobs_logistics;
 mod jobs_slow;
+mod lanes;
 mod link;
 mod link_process;
 mod listing_once;

@@ -28,6 +28,7 @@ fn orders_spec(platform: Platform) -> String {
         shop: "shop-1".into(),
         since: "2026-01-01T00:00:00Z".parse().unwrap(),
         until: "2026-01-02T00:00:00Z".parse().unwrap(),
+        lane: Default::default(),
     };
     serde_json::to_string(&spec).unwrap()
 }

@@ -4,7 +4,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 use syncfleet::config::Config;
 use syncfleet::platform::{Api, Platform};
-use syncfleet::throttle::{GateOutcome, GateRefusal, Gates};
+use syncfleet::throttle::{GateOutcome, GateRefusal, Gates, Lane};
 
 const P: Platform = Platform::Jd;
 const A: Api = Api::OrderList;
@@ -41,7 +41,7 @@ async fn embedded_gate_admits_at_most_rate_times_time_plus_burst() {
             let mut n = 0u32;
             while Instant::now() < end {
                 let left = end.saturating_duration_since(Instant::now());
-                if gates.acquire(P, A, left).await.is_ok() && Instant::now() <= end {
+                if gates.acquire(P, A, Lane::Bulk, left).await.is_ok() && Instant::now() <= end {
                     n += 1;
                 }
             }
@@ -60,12 +60,18 @@ async fn embedded_gate_admits_at_most_rate_times_time_plus_burst() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn slot_first_then_busy_after_about_a_second() {
     let gates = gates(1000.0, 100.0, 2);
-    let _a = gates.acquire(P, A, Duration::from_secs(5)).await.unwrap();
-    let _b = gates.acquire(P, A, Duration::from_secs(5)).await.unwrap();
+    let _a = gates
+        .acquire(P, A, Lane::Bulk, Duration::from_secs(5))
+        .await
+        .unwrap();
+    let _b = gates
+        .acquire(P, A, Lane::Bulk, Duration::from_secs(5))
+        .await
+        .unwrap();
     let t = Instant::now();
     assert_eq!(
         gates
-            .acquire(P, A, Duration::from_secs(5))
+            .acquire(P, A, Lane::Bulk, Duration::from_secs(5))
             .await
             .unwrap_err(),
         GateRefusal::Busy
@@ -77,7 +83,10 @@ async fn slot_first_then_busy_after_about_a_second() {
     );
     drop(_a);
     assert!(
-        gates.acquire(P, A, Duration::from_secs(5)).await.is_ok(),
+        gates
+            .acquire(P, A, Lane::Bulk, Duration::from_secs(5))
+            .await
+            .is_ok(),
         "a dropped permit frees its slot"
     );
 }
@@ -108,7 +117,10 @@ async fn rate_limit_cuts_ban_pauses_and_every_call_counts() {
             quota_spent: false,
         },
     );
-    match gates.acquire(P, A, Duration::from_secs(1)).await {
+    match gates
+        .acquire(P, A, Lane::Bulk, Duration::from_secs(1))
+        .await
+    {
         Err(GateRefusal::Paused { remaining, reason }) => {
             assert!(remaining > Duration::from_millis(1500), "{remaining:?}");
             assert!(reason.contains("ban"), "{reason}");
@@ -133,7 +145,10 @@ async fn set_rate_takes_effect_at_once() {
     );
     let t = Instant::now();
     for _ in 0..6 {
-        gates.acquire(P, A, Duration::from_secs(2)).await.unwrap();
+        gates
+            .acquire(P, A, Lane::Bulk, Duration::from_secs(2))
+            .await
+            .unwrap();
     }
     // Starts drained: 6 calls at 20/s take about 300 ms (not a burst at 1000/s).
     assert!(
@@ -148,8 +163,14 @@ async fn set_rate_takes_effect_at_once() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn beyond_max_wait_is_refused_with_the_retry_time() {
     let gates = gates(5.0, 1.0, 4);
-    gates.acquire(P, A, Duration::ZERO).await.unwrap();
-    match gates.acquire(P, A, Duration::from_millis(10)).await {
+    gates
+        .acquire(P, A, Lane::Bulk, Duration::ZERO)
+        .await
+        .unwrap();
+    match gates
+        .acquire(P, A, Lane::Bulk, Duration::from_millis(10))
+        .await
+    {
         Err(GateRefusal::RetryAt(d)) => assert!(
             d > Duration::from_millis(100) && d <= Duration::from_millis(200),
             "{d:?}"

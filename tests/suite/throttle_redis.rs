@@ -10,7 +10,7 @@ use support::redis::TestRedis;
 use syncfleet::config::Config;
 use syncfleet::platform::{Api, Platform};
 use syncfleet::throttle::aimd::{AimdParams, AimdState};
-use syncfleet::throttle::{gate_keys, GateOutcome, GateRefusal, Gates};
+use syncfleet::throttle::{gate_keys, GateOutcome, GateRefusal, Gates, Lane};
 
 const P: Platform = Platform::Taobao;
 const A: Api = Api::ItemGet;
@@ -156,7 +156,10 @@ async fn script_flush_mid_run_and_acquisition_continues() {
             assert_eq!(exists, vec![0], "the flush removed the script");
             flushed = true;
         }
-        match gates.acquire(P, A, Duration::from_millis(500)).await {
+        match gates
+            .acquire(P, A, Lane::Bulk, Duration::from_millis(500))
+            .await
+        {
             Ok(_) if flushed => after += 1,
             Ok(_) => before += 1,
             // A response timeout on a starved CI machine is not what this test is about, nor
@@ -324,7 +327,9 @@ async fn one_workers_rate_limit_slows_every_worker_and_a_ban_pauses_all() {
     // b's acquisitions are now paced at 2/s with a burst of one: three take about a second.
     let t = Instant::now();
     for _ in 0..3 {
-        b.acquire(P, A, Duration::from_secs(5)).await.unwrap();
+        b.acquire(P, A, Lane::Bulk, Duration::from_secs(5))
+            .await
+            .unwrap();
     }
     assert!(
         t.elapsed() >= Duration::from_millis(400),
@@ -341,7 +346,7 @@ async fn one_workers_rate_limit_slows_every_worker_and_a_ban_pauses_all() {
         },
     );
     a.flush().await;
-    match b.acquire(P, A, Duration::from_secs(1)).await {
+    match b.acquire(P, A, Lane::Bulk, Duration::from_secs(1)).await {
         Err(GateRefusal::Paused { remaining, reason }) => {
             assert!(
                 // 3 s from the report, less the flush and this call: generous on a loaded box.
@@ -392,7 +397,10 @@ async fn spent_quota_pauses_until_the_reset_and_every_call_counts() {
     let to_reset = (syncfleet::time::next_quota_reset(now) - now)
         .to_std()
         .unwrap();
-    match gates.acquire(P, A, Duration::from_secs(1)).await {
+    match gates
+        .acquire(P, A, Lane::Bulk, Duration::from_secs(1))
+        .await
+    {
         Err(GateRefusal::Paused { remaining, reason }) => {
             let diff = to_reset.as_secs_f64() - remaining.as_secs_f64();
             assert!(
@@ -420,12 +428,21 @@ async fn a_reservation_beyond_max_wait_is_refused_and_not_taken() {
     let gates = Gates::redis_with_namespace(&cfg(10.0, 1.0, 8), &redis.url, &redis.prefix)
         .await
         .unwrap();
-    gates.acquire(P, A, Duration::ZERO).await.unwrap();
-    let first = match gates.acquire(P, A, Duration::from_millis(20)).await {
+    gates
+        .acquire(P, A, Lane::Bulk, Duration::ZERO)
+        .await
+        .unwrap();
+    let first = match gates
+        .acquire(P, A, Lane::Bulk, Duration::from_millis(20))
+        .await
+    {
         Err(GateRefusal::RetryAt(d)) => d,
         other => panic!("expected RetryAt, got {other:?}"),
     };
-    let second = match gates.acquire(P, A, Duration::from_millis(20)).await {
+    let second = match gates
+        .acquire(P, A, Lane::Bulk, Duration::from_millis(20))
+        .await
+    {
         Err(GateRefusal::RetryAt(d)) => d,
         other => panic!("expected RetryAt, got {other:?}"),
     };
@@ -439,7 +456,7 @@ async fn a_reservation_beyond_max_wait_is_refused_and_not_taken() {
     assert!(second <= first, "{second:?} vs {first:?}");
     // Within the max wait, the caller sleeps once and goes.
     let p = gates
-        .acquire(P, A, Duration::from_millis(500))
+        .acquire(P, A, Lane::Bulk, Duration::from_millis(500))
         .await
         .unwrap();
     assert!(p.waited() >= Duration::from_millis(40), "{:?}", p.waited());
@@ -735,7 +752,10 @@ async fn measured_p95_latency_is_shared_with_the_fleet() {
         let worker = worker.clone();
         tasks.push(tokio::spawn(async move {
             for _ in 0..8 {
-                let permit = worker.acquire(P, A, Duration::from_secs(1)).await.unwrap();
+                let permit = worker
+                    .acquire(P, A, Lane::Bulk, Duration::from_secs(1))
+                    .await
+                    .unwrap();
                 tokio::time::sleep(Duration::from_millis(30)).await; // the "call"
                 drop(permit);
                 worker.report(P, A, GateOutcome::Success);
@@ -770,11 +790,11 @@ async fn a_ban_cancels_reservations_other_workers_are_sleeping_on() {
         .unwrap();
     // Let b's pause listener subscribe.
     tokio::time::sleep(Duration::from_millis(300)).await;
-    b.acquire(P, A, Duration::ZERO).await.unwrap();
+    b.acquire(P, A, Lane::Bulk, Duration::ZERO).await.unwrap();
     // The next token is 500 ms away: b reserves it and sleeps.
     let sleeper = {
         let b = b.clone();
-        tokio::spawn(async move { b.acquire(P, A, Duration::from_secs(2)).await })
+        tokio::spawn(async move { b.acquire(P, A, Lane::Bulk, Duration::from_secs(2)).await })
     };
     tokio::time::sleep(Duration::from_millis(100)).await;
     a.report(

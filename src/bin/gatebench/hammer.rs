@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use syncfleet::config::Config;
 use syncfleet::platform::{Api, ApiRequest, Platform};
-use syncfleet::throttle::{GateOutcome, GateRefusal, Gates};
+use syncfleet::throttle::{GateOutcome, GateRefusal, Gates, Lane};
 
 /// Hidden load generator. As a worker it acquires from one gate with `concurrency` tasks until
 /// `--seconds` have passed and prints what it got; with `--processes` it spawns that many
@@ -152,7 +152,10 @@ async fn hammer_worker(url: &str, a: &HammerArgs) -> anyhow::Result<()> {
                     }
                     continue;
                 }
-                match gates.acquire(platform, api, max_wait.min(left)).await {
+                match gates
+                    .acquire(platform, api, Lane::Bulk, max_wait.min(left))
+                    .await
+                {
                     Ok(_permit) => {
                         // Admissions after the end (a reservation that slept past it) do not count.
                         if Instant::now() <= end {

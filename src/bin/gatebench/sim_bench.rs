@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use syncfleet::config::Config;
 use syncfleet::platform::{Api, ApiRequest, Platform};
-use syncfleet::throttle::{GateOutcome, GateRefusal, Gates};
+use syncfleet::throttle::{GateOutcome, GateRefusal, Gates, Lane};
 
 /// The client configured at `factor` x the simulator's real per-second limit: does the adaptive
 /// rate settle below the limit, how many calls are rejected, how much of the limit is used?
@@ -97,7 +97,7 @@ pub(super) async fn sim_bench(redis: Option<&str>, a: &SimBenchArgs) -> anyhow::
                     break;
                 }
                 match gates
-                    .acquire(p, api, Duration::from_secs(2).min(left))
+                    .acquire(p, api, Lane::Bulk, Duration::from_secs(2).min(left))
                     .await
                 {
                     Ok(permit) => {

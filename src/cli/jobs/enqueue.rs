@@ -24,6 +24,11 @@ pub struct EnqueueArgs {
     /// Items per task (default: queue.chunk_size of the config).
     #[arg(long)]
     pub(crate) chunk_size: Option<usize>,
+    /// `interactive` (a person or a live change waits: its tasks go first, and its calls use
+    /// the share of each gate kept for interactive work) or `bulk` (default; back-fills,
+    /// big listings). Overrides a spec file's `lane`.
+    #[arg(long)]
+    pub(crate) lane: Option<crate::jobs::spec::Lane>,
     #[command(subcommand)]
     pub(crate) what: Option<EnqueueWhat>,
 }
@@ -128,6 +133,7 @@ fn spec_from_args(args: &EnqueueArgs) -> Result<JobSpec, CliError> {
             to_shop: to_shop.clone(),
             relist: *relist,
             allow_stale_source_s: *allow_stale_source,
+            lane: Default::default(),
         }),
         (
             None,
@@ -142,10 +148,12 @@ fn spec_from_args(args: &EnqueueArgs) -> Result<JobSpec, CliError> {
             shop: shop.clone(),
             since: *since,
             until: *until,
+            lane: Default::default(),
         }),
         (None, Some(EnqueueWhat::Logistics { platform, shop })) => Ok(JobSpec::Logistics {
             platform: *platform,
             shop: shop.clone(),
+            lane: Default::default(),
         }),
         (None, None) => Err(CliError::input(
             "enqueue needs a job: `listing`, `orders`, `logistics` or --spec FILE",
@@ -210,7 +218,10 @@ fn listing_ids(spec: &JobSpec) -> Result<Vec<String>, CliError> {
 
 pub(crate) async fn enqueue(cli: &Cli, args: &EnqueueArgs) -> Result<(), CliError> {
     let cfg = cli.load_config()?;
-    let spec = spec_from_args(args)?;
+    let mut spec = spec_from_args(args)?;
+    if let Some(lane) = args.lane {
+        spec.set_lane(lane);
+    }
     spec.validate()
         .map_err(|e| CliError::input(e.to_string()))?;
     cfg.check_shop(spec.shop_platform(), spec.shop())

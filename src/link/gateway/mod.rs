@@ -33,7 +33,7 @@ use crate::platform::{
     Api, ApiRequest, ApiResponse, CallError, ErrorClass, Platform, PlatformClient,
 };
 use crate::store::Store;
-use crate::throttle::Gates;
+use crate::throttle::{Gates, Lane};
 use chrono::{DateTime, Utc};
 use std::collections::HashMap;
 use std::fmt;
@@ -58,6 +58,8 @@ pub struct CallContext {
     /// The calling shop's session, when it is not the platform's own configured one
     /// (docs/design.md, "Shops"). Never logged.
     pub(crate) session: Option<crate::secret::Secret>,
+    /// The call's lane at the gate (docs/design.md, "Lanes").
+    pub(crate) lane: Lane,
 }
 
 impl CallContext {
@@ -69,6 +71,7 @@ impl CallContext {
             idempotency_key: None,
             halt: None,
             session: None,
+            lane: Lane::Bulk,
         }
     }
 
@@ -96,6 +99,12 @@ impl CallContext {
     /// cancelled): at the gate, or before sending.
     pub fn with_halt(mut self, halt: crate::shutdown::Shutdown) -> Self {
         self.halt = Some(halt);
+        self
+    }
+
+    /// Book the call's gate token in `lane`.
+    pub fn with_lane(mut self, lane: Lane) -> Self {
+        self.lane = lane;
         self
     }
 

@@ -7,7 +7,7 @@ use super::{Bulkhead, CallContext, Gateway, LinkError, LinkErrorKind};
 use crate::link::breaker::{Decision, Outcome};
 use crate::platform::{ApiRequest, ApiResponse, CallError, ErrorClass, Platform};
 use crate::store::CallClass;
-use crate::throttle::{GateOutcome, GateRefusal};
+use crate::throttle::{GateOutcome, GateRefusal, Lane};
 use std::time::{Duration, Instant};
 
 /// Who asks for the attempt, which decides what bounds it and what it owes besides the send.
@@ -169,7 +169,13 @@ impl Gateway {
         if halt.as_ref().is_some_and(|h| h.is_triggered()) {
             return refuse(Refusal::halted());
         }
-        let acquire = self.inner.gates.acquire(platform, api, max_wait);
+        // Probes ask for the platform's health on behalf of no job: interactive (a person
+        // or an alert waits on them), never stuck behind bulk bookings.
+        let lane = match mode {
+            Mode::Call { ctx, .. } => ctx.lane,
+            Mode::Probe { .. } => Lane::Interactive,
+        };
+        let acquire = self.inner.gates.acquire(platform, api, lane, max_wait);
         let acquired = match &halt {
             Some(h) => tokio::select! {
                 r = acquire => Some(r),

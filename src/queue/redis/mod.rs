@@ -64,8 +64,8 @@ const SETTLE_RETRY: Backoff = Backoff::new(Duration::from_millis(50), Duration::
 /// Returns flat [id, d, attempt, ...].
 const FETCH_LUA: &str = include_str!("lua/fetch.lua");
 
-/// Make fresh tasks ready, tagged in the shops' fair order.
-/// KEYS: ready, fair. ARGV: (shop, weight, member) triples.
+/// Make fresh tasks ready, tagged in the shops' fair order, interactive ones first.
+/// KEYS: ready, fair. ARGV: (shop, weight, interactive 0/1, member) quadruples.
 const PUSH_LUA: &str = include_str!("lua/push.lua");
 
 /// Take over orphans (idle > min_idle) and count the recovery as an attempt; orphans past
@@ -296,6 +296,7 @@ impl RedisQueue {
                 let d = serde_json::to_string(t).map_err(|e| QueueError::Encode(e.to_string()))?;
                 inv.arg(&t.shop)
                     .arg(self.opts.weight(&t.shop))
+                    .arg(u8::from(t.lane == super::Lane::Interactive))
                     .arg(member(0, &d));
             }
             inv.invoke_async::<i64>(&mut c)

@@ -19,6 +19,7 @@ pub fn msgs(job_id: i64, key_prefix: &str, range: std::ops::Range<u32>) -> Vec<T
             chunk: i,
             keys: vec![format!("{key_prefix}{i}")],
             shop: String::new(),
+            lane: Default::default(),
         })
         .collect()
 }

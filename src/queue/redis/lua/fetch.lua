@@ -2,7 +2,9 @@
 -- the smallest start tags first (queue::fair: the shops' weighted fair order, docs/design.md,
 -- "Shops"), then read new entries for this consumer.
 -- KEYS: 1 stream, 2 delayed, 3 ready, 4 fair. ARGV: group, consumer, count, promote_batch.
--- Returns flat [id, d, attempt, ...].
+-- Returns flat [id, d, attempt, ...]. Interactive tasks score LANE_AHEAD below their tag
+-- (push.lua); handing one out leaves V alone.
+local LANE_AHEAD = 1e12
 local function tag(shop)
   local v = tonumber(redis.call('HGET', KEYS[4], 'V')) or 0
   local f = tonumber(redis.call('HGET', KEYS[4], 'f:' .. shop)) or 0
@@ -19,9 +21,13 @@ for _, m in ipairs(due) do
   local a, d = string.match(m, '^(%d+):%w+:(.*)$')
   if a then
     local shop = ''
+    local ahead = 0
     local ok, msg = pcall(cjson.decode, d)
-    if ok and type(msg) == 'table' and type(msg.shop) == 'string' then shop = msg.shop end
-    redis.call('ZADD', KEYS[3], string.format('%.17g', tag(shop)), m)
+    if ok and type(msg) == 'table' then
+      if type(msg.shop) == 'string' then shop = msg.shop end
+      if msg.lane == 'interactive' then ahead = LANE_AHEAD end
+    end
+    redis.call('ZADD', KEYS[3], string.format('%.17g', tag(shop) - ahead), m)
   end
   redis.call('ZREM', KEYS[2], m)
 end
