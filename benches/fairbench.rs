@@ -100,13 +100,14 @@ async fn run(s: &Setup, fair: bool) {
     );
     std::fs::write(&config, text).expect("config");
     let shop_of = |i: usize| if fair { shop_name(i) } else { shop_name(0) };
+    // Distinct ids within the simulator's catalog (items 1..=100,000).
     let mut jobs = vec![(
-        enqueue(&h, &config, &shop_of(0), 1_000_000, s.big),
+        enqueue(&h, &config, &shop_of(0), 1, s.big),
         shop_of(0),
         s.big,
     )];
     for i in 1..s.shops {
-        let first = 2_000_000 + (i as u64) * 100_000;
+        let first = 1 + s.big + (i as u64 - 1) * s.small;
         jobs.push((
             enqueue(&h, &config, &shop_of(i), first, s.small),
             shop_of(i),
