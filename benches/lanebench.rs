@@ -93,7 +93,7 @@ async fn run(items: u64, rate: u64, share: f64, asks: usize) -> Out {
     let mut latencies = Vec::new();
     for i in 0..asks {
         let file = h.dir.path().join(format!("vip-{i}.txt"));
-        std::fs::write(&file, format!("{}\n", 900_000 + i)).expect("item");
+        std::fs::write(&file, format!("{}\n", 90_000 + i)).expect("item");
         let before = h
             .sim
             .stats()
