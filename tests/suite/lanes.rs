@@ -183,3 +183,69 @@ async fn the_queue_hands_out_interactive_tasks_before_bulk_ones() {
         assert_eq!(first, vec![2, 2, 2], "{name}: {:?}", order.lock().unwrap());
     }
 }
+
+/// A fleet worker whose every slot holds a bulk task still starts an interactive task: one
+/// slot is kept for interactive work, and it takes nothing else.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_busy_fleet_worker_keeps_a_slot_for_an_interactive_task() {
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+    let redis = TestRedis::start();
+    let opts = QueueOptions {
+        name: redis.prefix.clone(),
+        poll_interval: Duration::from_millis(20),
+        ..QueueOptions::default()
+    };
+    let q: Queue = RedisQueue::connect(&redis.url, opts)
+        .await
+        .expect("queue")
+        .into();
+    let release = Arc::new(AtomicBool::new(false));
+    let bulk_running = Arc::new(AtomicUsize::new(0));
+    let interactive_started = Arc::new(AtomicBool::new(false));
+    let (r, b, i) = (
+        release.clone(),
+        bulk_running.clone(),
+        interactive_started.clone(),
+    );
+    let w = spawn_worker(&q, 2, move |m, _| {
+        let (r, b, i) = (r.clone(), b.clone(), i.clone());
+        async move {
+            if m.lane == TaskLane::Interactive {
+                i.store(true, Ordering::SeqCst);
+            } else {
+                b.fetch_add(1, Ordering::SeqCst);
+                while !r.load(Ordering::SeqCst) {
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                }
+                b.fetch_sub(1, Ordering::SeqCst);
+            }
+            TaskResult::Done
+        }
+    });
+    q.push_bulk(&support::queue::msgs(1, "b", 0..5))
+        .await
+        .expect("push");
+    wait_for(30, "both slots held by bulk tasks", || {
+        bulk_running.load(Ordering::SeqCst) == 2
+    })
+    .await;
+    let interactive: Vec<TaskMsg> = support::queue::msgs(2, "i", 0..1)
+        .into_iter()
+        .map(|m| TaskMsg {
+            lane: TaskLane::Interactive,
+            ..m
+        })
+        .collect();
+    q.push_bulk(&interactive).await.expect("push");
+    wait_for(30, "the interactive task to start", || {
+        interactive_started.load(Ordering::SeqCst)
+    })
+    .await;
+    assert_eq!(
+        bulk_running.load(Ordering::SeqCst),
+        2,
+        "no third bulk task took the kept slot"
+    );
+    release.store(true, Ordering::SeqCst);
+    stop(w).await;
+}

@@ -60,7 +60,8 @@ const SETTLE_RETRY: Backoff = Backoff::new(Duration::from_millis(50), Duration::
 
 /// Promote due delayed tasks (bounded) into the ready set, move the `count` smallest start
 /// tags to the stream, then read new entries for this consumer.
-/// KEYS: stream, delayed, ready, fair. ARGV: group, consumer, count, promote_batch.
+/// KEYS: stream, delayed, ready, fair. ARGV: group, consumer, count, promote_batch, interactive
+/// only (`1`: a worker whose slots are all held takes an interactive task or nothing).
 /// Returns flat [id, d, attempt, ...].
 const FETCH_LUA: &str = include_str!("lua/fetch.lua");
 

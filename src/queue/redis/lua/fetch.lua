@@ -1,7 +1,9 @@
 -- Promote due delayed tasks into the ready set (each tagged as it becomes ready), hand out
 -- the smallest start tags first (queue::fair: the shops' weighted fair order, docs/design.md,
 -- "Shops"), then read new entries for this consumer.
--- KEYS: 1 stream, 2 delayed, 3 ready, 4 fair. ARGV: group, consumer, count, promote_batch.
+-- KEYS: 1 stream, 2 delayed, 3 ready, 4 fair. ARGV: group, consumer, count, promote_batch,
+-- interactive only ('1': the worker's slots are all held; only an interactive task may take
+-- the slot kept for one, and nothing is read unless one is ready).
 -- Returns flat [id, d, attempt, ...]. Interactive tasks score LANE_AHEAD below their tag
 -- (push.lua); handing one out leaves V alone.
 local LANE_AHEAD = 1e12
@@ -30,6 +32,10 @@ for _, m in ipairs(due) do
     redis.call('ZADD', KEYS[3], string.format('%.17g', tag(shop) - ahead), m)
   end
   redis.call('ZREM', KEYS[2], m)
+end
+if ARGV[5] == '1' then
+  local first = redis.call('ZRANGE', KEYS[3], 0, 0, 'WITHSCORES')
+  if not first[2] or tonumber(first[2]) > -LANE_AHEAD / 2 then return {} end
 end
 local ready = redis.call('ZPOPMIN', KEYS[3], tonumber(ARGV[3]))
 local v = tonumber(redis.call('HGET', KEYS[4], 'V')) or 0

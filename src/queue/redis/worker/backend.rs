@@ -18,6 +18,7 @@ impl RedisQueue {
                 concurrency: concurrency.max(1),
                 owned: Mutex::new(HashMap::new()),
                 running: AtomicUsize::new(0),
+                slot_freed: tokio::sync::Notify::new(),
                 shutdown,
                 stats: WorkerStats::default(),
                 last_sweep: Mutex::new(None),

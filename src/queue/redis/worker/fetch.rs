@@ -14,8 +14,14 @@ impl Shared {
             .collect()
     }
 
-    /// One fetch round: orphans first (at most once per heartbeat), then new entries.
-    async fn try_fetch(&self, count: usize) -> Result<Vec<Envelope>, RedisError> {
+    /// One fetch round: orphans first (at most once per heartbeat), then new entries;
+    /// `interactive_only`: the worker's slots are all held, only an interactive task may
+    /// take the slot kept for one.
+    async fn try_fetch(
+        &self,
+        count: usize,
+        interactive_only: bool,
+    ) -> Result<Vec<Envelope>, RedisError> {
         let q = &self.q;
         let mut c = q.conn.clone();
         let sweep_due = {
@@ -26,7 +32,7 @@ impl Shared {
             }
             due
         };
-        if sweep_due {
+        if sweep_due && !interactive_only {
             let cursor = lock(&self.claim_cursor).clone();
             let flat: Vec<String> = q
                 .scripts
@@ -84,6 +90,7 @@ impl Shared {
             .arg(&*self.worker)
             .arg(count)
             .arg(q.opts.promote_batch)
+            .arg(if interactive_only { "1" } else { "" })
             .invoke_async(&mut c)
             .await?;
         Ok(Self::parse(&flat))
@@ -97,12 +104,13 @@ impl Shared {
             if self.shutdown.is_triggered() {
                 return Vec::new();
             }
-            let free = self
-                .concurrency
-                .saturating_sub(self.running.load(Ordering::Acquire))
-                .max(1);
+            let held = self.running.load(Ordering::Acquire);
+            let (count, interactive_only) = match self.concurrency.checked_sub(held) {
+                Some(free) if free > 0 => (free, false),
+                _ => (1, true),
+            };
             let sent = Instant::now();
-            let wait = match self.try_fetch(free).await {
+            let wait = match self.try_fetch(count, interactive_only).await {
                 Ok(got) if !got.is_empty() => {
                     let mut owned = lock(&self.owned);
                     for e in &got {
@@ -128,6 +136,8 @@ impl Shared {
             tokio::select! {
                 _ = tokio::time::sleep(wait) => {}
                 _ = self.shutdown.wait() => {}
+                // Every slot was held: a freed one may take any task at once.
+                _ = self.slot_freed.notified(), if interactive_only => {}
             }
         }
     }

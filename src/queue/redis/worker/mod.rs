@@ -45,9 +45,12 @@ impl RedisQueue {
             }
             .boxed()
         };
+        // One slot beyond the worker's concurrency is kept for an interactive task: with
+        // every slot held by bulk tasks, the fetch asks for interactive work only
+        // (docs/design.md, "Lanes").
         let worker = WorkerBuilder::new(name.clone())
             .backend(backend)
-            .concurrency(shared.concurrency)
+            .concurrency(shared.concurrency + INTERACTIVE_SLOTS)
             .build(service);
         info!(worker = %name, concurrency = shared.concurrency, "queue worker starting");
         let stop = shutdown.clone();
@@ -85,6 +88,9 @@ pub(crate) struct Envelope {
     attempt: u32,
 }
 
+/// Task slots a worker keeps beyond its concurrency for interactive tasks.
+pub(super) const INTERACTIVE_SLOTS: usize = 1;
+
 /// An entry this worker holds (buffered or running).
 struct Owned {
     /// When the fetch that took it was sent: its first refresh.
@@ -106,6 +112,8 @@ struct Shared {
     on_dead: Option<DeadHook>,
     /// Tasks handed to apalis and not finished.
     running: AtomicUsize,
+    /// Told when a held entry is settled: a slot is free again.
+    slot_freed: tokio::sync::Notify,
     shutdown: Shutdown,
     stats: WorkerStats,
     last_sweep: Mutex<Option<Instant>>,

@@ -104,6 +104,9 @@ impl Shared {
     fn finish(&self, env: &Envelope) {
         lock(&self.owned).remove(&env.id);
         self.running.fetch_sub(1, Ordering::AcqRel);
+        // A fetch waiting with every slot held (for interactive work only) may take any
+        // task now.
+        self.slot_freed.notify_one();
     }
 
     async fn reschedule(&self, env: &Envelope, prior_attempts: u32, delay: Duration) {
