@@ -72,7 +72,9 @@ impl RuntimeError {
     pub(super) fn is_queue_input_error(e: &QueueError) -> bool {
         matches!(
             e,
-            QueueError::FleetMismatch { .. } | QueueError::EmbeddedBusy { .. }
+            QueueError::FleetMismatch { .. }
+                | QueueError::EmbeddedBusy { .. }
+                | QueueError::Evicting { .. }
         )
     }
 }

@@ -82,6 +82,8 @@ pub(crate) async fn run_worker(
 ) -> Result<WorkerReport, WorkerError> {
     // Secrets of the platforms the running jobs use: a missing one is named.
     crate::jobs::secrets::check_running_jobs(&rt.store, &rt.cfg).await?;
+    // A Redis that may evict the stream or the gates' state loses work silently.
+    rt.queue.check_eviction().await?;
     let (gates, gateway) = rt.gates_and_gateway().await?;
     // The metrics endpoint and collector, stopped when `_metrics` drops at return.
     let _metrics = crate::app::metrics::serve_if(opts.metrics_listen, || {

@@ -386,6 +386,19 @@ pub enum QueueError {
         /// That ledger's fleet id.
         ledger_fleet: String,
     },
+    /// The queue's Redis evicts any key under memory pressure: the stream, the consumer
+    /// group or a gate's state could vanish (docs/design.md, "Redis memory").
+    #[error(
+        "redis at {url} evicts keys under memory pressure (maxmemory-policy {policy}): the \
+         fleet's tasks and gate state could be dropped; set `maxmemory-policy noeviction` \
+         (and size maxmemory for the queue) before running workers on it"
+    )]
+    Evicting {
+        /// The Redis URL, password redacted.
+        url: String,
+        /// The policy in force.
+        policy: String,
+    },
     /// An operation the queue of this mode does not offer.
     #[error("{what} is not supported by the {mode} queue")]
     Unsupported {

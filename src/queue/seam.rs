@@ -44,6 +44,11 @@ pub trait TaskQueue: Send + Sync {
         id: &'a str,
         task: Option<&'a TaskMsg>,
     ) -> BoxFuture<'a, Result<(), QueueError>>;
+    /// Check that the transport keeps what it is given under memory pressure (Redis's
+    /// `maxmemory-policy`); one without eviction has nothing to check.
+    fn check_eviction(&self) -> BoxFuture<'_, Result<(), QueueError>> {
+        async { Ok(()) }.boxed()
+    }
     /// Check that this transport serves the ledger whose fleet id is `ledger_fleet`; one
     /// that sits beside its ledger has nothing to check.
     fn bind_fleet<'a>(
@@ -125,6 +130,12 @@ impl Queue {
     /// Push `task` (when given) as a fresh task, then remove dead entry `id`.
     pub async fn requeue_dead(&self, id: &str, task: Option<&TaskMsg>) -> Result<(), QueueError> {
         self.0.requeue_dead(id, task).await
+    }
+
+    /// Refuse a Redis that may evict the queue's keys (`allkeys-*`); warn about one that
+    /// evicts keys with an expiry first (`volatile-*`: bans, bucket state, quota counters).
+    pub async fn check_eviction(&self) -> Result<(), QueueError> {
+        self.0.check_eviction().await
     }
 
     /// Check that this queue serves the ledger whose fleet id is `ledger_fleet` (a queue

@@ -27,6 +27,7 @@ mod orders_progress;
 mod platform_sim;
 mod queue;
 mod queue_embedded;
+mod redis_memory;
 mod secrets;
 mod shops;
 mod sim;

@@ -382,6 +382,40 @@ impl RedisQueue {
         })
     }
 
+    /// See [`super::Queue::check_eviction`]. A Redis that does not answer `CONFIG GET`
+    /// (managed services rename it) is let through with a warning.
+    pub async fn check_eviction(&self) -> Result<(), QueueError> {
+        let mut c = self.conn.clone();
+        let answer: Result<Vec<String>, RedisError> = redis::cmd("CONFIG")
+            .arg("GET")
+            .arg("maxmemory-policy")
+            .query_async(&mut c)
+            .await;
+        let policy = match answer {
+            Ok(v) => v.get(1).cloned().unwrap_or_default(),
+            Err(e) => {
+                warn!(url = %self.url, error = %e, "cannot read redis maxmemory-policy: make sure it is noeviction");
+                return Ok(());
+            }
+        };
+        if policy.starts_with("allkeys") {
+            return Err(QueueError::Evicting {
+                url: self.url.clone(),
+                policy,
+            });
+        }
+        if policy.starts_with("volatile") {
+            warn!(
+                url = %self.url,
+                policy = %policy,
+                "redis evicts keys with an expiry first under memory pressure: gate bans, \
+                 bucket state and quota counters would go before anything else; \
+                 maxmemory-policy noeviction is safer"
+            );
+        }
+        Ok(())
+    }
+
     /// See [`super::Queue::bind_fleet`].
     pub async fn bind_fleet(&self, ledger_fleet: &str, ledger: &str) -> Result<(), QueueError> {
         let mut c = self.conn.clone();
@@ -604,6 +638,9 @@ impl super::TaskQueue for RedisQueue {
         ledger: &'a str,
     ) -> futures::future::BoxFuture<'a, Result<(), QueueError>> {
         RedisQueue::bind_fleet(self, ledger_fleet, ledger).boxed()
+    }
+    fn check_eviction(&self) -> futures::future::BoxFuture<'_, Result<(), QueueError>> {
+        RedisQueue::check_eviction(self).boxed()
     }
     fn run_worker(
         &self,

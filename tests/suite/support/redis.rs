@@ -59,6 +59,12 @@ fn ping(url: &str) -> bool {
 }
 
 impl TestRedis {
+    /// Whether this test started the server itself (its settings may be changed), rather
+    /// than sharing the one `REDIS_URL` names.
+    pub fn is_private(&self) -> bool {
+        self.child.is_some()
+    }
+
     /// Use `REDIS_URL`, or start a private `redis-server` and wait until it answers PING.
     pub fn start() -> TestRedis {
         if let Ok(url) = std::env::var("REDIS_URL") {
