@@ -24,8 +24,19 @@ pub(crate) struct DashboardState {
     calls: Vec<CallsView>,
     workers: Vec<LiveWorker>,
     queue: QueueView,
+    /// Shops paused because the platform refused their session.
+    paused_shops: Vec<PausedShopView>,
     /// Whether the token-protected actions are enabled.
     actions: bool,
+}
+
+#[derive(Debug, Serialize)]
+struct PausedShopView {
+    platform: &'static str,
+    shop: String,
+    reason: String,
+    /// Seconds since it was paused.
+    paused_s: i64,
 }
 
 #[derive(Debug, Serialize)]
@@ -192,6 +203,17 @@ pub(crate) async fn collect(
             });
         }
     }
+    let paused_shops = store
+        .shop_pauses()
+        .await?
+        .into_iter()
+        .map(|p| PausedShopView {
+            platform: p.platform.as_str(),
+            shop: p.shop,
+            reason: p.reason,
+            paused_s: (now - p.paused_at).num_seconds().max(0),
+        })
+        .collect();
     Ok(DashboardState {
         mode: if rt.redis_url.is_some() {
             "fleet"
@@ -204,6 +226,7 @@ pub(crate) async fn collect(
         calls,
         workers,
         queue,
+        paused_shops,
         actions,
     })
 }

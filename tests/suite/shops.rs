@@ -88,6 +88,36 @@ async fn a_refused_session_pauses_its_shop_alone_and_resume_lets_it_finish() {
     let listed = h.run(&["shop", "list"]);
     let text = String::from_utf8_lossy(&listed.stdout);
     assert!(text.contains("paused: acme on taobao"), "{text}");
+    // The dashboard shows the paused shop.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("a free port");
+    let mut dashboard = h
+        .command_with(
+            &h.config,
+            &["dashboard", "--listen", &format!("127.0.0.1:{port}")],
+        )
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("start the dashboard");
+    let url = format!("http://127.0.0.1:{port}/api/state");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let state: serde_json::Value = loop {
+        let got = async { reqwest::get(&url).await.ok()?.json().await.ok() }.await;
+        if let Some(v) = got {
+            break v;
+        }
+        assert!(Instant::now() < deadline, "the dashboard never answered");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    let _ = dashboard.kill();
+    let _ = dashboard.wait();
+    let shown = &state["paused_shops"];
+    assert_eq!(shown.as_array().map(Vec::len), Some(1), "{state}");
+    assert_eq!(shown[0]["shop"], "acme", "{state}");
+    assert_eq!(shown[0]["platform"], "taobao", "{state}");
     tokio::time::sleep(Duration::from_secs(2)).await;
     assert_eq!(shop_adds(&h, "acme").2, refused, "no call while paused");
 
