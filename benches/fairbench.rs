@@ -1,7 +1,10 @@
 //! Fair shares: a big job enqueued first does not hold back the small jobs of other shops.
 //!
 //! `cargo bench --bench fairbench -- [--shops 10] [--big 20000] [--small 1000] [--workers 3]
-//!  [--configs fixed:400,sliding:200]`
+//!  [--configs fixed:400,sliding:200] [--weight1 1] [--no-baseline]`
+//!
+//! `--weight1 W` gives shop 1 the weight W (the others 1): its fair share is then W / (sum of
+//! the weights) of the gate.
 //!
 //! One app (1688 -> Taobao listing), `--shops` shops each with a session of its own at the
 //! simulator. Shop 0 enqueues a `--big` job first, then shops 1.. enqueue `--small` jobs;
@@ -53,6 +56,7 @@ struct Setup {
     big: u64,
     small: u64,
     workers: usize,
+    weight1: u32,
 }
 
 /// Enqueue a listing of items `first..first+n` for `shop`.
@@ -87,7 +91,11 @@ async fn run(s: &Setup, fair: bool) {
     let opts = ClientOpts {
         rate: (4 * s.rate) as f64,
         chunk_size: 50,
-        shops: names.iter().map(|n| (n.clone(), 1)).collect(),
+        shops: names
+            .iter()
+            .enumerate()
+            .map(|(i, n)| (n.clone(), if i == 1 { s.weight1 } else { 1 }))
+            .collect(),
         ..ClientOpts::default()
     };
     let mut h = Harness::start(sim, &opts).await;
@@ -142,7 +150,14 @@ async fn run(s: &Setup, fair: bool) {
     let add = h.stats(TO, Api::ItemAdd);
     let get = h.stats(FROM, Api::ItemGet);
     let items = s.big + s.small * (s.shops as u64 - 1);
-    let fair_share_s = s.small as f64 / (s.rate as f64 / s.shops as f64);
+    let total_weight = (s.shops as u32 - 1 + s.weight1) as f64;
+    let weight_of = |shop: &str| {
+        if fair && shop == shop_name(1) {
+            s.weight1
+        } else {
+            1
+        }
+    };
     let label = if fair { "shops" } else { "one shop (baseline)" };
     println!(
         "{:>8} {:>4}/s  {label:<20} {took:>6.1} s  utilisation {:.2}%  item_add calls {} (ok {})  rejected {}",
@@ -155,6 +170,11 @@ async fn run(s: &Setup, fair: bool) {
     );
     let mut ratios = Vec::new();
     for (job, shop, n) in &jobs {
+        let fair_share_s = if fair {
+            s.small as f64 / (s.rate as f64 * f64::from(weight_of(shop)) / total_weight)
+        } else {
+            s.small as f64 / (s.rate as f64 / s.shops as f64)
+        };
         let ledger_s = finished[job];
         let sim_s = if fair {
             stats
@@ -198,6 +218,8 @@ async fn main() {
     let small: u64 = arg("--small", 1_000);
     let workers: usize = arg("--workers", 3);
     let configs: String = arg("--configs", "fixed:400,sliding:200".to_string());
+    let weight1: u32 = arg("--weight1", 1);
+    let baseline = !std::env::args().any(|a| a == "--no-baseline");
     println!(
         "fairbench: {shops} shops, one {big}-item job first then {} jobs of {small}, {workers} workers",
         shops - 1
@@ -216,8 +238,11 @@ async fn main() {
             big,
             small,
             workers,
+            weight1,
         };
-        run(&setup, false).await;
+        if baseline {
+            run(&setup, false).await;
+        }
         run(&setup, true).await;
     }
 }
