@@ -21,7 +21,7 @@ mod jobs_harness;
 #[path = "../tests/suite/support/mod.rs"]
 mod support;
 
-use jobs_harness::{client_toml, ClientOpts, Harness};
+use jobs_harness::{arg, client_toml, ClientOpts, Harness};
 use std::time::{Duration, Instant};
 use syncfleet::platform::{Api, Platform};
 use syncfleet::sim::SimConfig;
@@ -29,15 +29,6 @@ use syncfleet::store::JobState;
 
 const FROM: Platform = Platform::Alibaba;
 const TO: Platform = Platform::Taobao;
-
-fn arg<T: std::str::FromStr>(name: &str, default: T) -> T {
-    let args: Vec<String> = std::env::args().collect();
-    args.iter()
-        .position(|a| a == name)
-        .and_then(|i| args.get(i + 1))
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
 
 struct Out {
     bulk_per_s: f64,

@@ -48,13 +48,7 @@ pub(crate) async fn run(cli: &Cli, cmd: &ShopCommand) -> Result<(), CliError> {
                 println!("no [shops] configured: each platform's own session is its one shop");
             }
             for p in &pauses {
-                println!(
-                    "paused: {} on {} since {} ({})",
-                    p.shop,
-                    p.platform,
-                    p.paused_at.format("%Y-%m-%d %H:%M:%S UTC"),
-                    p.reason
-                );
+                println!("{p}");
             }
             Ok(())
         }

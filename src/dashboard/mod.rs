@@ -166,13 +166,11 @@ async fn burn_chart(State(app): State<Shared>, Query(q): Query<GateQuery>) -> Re
     let mut used = chart::cumulative(start, &per_minute);
     // The calls ledger lags the gate by its 2 s batches: the curve ends at the gate's live
     // count, the "calls today" of the page.
-    let live = match app.gates.snapshot().await {
-        Ok(all) => all
-            .iter()
-            .find(|g| g.platform == q.platform && g.api == q.api)
-            .map_or(0, |g| g.used_today),
-        Err(_) => 0,
-    };
+    let live = app
+        .gates
+        .snapshot_of(q.platform, q.api)
+        .await
+        .map_or(0, |g| g.used_today);
     chart::end_at(&mut used, start, now, live);
     let today = used.last().map_or(0.0, |p| p.1);
     let quota = app.rt.cfg.gate(q.platform, q.api).daily_quota;

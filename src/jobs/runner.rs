@@ -29,7 +29,6 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// What a task's recorded groups left to do.
-#[derive(Default)]
 struct Tally {
     /// Items attempted but left pending (a ledger write of the handler failed).
     unfinished: usize,
@@ -39,7 +38,7 @@ struct Tally {
     later_keys: Vec<String>,
     later_by: Duration,
     /// The task's shop (platform, name), paused when the platform refuses its session.
-    shop: Option<(Platform, String)>,
+    shop: (Platform, String),
     /// A listing's source platform: its reads carry that platform's own session (shop
     /// `default` there).
     source: Option<Platform>,
@@ -158,6 +157,7 @@ impl JobRunner {
         let mut outcomes = Vec::with_capacity(runs.len());
         let mut again = Vec::new();
         let mut keep = Vec::new();
+        let mut refused: Vec<((Platform, String), String)> = Vec::new();
         for (key, run) in runs {
             let run = match run {
                 ItemRun::Carry { carry, run } => {
@@ -182,21 +182,23 @@ impl JobRunner {
                     tally.later_keys.push(key);
                     let shop = match tally.source {
                         Some(source) if platform == source && api == Api::ItemGet => {
-                            Some((source, DEFAULT_SHOP.to_string()))
+                            (source, DEFAULT_SHOP.to_string())
                         }
                         _ => tally.shop.clone(),
                     };
-                    if let Some((p, name)) = shop {
-                        match self.shops.pause(p, &name, &reason).await {
-                            Ok(()) => {}
-                            Err(ShopCheck::Ledger(e)) => return Err(e.into()),
-                            Err(ShopCheck::Shop(e)) => {
-                                tracing::error!(error = %e, "cannot pause the shop")
-                            }
-                        }
+                    // Many items of a group meet the same refusal: one pause each.
+                    if !refused.iter().any(|(s, _)| *s == shop) {
+                        refused.push((shop, reason));
                     }
                 }
                 ItemRun::Carry { .. } => {}
+            }
+        }
+        for ((platform, shop), reason) in refused {
+            match self.shops.pause(platform, &shop, &reason).await {
+                Ok(()) => {}
+                Err(ShopCheck::Ledger(e)) => return Err(e.into()),
+                Err(ShopCheck::Shop(e)) => tracing::error!(error = %e, "cannot pause the shop"),
             }
         }
         ledger_write("keep_carry", || self.ctx.store.keep_carry(job_id, &keep)).await?;
@@ -393,12 +395,15 @@ impl JobRunner {
         }
         let useful = Useful::default();
         let mut tally = Tally {
-            shop: Some(shop),
+            shop,
             source: match &*spec {
                 JobSpec::Listing { from, .. } => Some(*from),
                 _ => None,
             },
-            ..Tally::default()
+            unfinished: 0,
+            retried: 0,
+            later_keys: Vec::new(),
+            later_by: Duration::ZERO,
         };
         match &*spec {
             JobSpec::Listing {

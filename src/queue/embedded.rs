@@ -192,10 +192,13 @@ impl EmbeddedQueue {
                 }
             })
             .collect();
-        let rows = clock
-            .finish
-            .iter()
-            .map(|(s, f)| (s.as_str(), *f))
+        // Only the pushed tasks' shops moved (and the virtual time).
+        let mut touched: Vec<&str> = tasks.iter().map(|t| t.shop.as_str()).collect();
+        touched.sort_unstable();
+        touched.dedup();
+        let rows = touched
+            .into_iter()
+            .filter_map(|s| clock.finish.get(s).map(|f| (s, *f)))
             .chain(std::iter::once((FAIR_CLOCK_ROW, clock.virtual_time)));
         for (shop, finish) in rows {
             sqlx::query("INSERT OR REPLACE INTO syncfleet_fair (shop, finish) VALUES (?, ?)")

@@ -22,6 +22,20 @@ pub struct ShopPause {
     pub paused_at: DateTime<Utc>,
 }
 
+impl std::fmt::Display for ShopPause {
+    /// `shop S on P, PAUSED since T (why)`: how `status`, `shop list` and the logs say it.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "shop {} on {}, PAUSED since {} ({})",
+            self.shop,
+            self.platform,
+            self.paused_at.format("%Y-%m-%d %H:%M:%S UTC"),
+            self.reason
+        )
+    }
+}
+
 type PauseRow = (String, String, String, String, i64);
 
 impl Store {

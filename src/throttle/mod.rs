@@ -493,15 +493,28 @@ impl Gates {
         let mut out = Vec::new();
         for &p in &self.inner.platforms {
             for a in Api::ALL {
-                let cfg = &self.inner.local_gate(p, a).cfg;
-                let mut snap = self.inner.backend.snapshot(p, a, cfg).await?;
-                if snap.p95_ms_measured.is_none() {
-                    snap.p95_ms_measured = self.inner.local_gate(p, a).p95_ms();
-                }
-                out.push(snap);
+                out.push(self.snapshot_of(p, a).await?);
             }
         }
         Ok(out)
+    }
+
+    /// The state of one gate (one read of its shared state).
+    pub async fn snapshot_of(
+        &self,
+        platform: Platform,
+        api: Api,
+    ) -> Result<GateSnapshot, GateError> {
+        let local = self.inner.local_gate(platform, api);
+        let mut snap = self
+            .inner
+            .backend
+            .snapshot(platform, api, &local.cfg)
+            .await?;
+        if snap.p95_ms_measured.is_none() {
+            snap.p95_ms_measured = local.p95_ms();
+        }
+        Ok(snap)
     }
 
     /// Set a gate's rate (and burst) for the whole fleet: in Redis, every worker obeys it on its

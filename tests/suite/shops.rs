@@ -87,7 +87,7 @@ async fn a_refused_session_pauses_its_shop_alone_and_resume_lets_it_finish() {
     assert!(text.contains("PAUSED"), "{text}");
     let listed = h.run(&["shop", "list"]);
     let text = String::from_utf8_lossy(&listed.stdout);
-    assert!(text.contains("paused: acme on taobao"), "{text}");
+    assert!(text.contains("shop acme on taobao, PAUSED since"), "{text}");
     // The dashboard shows the paused shop.
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())

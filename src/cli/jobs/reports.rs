@@ -99,11 +99,7 @@ pub(crate) async fn status(cli: &Cli, args: &StatusArgs) -> Result<(), CliError>
         }
         for p in store.shop_pauses().await? {
             println!(
-                "shop {} on {} is PAUSED since {} ({}): its jobs' items wait; `syncfleet shop resume {}`",
-                p.shop,
-                p.platform,
-                p.paused_at.format("%Y-%m-%d %H:%M:%S UTC"),
-                p.reason,
+                "{p}: its jobs' items wait; `syncfleet shop resume {}`",
                 p.shop
             );
         }
@@ -135,13 +131,8 @@ pub(crate) async fn status(cli: &Cli, args: &StatusArgs) -> Result<(), CliError>
             }
             if let Some(p) = paused_shop_of(&store, job).await? {
                 println!(
-                    "its shop {} on {} is PAUSED since {} ({}): its {} pending item(s) wait; `syncfleet shop resume {}`",
-                    p.shop,
-                    p.platform,
-                    p.paused_at.format("%Y-%m-%d %H:%M:%S UTC"),
-                    p.reason,
-                    c.pending,
-                    p.shop
+                    "its {p}: its {} pending item(s) wait; `syncfleet shop resume {}`",
+                    c.pending, p.shop
                 );
             }
         }

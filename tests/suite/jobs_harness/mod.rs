@@ -40,6 +40,17 @@ pub fn listing_sim() -> SimConfig {
         .with_limit(Platform::Taobao, Api::ItemAdd, 2_000, 10_000_000)
 }
 
+/// The value after `name` on a benchmark's command line, parsed, or `default` (the bench
+/// programs that share this harness read their options with it).
+pub fn arg<T: std::str::FromStr>(name: &str, default: T) -> T {
+    let args: Vec<String> = std::env::args().collect();
+    args.iter()
+        .position(|a| a == name)
+        .and_then(|i| args.get(i + 1))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
 /// Client settings the tests vary.
 #[derive(Debug, Clone)]
 pub struct ClientOpts {
