@@ -3,7 +3,10 @@
 
 use super::Config;
 use crate::platform::{Api, Platform};
-use serde::Deserialize;
+use crate::time::QuotaDay;
+use serde::{Deserialize, Serialize};
+use std::fmt;
+use std::str::FromStr;
 use std::time::Duration;
 
 /// A gate entry as written in the file: every field optional, falling back to `default`.
@@ -29,6 +32,8 @@ pub(crate) struct GateEntry {
     pub(crate) boundary_band_ms: Option<u64>,
     /// Share of the rate and of the daily quota kept for interactive work (0 to 0.9).
     pub(crate) interactive_share: Option<f64>,
+    /// How bulk work spends the daily quotas: `spend` (default) or `even`.
+    pub(crate) pacing: Option<Pacing>,
 }
 
 /// A gate's resolved settings.
@@ -53,6 +58,65 @@ pub struct GateConfig {
     /// most `rate x (1 - share)` and stop at `daily_quota x (1 - share)` (docs/design.md,
     /// "Lanes"). 0 keeps nothing.
     pub interactive_share: f64,
+    /// How bulk work spends the gate's and the app's daily quotas.
+    pub pacing: Pacing,
+    /// The app's daily quota over all its APIs (`[platforms.<name>] daily_quota`), as TOP
+    /// counts it: every gate of the platform books against it.
+    pub(crate) app_quota: Option<u64>,
+    /// The quota day (`[day] seconds`; 86,400 s from 00:00 GMT+8).
+    pub(crate) day: QuotaDay,
+}
+
+/// How bulk work spends a daily quota (docs/design.md, "Pacing"; the policy is
+/// `throttle::pacing`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Pacing {
+    /// As fast as the gate allows, until bulk work's part of the quota is gone.
+    #[default]
+    Spend,
+    /// Along the day: the quota used tracks the share of the day gone.
+    Even,
+}
+
+impl Pacing {
+    /// The spelling in the config and the logs.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Pacing::Spend => "spend",
+            Pacing::Even => "even",
+        }
+    }
+
+    /// The number acquire.lua takes for this policy.
+    pub(crate) fn code(self) -> u8 {
+        match self {
+            Pacing::Spend => 0,
+            Pacing::Even => 1,
+        }
+    }
+}
+
+impl fmt::Display for Pacing {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Not `spend` or `even`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown pacing `{0}` (expected `spend` or `even`)")]
+pub struct UnknownPacing(String);
+
+impl FromStr for Pacing {
+    type Err = UnknownPacing;
+    fn from_str(s: &str) -> Result<Pacing, UnknownPacing> {
+        match s {
+            "spend" => Ok(Pacing::Spend),
+            "even" => Ok(Pacing::Even),
+            other => Err(UnknownPacing(other.to_string())),
+        }
+    }
 }
 
 /// Default of `boundary_band_ms` (docs/design.md, "Gates").
@@ -104,6 +168,9 @@ impl Config {
             aimd_successes: pick!(aimd_successes).unwrap_or(20),
             boundary_band_ms: pick!(boundary_band_ms).unwrap_or(DEFAULT_BOUNDARY_BAND_MS),
             interactive_share: pick!(interactive_share).unwrap_or(0.0),
+            pacing: pick!(pacing).unwrap_or_default(),
+            app_quota: self.platform(platform).and_then(|p| p.daily_quota),
+            day: self.day,
         }
     }
 }

@@ -17,8 +17,8 @@ mod validate;
 mod worker;
 
 pub use crate::secret::Secret;
-pub use gates::GateConfig;
 pub(crate) use gates::MAX_INTERACTIVE_SHARE;
+pub use gates::{GateConfig, Pacing, UnknownPacing};
 pub use link::{BreakerConfig, ClassTimeouts, LinkConfig, RetryConfig, TimeoutsConfig};
 pub use platforms::{ClientSetupError, MissingSecret, PlatformConfig};
 pub(crate) use shops::{valid_shop_name, DEFAULT_WEIGHT, MAX_WEIGHT};
@@ -26,6 +26,7 @@ pub use shops::{ShopConfig, ShopError};
 pub use worker::{ProbeConfig, QueueConfig};
 
 use crate::platform::{Api, Platform};
+use crate::time::QuotaDay;
 use gates::GateEntry;
 use serde::Deserialize;
 use std::collections::BTreeMap;
@@ -80,6 +81,16 @@ struct RawConfig {
     jobs: JobsConfig,
     #[serde(default)]
     probe: ProbeConfig,
+    #[serde(default)]
+    day: DayConfig,
+}
+
+/// `[day]`: the quota day's length. Only tests and benchmarks shorten it, so that pacing
+/// over a whole day can be watched in minutes (the simulator's `day_seconds` must match).
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct DayConfig {
+    seconds: Option<u32>,
 }
 
 /// The whole client configuration, validated.
@@ -99,6 +110,8 @@ pub struct Config {
     pub(crate) jobs: JobsConfig,
     /// The probes (`[probe]`).
     pub probe: ProbeConfig,
+    /// The quota day (`[day] seconds`, default the platforms' 86,400 s from 00:00 GMT+8).
+    pub day: QuotaDay,
     /// Non-fatal findings of validation.
     pub warnings: Vec<ConfigProblem>,
 }
@@ -164,8 +177,23 @@ impl Config {
                 ));
             }
         }
+        let day = match raw.day.seconds {
+            None => QuotaDay::PLATFORM,
+            Some(s) => QuotaDay::of_seconds(s).unwrap_or_else(|| {
+                problems.push(problem(
+                    "day.seconds".into(),
+                    format!(
+                        "must be {} to 86400 (the platforms' day is 86400; shorter days are for tests)",
+                        QuotaDay::MIN_SECONDS
+                    ),
+                    false,
+                ));
+                QuotaDay::PLATFORM
+            }),
+        };
         let cfg = Config {
             file: path.to_path_buf(),
+            day,
             platforms,
             shops: raw.shops,
             gates: raw.gates,

@@ -29,6 +29,11 @@ pub struct PlatformConfig {
     /// `config check` rejects a gate whose burst + rate exceeds it.
     #[serde(default)]
     pub(crate) per_second_cap: Option<f64>,
+    /// The app's daily call quota over all its APIs (TOP's `limited-by-app-access-count`,
+    /// 1688's `gw.NoUsageLeftError`), if the platform granted one: every gate of the
+    /// platform books against it and paces by it (docs/design.md, "Pacing").
+    #[serde(default)]
+    pub(crate) daily_quota: Option<u64>,
     #[serde(default = "PlatformConfig::default_connect_ms")]
     pub(crate) connect_timeout_ms: u64,
     /// Idle keep-alive of pooled connections: must stay below the platform's idle close.

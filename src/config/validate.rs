@@ -97,6 +97,9 @@ impl Config {
             if entry.concurrency == Some(0) {
                 push(key("concurrency"), "must be at least 1".into(), false);
             }
+            if entry.daily_quota == Some(0) {
+                push(key("daily_quota"), "must be at least 1".into(), false);
+            }
         }
         for (&platform, pc) in &self.platforms {
             let pkey = |field: &str| format!("platforms.{platform}.{field}");
@@ -109,6 +112,9 @@ impl Config {
                     ),
                     false,
                 );
+            }
+            if pc.daily_quota == Some(0) {
+                push(pkey("daily_quota"), "must be at least 1".into(), false);
             }
             if pc.endpoint.parse::<reqwest::Url>().is_err() {
                 push(

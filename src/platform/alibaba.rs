@@ -109,7 +109,10 @@ pub(crate) fn check_body(
         let (class, guessed) = or_keywords(alibaba_known(status, &code), &msg);
         let mut e = CallError::platform(P, api, class, code.clone(), &msg, &msg, Some(status), now)
             .limit_guessed(guessed);
-        e.quota_spent |= alibaba_quota_spent(&code);
+        if alibaba_quota_spent(&code) {
+            e.quota_spent = true;
+            e.app_quota = true;
+        }
         e.session_refused = alibaba_session_refused(&code);
         return Err(e);
     }

@@ -62,6 +62,10 @@ pub struct CallError {
     /// The daily quota is spent (a ban of hours / lasting to the 00:00 GMT+8 reset, or
     /// 1688 `gw.NoUsageLeftError`): stop the gate until `time::next_quota_reset`.
     pub quota_spent: bool,
+    /// The quota spent is the app's own daily count over all its APIs (TOP
+    /// `accesscontrol.limited-by-app-access-count`, 1688 `gw.NoUsageLeftError`): every gate
+    /// of the platform stops until the reset, not this API's alone.
+    pub app_quota: bool,
     pub(crate) http_status: Option<u16>,
     /// The failure below HTTP, or `None` when the platform answered.
     pub transport: Option<TransportError>,
@@ -106,6 +110,7 @@ impl CallError {
             message: truncate(&message),
             ban: None,
             quota_spent: false,
+            app_quota: false,
             http_status: None,
             transport: Some(kind),
             guessed_limit: false,
@@ -155,6 +160,7 @@ impl CallError {
             message: truncate(message),
             ban,
             quota_spent,
+            app_quota: false,
             http_status,
             transport: None,
             guessed_limit: false,
@@ -177,6 +183,7 @@ impl CallError {
             message: truncate(&message),
             ban: None,
             quota_spent: false,
+            app_quota: false,
             http_status: Some(http_status),
             transport: None,
             guessed_limit: false,
@@ -193,7 +200,9 @@ impl CallError {
         if let Some(b) = self.ban {
             extras.push(format!("ban {} s", b.as_secs()));
         }
-        if self.quota_spent {
+        if self.app_quota {
+            extras.push("the app's daily quota spent".into());
+        } else if self.quota_spent {
             extras.push("daily quota spent".into());
         }
         if extras.is_empty() {
@@ -220,7 +229,9 @@ impl fmt::Display for CallError {
         if let Some(b) = self.ban {
             write!(f, " [ban {} s]", b.as_secs())?;
         }
-        if self.quota_spent {
+        if self.app_quota {
+            f.write_str(" [the app's daily quota spent]")?;
+        } else if self.quota_spent {
             f.write_str(" [daily quota spent]")?;
         }
         Ok(())
@@ -351,9 +362,15 @@ pub(crate) fn alibaba_known(http_status: u16, error_code: &str) -> Option<ErrorC
     }
 }
 
-/// 1688's quota-spent code.
+/// 1688's quota-spent code (the app's daily count).
 pub(crate) fn alibaba_quota_spent(error_code: &str) -> bool {
     error_code == "gw.NoUsageLeftError"
+}
+
+/// TOP's sub-code for the app key's daily call count spent (code 7); the per-API
+/// per-second limit is `accesscontrol.limited-by-api-access-count`.
+pub(crate) fn top_app_quota_spent(sub_code: &str) -> bool {
+    sub_code == "accesscontrol.limited-by-app-access-count"
 }
 
 /// A non-2xx HTTP status without a body we understand (any platform).

@@ -1,11 +1,14 @@
 //! Taobao TOP: the signed form (`/router/rest`) and its bodies (docs/wire-formats.md).
 
-use super::classify::{http_class, or_keywords, top_known, top_session_refused, CallError};
+use super::classify::{
+    http_class, or_keywords, top_app_quota_spent, top_known, top_session_refused, CallError,
+};
 use super::json::{array, boolean, joined, text, text_or_empty, uint};
 use super::model::{format_china_time, parse_china_time};
 use super::sign::top_sign;
 use super::{
-    Api, ApiRequest, ApiResponse, Credentials, Item, Order, OrderPage, Platform, Trace, TraceEvent,
+    Api, ApiRequest, ApiResponse, Credentials, ErrorClass, Item, Order, OrderPage, Platform, Trace,
+    TraceEvent,
 };
 use crate::time::china_offset;
 use chrono::{DateTime, Utc};
@@ -119,11 +122,14 @@ pub(crate) fn check_body(
             (None, None) => String::new(),
         };
         let code = text(err, "code").unwrap_or_else(|| "?".into());
-        return Err(
-            CallError::platform(P, api, class, code, &message, &all, Some(status), now)
-                .limit_guessed(guessed)
-                .session_refused(top_session_refused(code_num, &sub_code)),
-        );
+        let mut e = CallError::platform(P, api, class, code, &message, &all, Some(status), now)
+            .limit_guessed(guessed)
+            .session_refused(top_session_refused(code_num, &sub_code));
+        if class == ErrorClass::Slow && top_app_quota_spent(&sub_code) {
+            e.quota_spent = true;
+            e.app_quota = true;
+        }
+        return Err(e);
     }
     if !(200..300).contains(&status) {
         let class = http_class(status);
@@ -325,19 +331,26 @@ mod tests {
 
     #[test]
     fn error_bodies_of_every_class() {
+        // An API's per-second limit: a rate signal with its ban.
         let (c, e) = class_of(
-            r#"{"error_response":{"code":7,"msg":"App Call Limited","sub_code":"accesscontrol.limited-by-app-access-count","sub_msg":"This ban will last for 2 more seconds","request_id":"r1"}}"#,
+            r#"{"error_response":{"code":7,"msg":"App Call Limited","sub_code":"accesscontrol.limited-by-api-access-count","sub_msg":"This ban will last for 2 more seconds","request_id":"r1"}}"#,
         );
         assert_eq!(c, ErrorClass::Slow);
         assert_eq!(e.ban, Some(Duration::from_secs(2)));
         assert_eq!(e.code, "7");
-        assert!(!e.quota_spent);
-        // 12:00 GMT+8: a ban to midnight is 12 hours: the daily quota is spent.
+        assert!(!e.quota_spent && !e.app_quota);
+        // The app key's daily count: spent for every API of the app, however long the ban.
         let (c, e) = class_of(
-            r#"{"error_response":{"code":7,"msg":"App Call Limited","sub_code":"accesscontrol.limited-by-app-access-count","sub_msg":"This ban will last for 43200 more seconds"}}"#,
+            r#"{"error_response":{"code":7,"msg":"App Call Limited","sub_code":"accesscontrol.limited-by-app-access-count","sub_msg":"This ban will last for 20 more seconds"}}"#,
         );
         assert_eq!(c, ErrorClass::Slow);
-        assert!(e.quota_spent);
+        assert!(e.quota_spent && e.app_quota);
+        // 12:00 GMT+8: a ban to midnight is 12 hours: a daily quota is spent.
+        let (c, e) = class_of(
+            r#"{"error_response":{"code":7,"msg":"App Call Limited","sub_code":"accesscontrol.limited-by-api-access-count","sub_msg":"This ban will last for 43200 more seconds"}}"#,
+        );
+        assert_eq!(c, ErrorClass::Slow);
+        assert!(e.quota_spent && !e.app_quota);
         let (c, _) = class_of(
             r#"{"error_response":{"code":10,"msg":"Service currently unavailable","sub_code":"isp.service-unavailable"}}"#,
         );

@@ -7,6 +7,7 @@
 use super::drill::Drill;
 use crate::config::{ConfigError, ConfigProblem, Secret};
 use crate::platform::{Api, Platform};
+use crate::time::QuotaDay;
 use chrono::NaiveDateTime;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -26,6 +27,10 @@ pub struct SimApp {
     /// The shops that authorised the app, each with a session of its own (shop name ->
     /// session). A call signed with one of them is counted for that shop.
     pub shops: BTreeMap<String, Secret>,
+    /// The app key's daily call count over all its APIs (TOP's
+    /// `accesscontrol.limited-by-app-access-count`, 1688's `gw.NoUsageLeftError`); every
+    /// call counts, refused ones too. `None`: only the per-API daily limits apply.
+    pub daily: Option<u64>,
 }
 
 impl SimApp {
@@ -175,6 +180,9 @@ pub struct SimConfig {
     pub default_limit: Limit,
     /// Drills in force at start.
     pub(crate) drill: Drill,
+    /// The quota day (`day_seconds`; 86,400 s from 00:00 GMT+8). Tests and benchmarks
+    /// shorten it to watch a whole day's pacing; the client's `[day] seconds` must match.
+    pub day: QuotaDay,
 }
 
 impl Default for SimConfig {
@@ -192,6 +200,7 @@ impl SimConfig {
             secret: Secret::new(secret),
             session: Secret::new(session),
             shops: BTreeMap::new(),
+            daily: None,
         };
         SimConfig {
             seed: 42,
@@ -218,6 +227,7 @@ impl SimConfig {
             limits: BTreeMap::new(),
             default_limit: Limit::default(),
             drill: Drill::default(),
+            day: QuotaDay::PLATFORM,
         }
     }
 
@@ -261,6 +271,20 @@ impl SimConfig {
         let mut l = self.limit(platform, api);
         l.ban_s = ban_s;
         self.limits.insert((platform, api), l);
+        self
+    }
+
+    /// A quota day of `seconds` (tests and benchmarks: a whole day in minutes).
+    pub fn with_day_seconds(mut self, seconds: u32) -> Self {
+        self.day = QuotaDay::of_seconds(seconds).unwrap_or(self.day);
+        self
+    }
+
+    /// Every app of `platform` counts `daily` calls a day over all its APIs.
+    pub fn with_app_daily(mut self, platform: Platform, daily: u64) -> Self {
+        for a in self.apps.iter_mut().filter(|a| a.platform == platform) {
+            a.daily = Some(daily);
+        }
         self
     }
 
@@ -356,6 +380,15 @@ impl SimConfig {
         if let Some(v) = raw.timestamp_skew_s {
             cfg.timestamp_skew_s = v;
         }
+        if let Some(v) = raw.day_seconds {
+            match QuotaDay::of_seconds(v) {
+                Some(d) => cfg.day = d,
+                None => problem(
+                    "day_seconds".into(),
+                    format!("must be {} to 86400", QuotaDay::MIN_SECONDS),
+                ),
+            }
+        }
         if let Some(v) = raw.max_body_bytes {
             if v < 1024 {
                 problem("max_body_bytes".into(), "must be at least 1024".into());
@@ -399,7 +432,11 @@ impl SimConfig {
                     .into_iter()
                     .map(|(name, session)| (name, Secret::new(session)))
                     .collect(),
+                daily: app.daily,
             });
+            if app.daily == Some(0) {
+                problem(format!("{key}.daily"), "must be at least 1".into());
+            }
         }
         if cfg.apps.is_empty() {
             problem("apps".into(), "at least one app is required".into());
@@ -527,6 +564,7 @@ struct RawSim {
     timestamp_skew_s: Option<u64>,
     max_body_bytes: Option<usize>,
     idle_hold_s: Option<u64>,
+    day_seconds: Option<u32>,
     #[serde(default)]
     apps: BTreeMap<String, RawApp>,
     catalog: Option<RawCatalog>,
@@ -547,6 +585,7 @@ struct RawApp {
     /// Shop name -> its session.
     #[serde(default)]
     shops: BTreeMap<String, String>,
+    daily: Option<u64>,
 }
 
 #[derive(Deserialize)]

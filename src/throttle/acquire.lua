@@ -6,7 +6,15 @@
 --       6 the lane's share of the gate (1 = all of it; docs/design.md, "Lanes": with a share
 --         kept for interactive work, each lane books in a bucket of its own at its share of
 --         the rate, burst and ceiling, so bulk bookings never queue interactive calls),
---       7 the calls of today bulk work may use (0 = no limit; KEYS[5] counts today's calls).
+--       7 1 for a bulk call (paced by the daily budgets), 0 for an interactive one,
+--       8 pacing (0 spend, 1 even), 9 the gate's daily quota (0 = none),
+--       10 the app's daily quota (0 = none), 11 the day's length (ms), 12 the interactive share,
+--       13 booked-counter ttl (s).
+-- KEYS: 5 the gate's calls counted today (report.lua), 6 the gate's calls booked today,
+--       7 the app's calls booked today (every gate of the platform; only with an app quota).
+-- The day as a budget (throttle::pacing, docs/design.md, "Pacing"): a bulk call under a spent
+-- budget is paused until the day's end; one ahead of the `even` line books at the budget's
+-- pace (quota / day) instead of the gate's rate. Every booking counts in KEYS[6] (and [7]).
 -- The bucket hash also counts the calls reserved to leave in one clock second of the server
 -- (fields sec, sent): the fleet's send-time check (throttle::second_guard, docs/design.md,
 -- "Gates"), at no extra round trip.
@@ -27,16 +35,6 @@ local p = redis.call('HMGET', KEYS[3], 'until', 'reason')
 local pu = tonumber(p[1])
 if pu and pu > now then
   return {3, math.floor(pu - now), p[2] or 'paused', '0', '0'}
-end
-
-local quota_cap = tonumber(ARGV[7]) or 0
-if quota_cap > 0 and KEYS[5] then
-  local used = tonumber(redis.call('GET', KEYS[5])) or 0
-  if used >= quota_cap then
-    -- Until the next 00:00 GMT+8 on the server's clock: the rest of the day is interactive's.
-    local day_s = (math.floor(now / 1000000) + 8 * 3600) % 86400
-    return {3, (86400 - day_s) * 1000000, 'bulk work has used its share of the daily quota', '0', '0'}
-  end
 end
 
 local conf = redis.call('HMGET', KEYS[4], 'rate', 'burst')
@@ -69,6 +67,71 @@ if part > 0 and part < 1 then
   burst = math.max(1, burst * part)
   if ceiling then ceiling = ceiling * part end
   iv = 1000000 / rate
+end
+
+-- Pacing of bulk work by the gate's and the app's daily budgets (throttle::pacing::bulk_turn).
+local bulk = ARGV[7] == '1'
+local pacing = tonumber(ARGV[8]) or 0
+local gate_quota = tonumber(ARGV[9]) or 0
+local app_quota = tonumber(ARGV[10]) or 0
+local day_ms = tonumber(ARGV[11]) or 86400000
+local share = tonumber(ARGV[12]) or 0
+if share > 0.9 then share = 0.9 end
+if share < 0 then share = 0 end
+local elapsed = (math.floor(now / 1000) + 8 * 3600 * 1000) % day_ms
+local function turn(quota, used)
+  local left = day_ms - elapsed
+  local nxt = used + 1
+  if pacing == 0 then
+    local cap = math.floor(quota * (1 - share))
+    if cap < 1 then cap = 1 end
+    if used >= cap then return 2, left end
+    return 0, 0
+  end
+  local on_line = (nxt - math.max(burst, 1)) * day_ms / quota
+  local above = 0
+  if share > 0 then
+    above = (nxt - quota * (1 - share)) * day_ms / (quota * share)
+  elseif nxt > quota then
+    return 2, left
+  end
+  local due = math.max(on_line, above)
+  if due <= elapsed then return 0, 0 end
+  if due >= day_ms then return 2, left end
+  return 1, due - elapsed
+end
+if bulk and (gate_quota > 0 or app_quota > 0) then
+  local pace = nil
+  local budgets = {}
+  if gate_quota > 0 then
+    local counted = tonumber(redis.call('GET', KEYS[5])) or 0
+    local booked = tonumber(redis.call('GET', KEYS[6])) or 0
+    budgets[#budgets + 1] = {gate_quota, math.max(counted, booked), 'the daily quota'}
+  end
+  if app_quota > 0 then
+    budgets[#budgets + 1] = {app_quota, tonumber(redis.call('GET', KEYS[7])) or 0, "the app's daily quota"}
+  end
+  for _, bgt in ipairs(budgets) do
+    local t, ms = turn(bgt[1], bgt[2])
+    if t == 2 then
+      local why = 'bulk work has used its share of ' .. bgt[3]
+      return {3, math.floor(ms * 1000), why, '0', '0'}
+    end
+    if t == 1 and ms * 1000 > max_wait then
+      -- Further ahead of the line than the caller may wait: come back when it is there.
+      return {2, math.ceil(ms * 1000), '', tostring(rate), '0'}
+    end
+    if t == 1 then
+      local r = bgt[1] * 1000 / day_ms
+      if pace == nil or r < pace then pace = r end
+    end
+  end
+  if pace and pace < rate then
+    -- Ahead of the line: this budget's pace, a burst of one (the lead is used up).
+    rate = pace
+    burst = 1
+    iv = 1000000 / rate
+  end
 end
 
 local b = redis.call('HMGET', KEYS[1], 'tat', 'iv')
@@ -126,6 +189,15 @@ if wait > max_wait then
   return {2, math.ceil(wait), '', tostring(rate), '0'}
 end
 redis.call('HSET', KEYS[1], 'tat', fmt(new_tat), 'iv', tostring(iv), 'sec', fmt(sec), 'sent', fmt(gsent + 1))
+local ttl = tonumber(ARGV[13]) or 0
+if gate_quota > 0 and KEYS[6] then
+  redis.call('INCR', KEYS[6])
+  if ttl > 0 then redis.call('EXPIRE', KEYS[6], ttl) end
+end
+if app_quota > 0 and KEYS[7] then
+  redis.call('INCR', KEYS[7])
+  if ttl > 0 then redis.call('EXPIRE', KEYS[7], ttl) end
+end
 -- An idle bucket is full anyway: let the key go once its debt is paid, plus a margin.
 redis.call('PEXPIRE', KEYS[1], math.ceil((new_tat - now) / 1000) + 60000)
 if wait == 0 then

@@ -6,12 +6,13 @@
 
 use super::aimd::{AimdParams, AimdState};
 use super::gcra::Gcra;
+use super::pacing::{BulkTurn, DayBudget};
 use super::second_guard::{self, SecondGuard};
-use super::{bulk_quota, bulk_rate, Lane};
+use super::{bulk_rate, Lane};
 use super::{GateLimits, GateSnapshot, Noted, RateChange, Reservation};
-use crate::config::GateConfig;
+use crate::config::{GateConfig, Pacing};
 use crate::platform::{Api, Platform};
-use chrono::NaiveDate;
+use crate::time::QuotaDay;
 use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -23,8 +24,13 @@ struct Gate {
     overridden: bool,
     bucket: Gcra,
     limiter_rate: f64,
-    quota_day: NaiveDate,
+    /// The quota day and today's calls: counted (reported outcomes) and booked.
+    day: QuotaDay,
+    day_index: i64,
     used: u64,
+    booked: u64,
+    pacing: Pacing,
+    app_quota: Option<u64>,
     /// Resume from a pause with an empty bucket, not a burst into the platform that banned us.
     drain_after_pause: bool,
     /// Calls that left in the current clock second (the send-time check).
@@ -49,14 +55,28 @@ impl Gate {
             state,
             burst: cfg.burst,
             overridden: false,
-            quota_day: crate::time::platform_day(chrono::Utc::now()),
+            day: cfg.day,
+            day_index: cfg.day.index(chrono::Utc::now()),
             used: 0,
+            booked: 0,
+            pacing: cfg.pacing,
+            app_quota: cfg.app_quota,
             drain_after_pause: false,
             sent: SecondGuard::default(),
             boundary_band_ms: cfg.boundary_band_ms,
             interactive: Gcra::new(),
             interactive_share: cfg.interactive_share,
             daily_quota: cfg.daily_quota,
+        }
+    }
+
+    /// Today's counters, zeroed when the day turned.
+    fn roll_day(&mut self, now: chrono::DateTime<chrono::Utc>) {
+        let today = self.day.index(now);
+        if today != self.day_index {
+            self.day_index = today;
+            self.used = 0;
+            self.booked = 0;
         }
     }
 
@@ -94,17 +114,38 @@ impl Gate {
     }
 }
 
+/// The calls every gate of one app booked today (its daily quota counts them all).
+#[derive(Debug, Default)]
+struct AppDay {
+    index: i64,
+    booked: u64,
+}
+
 pub(crate) struct EmbeddedGates {
     gates: HashMap<(Platform, Api), Mutex<Gate>>,
+    apps: HashMap<Platform, Mutex<AppDay>>,
     epoch: Instant,
 }
 
 impl EmbeddedGates {
     pub(crate) fn new(cfgs: impl Iterator<Item = ((Platform, Api), GateConfig)>) -> EmbeddedGates {
+        let gates: HashMap<_, _> = cfgs.map(|(k, c)| (k, Mutex::new(Gate::new(&c)))).collect();
+        let apps = gates
+            .keys()
+            .map(|(p, _)| (*p, Mutex::new(AppDay::default())))
+            .collect();
         EmbeddedGates {
-            gates: cfgs.map(|(k, c)| (k, Mutex::new(Gate::new(&c)))).collect(),
+            gates,
+            apps,
             epoch: Instant::now(),
         }
+    }
+
+    fn app(&self, platform: Platform) -> std::sync::MutexGuard<'_, AppDay> {
+        // Every platform of a gate is built in `new`.
+        self.apps[&platform]
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
     }
 
     /// The wall clock in ms: the platform counts its seconds by it, and a measurement is
@@ -143,33 +184,78 @@ impl EmbeddedGates {
             g.bucket.drain(now_us, rate, burst);
         }
         g.sync_rate(now_us);
-        if lane == Lane::Bulk && g.interactive_share > 0.0 {
-            let today = crate::time::platform_day(chrono::Utc::now());
-            if let Some(q) = g.daily_quota.filter(|_| g.quota_day == today) {
-                if g.used >= bulk_quota(q, g.interactive_share) {
-                    let now = chrono::Utc::now();
-                    let left = (crate::time::next_quota_reset(now) - now)
-                        .to_std()
-                        .unwrap_or_default();
-                    return Reservation::Paused(
-                        left,
-                        "bulk work has used its share of the daily quota".into(),
-                    );
+        let now = chrono::Utc::now();
+        g.roll_day(now);
+        // The app's day is read under the gate's lock, the app's lock after it (always in
+        // this order), so a booking counts in both at once.
+        let mut app = g.app_quota.map(|_| self.app(platform));
+        if let Some(a) = app.as_deref_mut() {
+            let today = g.day.index(now);
+            if a.index != today {
+                *a = AppDay {
+                    index: today,
+                    booked: 0,
+                };
+            }
+        }
+        let mut pace = None;
+        if lane == Lane::Bulk {
+            let budget = |quota, used| DayBudget {
+                quota,
+                used,
+                share: g.interactive_share,
+                elapsed_ms: g.day.elapsed_ms(now),
+                day_ms: u64::from(g.day.seconds()) * 1000,
+                lead: g.effective_burst(),
+            };
+            let budgets = [
+                g.daily_quota
+                    .map(|q| (q, g.used.max(g.booked), "the daily quota")),
+                g.app_quota
+                    .zip(app.as_deref())
+                    .map(|(q, a)| (q, a.booked, "the app's daily quota")),
+            ];
+            for (quota, used, what) in budgets.into_iter().flatten() {
+                match budget(quota, used).bulk_turn(g.pacing) {
+                    BulkTurn::Go => {}
+                    BulkTurn::Spent(ms) => {
+                        return Reservation::Paused(
+                            Duration::from_millis(ms),
+                            format!("bulk work has used its share of {what}"),
+                        );
+                    }
+                    BulkTurn::After(ms) if Duration::from_millis(ms) > max_wait => {
+                        return Reservation::Refused(Duration::from_millis(ms));
+                    }
+                    BulkTurn::After(_) => {
+                        let r = quota as f64 / f64::from(g.day.seconds());
+                        pace = Some(pace.map_or(r, |p: f64| p.min(r)));
+                    }
                 }
             }
         }
         let part = g.part(lane);
-        let (rate, burst) = (g.limiter_rate * part, (g.effective_burst() * part).max(1.0));
+        let (mut rate, mut burst) = (g.limiter_rate * part, (g.effective_burst() * part).max(1.0));
+        if let Some(p) = pace.filter(|p| *p < rate) {
+            // Ahead of the `even` line: the budget's pace, no burst (the lead is used up).
+            (rate, burst) = (p, 1.0);
+        }
         let bucket = if part < 1.0 && lane == Lane::Interactive {
             &mut g.interactive
         } else {
             &mut g.bucket
         };
-        match bucket.reserve(now_us, rate, burst, max_wait.as_secs_f64() * 1e6) {
+        let answer = match bucket.reserve(now_us, rate, burst, max_wait.as_secs_f64() * 1e6) {
             Ok(wait) if wait <= 0.0 => Reservation::Now,
             Ok(wait) => Reservation::After(Duration::from_secs_f64(wait / 1e6), None),
-            Err(wait) => Reservation::Refused(Duration::from_secs_f64(wait / 1e6)),
+            Err(wait) => return Reservation::Refused(Duration::from_secs_f64(wait / 1e6)),
+        };
+        // Every booking counts against the day's budgets, interactive ones too.
+        g.booked += 1;
+        if let Some(a) = app.as_deref_mut() {
+            a.booked += 1;
         }
+        answer
     }
 
     /// At the moment a reserved call leaves: `None` if it may go now (it is counted), or how
@@ -207,11 +293,7 @@ impl EmbeddedGates {
         let sent_ms = crate::time::wall_ms(sent).min(now);
         let mut g = self.gate(platform, api);
         let g = &mut *g;
-        let today = crate::time::platform_day(chrono::Utc::now());
-        if today != g.quota_day {
-            g.quota_day = today;
-            g.used = 0;
-        }
+        g.roll_day(chrono::Utc::now());
         g.used += 1;
         if hit {
             g.state.on_rate_limited(&g.params, sent_ms, now);
@@ -225,11 +307,23 @@ impl EmbeddedGates {
         g.used
     }
 
+    /// Pause a gate for `span` with no call to count.
+    pub(crate) fn pause(&self, platform: Platform, api: Api, span: Duration, reason: String) {
+        let mut g = self.gate(platform, api);
+        let until = self.now_ms() + span.as_millis() as u64;
+        g.state.pause_until(until, &reason);
+        g.drain_after_pause = true;
+    }
+
     pub(crate) fn snapshot(&self, platform: Platform, api: Api, cfg: &GateConfig) -> GateSnapshot {
         let now = self.now_ms();
         let g = self.gate(platform, api);
-        let today = crate::time::platform_day(chrono::Utc::now());
-        let used_today = if g.quota_day == today { g.used } else { 0 };
+        let at = chrono::Utc::now();
+        let used_today = if g.day_index == g.day.index(at) {
+            g.used
+        } else {
+            0
+        };
         GateSnapshot {
             platform,
             api,
@@ -248,9 +342,7 @@ impl EmbeddedGates {
                 .map(|(ms, r)| (Duration::from_millis(ms), r.to_string())),
             used_today,
             daily_quota: cfg.daily_quota,
-            burn: cfg
-                .daily_quota
-                .map(|q| crate::time::burn_ratio(used_today, q, chrono::Utc::now())),
+            burn: cfg.daily_quota.map(|q| g.day.burn_ratio(used_today, q, at)),
             p95_ms_measured: None,
         }
     }

@@ -21,6 +21,7 @@ mod embedded;
 pub(crate) mod gcra;
 mod lane;
 pub(crate) mod latency;
+mod pacing;
 mod second_guard;
 mod shared;
 mod state;
@@ -36,6 +37,7 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 pub(crate) use lane::{bulk_quota, bulk_rate};
 pub use lane::{Lane, UnknownLane};
+pub use pacing::Pacing;
 pub use shared::{gate_keys, GateKeys, DEFAULT_NAMESPACE};
 pub use verdicts::{GateError, GateOutcome, GateRefusal};
 
@@ -439,20 +441,36 @@ impl Gates {
         outcome: GateOutcome,
         sent: std::time::SystemTime,
     ) {
+        let day = self.inner.local_gate(platform, api).cfg.day;
         let pause = match &outcome {
             GateOutcome::RateLimited {
-                quota_spent: true, ..
+                quota_spent: true,
+                app_wide,
+                ..
             } => {
                 let now = chrono::Utc::now();
-                let until = crate::time::next_quota_reset(now);
+                let until = day.next_reset(now);
                 let d = (until - now).to_std().unwrap_or(Duration::from_secs(60));
-                Some((
-                    d,
-                    format!(
-                        "daily quota spent; resets at {} (00:00 GMT+8)",
-                        until.format("%Y-%m-%d %H:%M:%SZ")
-                    ),
-                ))
+                let whose = if *app_wide {
+                    "the app's daily quota"
+                } else {
+                    "daily quota"
+                };
+                let reason = format!(
+                    "{whose} spent; resets at {}",
+                    until.format("%Y-%m-%d %H:%M:%SZ")
+                );
+                if *app_wide {
+                    // The app's count is one for all its APIs: every other gate of the
+                    // platform stops too, without a call of its own into the refusal.
+                    for (&(p, a), local) in &self.inner.local {
+                        if p == platform && a != api {
+                            local.hold_until(Instant::now() + d, &reason);
+                            self.inner.backend.pause(p, a, d, reason.clone());
+                        }
+                    }
+                }
+                Some((d, reason))
             }
             GateOutcome::RateLimited { ban: Some(d), .. } => {
                 Some((*d, format!("platform ban for {} s", d.as_secs_f64().ceil())))
@@ -560,7 +578,7 @@ impl Inner {
         let Some(quota) = self.local_gate(platform, api).cfg.daily_quota else {
             return;
         };
-        let burn = crate::time::burn_ratio(used, quota, chrono::Utc::now());
+        let burn = local.cfg.day.burn_ratio(used, quota, chrono::Utc::now());
         let now = self.elapsed_ms();
         let alert = {
             let mut watches = self.burn.lock().unwrap_or_else(|e| e.into_inner());

@@ -7,8 +7,8 @@
 use super::admitted::SLOT_MS;
 use super::aimd::AimdParams;
 use super::{
-    bulk_quota, bulk_rate, GateError, GateLimits, GateSnapshot, Inner, Lane, Noted, RateChange,
-    Reservation, FLUSH_BATCH, FLUSH_INTERVAL,
+    bulk_rate, GateError, GateLimits, GateSnapshot, Inner, Lane, Noted, RateChange, Reservation,
+    FLUSH_BATCH, FLUSH_INTERVAL,
 };
 use crate::config::GateConfig;
 use crate::platform::{Api, Platform};
@@ -51,15 +51,30 @@ pub struct GateKeys {
     pub pause: String,
     /// Operator override from `gate set`: hash {rate, burst, at}.
     pub conf: String,
-    /// Prefix of the daily quota counters: `<prefix><yyyymmdd>` (GMT+8 day).
+    /// Prefix of the daily quota counters: `<prefix><day>` (`time::QuotaDay::label`).
     pub(crate) quota_prefix: String,
+    /// Prefix of the counters of calls booked each day (pacing, acquire.lua).
+    pub(crate) booked_prefix: String,
 }
 
 impl GateKeys {
-    /// Key of the daily quota counter of `day` (a GMT+8 day).
-    pub fn quota(&self, day: chrono::NaiveDate) -> String {
-        format!("{}{}", self.quota_prefix, day.format("%Y%m%d"))
+    /// Key of the daily quota counter (calls counted) of the day labelled `day`
+    /// (`time::QuotaDay::label`).
+    pub fn quota(&self, day: &str) -> String {
+        format!("{}{day}", self.quota_prefix)
     }
+
+    /// Key of the counter of calls booked on the day labelled `day`.
+    pub fn booked(&self, day: &str) -> String {
+        format!("{}{day}", self.booked_prefix)
+    }
+}
+
+/// Key of the counter of the calls every gate of `platform`'s app booked on the day labelled
+/// `day` (the app's daily quota: one count over all its APIs). Outside any gate's hash tag, so
+/// a Redis Cluster would need it in the same slot as every gate of the app (not supported).
+pub fn app_booked_key(namespace: &str, platform: Platform, day: &str) -> String {
+    format!("{namespace}:app:{platform}:booked:{day}")
 }
 
 /// The pub/sub channel on which a new pause of any gate of `namespace` is announced:
@@ -77,6 +92,7 @@ pub fn gate_keys(namespace: &str, platform: Platform, api: Api) -> GateKeys {
         pause: format!("{base}:pause"),
         conf: format!("{base}:conf"),
         quota_prefix: format!("{base}:quota:"),
+        booked_prefix: format!("{base}:booked:"),
     }
 }
 
@@ -230,30 +246,34 @@ impl RedisGates {
         let k = self.keys(platform, api);
         let share = cfg.interactive_share;
         // With a share kept for interactive work each lane books in a bucket of its own
-        // (acquire.lua); bulk also stops at its part of the daily quota.
-        let (bucket, part, quota_cap) = match (share > 0.0, lane) {
-            (false, _) => (k.bucket.clone(), 1.0, 0),
-            (true, Lane::Interactive) => (format!("{}:interactive", k.bucket), share, 0),
-            (true, Lane::Bulk) => (
-                k.bucket.clone(),
-                bulk_rate(1.0, share),
-                cfg.daily_quota.map_or(0, |q| bulk_quota(q, share).max(1)),
-            ),
+        // (acquire.lua); bulk work is also paced by the daily budgets (throttle::pacing).
+        let (bucket, part) = match (share > 0.0, lane) {
+            (false, _) => (k.bucket.clone(), 1.0),
+            (true, Lane::Interactive) => (format!("{}:interactive", k.bucket), share),
+            (true, Lane::Bulk) => (k.bucket.clone(), bulk_rate(1.0, share)),
         };
-        let day = crate::time::platform_day(self.server_now());
+        let day = cfg.day.label(self.server_now());
         let mut inv = self.acquire.prepare_invoke();
         inv.key(&bucket)
             .key(&k.aimd)
             .key(&k.pause)
             .key(&k.conf)
-            .key(k.quota(day))
+            .key(k.quota(&day))
+            .key(k.booked(&day))
+            .key(app_booked_key(&self.namespace, platform, &day))
             .arg(cfg.rate)
             .arg(cfg.burst)
             .arg(max_wait.as_micros() as u64)
             .arg("")
             .arg(cfg.boundary_band_ms)
             .arg(part)
-            .arg(quota_cap);
+            .arg(u8::from(lane == Lane::Bulk))
+            .arg(cfg.pacing.code())
+            .arg(cfg.daily_quota.unwrap_or(0))
+            .arg(cfg.app_quota.unwrap_or(0))
+            .arg(u64::from(cfg.day.seconds()) * 1000)
+            .arg(share)
+            .arg(QUOTA_TTL_S.max(2 * u64::from(cfg.day.seconds())));
         let mut conn = self.conn.clone();
         match inv
             .invoke_async::<(i64, i64, String, String, u64)>(&mut conn)
@@ -323,6 +343,19 @@ impl RedisGates {
         }
     }
 
+    /// Pause a gate fleet-wide at the next flush (at once), with no call to count.
+    pub(crate) fn pause(&self, platform: Platform, api: Api, span: Duration, reason: String) {
+        {
+            let mut all = self.pending.lock().unwrap_or_else(|e| e.into_inner());
+            all.entry((platform, api)).or_default().merge(Pending {
+                pause: Some((Instant::now() + span, reason)),
+                ..Pending::default()
+            });
+        }
+        // The flusher may be gone at shutdown; then nothing is left to do.
+        let _ = self.kick.send(());
+    }
+
     fn take_pending(&self) -> Vec<((Platform, Api), Pending)> {
         let mut all = self.pending.lock().unwrap_or_else(|e| e.into_inner());
         let keys: Vec<_> = all
@@ -380,12 +413,12 @@ impl RedisGates {
             ),
             None => (0, String::new()),
         };
-        let day = crate::time::platform_day(self.server_now());
+        let day = cfg.day.label(self.server_now());
         let mut inv = self.report.prepare_invoke();
         inv.key(&k.aimd)
             .key(&k.pause)
             .key(&k.conf)
-            .key(k.quota(day))
+            .key(k.quota(&day))
             .key(&k.bucket)
             .arg(p.successes)
             .arg(p.calls)
@@ -439,7 +472,7 @@ impl RedisGates {
         cfg: &GateConfig,
     ) -> Result<GateSnapshot, GateError> {
         let k = self.keys(platform, api);
-        let day = crate::time::platform_day(self.server_now());
+        let day = cfg.day.label(self.server_now());
         let mut conn = self.conn.clone();
         type Row = (
             (u64, u64),
@@ -465,7 +498,7 @@ impl RedisGates {
             .arg("until")
             .arg("reason")
             .cmd("GET")
-            .arg(k.quota(day))
+            .arg(k.quota(&day))
             .query_async(&mut conn)
             .await
             .map_err(|error| GateError::Read {
@@ -503,7 +536,7 @@ impl RedisGates {
             daily_quota: cfg.daily_quota,
             burn: cfg
                 .daily_quota
-                .map(|q| crate::time::burn_ratio(used_today, q, self.server_now())),
+                .map(|q| cfg.day.burn_ratio(used_today, q, self.server_now())),
             p95_ms_measured: aimd.2,
         })
     }
@@ -649,7 +682,13 @@ mod tests {
     fn keys_share_one_hash_tag() {
         let k = gate_keys("sf", Platform::Jd, Api::OrderList);
         assert_eq!(k.bucket, "sf:{jd:order_list}:tat");
-        for key in [&k.aimd, &k.pause, &k.conf, &k.quota_prefix] {
+        for key in [
+            &k.aimd,
+            &k.pause,
+            &k.conf,
+            &k.quota_prefix,
+            &k.booked_prefix,
+        ] {
             assert!(key.starts_with("sf:{jd:order_list}:"), "{key}");
         }
     }

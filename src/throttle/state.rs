@@ -46,6 +46,10 @@ pub(super) trait GateState: Send + Sync {
     /// it flushes.
     fn note(&self, platform: Platform, api: Api, noted: Noted, sent: SystemTime) -> Option<u64>;
 
+    /// Pause a gate for `span` without a call to count (another gate of the app learned that
+    /// the app's daily quota is spent).
+    fn pause(&self, platform: Platform, api: Api, span: Duration, reason: String);
+
     /// Write what is batched now (before exit).
     fn flush<'a>(&'a self, inner: &'a Inner) -> BoxFuture<'a, ()> {
         let _ = inner;
@@ -96,6 +100,10 @@ impl GateState for RedisGates {
         None
     }
 
+    fn pause(&self, platform: Platform, api: Api, span: Duration, reason: String) {
+        RedisGates::pause(self, platform, api, span, reason);
+    }
+
     fn flush<'a>(&'a self, inner: &'a Inner) -> BoxFuture<'a, ()> {
         self.flush_all(inner).boxed()
     }
@@ -143,6 +151,10 @@ impl GateState for EmbeddedGates {
 
     fn note(&self, platform: Platform, api: Api, noted: Noted, sent: SystemTime) -> Option<u64> {
         Some(EmbeddedGates::note(self, platform, api, noted, sent))
+    }
+
+    fn pause(&self, platform: Platform, api: Api, span: Duration, reason: String) {
+        EmbeddedGates::pause(self, platform, api, span, reason);
     }
 
     fn snapshot<'a>(

@@ -89,6 +89,8 @@ pub enum GateOutcome {
         ban: Option<Duration>,
         /// The daily quota is used up.
         quota_spent: bool,
+        /// The quota spent is the app's, over all its APIs: every gate of the platform stops.
+        app_wide: bool,
     },
     /// Any other failure: counts against the quota, leaves the rate alone.
     Failure,
@@ -104,6 +106,7 @@ impl GateOutcome {
             Err(e) if e.is_rate_limit() => GateOutcome::RateLimited {
                 ban: e.ban,
                 quota_spent: e.quota_spent,
+                app_wide: e.app_quota,
             },
             Err(_) => GateOutcome::Failure,
         }

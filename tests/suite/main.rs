@@ -24,6 +24,7 @@ mod listing_once;
 mod ops_logs;
 mod ops_metrics;
 mod orders_progress;
+mod pacing;
 mod platform_sim;
 mod queue;
 mod queue_embedded;

@@ -383,6 +383,37 @@ async fn a_spent_daily_quota_is_flagged() {
     }
 }
 
+/// The app key's daily count spans its APIs: once spent, a call of any API is refused with
+/// the platform's own answer (TOP `limited-by-app-access-count`, 1688 `gw.NoUsageLeftError`),
+/// which the adapters flag as the app's quota; the simulator counts every call, refused ones
+/// too, and the refusals apart.
+#[tokio::test]
+async fn a_spent_app_quota_is_flagged_for_the_whole_app() {
+    let sim = start(
+        roomy()
+            .with_app_daily(Platform::Taobao, 3)
+            .with_app_daily(Platform::Alibaba, 3),
+    )
+    .await;
+    for p in [Platform::Taobao, Platform::Alibaba] {
+        let c = client(&sim, p);
+        let trace = ApiRequest::LogisticsTrace {
+            order_id: "1001".into(),
+        };
+        let item = ApiRequest::ItemGet {
+            item_id: "7".into(),
+        };
+        for req in [&trace, &item, &trace] {
+            c.call(req, T).await.unwrap_or_else(|e| panic!("{p}: {e}"));
+        }
+        let e = c.call(&item, T).await.unwrap_err();
+        assert_eq!(e.class, ErrorClass::Slow, "{p}: {e}");
+        assert!(e.quota_spent && e.app_quota, "{p}: {e}");
+        let app = sim.stats().app(p).cloned().expect("app stats");
+        assert_eq!((app.used_today, app.rejected_app_quota), (4, 1), "{p}");
+    }
+}
+
 #[tokio::test]
 async fn error_ratio_drill_is_retry() {
     let sim = start(roomy()).await;

@@ -102,6 +102,7 @@ async fn rate_limit_cuts_ban_pauses_and_every_call_counts() {
         GateOutcome::RateLimited {
             ban: None,
             quota_spent: false,
+            app_wide: false,
         },
     );
     // At most one success is known in the rejected second: the rate is cut to the floor
@@ -115,6 +116,7 @@ async fn rate_limit_cuts_ban_pauses_and_every_call_counts() {
         GateOutcome::RateLimited {
             ban: Some(Duration::from_secs(2)),
             quota_spent: false,
+            app_wide: false,
         },
     );
     match gates

@@ -316,6 +316,7 @@ async fn one_workers_rate_limit_slows_every_worker_and_a_ban_pauses_all() {
         GateOutcome::RateLimited {
             ban: None,
             quota_spent: false,
+            app_wide: false,
         },
     );
     a.flush().await;
@@ -343,6 +344,7 @@ async fn one_workers_rate_limit_slows_every_worker_and_a_ban_pauses_all() {
         GateOutcome::RateLimited {
             ban: Some(Duration::from_secs(3)),
             quota_spent: false,
+            app_wide: false,
         },
     );
     a.flush().await;
@@ -389,6 +391,7 @@ async fn spent_quota_pauses_until_the_reset_and_every_call_counts() {
         GateOutcome::RateLimited {
             ban: None,
             quota_spent: true,
+            app_wide: false,
         },
     );
     gates.flush().await;
@@ -582,7 +585,7 @@ fn report_script_matches_the_reference_aimd_type() {
             .key(&k.aimd)
             .key(&k.pause)
             .key(&k.conf)
-            .key(k.quota(chrono::NaiveDate::from_ymd_opt(2026, 1, 1).unwrap()))
+            .key(k.quota("20260101"))
             .key(&k.bucket)
             .arg(successes)
             .arg(successes as u64 + u64::from(hit))
@@ -708,6 +711,7 @@ async fn gate_show_lists_the_override_and_the_adaptive_state() {
         GateOutcome::RateLimited {
             ban: Some(Duration::from_secs(30)),
             quota_spent: false,
+            app_wide: false,
         },
     );
     gates.flush().await;
@@ -803,6 +807,7 @@ async fn a_ban_cancels_reservations_other_workers_are_sleeping_on() {
         GateOutcome::RateLimited {
             ban: Some(Duration::from_secs(3)),
             quota_spent: false,
+            app_wide: false,
         },
     );
     a.flush().await;

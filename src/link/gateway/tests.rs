@@ -112,6 +112,7 @@ fn error(class: ErrorClass, code: &str, http_status: Option<u16>) -> CallError {
         message: format!("scripted {code}"),
         ban: None,
         quota_spent: false,
+        app_quota: false,
         http_status,
         transport: None,
         guessed_limit: false,

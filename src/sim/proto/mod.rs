@@ -29,6 +29,8 @@ use verify::verify;
 pub(crate) enum Failure {
     Limited(u64),
     QuotaSpent(u64),
+    /// The app key's daily count over all its APIs is spent.
+    AppQuotaSpent(u64),
     Busy,
     Signature,
     AppKey,
@@ -47,7 +49,7 @@ impl Failure {
     fn outcome(&self, platform: Platform) -> Outcome {
         match self {
             Failure::Limited(_) => Outcome::RejectedLimit,
-            Failure::QuotaSpent(_) => Outcome::RejectedQuota,
+            Failure::QuotaSpent(_) | Failure::AppQuotaSpent(_) => Outcome::RejectedQuota,
             Failure::Busy => Outcome::Retry,
             // TOP says isv.*-not-exist (Fatal); JD and 1688 answer a business failure in a
             // success body, which clients see as Unknown.
@@ -268,10 +270,18 @@ pub(crate) async fn run(sim: &Sim, call: Call, arrived: DateTime<Utc>) -> Reply 
         return Reply::DropConnection;
     }
     let now = arrived;
-    let admitted = slot.admit(now);
+    // The app's daily count is checked first: when it is spent no API counts the call.
+    let admitted = match sim.apps[call.app].admit(sim.cfg.day, now) {
+        Some(ban_s) => {
+            slot.count_refused();
+            Admit::AppQuotaSpent { ban_s }
+        }
+        None => slot.admit(now),
+    };
     let result = match admitted {
         Admit::Limited { ban_s } => Err(Failure::Limited(ban_s)),
         Admit::QuotaSpent { ban_s } => Err(Failure::QuotaSpent(ban_s)),
+        Admit::AppQuotaSpent { ban_s } => Err(Failure::AppQuotaSpent(ban_s)),
         Admit::Ok => {
             let wait = latency_ms + sample_latency(slot.latency.0, slot.latency.1);
             if wait > 0 {

@@ -163,7 +163,14 @@ pub(crate) fn render_failure(sim: &Sim, p: Platform, api: Option<Api>, f: &Failu
     match p {
         Platform::Taobao => {
             let (code, msg, sub_code, sub_msg): (u32, &str, &str, String) = match f {
+                // An API's own limit (per second, or its day) and the app key's daily count.
                 Failure::Limited(s) | Failure::QuotaSpent(s) => (
+                    7,
+                    "App Call Limited",
+                    "accesscontrol.limited-by-api-access-count",
+                    format!("This ban will last for {s} more seconds"),
+                ),
+                Failure::AppQuotaSpent(s) => (
                     7,
                     "App Call Limited",
                     "accesscontrol.limited-by-app-access-count",
@@ -250,7 +257,7 @@ pub(crate) fn render_failure(sim: &Sim, p: Platform, api: Option<Api>, f: &Failu
         }
         Platform::Jd => {
             let (code, zh, en): (&str, &str, String) = match f {
-                Failure::Limited(s) | Failure::QuotaSpent(s) => (
+                Failure::Limited(s) | Failure::QuotaSpent(s) | Failure::AppQuotaSpent(s) => (
                     "2",
                     "应用调用次数超限",
                     format!("App call limited, this ban will last for {s} more seconds"),
@@ -288,7 +295,7 @@ pub(crate) fn render_failure(sim: &Sim, p: Platform, api: Option<Api>, f: &Failu
                         "App call exceeds limited frequency, ban will last for {s} more seconds"
                     ),
                 ),
-                Failure::QuotaSpent(s) => (
+                Failure::QuotaSpent(s) | Failure::AppQuotaSpent(s) => (
                     400,
                     "gw.NoUsageLeftError",
                     format!("No usage left today, ban will last for {s} more seconds"),

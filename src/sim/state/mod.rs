@@ -12,13 +12,13 @@ mod stats;
 mod tests;
 mod window;
 
-pub use stats::{ApiStats, ErrorCounts, ShopStats, SimStats, Totals};
+pub use stats::{ApiStats, AppStats, ErrorCounts, ShopStats, SimStats, Totals};
 
 use super::config::{Limit, LimitKind, SimApp, SimConfig};
 use super::data::{Shop, Written};
 use super::drill::{Drill, DrillPatch};
 use crate::platform::{Api, Platform};
-use crate::time::{next_quota_reset, platform_day};
+use crate::time::QuotaDay;
 use chrono::{DateTime, Utc};
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicU64, AtomicU8, Ordering::Relaxed};
@@ -38,8 +38,12 @@ pub(crate) enum Admit {
     Limited {
         ban_s: u64,
     },
-    /// Daily quota spent: banned until 00:00 GMT+8.
+    /// Daily quota spent: banned until the day's end.
     QuotaSpent {
+        ban_s: u64,
+    },
+    /// The app's daily count over all its APIs is spent: banned until the day's end.
+    AppQuotaSpent {
         ban_s: u64,
     },
 }
@@ -86,10 +90,17 @@ pub(crate) struct Slot {
     pub(crate) latency: (u64, u64),
     window: Mutex<Window>,
     counters: Counters,
+    day: QuotaDay,
+}
+
+/// Seconds of a ban that lasts until the day's end.
+fn until_reset_s(day: QuotaDay, now: DateTime<Utc>) -> u64 {
+    let left = (day.next_reset(now) - now).num_milliseconds().max(0) as u64;
+    left.div_ceil(1000).max(1)
 }
 
 impl Slot {
-    fn new(app: &SimApp, api: Api, limit: Limit) -> Slot {
+    fn new(app: &SimApp, api: Api, limit: Limit, day: QuotaDay) -> Slot {
         Slot {
             platform: app.platform,
             api,
@@ -102,7 +113,13 @@ impl Slot {
             latency: (limit.latency_median_ms, limit.latency_p95_ms),
             window: Mutex::new(Window::default()),
             counters: Counters::default(),
+            day,
         }
+    }
+
+    /// Count a call the app's daily count refused before the API looked at it.
+    pub(crate) fn count_refused(&self) {
+        self.counters.calls.fetch_add(1, Relaxed);
     }
 
     /// The kind of per-second limit in force.
@@ -129,7 +146,7 @@ impl Slot {
         let burst = self.burst();
         let daily = self.daily.load(Relaxed);
         let sec = now.timestamp();
-        let day = platform_day(now);
+        let day = self.day.index(now);
         self.counters.calls.fetch_add(1, Relaxed);
         let mut w = lock(&self.window);
         if w.day != Some(day) {
@@ -150,9 +167,8 @@ impl Slot {
         w.peak = w.peak.max(w.seen);
         if w.quota_used >= daily {
             drop(w);
-            let left = (next_quota_reset(now) - now).num_milliseconds().max(0) as u64;
             return Admit::QuotaSpent {
-                ban_s: left.div_ceil(1000).max(1),
+                ban_s: until_reset_s(self.day, now),
             };
         }
         w.quota_used += 1;
@@ -242,7 +258,7 @@ impl Slot {
     fn snapshot(&self, now: DateTime<Utc>) -> ApiStats {
         let (quota_used_today, peak_per_second) = {
             let w = lock(&self.window);
-            let used = if w.day == Some(platform_day(now)) {
+            let used = if w.day == Some(self.day.index(now)) {
                 w.quota_used
             } else {
                 0
@@ -284,6 +300,42 @@ pub(crate) struct AppRt {
     pub(crate) written: Mutex<Written>,
     /// Index of its first slot; the api's index in `Api::ALL` is added.
     slot_base: usize,
+    /// The app key's daily count over all its APIs: (day index, calls counted).
+    quota: Mutex<(i64, u64)>,
+    /// Calls the app's daily count refused.
+    rejected_app_quota: AtomicU64,
+}
+
+impl AppRt {
+    /// Count one call against the app's daily count (every call counts, refused ones too);
+    /// `Some(ban_s)` when the count was already spent.
+    pub(crate) fn admit(&self, day: QuotaDay, now: DateTime<Utc>) -> Option<u64> {
+        let daily = self.cfg.daily?;
+        let today = day.index(now);
+        let mut q = lock(&self.quota);
+        if q.0 != today {
+            *q = (today, 0);
+        }
+        let spent = q.1 >= daily;
+        q.1 += 1;
+        drop(q);
+        if spent {
+            self.rejected_app_quota.fetch_add(1, Relaxed);
+            return Some(until_reset_s(day, now));
+        }
+        None
+    }
+
+    fn snapshot(&self, day: QuotaDay, now: DateTime<Utc>) -> AppStats {
+        let q = *lock(&self.quota);
+        AppStats {
+            platform: self.cfg.platform,
+            app_key: self.cfg.app_key.clone(),
+            daily: self.cfg.daily,
+            used_today: if q.0 == day.index(now) { q.1 } else { 0 },
+            rejected_app_quota: self.rejected_app_quota.load(Relaxed),
+        }
+    }
 }
 
 /// Everything the handlers share.
@@ -325,13 +377,15 @@ impl Sim {
             }
             let slot_base = slots.len();
             for api in Api::ALL {
-                slots.push(Slot::new(app, api, cfg.limit(app.platform, api)));
+                slots.push(Slot::new(app, api, cfg.limit(app.platform, api), cfg.day));
             }
             apps.push(AppRt {
                 cfg: app.clone(),
                 shop: Shop::generate(cfg.seed, i as u64, &cfg.orders),
                 written: Mutex::new(Written::default()),
                 slot_base,
+                quota: Mutex::new((0, 0)),
+                rejected_app_quota: AtomicU64::new(0),
             });
         }
         let sim = Sim {
@@ -473,6 +527,8 @@ impl Sim {
         }
         for a in &self.apps {
             *lock(&a.written) = Written::default();
+            *lock(&a.quota) = (0, 0);
+            a.rejected_app_quota.store(0, Relaxed);
         }
         self.unattributed.store(0, Relaxed);
     }
@@ -500,6 +556,11 @@ impl Sim {
             apis,
             totals: t,
             shops: lock(&self.shop_calls).values().cloned().collect(),
+            apps: self
+                .apps
+                .iter()
+                .map(|a| a.snapshot(self.cfg.day, now))
+                .collect(),
         }
     }
 }

@@ -98,6 +98,21 @@ pub struct ShopStats {
     pub last_refused_ms: Option<i64>,
 }
 
+/// One app key's daily count over all its APIs.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AppStats {
+    /// The app's platform.
+    pub platform: Platform,
+    /// The app's key.
+    pub app_key: String,
+    /// Its daily count, if it has one.
+    pub daily: Option<u64>,
+    /// Calls counted today (every API, refused ones too).
+    pub used_today: u64,
+    /// Calls refused because the count was spent.
+    pub rejected_app_quota: u64,
+}
+
 /// A snapshot of the counters (`GET /admin/stats`, `SimHandle::stats`).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SimStats {
@@ -107,6 +122,9 @@ pub struct SimStats {
     /// Per shop and API, for the calls signed with a shop's own session.
     #[serde(default)]
     pub shops: Vec<ShopStats>,
+    /// Per app: its daily count over all APIs.
+    #[serde(default)]
+    pub apps: Vec<AppStats>,
 }
 
 impl SimStats {
@@ -115,6 +133,11 @@ impl SimStats {
         self.apis
             .iter()
             .find(|s| s.platform == platform && s.api == api)
+    }
+
+    /// The daily count of the first app of `platform`.
+    pub fn app(&self, platform: Platform) -> Option<&AppStats> {
+        self.apps.iter().find(|a| a.platform == platform)
     }
 
     /// The counters of `shop` on `platform` for `api`.

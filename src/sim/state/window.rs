@@ -2,7 +2,7 @@
 //! token bucket (governor), with the quota day and peak kept beside them.
 
 use super::Admit;
-use chrono::{DateTime, NaiveDate, Utc};
+use chrono::{DateTime, Utc};
 use governor::clock::{Clock, FakeRelativeClock};
 use governor::middleware::NoOpMiddleware;
 use governor::nanos::Nanos;
@@ -81,7 +81,8 @@ pub(super) struct Window {
     pub(super) second: i64,
     pub(super) seen: u64,
     pub(super) admitted: u64,
-    pub(super) day: Option<NaiveDate>,
+    /// The quota day (`QuotaDay::index`) `quota_used` counts in.
+    pub(super) day: Option<i64>,
     pub(super) quota_used: u64,
     pub(super) peak: u64,
     /// `sliding`: instants of the calls admitted in the last 1,000 ms, oldest first.
