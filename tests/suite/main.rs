@@ -14,6 +14,7 @@ mod job_control;
 mod jobs_chaos;
 mod jobs_economy;
 mod jobs_fleet;
+mod jobs_fleet_faults;
 mod jobs_liveness;
 mod jobs_logistics;
 mod jobs_slow;
