@@ -98,4 +98,3 @@ async fn backlog_of_20k_tasks_is_processed_once_workers_start() {
         assert!(line.contains("exit status: 0"), "{line}");
     }
 }
-
