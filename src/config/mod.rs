@@ -235,6 +235,24 @@ per_second_cap = 400
 "#;
 
     #[test]
+    fn pacing_the_day_and_the_app_quota_are_read_and_checked() {
+        let cfg = parse(&format!(
+            "{PLATFORM}daily_quota = 5000\n[day]\nseconds = 600\n[gates.default]\npacing = \"even\"\n"
+        ))
+        .unwrap();
+        let g = cfg.gate(Platform::Taobao, Api::ItemAdd);
+        assert_eq!(g.pacing, Pacing::Even);
+        assert_eq!(g.app_quota, Some(5000));
+        assert_eq!(g.day.seconds(), 600);
+        assert_eq!(cfg.gate(Platform::Jd, Api::ItemAdd).app_quota, None);
+        let err = parse("[day]\nseconds = 10\n").unwrap_err();
+        assert_eq!(err.0[0].key, "day.seconds", "{err}");
+        let err = parse("[gates.default]\npacing = \"fast\"\n").unwrap_err();
+        assert_eq!(err.0[0].line, Some(2), "{err}");
+        assert!(err.0[0].message.contains("spend"), "{err}");
+    }
+
+    #[test]
     fn unknown_key_is_rejected_with_line() {
         let err = parse("[queue]\nchunk_size = 10\nchunk_sise = 3\n").unwrap_err();
         let p = &err.0[0];
