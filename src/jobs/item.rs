@@ -246,26 +246,68 @@ impl Stop {
 /// Ledger write attempts on "busy" before the task fails.
 const LEDGER_WRITE_ATTEMPTS: u32 = 6;
 
-/// Run a ledger write, retrying "database is locked" with jittered backoff: failing the task
-/// instead would repeat its platform calls (and its writes) on the re-run.
-pub(crate) async fn ledger_write<T, F, Fut>(what: &str, mut op: F) -> Result<T, StoreError>
+/// The client's bound on one ledger write: the server's `statement_timeout` cannot see a
+/// stalled path or a half-open connection; the write is tried again (docs/design.md,
+/// "A failing ledger").
+pub(crate) const LEDGER_WRITE_BOUND: Duration = Duration::from_secs(30);
+
+/// How long a write waits out an unreachable ledger, holding its task (and so the outcomes
+/// of the calls it made), before handing the task back.
+pub(crate) const LEDGER_OUTAGE_WAIT: Duration = Duration::from_secs(90);
+
+/// Backoff between tries of a write while the ledger is unreachable.
+const LEDGER_OUTAGE_RETRY: Backoff =
+    Backoff::new(Duration::from_millis(250), Duration::from_secs(5));
+
+/// Run a ledger write, retrying "database is locked" with jittered backoff, and waiting out
+/// an unreachable ledger (each try bounded by [`LEDGER_WRITE_BOUND`], for up to
+/// [`LEDGER_OUTAGE_WAIT`]): failing the task instead would repeat its platform calls (and
+/// its writes) on the re-run.
+pub(crate) async fn ledger_write<T, F, Fut>(what: &'static str, mut op: F) -> Result<T, StoreError>
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = Result<T, StoreError>>,
 {
     let mut attempt = 0;
+    let mut outage: Option<(Instant, u32)> = None;
     loop {
         attempt += 1;
         let started = Instant::now();
-        let result = op().await;
+        let result = match tokio::time::timeout(LEDGER_WRITE_BOUND, op()).await {
+            Ok(r) => r,
+            Err(_) => Err(StoreError::TimedOut {
+                what,
+                after: LEDGER_WRITE_BOUND,
+            }),
+        };
         // A no-op unless a metrics recorder is installed (`work --metrics-listen`).
         metrics::histogram!(crate::metric_names::LEDGER_WRITE)
             .record(started.elapsed().as_secs_f64());
         match result {
-            Ok(v) => return Ok(v),
+            Ok(v) => {
+                if let Some((since, _)) = outage {
+                    tracing::info!(
+                        waited_s = since.elapsed().as_secs(),
+                        "{what}: the ledger answers again"
+                    );
+                }
+                return Ok(v);
+            }
             Err(e) if e.is_busy() && attempt < LEDGER_WRITE_ATTEMPTS => {
                 let wait = LEDGER_BUSY_RETRY.equal_jitter(attempt - 1);
                 tracing::debug!(attempt, wait = ?wait, "{what}: ledger busy, retrying");
+                tokio::time::sleep(wait).await;
+            }
+            Err(e) if e.is_unavailable() => {
+                let (since, tries) = outage.get_or_insert((Instant::now(), 0));
+                if since.elapsed() >= LEDGER_OUTAGE_WAIT {
+                    return Err(e);
+                }
+                *tries += 1;
+                let wait = LEDGER_OUTAGE_RETRY.equal_jitter(*tries - 1);
+                if *tries == 1 {
+                    tracing::warn!(error = %e, "{what}: the ledger is unreachable; waiting it out");
+                }
                 tokio::time::sleep(wait).await;
             }
             Err(e) => return Err(e),

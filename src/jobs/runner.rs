@@ -134,6 +134,19 @@ impl JobRunner {
                 );
                 TaskResult::RetryAfter(UNKNOWN_JOB_RETRY)
             }
+            // The ledger is down or does not answer: the task waits it out in the queue,
+            // uncharged (a dead letter would fail items that only need the ledger back).
+            Err(TaskError::Ledger(e)) if e.is_unavailable() => {
+                // 2.5 to 5 s, spread so a fleet's tasks do not all come back at once.
+                let retry = LEDGER_DOWN_RETRY.equal_jitter(1);
+                tracing::warn!(
+                    job = task.job_id,
+                    chunk = task.chunk,
+                    retry_s = retry.as_secs_f64(),
+                    "the ledger is unreachable: handing the task back: {e}"
+                );
+                TaskResult::RetryAfter(retry)
+            }
             Err(e) => {
                 tracing::warn!(
                     job = task.job_id,
@@ -584,3 +597,7 @@ const SHOP_PAUSED_RECHECK: Duration = Duration::from_secs(5);
 const MISSING_SESSION_RETRY: Duration = Duration::from_secs(60);
 /// How soon a task of a job the ledger does not know comes back.
 const UNKNOWN_JOB_RETRY: Duration = Duration::from_secs(60);
+
+/// When a task handed back for an unreachable ledger comes back (`equal_jitter(1)`).
+const LEDGER_DOWN_RETRY: crate::link::backoff::Backoff =
+    crate::link::backoff::Backoff::new(Duration::from_millis(2500), Duration::from_secs(5));

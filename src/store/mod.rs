@@ -133,6 +133,15 @@ pub enum StoreError {
         /// The holder name this process used.
         holder: String,
     },
+    /// A statement did not answer within the client's bound (a stalled network path, a
+    /// half-open connection the server's own timeout cannot see).
+    #[error("ledger: {what} did not answer within {} s", .after.as_secs())]
+    TimedOut {
+        /// The operation.
+        what: &'static str,
+        /// The bound it passed.
+        after: std::time::Duration,
+    },
     /// The operation exists on the other backend only.
     #[error("ledger {db}: {what} is not available on {backend}")]
     Unsupported {
@@ -179,6 +188,36 @@ impl StoreError {
             sqlite::is_busy_code(&code)
         } else {
             postgres::is_retry_code(&code)
+        }
+    }
+}
+
+impl StoreError {
+    /// True when the ledger could not be reached or did not answer, rather than refusing the
+    /// statement: the connection was refused, reset or timed out, the pool found no
+    /// connection in time, the conversation broke off, the server is shutting down or starting, has no connection
+    /// slot left, or cancelled the statement at its `statement_timeout`. Such a failure is
+    /// waited out (docs/design.md, "A failing ledger"); others count as the task's failure.
+    pub(crate) fn is_unavailable(&self) -> bool {
+        let source = match self {
+            StoreError::TimedOut { .. } => return true,
+            StoreError::Query { source, .. } | StoreError::Connect { source, .. } => source,
+            _ => return false,
+        };
+        match source {
+            // A connection the peer closed mid-handshake reads as a protocol error (sqlx:
+            // "unexpected response from SSLRequest: 0x00"): the next connection is fine.
+            sqlx::Error::Io(_)
+            | sqlx::Error::Protocol(_)
+            | sqlx::Error::Tls(_)
+            | sqlx::Error::PoolTimedOut
+            | sqlx::Error::PoolClosed
+            | sqlx::Error::WorkerCrashed => true,
+            sqlx::Error::Database(db) => {
+                db.try_downcast_ref::<sqlx::sqlite::SqliteError>().is_none()
+                    && db.code().is_some_and(|c| postgres::is_unavailable_code(&c))
+            }
+            _ => false,
         }
     }
 }

@@ -14,6 +14,11 @@ use std::time::Duration;
 /// 8 per process keeps a fleet of dozens under the server's default `max_connections` (100).
 const MAX_CONNECTIONS: u32 = 8;
 
+/// The server's bound on one statement (creating a 100k-item job is about a second).
+const STATEMENT_TIMEOUT: &str = "60s";
+/// The server's bound on a transaction left idle by its client.
+const IDLE_IN_TRANSACTION_TIMEOUT: &str = "120s";
+
 /// SQLSTATE `invalid_catalog_name`: the database named in the URL does not exist.
 const NO_SUCH_DATABASE: &str = "3D000";
 
@@ -28,6 +33,15 @@ pub(super) async fn open(url: &str, create: bool) -> Result<Store, StoreError> {
             reason: e.to_string(),
         })?
         .application_name("syncfleet")
+        // The server ends a statement that runs too long and a transaction left open (a
+        // client that vanished mid-transaction holds its locks until then).
+        .options([
+            ("statement_timeout", STATEMENT_TIMEOUT),
+            (
+                "idle_in_transaction_session_timeout",
+                IDLE_IN_TRANSACTION_TIMEOUT,
+            ),
+        ])
         // Creating a job of 100k items is one statement of about a second, by design: not a
         // warning for the operator (sqlx warns at 1 s by default).
         .log_slow_statements(log::LevelFilter::Info, Duration::from_secs(1));
@@ -105,4 +119,11 @@ fn is_code(e: &sqlx::Error, code: &str) -> bool {
 /// aborted this transaction so another could go on; running it again is the documented cure.
 pub(super) fn is_retry_code(code: &str) -> bool {
     matches!(code, "40001" | "40P01")
+}
+
+/// SQLSTATEs of a server that cannot serve now: class 08 (connection exception),
+/// `too_many_connections`, `query_canceled` (the statement timeout below), and the
+/// shutdown / start-up states (`admin_shutdown`, `crash_shutdown`, `cannot_connect_now`).
+pub(super) fn is_unavailable_code(code: &str) -> bool {
+    code.starts_with("08") || matches!(code, "53300" | "57014" | "57P01" | "57P02" | "57P03")
 }

@@ -19,6 +19,7 @@ mod jobs_liveness;
 mod jobs_logistics;
 mod jobs_slow;
 mod lanes;
+mod ledger_outage;
 mod link;
 mod link_process;
 mod listing_once;

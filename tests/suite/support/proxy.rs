@@ -1,6 +1,8 @@
 //! A loopback TCP proxy that can be frozen: while frozen it forwards nothing in either
 //! direction but keeps every socket open (a stalled network path or a paused process, not a
 //! refused connection). New connections are accepted and connected upstream, and stall too.
+//! It can also be cut: every connection is closed, and new ones are closed as they come
+//! (a server restarting, a firewall resetting connections), until it is restored.
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
@@ -14,6 +16,7 @@ pub struct FreezableProxy {
     /// The upstream URL with its host and port replaced by the proxy's.
     pub url: String,
     frozen: watch::Sender<bool>,
+    cut: watch::Sender<bool>,
     accept: JoinHandle<()>,
 }
 
@@ -34,6 +37,7 @@ impl FreezableProxy {
         let addr = listener.local_addr().expect("proxy addr").to_string();
         let url = format!("{prefix}{addr}{rest}");
         let (tx, rx) = watch::channel(false);
+        let (cut_tx, cut_rx) = watch::channel(false);
         let accept = tokio::spawn(async move {
             // Dropped (aborting every connection) when the accept task is aborted.
             let mut conns = tokio::task::JoinSet::new();
@@ -41,7 +45,11 @@ impl FreezableProxy {
                 let Ok((down, _)) = listener.accept().await else {
                     return;
                 };
-                let (rx, upstream) = (rx.clone(), upstream.clone());
+                if *cut_rx.borrow() {
+                    drop(down);
+                    continue;
+                }
+                let (rx, upstream, mut cut) = (rx.clone(), upstream.clone(), cut_rx.clone());
                 conns.spawn(async move {
                     let Ok(up) = TcpStream::connect(&upstream).await else {
                         return;
@@ -50,7 +58,11 @@ impl FreezableProxy {
                     let _ = up.set_nodelay(true);
                     let (dr, dw) = down.into_split();
                     let (ur, uw) = up.into_split();
-                    tokio::join!(pump(dr, uw, rx.clone()), pump(ur, dw, rx));
+                    // Cut: both sockets are dropped (closed) with the pumps.
+                    tokio::select! {
+                        _ = async { tokio::join!(pump(dr, uw, rx.clone()), pump(ur, dw, rx)) } => {}
+                        _ = cut.wait_for(|c| *c) => {}
+                    }
                 });
                 while conns.try_join_next().is_some() {}
             }
@@ -59,6 +71,7 @@ impl FreezableProxy {
             addr,
             url,
             frozen: tx,
+            cut: cut_tx,
             accept,
         }
     }
@@ -71,6 +84,16 @@ impl FreezableProxy {
     /// Forward again, held bytes first.
     pub fn thaw(&self) {
         self.frozen.send_replace(false);
+    }
+
+    /// Close every connection, and each new one as it comes, until [`FreezableProxy::restore`].
+    pub fn cut(&self) {
+        self.cut.send_replace(true);
+    }
+
+    /// Accept and forward connections again.
+    pub fn restore(&self) {
+        self.cut.send_replace(false);
     }
 }
 
