@@ -105,6 +105,19 @@ pub(crate) async fn run_worker(
             async move { probe_stop.wait().await },
         ))
     });
+    // The queue heals itself: one worker of the fleet at a time pushes again what a lost
+    // task left pending (docs/design.md, "Self-healing queue").
+    let heal = (rt.cfg.queue.heal_interval_s > 0).then(|| {
+        tokio::spawn(crate::jobs::heal::run_heal_loop(
+            rt.store.clone(),
+            rt.queue.clone(),
+            gateway.fleet().cloned(),
+            gateway.worker_id().to_string(),
+            Duration::from_secs(rt.cfg.queue.heal_interval_s),
+            rt.cfg.queue.chunk_size,
+            shutdown.clone(),
+        ))
+    });
     // After the stop, items already calling get `queue.shutdown_grace_s` to finish and the
     // rest of every chunk goes back uncharged; the margin covers recording and acks. A
     // worker still busy past that exits anyway: its tasks are recovered as orphans.
@@ -125,6 +138,16 @@ pub(crate) async fn run_worker(
             .is_err()
         {
             p.abort();
+        }
+    }
+    if let Some(mut h) = heal {
+        // Let the heal loop see the stop and release its lease.
+        stopping.trigger();
+        if tokio::time::timeout(Duration::from_secs(2), &mut h)
+            .await
+            .is_err()
+        {
+            h.abort();
         }
     }
     let why = if monitor.is_finished() {

@@ -32,6 +32,9 @@ pub struct QueueConfig {
     pub(crate) dead_max: usize,
     /// A consumer with nothing pending and idle this long leaves the Redis group.
     pub(crate) consumer_gc_idle_s: u64,
+    /// How often one worker of the fleet looks for pending items no live task carries (a
+    /// lost task) and pushes them again (0 = never; `reconcile` does it on demand).
+    pub(crate) heal_interval_s: u64,
 }
 
 impl Default for QueueConfig {
@@ -50,6 +53,7 @@ impl Default for QueueConfig {
             retry_cap_s: 60,
             dead_max: 10_000,
             consumer_gc_idle_s: 3600,
+            heal_interval_s: 60,
         }
     }
 }

@@ -3,6 +3,7 @@
 //! `crate::app`.
 
 pub(crate) mod control;
+pub(crate) mod heal;
 pub(crate) mod item;
 pub(crate) mod listing;
 pub(crate) mod logistics;

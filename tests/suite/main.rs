@@ -30,6 +30,7 @@ mod pacing;
 mod platform_sim;
 mod queue;
 mod queue_embedded;
+mod queue_heal;
 mod redis_memory;
 mod secrets;
 mod shops;

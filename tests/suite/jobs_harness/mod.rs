@@ -70,6 +70,8 @@ pub struct ClientOpts {
     /// `[shops.NAME]` entries (name, weight) for the simulator's app shops of that name;
     /// each session comes from `shop_session_env(NAME)`.
     pub shops: Vec<(String, u32)>,
+    /// `[queue] heal_interval_s`.
+    pub heal_interval_s: u64,
 }
 
 impl Default for ClientOpts {
@@ -85,6 +87,7 @@ impl Default for ClientOpts {
             unreachable_exit_s: 120,
             item_retry_rounds: 4,
             shops: Vec::new(),
+            heal_interval_s: 60,
         }
     }
 }
@@ -140,7 +143,7 @@ pub fn client_toml(sim: &SimHandle, o: &ClientOpts) -> String {
     t.push_str(&format!(
         "[gates.default]\nrate = {}\nburst = {}\nconcurrency = {}\np95_ms = 20\nmax_wait_ms = 5000\n\n\
          [queue]\nchunk_size = {}\npoll_interval_ms = 20\nheartbeat_s = 1\nmissed_heartbeats = 2\n\
-         max_attempts = {}\nshutdown_grace_s = {}\nunreachable_exit_s = {}\n\n\
+         max_attempts = {}\nshutdown_grace_s = {}\nunreachable_exit_s = {}\nheal_interval_s = {}\n\n\
          [jobs]\nlogistics_min_interval_s = {}\nitem_retry_rounds = {}\n\n[probe]\ninterval_s = 0\n",
         o.rate,
         o.burst,
@@ -149,6 +152,7 @@ pub fn client_toml(sim: &SimHandle, o: &ClientOpts) -> String {
         o.max_attempts,
         o.shutdown_grace_s,
         o.unreachable_exit_s,
+        o.heal_interval_s,
         o.logistics_min_interval_s,
         o.item_retry_rounds
     ));

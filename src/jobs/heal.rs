@@ -1,0 +1,197 @@
+//! The queue heals itself: pending items that no live task carries are pushed again, by one
+//! worker of the fleet at a time, without an operator (docs/design.md, "Self-healing queue").
+//!
+//! A task can be lost where no worker sees it go: an acknowledged push lost in a Redis
+//! failover or to `appendfsync everysec`, an entry deleted, a producer killed between the
+//! ledger and the push, a dead task whose items could not be marked. `reconcile` finds such
+//! items on demand; the heal loop runs the same check every `[queue] heal_interval_s` under a
+//! fleet lease, and pushes an item again only when two sweeps in a row found it uncovered
+//! ([`Sweep`]): an item is briefly uncovered while its job is being pushed, and never for
+//! a whole interval unless its task is gone.
+
+use super::producer::{chunk_tasks, ProducerError, Share};
+use super::spec::JobSpec;
+use crate::link::shared::FleetLink;
+use crate::queue::Queue;
+use crate::shutdown::Shutdown;
+use crate::store::Store;
+use std::collections::{HashMap, HashSet};
+use std::time::Duration;
+
+/// The fleet lease that elects the healing worker.
+const HEAL_LEASE: &str = "queue-heal";
+
+/// What the previous sweep found uncovered, per job. Pure: the caller does the reading.
+#[derive(Debug, Default)]
+pub(crate) struct Sweep {
+    last: HashMap<i64, HashSet<String>>,
+}
+
+impl Sweep {
+    /// This sweep found `found` (job -> pending keys no live task carries); returns the keys
+    /// the previous sweep found too (to push again), and remembers this sweep's.
+    pub(crate) fn confirm(&mut self, found: HashMap<i64, Vec<String>>) -> Vec<(i64, Vec<String>)> {
+        let mut confirmed = Vec::new();
+        for (job, keys) in &found {
+            if let Some(before) = self.last.get(job) {
+                let both: Vec<String> = keys
+                    .iter()
+                    .filter(|k| before.contains(*k))
+                    .cloned()
+                    .collect();
+                if !both.is_empty() {
+                    confirmed.push((*job, both));
+                }
+            }
+        }
+        confirmed.sort_by_key(|(job, _)| *job);
+        // A confirmed key is pushed now: it must be found twice again before another push.
+        self.last = found
+            .into_iter()
+            .map(|(job, keys)| {
+                let pushed: HashSet<&String> = confirmed
+                    .iter()
+                    .filter(|(j, _)| *j == job)
+                    .flat_map(|(_, k)| k.iter())
+                    .collect();
+                let rest = keys.into_iter().filter(|k| !pushed.contains(k)).collect();
+                (job, rest)
+            })
+            .collect();
+        confirmed
+    }
+}
+
+/// One sweep: the running jobs' pending items that no live task carries, confirmed by the
+/// previous sweep, pushed again in their job's turn. Returns the items pushed.
+pub(crate) async fn heal_once(
+    store: &Store,
+    queue: &Queue,
+    sweep: &mut Sweep,
+    chunk_size: usize,
+) -> Result<usize, ProducerError> {
+    let jobs = store.running_job_specs().await?;
+    // The ledger first, then one consistent snapshot of the queue: an item whose task ends in
+    // between looks uncovered (and its re-run finds it done); read the other way round, an
+    // item pushed in between would be.
+    let mut pending = HashMap::new();
+    for (job, _) in &jobs {
+        pending.insert(*job, store.pending_keys(*job).await?);
+    }
+    let live = if pending.values().any(|k| !k.is_empty()) {
+        queue.live_tasks().await?
+    } else {
+        Vec::new()
+    };
+    let covered: HashSet<(i64, &str)> = live
+        .iter()
+        .flat_map(|t| t.keys.iter().map(move |k| (t.job_id, k.as_str())))
+        .collect();
+    let found: HashMap<i64, Vec<String>> = pending
+        .into_iter()
+        .map(|(job, keys)| {
+            let lost = keys
+                .into_iter()
+                .filter(|k| !covered.contains(&(job, k.as_str())))
+                .collect::<Vec<_>>();
+            (job, lost)
+        })
+        .filter(|(_, keys)| !keys.is_empty())
+        .collect();
+    let mut pushed = 0;
+    for (job, keys) in sweep.confirm(found) {
+        let spec = jobs
+            .iter()
+            .find(|(j, _)| *j == job)
+            .map(|(_, s)| s.as_str());
+        let share = spec
+            .and_then(|s| serde_json::from_str::<JobSpec>(s).ok())
+            .map(|s| Share {
+                shop: s.shop().to_string(),
+                lane: s.lane(),
+            })
+            .unwrap_or_default();
+        let kind = store.job_status(job).await?.job.kind;
+        let tasks = chunk_tasks(job, kind, &share, &keys, chunk_size);
+        queue.push_bulk(&tasks).await?;
+        tracing::warn!(
+            job,
+            items = keys.len(),
+            tasks = tasks.len(),
+            "pending items no live task carried (a lost task) pushed again"
+        );
+        pushed += keys.len();
+    }
+    Ok(pushed)
+}
+
+/// Sweep every `interval` until `shutdown`; with a fleet, only the worker holding the heal
+/// lease sweeps (1.5 intervals, renewed each round).
+pub(crate) async fn run_heal_loop(
+    store: Store,
+    queue: Queue,
+    fleet: Option<FleetLink>,
+    holder: String,
+    interval: Duration,
+    chunk_size: usize,
+    shutdown: Shutdown,
+) {
+    let mut sweep = Sweep::default();
+    let mut tick = tokio::time::interval(interval);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = shutdown.wait() => break,
+            _ = tick.tick() => {}
+        }
+        if let Some(f) = &fleet {
+            match f.lease(HEAL_LEASE, &holder, interval + interval / 2).await {
+                Ok(true) => {}
+                // Another worker heals; what this one saw before is stale by its next turn.
+                Ok(false) => {
+                    sweep = Sweep::default();
+                    continue;
+                }
+                Err(e) => {
+                    tracing::debug!("heal lease unavailable, skipping this round: {e}");
+                    continue;
+                }
+            }
+        }
+        if let Err(e) = heal_once(&store, &queue, &mut sweep, chunk_size).await {
+            tracing::warn!("queue heal sweep failed (the next one tries again): {e}");
+        }
+    }
+    if let Some(f) = &fleet {
+        let _ = f.release(HEAL_LEASE, &holder).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn found(entries: &[(i64, &[&str])]) -> HashMap<i64, Vec<String>> {
+        entries
+            .iter()
+            .map(|(j, keys)| (*j, keys.iter().map(|k| k.to_string()).collect()))
+            .collect()
+    }
+
+    #[test]
+    fn an_item_is_pushed_only_when_two_sweeps_in_a_row_found_it() {
+        let mut s = Sweep::default();
+        assert!(s.confirm(found(&[(1, &["a", "b"])])).is_empty());
+        // "a" was covered again (its push landed); "b" is still uncovered: confirmed.
+        let c = s.confirm(found(&[(1, &["b", "c"])]));
+        assert_eq!(c, vec![(1, vec!["b".to_string()])]);
+        // "b" was pushed: not again until found twice more; "c" now twice.
+        let c = s.confirm(found(&[(1, &["b", "c"])]));
+        assert_eq!(c, vec![(1, vec!["c".to_string()])]);
+        let c = s.confirm(found(&[(1, &["b"]), (2, &["x"])]));
+        assert_eq!(c, vec![(1, vec!["b".to_string()])]);
+        // A job with nothing uncovered is forgotten.
+        assert!(s.confirm(found(&[])).is_empty());
+        assert!(s.confirm(found(&[(2, &["x"])])).is_empty());
+    }
+}
