@@ -2,7 +2,9 @@
 -- type throttle::aimd, on the Redis server's clock; docs/design.md, "Limit discovery"), pause.
 -- KEYS: 1 aimd (hash: rate, ceiling, upper, confirmed, last_hit, prev_hit, m_sent, m_at,
 --       m_probe, last_change, succ, p95_ms, w0..w31), 2 pause (hash: until, reason),
---       3 conf (hash: rate, burst), 4 quota counter of the day (GMT+8), 5 bucket (hash: tat, iv).
+--       3 conf (hash: rate, burst), 4 quota counter of the day (GMT+8), 5 bucket (hash: tat, iv),
+--       6 this batch's applied marker (optional): a batch sent again because its reply was
+--         lost (a timeout, a broken connection) is applied once.
 -- ARGV: 1 successes, 2 calls (for the quota), 3 send time of a rejected call in ms on the
 --       server's clock ('' = no rejection), 4 pause ms (0 = none), 5 pause reason,
 --       6 configured rate, 7 step, 8 successes per step,
@@ -24,6 +26,11 @@ else
   now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 end
 local now_ms = math.floor(now / 1000)
+if KEYS[6] and not redis.call('SET', KEYS[6], '1', 'NX', 'PX', 600000) then
+  -- Applied already: answer with the state as it is.
+  local applied = tonumber(redis.call('GET', KEYS[4])) or 0
+  return {applied, redis.call('HGET', KEYS[1], 'rate') or ARGV[6], '', 0}
+end
 local function fmt(x) return string.format('%.0f', x) end
 
 local SLOTS, SLOT_MS, EXACT_SHARE, PROBE_GAP, CLOSE_IN, LENT_SHARE = 32, 100, 0.02, 0.01, 0.95, 0.98

@@ -55,6 +55,8 @@ pub struct GateKeys {
     pub(crate) quota_prefix: String,
     /// Prefix of the counters of calls booked each day (pacing, acquire.lua).
     pub(crate) booked_prefix: String,
+    /// Prefix of the applied-batch markers of report.lua.
+    pub(crate) batch_prefix: String,
 }
 
 impl GateKeys {
@@ -62,6 +64,12 @@ impl GateKeys {
     /// (`time::QuotaDay::label`).
     pub fn quota(&self, day: &str) -> String {
         format!("{}{day}", self.quota_prefix)
+    }
+
+    /// Key marking report batch `id` applied (report.lua: a batch sent again after a lost
+    /// reply is applied once).
+    pub fn batch(&self, id: u64) -> String {
+        format!("{}{id:016x}", self.batch_prefix)
     }
 
     /// Key of the counter of calls booked on the day labelled `day`.
@@ -93,6 +101,7 @@ pub fn gate_keys(namespace: &str, platform: Platform, api: Api) -> GateKeys {
         conf: format!("{base}:conf"),
         quota_prefix: format!("{base}:quota:"),
         booked_prefix: format!("{base}:booked:"),
+        batch_prefix: format!("{base}:batch:"),
     }
 }
 
@@ -147,6 +156,9 @@ pub(crate) struct RedisGates {
     report: Script,
     set: Script,
     pending: Mutex<HashMap<(Platform, Api), Pending>>,
+    /// Batches whose write failed after it may have run (a reply lost to a timeout or a
+    /// broken connection): sent again under the same id, which report.lua applies once.
+    in_doubt: Mutex<HashMap<(Platform, Api), (u64, Pending)>>,
     kick: mpsc::UnboundedSender<()>,
     kick_rx: Mutex<Option<mpsc::UnboundedReceiver<()>>>,
     client: redis::Client,
@@ -196,6 +208,7 @@ impl RedisGates {
             report: Script::new(include_str!("report.lua")),
             set: Script::new(SET_SCRIPT),
             pending: Mutex::new(HashMap::new()),
+            in_doubt: Mutex::new(HashMap::new()),
             kick,
             kick_rx: Mutex::new(Some(rx)),
             client,
@@ -375,19 +388,41 @@ impl RedisGates {
             .collect()
     }
 
-    /// Write every gate's pending outcomes; a failed write is kept for the next flush.
+    /// Write every gate's pending outcomes; a failed write is kept for the next flush under
+    /// its batch id, so a write that ran but whose reply was lost is not applied twice.
     pub(crate) async fn flush_all(&self, inner: &Inner) {
-        for ((platform, api), p) in self.take_pending() {
+        let doubts: Vec<_> = self
+            .in_doubt
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .drain()
+            .collect();
+        let fresh = self
+            .take_pending()
+            .into_iter()
+            .map(|(gate, p)| (gate, (rand::random::<u64>(), p)));
+        for ((platform, api), (batch, p)) in doubts.into_iter().chain(fresh) {
             let local = inner.local_gate(platform, api);
             match self
-                .write(platform, api, &local.cfg, &p, local.p95_ms())
+                .write(platform, api, &local.cfg, &p, local.p95_ms(), batch)
                 .await
             {
                 Ok(out) => inner.burn_check(platform, api, out.used),
                 Err(e) => {
                     self.log_error("report", &e);
-                    let mut all = self.pending.lock().unwrap_or_else(|e| e.into_inner());
-                    all.entry((platform, api)).or_default().merge(p);
+                    let mut doubt = self.in_doubt.lock().unwrap_or_else(|e| e.into_inner());
+                    match doubt.remove(&(platform, api)) {
+                        // One batch in doubt per gate: a second failed one joins the pending
+                        // outcomes (sent under a new id).
+                        Some(first) => {
+                            doubt.insert((platform, api), first);
+                            let mut all = self.pending.lock().unwrap_or_else(|e| e.into_inner());
+                            all.entry((platform, api)).or_default().merge(p);
+                        }
+                        None => {
+                            doubt.insert((platform, api), (batch, p));
+                        }
+                    }
                 }
             }
         }
@@ -400,6 +435,7 @@ impl RedisGates {
         cfg: &GateConfig,
         p: &Pending,
         p95_ms: Option<u64>,
+        batch: u64,
     ) -> redis::RedisResult<ReportOut> {
         let k = self.keys(platform, api);
         let params = AimdParams::new(cfg.rate, cfg.aimd_step, cfg.aimd_successes);
@@ -420,6 +456,7 @@ impl RedisGates {
             .key(&k.conf)
             .key(k.quota(&day))
             .key(&k.bucket)
+            .key(k.batch(batch))
             .arg(p.successes)
             .arg(p.calls)
             .arg(p.hit_sent_ms.map(|t| t.to_string()).unwrap_or_default())

@@ -529,6 +529,62 @@ fn acquire_script_reserves_on_an_injected_clock() {
     );
 }
 
+/// A report batch sent again because its reply was lost (a timeout after the script ran) is
+/// applied once: the day's count and the rate cut do not double.
+#[test]
+fn a_report_batch_sent_twice_is_applied_once() {
+    let redis = TestRedis::start();
+    let mut con = redis.connection();
+    let k = gate_keys(&redis.prefix, P, A);
+    let script = Script::new(include_str!("../../src/throttle/report.lua"));
+    let params = AimdParams::new(300.0, 15.0, 20);
+    let now_us: u64 = 1_700_000_000_000_000;
+    let mut send = |batch: &str| -> (i64, String) {
+        let (used, rate, _ceiling, _effect): (i64, String, String, i64) = script
+            .key(&k.aimd)
+            .key(&k.pause)
+            .key(&k.conf)
+            .key(k.quota("20260101"))
+            .key(&k.bucket)
+            .key(batch)
+            .arg(0)
+            .arg(7)
+            .arg((now_us / 1000 - 100).to_string())
+            .arg(0)
+            .arg("")
+            .arg(params.max_rate)
+            .arg(params.step)
+            .arg(params.successes)
+            .arg("")
+            .arg(params.ceiling_factor)
+            .arg(params.hit_cooldown_ms)
+            .arg(60)
+            .arg(now_us)
+            .arg(5.0)
+            .arg("")
+            .arg("")
+            .arg("")
+            .arg(params.decrease_margin)
+            .arg(params.ceiling_hold_ms)
+            .arg(syncfleet::throttle::aimd::MIN_MEASURED)
+            .arg(params.settle_ms)
+            .arg(params.probe_every_ms)
+            .invoke(&mut con)
+            .unwrap();
+        (used, rate)
+    };
+    let first = send(&k.batch(1));
+    assert_eq!(first.0, 7);
+    assert!(
+        first.1.parse::<f64>().unwrap() < 300.0,
+        "a rejection cut the rate: {first:?}"
+    );
+    // The same batch again: nothing more counted, the rate not cut again.
+    assert_eq!(send(&k.batch(1)), first);
+    // Another batch counts.
+    assert_eq!(send(&k.batch(2)).0, 14);
+}
+
 /// report.lua implements the rules of the reference type `throttle::aimd`: one event sequence
 /// through both, on one injected clock, gives the same rate, ceiling and bracket after every
 /// event (a measurement opened, settled, a probe, a rejected probe, a rejection at a held

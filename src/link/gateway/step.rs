@@ -227,7 +227,16 @@ impl Gateway {
             Mode::Call { ctx, .. } => ctx.session.as_ref(),
             Mode::Probe { .. } => None,
         };
+        // A call cut while on the wire (its task stopped, its lease lost) still left: the
+        // platform counts it, so the gate does too (as a failure: no answer came).
+        let on_wire = OnWire {
+            gates: Some(&self.inner.gates),
+            platform,
+            api,
+            sent: sent_wall,
+        };
         let result = bulkhead.transport.call(req, slice, session).await;
+        on_wire.answered();
         let took = sent_at.elapsed();
         drop(slot);
         drop(permit);
@@ -283,5 +292,29 @@ impl Gateway {
             .await
             .map_err(refused)?;
         Ok((sent.result, sent.took))
+    }
+}
+
+/// Counts a call that left but whose answer was never awaited (the future was dropped):
+/// every call the platform saw counts against the quota.
+struct OnWire<'a> {
+    gates: Option<&'a crate::throttle::Gates>,
+    platform: Platform,
+    api: crate::platform::Api,
+    sent: std::time::SystemTime,
+}
+
+impl OnWire<'_> {
+    /// The answer came: the caller reports it.
+    fn answered(mut self) {
+        self.gates = None;
+    }
+}
+
+impl Drop for OnWire<'_> {
+    fn drop(&mut self) {
+        if let Some(g) = self.gates {
+            g.report_sent(self.platform, self.api, GateOutcome::Failure, self.sent);
+        }
     }
 }

@@ -17,6 +17,8 @@ const TB: Platform = Platform::Taobao;
 struct Fake {
     script: Mutex<VecDeque<Result<ApiResponse, CallError>>>,
     sends: AtomicU32,
+    /// With the script empty, never answer (a call stuck on the wire).
+    hang: bool,
 }
 
 impl Fake {
@@ -24,6 +26,15 @@ impl Fake {
         Arc::new(Fake {
             script: Mutex::new(script.into_iter().collect()),
             sends: AtomicU32::new(0),
+            hang: false,
+        })
+    }
+
+    fn hanging() -> Arc<Fake> {
+        Arc::new(Fake {
+            script: Mutex::new(VecDeque::new()),
+            sends: AtomicU32::new(0),
+            hang: true,
         })
     }
 
@@ -40,6 +51,9 @@ impl Transport for Fake {
         _session: Option<&'a crate::secret::Secret>,
     ) -> BoxFuture<'a, Result<ApiResponse, CallError>> {
         self.sends.fetch_add(1, Ordering::SeqCst);
+        if self.hang {
+            return Box::pin(futures::future::pending());
+        }
         let next = self
             .script
             .lock()
@@ -141,6 +155,29 @@ async fn ok_is_one_send() {
     assert_eq!(fake.sends(), 1);
     let c = counters(&gw);
     assert_eq!((c.calls, c.ok, c.attempts, c.retries), (1, 1, 1, 0));
+}
+
+/// A call cut while on the wire (its task stopped, its lease lost) still counts at the gate:
+/// the platform saw it and counts it against the quota.
+#[tokio::test]
+async fn a_call_cut_on_the_wire_still_counts() {
+    let cfg = config("");
+    let fake = Fake::hanging();
+    let gw = gateway(&cfg, &fake, None);
+    let caller = gw.clone();
+    let call = tokio::spawn(async move { caller.call(TB, item_get("1"), &ctx()).await });
+    while fake.sends() == 0 {
+        tokio::task::yield_now().await;
+    }
+    call.abort();
+    assert!(call.await.is_err(), "the call was cut");
+    let snap = gw
+        .inner
+        .gates
+        .snapshot_of(TB, Api::ItemGet)
+        .await
+        .expect("gate state");
+    assert_eq!(snap.used_today, 1);
 }
 
 #[tokio::test]
