@@ -83,7 +83,7 @@ async fn show(cli: &Cli, namespace: &str) -> Result<(), CliError> {
     // Written with errors ignored: `gate show | head` must not panic on a closed pipe.
     let mut out = String::new();
     out.push_str(&format!(
-        "{:<24} {:>8} {:>7} {:>5} {:>9} {:>8} {:>8} {:>10} {:>12} {:>6} {:>7}  pause",
+        "{:<24} {:>8} {:>7} {:>5} {:>9} {:>8} {:>8} {:>10} {:>12} {:>6} {:>6} {:>7}  pause",
         "gate",
         "rate",
         "burst",
@@ -94,6 +94,7 @@ async fn show(cli: &Cli, namespace: &str) -> Result<(), CliError> {
         "used",
         "quota",
         "burn",
+        "pacing",
         "p95 ms"
     ));
     out.push('\n');
@@ -103,7 +104,7 @@ async fn show(cli: &Cli, namespace: &str) -> Result<(), CliError> {
             None => "-".into(),
         };
         out.push_str(&format!(
-            "{:<24} {:>8} {:>7} {:>5} {:>9.1} {:>8} {:>8} {:>10} {:>12} {:>6} {:>7}  {pause}",
+            "{:<24} {:>8} {:>7} {:>5} {:>9.1} {:>8} {:>8} {:>10} {:>12} {:>6} {:>6} {:>7}  {pause}",
             format!("{}.{}", s.platform, s.api),
             format!("{}{}", s.limits.rate, if s.overridden { "*" } else { "" }),
             s.limits.burst,
@@ -118,11 +119,22 @@ async fn show(cli: &Cli, namespace: &str) -> Result<(), CliError> {
             s.burn
                 .map(|b| format!("{b:.2}"))
                 .unwrap_or_else(|| "-".into()),
+            cfg.gate(s.platform, s.api).pacing.as_str(),
             s.p95_ms_measured
                 .map(|p| p.to_string())
                 .unwrap_or_else(|| "-".into()),
         ));
         out.push('\n');
+    }
+    let mut platforms: Vec<_> = snaps.iter().map(|s| s.platform).collect();
+    platforms.dedup();
+    for p in platforms {
+        if let Some(a) = gates.app_day(p).await? {
+            out.push_str(&format!(
+                "app {p}: {} of {} calls booked today over all its APIs, burn {:.2}\n",
+                a.booked, a.quota, a.burn
+            ));
+        }
     }
     if snaps.iter().any(|s| s.overridden) {
         out.push_str("* set at run time by `syncfleet gate set` (see gate_changes)\n");

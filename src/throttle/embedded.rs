@@ -307,6 +307,19 @@ impl EmbeddedGates {
         g.used
     }
 
+    /// The calls the app's gates booked today.
+    pub(crate) fn app_booked(&self, platform: Platform, day: QuotaDay) -> u64 {
+        let Some(app) = self.apps.get(&platform) else {
+            return 0;
+        };
+        let a = app.lock().unwrap_or_else(|e| e.into_inner());
+        if a.index == day.index(chrono::Utc::now()) {
+            a.booked
+        } else {
+            0
+        }
+    }
+
     /// Pause a gate for `span` with no call to count.
     pub(crate) fn pause(&self, platform: Platform, api: Api, span: Duration, reason: String) {
         let mut g = self.gate(platform, api);

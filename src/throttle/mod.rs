@@ -95,6 +95,19 @@ impl fmt::Display for GateLimits {
     }
 }
 
+/// The app's daily quota on one platform, for `syncfleet gate show`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AppDay {
+    /// The app's platform.
+    pub platform: Platform,
+    /// Calls a day over all its APIs.
+    pub quota: u64,
+    /// Calls its gates booked today.
+    pub booked: u64,
+    /// Share of the quota booked / share of the day gone.
+    pub burn: f64,
+}
+
 /// The state of one gate, for `syncfleet gate show`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct GateSnapshot {
@@ -515,6 +528,30 @@ impl Gates {
             }
         }
         Ok(out)
+    }
+
+    /// The app's daily quota on `platform` (`[platforms.P] daily_quota`), if set, with the
+    /// calls every gate of the app booked today and the burn ratio.
+    pub async fn app_day(&self, platform: Platform) -> Result<Option<AppDay>, GateError> {
+        let Some(cfg) = self
+            .inner
+            .local
+            .iter()
+            .find(|((p, _), _)| *p == platform)
+            .map(|(_, l)| &l.cfg)
+        else {
+            return Ok(None);
+        };
+        let Some(quota) = cfg.app_quota else {
+            return Ok(None);
+        };
+        let booked = self.inner.backend.app_booked(platform, cfg).await?;
+        Ok(Some(AppDay {
+            platform,
+            quota,
+            booked,
+            burn: cfg.day.burn_ratio(booked, quota, chrono::Utc::now()),
+        }))
     }
 
     /// The state of one gate (one read of its shared state).

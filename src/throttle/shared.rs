@@ -578,6 +578,26 @@ impl RedisGates {
         })
     }
 
+    /// The calls every gate of `platform` booked today (the app's daily quota).
+    pub(crate) async fn app_booked(
+        &self,
+        platform: Platform,
+        cfg: &GateConfig,
+    ) -> Result<u64, GateError> {
+        let key = app_booked_key(&self.namespace, platform, &cfg.day.label(self.server_now()));
+        let mut conn = self.conn.clone();
+        let n: Option<u64> = redis::cmd("GET")
+            .arg(key)
+            .query_async(&mut conn)
+            .await
+            .map_err(|error| GateError::Read {
+                platform,
+                api: Api::ItemGet,
+                error,
+            })?;
+        Ok(n.unwrap_or(0))
+    }
+
     pub(crate) async fn set_rate(
         &self,
         platform: Platform,

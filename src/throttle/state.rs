@@ -64,6 +64,13 @@ pub(super) trait GateState: Send + Sync {
         cfg: &'a GateConfig,
     ) -> BoxFuture<'a, Result<GateSnapshot, GateError>>;
 
+    /// The calls every gate of `platform` booked today against the app's daily quota.
+    fn app_booked<'a>(
+        &'a self,
+        platform: Platform,
+        cfg: &'a GateConfig,
+    ) -> BoxFuture<'a, Result<u64, GateError>>;
+
     /// Set a gate's rate (and burst) where this state is shared.
     fn set_rate<'a>(
         &'a self,
@@ -117,6 +124,14 @@ impl GateState for RedisGates {
         RedisGates::snapshot(self, platform, api, cfg).boxed()
     }
 
+    fn app_booked<'a>(
+        &'a self,
+        platform: Platform,
+        cfg: &'a GateConfig,
+    ) -> BoxFuture<'a, Result<u64, GateError>> {
+        RedisGates::app_booked(self, platform, cfg).boxed()
+    }
+
     fn set_rate<'a>(
         &'a self,
         platform: Platform,
@@ -165,6 +180,15 @@ impl GateState for EmbeddedGates {
     ) -> BoxFuture<'a, Result<GateSnapshot, GateError>> {
         let snap = EmbeddedGates::snapshot(self, platform, api, cfg);
         async move { Ok(snap) }.boxed()
+    }
+
+    fn app_booked<'a>(
+        &'a self,
+        platform: Platform,
+        cfg: &'a GateConfig,
+    ) -> BoxFuture<'a, Result<u64, GateError>> {
+        let n = EmbeddedGates::app_booked(self, platform, cfg.day);
+        async move { Ok(n) }.boxed()
     }
 
     fn set_rate<'a>(

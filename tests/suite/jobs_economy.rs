@@ -112,10 +112,14 @@ async fn a_gate_ten_times_too_high_converges_without_sustained_rejections() {
         add.rejected_limit,
         add.calls
     );
+    // Sustained rejections would refuse calls second after second; a loaded machine may let
+    // one more episode through (a flush late on its way): at most one second with refusals
+    // in the second half, and no more refusals than one round of both workers' slots.
     let late = add.rejected_limit - half.rejected_limit;
+    let late_seconds = add.limited_seconds - half.limited_seconds;
     assert!(
-        late <= 5,
-        "{late} item_add calls rejected in the second half of the job ({} in all)",
+        late_seconds <= 1 && late <= 2 * 8,
+        "{late} item_add calls rejected in {late_seconds} seconds of the second half of the job ({} in all)",
         add.rejected_limit
     );
     // The busiest second: the platform's 100 and the rejections of the first episode.

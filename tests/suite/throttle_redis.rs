@@ -753,13 +753,27 @@ async fn gate_show_lists_the_override_and_the_adaptive_state() {
     let config = dir.path().join("syncfleet.toml");
     std::fs::write(
         &config,
-        "[gates.\"taobao.item_get\"]\nrate = 100\nburst = 10\n",
+        "[platforms.taobao]\nendpoint = \"http://127.0.0.1:9/router/rest\"\napp_key = \"k\"\n\
+         secret_env = \"SF_GATE_SHOW_UNUSED\"\ndaily_quota = 1000\n\n\
+         [gates.\"taobao.item_get\"]\nrate = 100\nburst = 10\npacing = \"even\"\n",
     )
     .unwrap();
     let cfg = Config::load(&config).unwrap();
     let gates = Gates::redis_with_namespace(&cfg, &redis.url, &redis.prefix)
         .await
         .unwrap();
+    // One call booked against the app's daily quota.
+    drop(
+        gates
+            .acquire(
+                P,
+                A,
+                syncfleet::throttle::Lane::Interactive,
+                Duration::from_secs(1),
+            )
+            .await
+            .unwrap(),
+    );
     gates.set_rate(P, A, 40.0, None).await.unwrap();
     gates.report(
         P,
@@ -791,9 +805,14 @@ async fn gate_show_lists_the_override_and_the_adaptive_state() {
     // Nothing admitted is known in the rejected second: cut to the floor (2% of 40/s).
     assert_eq!(&cols[1..5], &["40*", "10", "30", "0.8"], "{line}");
     assert!(line.contains("platform ban"), "{line}");
+    assert_eq!(cols[10], "even", "{line}");
     assert!(
-        stdout.contains("jd.order_list"),
-        "every gate is listed:\n{stdout}"
+        stdout.contains("app taobao: 1 of 1000 calls booked today"),
+        "the app's day:\n{stdout}"
+    );
+    assert!(
+        stdout.contains("taobao.logistics_trace") && !stdout.contains("jd."),
+        "every gate of the configured platforms is listed:\n{stdout}"
     );
 }
 
