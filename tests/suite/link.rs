@@ -544,6 +544,40 @@ async fn read_returns_stale_during_outage_and_write_fails_fast_fleet() {
     stale_during_outage(&gw, &sim).await;
 }
 
+/// A fleet worker with a ledger keeps its stale cache in the ledger, not as a key per read in
+/// the queue's Redis (which must stay within `maxmemory`), and still serves it in an outage.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_fleet_with_a_ledger_keeps_the_stale_cache_out_of_redis() {
+    let redis = TestRedis::start();
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("sqlite://{}", dir.path().join("link.db").display());
+    let store = Store::connect(&url).await.expect("store");
+    store.migrate().await.expect("migrate");
+    let sim = start_sim(|_| {}).await;
+    let cfg = config(&sim.endpoint(TB), "", "");
+    let gw = gateway(
+        &cfg,
+        &sim,
+        Some(Fleet { redis: &redis }),
+        Some(store.clone()),
+    )
+    .await;
+    stale_during_outage(&gw, &sim).await;
+    gw.flush().await;
+    let mut con = redis.connection();
+    let keys: Vec<String> = redis::cmd("KEYS")
+        .arg(format!("{}*stale*", redis.prefix))
+        .query(&mut con)
+        .expect("keys");
+    assert!(keys.is_empty(), "stale answers in Redis: {keys:?}");
+    // Every stored answer is older than tomorrow: purging up to then counts them.
+    let rows = store
+        .stale_purge(chrono::Utc::now() + chrono::TimeDelta::days(1))
+        .await
+        .expect("stale rows");
+    assert!(rows > 0, "the ledger keeps the stale answers");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn read_returns_stale_during_outage_embedded_sqlite_and_old_data_is_refused() {
     let dir = tempfile::tempdir().unwrap();

@@ -1,6 +1,10 @@
-//! The stale cache: every fresh read answer is kept (in Redis with a fleet, else in the
-//! ledger), and a read whose upstream cannot answer is served its last good answer, flagged,
-//! while that is young enough. Writes never degrade.
+//! The stale cache: every fresh read answer is kept (in the ledger; in Redis only for a
+//! gateway without a ledger), and a read whose upstream cannot answer is served its last good
+//! answer, flagged, while that is young enough. Writes never degrade.
+//!
+//! Not in the queue's Redis when a ledger exists: a key per read kept for days (100k items:
+//! about 100 MB for three days) would grow the one server the queue and the gates need to
+//! stay within `maxmemory`; the ledger keeps one row per request, on disk, pruned by age.
 //!
 //! Ledger writes are batched with the call counts (every 2 s, one transaction): one upsert per
 //! read on the call path would cost a write transaction per call, contending with the outcome
@@ -63,19 +67,19 @@ impl Gateway {
         };
         let api = req.api();
         let now = Utc::now();
-        if let Some(fleet) = &self.inner.fleet {
+        if self.inner.store.is_some() {
+            self.inner
+                .stale_pending
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .insert((platform, api, key), (body, now));
+        } else if let Some(fleet) = &self.inner.fleet {
             if let Err(e) = fleet
                 .stale_put(platform, api, &key, &body, now, self.stale_max_age(api))
                 .await
             {
                 self.redis_warn("stale cache", &e);
             }
-        } else if self.inner.store.is_some() {
-            self.inner
-                .stale_pending
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .insert((platform, api, key), (body, now));
         }
     }
 
@@ -92,15 +96,7 @@ impl Gateway {
             return None;
         }
         let key = serde_json::to_string(req).ok()?;
-        let found = if let Some(fleet) = &self.inner.fleet {
-            match fleet.stale_get(platform, api, &key).await {
-                Ok(v) => v,
-                Err(e) => {
-                    self.redis_warn("stale cache", &e);
-                    None
-                }
-            }
-        } else if let Some(store) = &self.inner.store {
+        let found = if let Some(store) = &self.inner.store {
             let unwritten = self
                 .inner
                 .stale_pending
@@ -117,6 +113,14 @@ impl Gateway {
                         None
                     }
                 },
+            }
+        } else if let Some(fleet) = &self.inner.fleet {
+            match fleet.stale_get(platform, api, &key).await {
+                Ok(v) => v,
+                Err(e) => {
+                    self.redis_warn("stale cache", &e);
+                    None
+                }
             }
         } else {
             None
