@@ -30,7 +30,9 @@ pub(crate) async fn run(cli: &Cli, args: &DashboardArgs) -> Result<(), CliError>
     dashboard::serve(rt, args.listen, args.allow_remote, token)
         .await
         .map_err(|e| match e {
-            DashboardError::NotLoopback { .. } => CliError::input(e.to_string()),
+            DashboardError::NotLoopback { .. } | DashboardError::RemoteWithoutToken => {
+                CliError::input(e.to_string())
+            }
             DashboardError::Listen { .. } => CliError::input(e.to_string()),
             DashboardError::Serve(_) | DashboardError::Ledger(_) | DashboardError::Chart(_) => {
                 CliError::runtime(e.to_string())

@@ -10,6 +10,7 @@
 //! `Authorization: Bearer TOKEN`; without the variable they are disabled. They do what the CLI
 //! commands do and are recorded the same way (a gate change lands in `gate_changes`).
 
+mod access;
 mod chart;
 mod state;
 
@@ -18,6 +19,7 @@ use crate::jobs::producer;
 use crate::platform::{Api, ErrorClass, Platform};
 use crate::store::{ControlAction, ControlChange, GateChange};
 use crate::throttle::Gates;
+use access::{Access, Token};
 use axum::extract::{Query, State};
 use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::{Html, IntoResponse, Response};
@@ -41,6 +43,8 @@ pub(crate) enum DashboardError {
     },
     #[error("{addr} is not a loopback address: pass --allow-remote to serve the dashboard beyond this host (put it behind TLS and set SYNCFLEET_DASHBOARD_TOKEN)")]
     NotLoopback { addr: SocketAddr },
+    #[error("--allow-remote needs SYNCFLEET_DASHBOARD_TOKEN: a dashboard beyond this host is read with the token too")]
+    RemoteWithoutToken,
     #[error("dashboard server: {0}")]
     Serve(#[source] std::io::Error),
     /// The ledger could not be read for the page.
@@ -49,38 +53,6 @@ pub(crate) enum DashboardError {
     /// plotters could not draw the chart.
     #[error("chart: {0}")]
     Chart(String),
-}
-
-/// The action token, compared without leaking its length or content through timing.
-#[derive(Clone)]
-struct Token(Option<Arc<str>>);
-
-impl Token {
-    fn check(&self, headers: &HeaderMap) -> Result<(), (StatusCode, String)> {
-        let Some(want) = &self.0 else {
-            return Err((
-                StatusCode::FORBIDDEN,
-                "actions are disabled: start the dashboard with SYNCFLEET_DASHBOARD_TOKEN set"
-                    .into(),
-            ));
-        };
-        let given = headers
-            .get(header::AUTHORIZATION)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.strip_prefix("Bearer "))
-            .unwrap_or("");
-        let same = given.len() == want.len()
-            && given
-                .bytes()
-                .zip(want.bytes())
-                .fold(0u8, |acc, (a, b)| acc | (a ^ b))
-                == 0;
-        if same {
-            Ok(())
-        } else {
-            Err((StatusCode::UNAUTHORIZED, "missing or wrong token".into()))
-        }
-    }
 }
 
 struct App {
@@ -101,6 +73,10 @@ pub(crate) async fn serve(
     if !addr.ip().is_loopback() && !allow_remote {
         return Err(DashboardError::NotLoopback { addr });
     }
+    let token = Token::new(token);
+    if allow_remote && !token.is_set() {
+        return Err(DashboardError::RemoteWithoutToken);
+    }
     let gates = match &rt.redis_url {
         Some(url) => match Gates::redis(&rt.cfg, url).await {
             Ok(g) => g,
@@ -114,8 +90,12 @@ pub(crate) async fn serve(
     let app = Arc::new(App {
         rt,
         gates,
-        token: Token(token.filter(|t| !t.is_empty()).map(Arc::from)),
+        token: token.clone(),
     });
+    let access = Access {
+        token,
+        remote: allow_remote,
+    };
     let router = Router::new()
         .route("/", get(index))
         .route("/api/state", get(api_state))
@@ -124,6 +104,7 @@ pub(crate) async fn serve(
         .route("/api/actions/requeue-dead", post(action_requeue_dead))
         .route("/api/actions/gate", post(action_gate))
         .route("/api/actions/job", post(action_job))
+        .layer(axum::middleware::from_fn_with_state(access, access::guard))
         .with_state(app);
     let listener = tokio::net::TcpListener::bind(addr)
         .await
@@ -139,7 +120,7 @@ async fn index() -> Html<&'static str> {
 }
 
 async fn api_state(State(app): State<Shared>) -> Response {
-    match state::collect(&app.rt, &app.gates, app.token.0.is_some()).await {
+    match state::collect(&app.rt, &app.gates, app.token.is_set()).await {
         Ok(s) => Json(s).into_response(),
         Err(e) => (StatusCode::SERVICE_UNAVAILABLE, e.to_string()).into_response(),
     }

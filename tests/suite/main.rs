@@ -8,6 +8,7 @@ mod hostile_answers;
 mod jobs_harness;
 mod support;
 
+mod dashboard_access;
 mod dashboard_browser;
 mod fleet_postgres;
 mod job_control;

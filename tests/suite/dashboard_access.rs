@@ -1,0 +1,134 @@
+//! Who may read the dashboard, against `syncfleet dashboard` processes: a remote dashboard
+//! does not start without a token and then answers nothing without it, reads included (a
+//! browser gets it as a cookie from `/?token=`); a loopback one refuses a request whose Host
+//! is not a loopback name (DNS rebinding).
+
+use crate::jobs_harness;
+
+use jobs_harness::{ClientOpts, Harness};
+use std::process::{Child, Stdio};
+use std::time::{Duration, Instant};
+use syncfleet::sim::SimConfig;
+
+const TOKEN: &str = "t0k3n-for-the-test";
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("a free port")
+}
+
+fn start(h: &Harness, port: u16, remote: bool) -> Child {
+    let listen = format!("127.0.0.1:{port}");
+    let mut args = vec!["dashboard", "--listen", listen.as_str()];
+    if remote {
+        args.push("--allow-remote");
+    }
+    h.command_with(&h.config, &args)
+        .env("SYNCFLEET_DASHBOARD_TOKEN", TOKEN)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start the dashboard")
+}
+
+/// The status of GET `path` once the dashboard answers at all.
+async fn status(
+    client: &reqwest::Client,
+    port: u16,
+    path: &str,
+    headers: &[(&str, &str)],
+) -> reqwest::Response {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let mut req = client.get(format!("http://127.0.0.1:{port}{path}"));
+        for (k, v) in headers {
+            req = req.header(*k, *v);
+        }
+        if let Ok(r) = req.send().await {
+            return r;
+        }
+        assert!(Instant::now() < deadline, "the dashboard never answered");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_remote_dashboard_needs_its_token_for_reads_and_a_local_one_checks_the_host() {
+    let h = Harness::start(SimConfig::demo(), &ClientOpts::default()).await;
+    // No token: a remote dashboard does not start.
+    let out = h
+        .command_with(&h.config, &["dashboard", "--allow-remote"])
+        .env_remove("SYNCFLEET_DASHBOARD_TOKEN")
+        .output()
+        .expect("run");
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("SYNCFLEET_DASHBOARD_TOKEN"),
+        "{out:?}"
+    );
+
+    let client = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .expect("client");
+    let port = free_port();
+    let mut remote = start(&h, port, true);
+    let bearer = format!("Bearer {TOKEN}");
+    assert_eq!(status(&client, port, "/api/state", &[]).await.status(), 401);
+    assert_eq!(status(&client, port, "/", &[]).await.status(), 401);
+    assert_eq!(
+        status(
+            &client,
+            port,
+            "/api/state",
+            &[("authorization", "Bearer wrong")]
+        )
+        .await
+        .status(),
+        401
+    );
+    assert_eq!(
+        status(&client, port, "/api/state", &[("authorization", &bearer)])
+            .await
+            .status(),
+        200
+    );
+    // A browser opens /?token= once and keeps the cookie.
+    let login = status(&client, port, &format!("/?token={TOKEN}"), &[]).await;
+    assert_eq!(login.status(), 303);
+    let cookie = login
+        .headers()
+        .get("set-cookie")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.split(';').next())
+        .expect("a cookie")
+        .to_string();
+    assert_eq!(
+        status(&client, port, "/api/state", &[("cookie", &cookie)])
+            .await
+            .status(),
+        200
+    );
+    let _ = remote.kill();
+    let _ = remote.wait();
+
+    // Loopback: open to this host, but only under a loopback Host.
+    let port = free_port();
+    let mut local = start(&h, port, false);
+    assert_eq!(status(&client, port, "/api/state", &[]).await.status(), 200);
+    assert_eq!(
+        status(
+            &client,
+            port,
+            "/api/state",
+            &[("host", "evil.example:8088")]
+        )
+        .await
+        .status(),
+        421
+    );
+    let _ = local.kill();
+    let _ = local.wait();
+}
