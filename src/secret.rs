@@ -51,21 +51,28 @@ pub fn redact_url(url: &str) -> String {
     let Some((scheme, rest)) = url.split_once("://") else {
         return url.to_string();
     };
+    // The user info runs to the last `@`: a password written without percent-encoding may
+    // hold `/`, `?`, `#` or `@` itself, and must not leak through a split at one of them.
+    let (userinfo, rest) = match rest.rfind('@') {
+        Some(i) => (Some(&rest[..i]), &rest[i + 1..]),
+        None => (None, rest),
+    };
     let (rest, query) = match rest.split_once('?') {
         Some((r, q)) => (r, Some(q)),
         None => (rest, None),
     };
-    let (authority, path) = match rest.find('/') {
+    let (host, path) = match rest.find('/') {
         Some(i) => rest.split_at(i),
         None => (rest, ""),
     };
-    let authority = match authority.rsplit_once('@') {
+    let authority = match userinfo {
         // Only a password is hidden: a user name alone stays readable.
-        Some((userinfo, host)) if userinfo.contains(':') => {
+        Some(userinfo) if userinfo.contains(':') => {
             let user = userinfo.split(':').next().unwrap_or("");
             format!("{user}:***@{host}")
         }
-        _ => authority.to_string(),
+        Some(user) => format!("{user}@{host}"),
+        None => host.to_string(),
     };
     // A password may also travel as a query parameter (`?password=...` for PostgreSQL).
     let query = query.map(|q| {
@@ -77,10 +84,32 @@ pub fn redact_url(url: &str) -> String {
             .collect::<Vec<_>>()
             .join("&")
     });
-    match query {
+    let shown = match query {
         Some(q) => format!("{scheme}://{authority}{path}?{q}"),
         None => format!("{scheme}://{authority}{path}"),
+    };
+    hide_password_params(&shown)
+}
+
+/// Every `password=...` (to the next `&`) replaced: an `@` inside a query can make the split
+/// above take the query for the host part.
+fn hide_password_params(s: &str) -> String {
+    let lower = s.to_ascii_lowercase();
+    let mut out = String::with_capacity(s.len());
+    let mut at = 0;
+    while let Some(i) = lower[at..].find("password=") {
+        let value = at + i + "password=".len();
+        out.push_str(&s[at..value]);
+        if !s[value..].starts_with("***") {
+            out.push_str("***");
+        }
+        at = s[value..].find('&').map_or(s.len(), |j| value + j);
+        if s[value..at].starts_with("***") {
+            out.push_str(&s[value..at]);
+        }
     }
+    out.push_str(&s[at..]);
+    out
 }
 
 #[cfg(test)]
@@ -128,5 +157,17 @@ mod tests {
             redact_url("postgres://127.0.0.1/ledger?user=sf&password=secret&sslmode=require"),
             "postgres://127.0.0.1/ledger?user=sf&password=***&sslmode=require"
         );
+        // Unencoded `/?#@` in a password.
+        assert_eq!(
+            redact_url("postgres://sf:pa/ss?w#o@rd@db.internal:5432/ledger"),
+            "postgres://sf:***@db.internal:5432/ledger"
+        );
+        assert_eq!(
+            redact_url("redis://:a/b@127.0.0.1:6379/0"),
+            "redis://:***@127.0.0.1:6379/0"
+        );
+        // An `@` in the query does not expose a password parameter.
+        let shown = redact_url("postgres://db:5432/ledger?user=a@b&password=hunter2&x=1");
+        assert!(!shown.contains("hunter2"), "{shown}");
     }
 }
