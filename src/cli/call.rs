@@ -1,9 +1,12 @@
-//! `syncfleet call PLATFORM API key=value...`: one signed call through the adapter; prints
-//! the response JSON and its error class.
+//! `syncfleet call PLATFORM API key=value...`: one signed call through the adapter and the
+//! API's gate (in its lane: interactive by default, a person is waiting); prints the response
+//! JSON and its error class. With `--redis` the call books in the fleet's gate and counts in
+//! its day like every worker's.
 
 use super::{Cli, CliError};
 use crate::platform::client::{check_body, with_raw_defaults};
 use crate::platform::{Api, Platform, UnknownName};
+use crate::throttle::{GateOutcome, Gates, Lane};
 use chrono::Utc;
 use clap::Args;
 use std::time::Duration;
@@ -20,6 +23,9 @@ pub struct CallArgs {
     /// Whole-call timeout in ms (default: the API class's read timeout in link.timeouts).
     #[arg(long)]
     pub(crate) timeout_ms: Option<u64>,
+    /// The lane the call takes at its gate: `interactive` (default) or `bulk`.
+    #[arg(long, default_value = "interactive")]
+    pub(crate) lane: Lane,
 }
 
 /// Split `key=value` arguments; a missing `=` or an empty key is bad input.
@@ -57,16 +63,31 @@ pub(crate) async fn run(cli: &Cli, args: &CallArgs) -> Result<(), CliError> {
         args.timeout_ms
             .unwrap_or(cfg.link.timeouts.for_class(api.class()).read_ms),
     );
-    let raw = match client.exchange(api, &params, timeout).await {
-        Ok(raw) => raw,
-        Err(e) => {
-            println!("class: {}", e.class_line());
-            return Err(CliError::runtime(e.to_string()));
-        }
+    // The gate first: a call from the terminal counts in the app's limits like any other.
+    let gates = match &cli.redis {
+        Some(url) => Gates::redis(&cfg, url)
+            .await
+            .map_err(|e| CliError::runtime(e.to_string()))?,
+        None => Gates::embedded(&cfg),
     };
-    let pretty = serde_json::to_string_pretty(&raw.body).unwrap_or_else(|_| raw.body.to_string());
-    println!("{pretty}");
-    match check_body(platform, api, raw.http_status, &raw.body, Utc::now()) {
+    let permit = gates
+        .acquire(platform, api, args.lane, cfg.gate(platform, api).max_wait)
+        .await
+        .map_err(|refusal| CliError::runtime(format!("{platform}.{api} gate: {refusal}")))?;
+    let sent = std::time::SystemTime::now();
+    let outcome = match client.exchange(api, &params, timeout).await {
+        Ok(raw) => {
+            let pretty =
+                serde_json::to_string_pretty(&raw.body).unwrap_or_else(|_| raw.body.to_string());
+            println!("{pretty}");
+            check_body(platform, api, raw.http_status, &raw.body, Utc::now())
+        }
+        Err(e) => Err(e),
+    };
+    drop(permit);
+    gates.report_sent(platform, api, GateOutcome::of(&outcome), sent);
+    gates.flush().await;
+    match outcome {
         Ok(()) => {
             println!("class: ok");
             Ok(())

@@ -542,6 +542,59 @@ async fn idle_close_with_a_long_hold_times_out() {
 
 /// `syncfleet call` end to end: exit 0 with `class: ok`, 1 on a platform error, 2 on bad
 /// input (and the missing variable is named, never a value).
+/// `syncfleet call` books in the API's gate like a worker: with `--redis`, the fleet's gate
+/// counts it in its day (`gate show`), so a call typed at a terminal is inside the app's limits.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_from_the_terminal_books_in_the_fleet_gate() {
+    let redis = crate::support::redis::TestRedis::start();
+    if !redis.is_private() {
+        eprintln!("skipped: needs a private redis-server (the gates use the default namespace)");
+        return;
+    }
+    let sim = start(roomy()).await;
+    let dir = tempfile::tempdir().unwrap();
+    let cfg_path = dir.path().join("local.toml");
+    std::fs::write(
+        &cfg_path,
+        local_config_text().replace("http://127.0.0.1:7800", &sim.base_url()),
+    )
+    .unwrap();
+    let run = |args: &[&str]| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_syncfleet"))
+            .arg("--config")
+            .arg(&cfg_path)
+            .args(["--redis", &redis.url])
+            .args(args)
+            .env("SIM_JD_SECRET", "sim-jd-secret")
+            .env("SIM_JD_TOKEN", "sim-jd-token")
+            .output()
+            .expect("syncfleet runs")
+    };
+    let out = run(&[
+        "call",
+        "jd",
+        "item_get",
+        "wareId=7",
+        "--lane",
+        "interactive",
+    ]);
+    assert!(out.status.success(), "{out:?}");
+    let shown = run(&["gate", "show"]);
+    let text = String::from_utf8_lossy(&shown.stdout);
+    let line = text
+        .lines()
+        .find(|l| l.starts_with("jd.item_get"))
+        .unwrap_or_else(|| panic!("{text}"));
+    let cols: Vec<&str> = line.split_whitespace().collect();
+    assert_eq!(cols[7], "1", "one call counted today: {line}");
+    assert_eq!(
+        sim.stats()
+            .for_platform(Platform::Jd, Api::ItemGet)
+            .map(|s| s.calls),
+        Some(1)
+    );
+}
+
 #[tokio::test]
 async fn call_subcommand_exit_codes() {
     let sim = start(roomy()).await;
