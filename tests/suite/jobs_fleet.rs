@@ -7,16 +7,9 @@ use crate::jobs_harness;
 use jobs_harness::{ClientOpts, Harness};
 use std::time::Duration;
 use syncfleet::platform::{Api, Platform};
-use syncfleet::queue::{QueueOptions, RedisQueue};
 use syncfleet::store::JobState;
 
 const TO: Platform = Platform::Taobao;
-
-/// Distinct items written at the simulator (item_add answered ok, minus repeats of a key).
-fn distinct_writes(h: &Harness) -> u64 {
-    let s = h.stats(TO, Api::ItemAdd);
-    s.ok - s.duplicate_writes
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn listing_10k_across_three_workers_writes_each_item_once() {
@@ -39,7 +32,7 @@ async fn listing_10k_across_three_workers_writes_each_item_once() {
         "item_add at the simulator: calls {} ok {} duplicate writes {} rejected {} peak/s {}",
         add.calls, add.ok, add.duplicate_writes, add.rejected_limit, add.peak_per_second
     );
-    assert_eq!(distinct_writes(&h), 10_000, "one write per item");
+    assert_eq!(h.distinct_writes(TO), 10_000, "one write per item");
     // No faults in this run: not even a harmless repeat of an idempotency key.
     assert_eq!(add.duplicate_writes, 0, "repeated writes without any fault");
     // All three processes took part (each prints its task count when it exits).
@@ -54,47 +47,4 @@ async fn listing_10k_across_three_workers_writes_each_item_once() {
         text.contains("finished") && text.contains("10000/10000"),
         "{text}"
     );
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn backlog_of_20k_tasks_is_processed_once_workers_start() {
-    let _serial = jobs_harness::serial().await;
-    let mut h = Harness::start(jobs_harness::listing_sim(), &ClientOpts::default()).await;
-    let items = h.item_file(20_000);
-    // One item per task: 20,000 tasks wait in Redis while no worker runs.
-    let job = h.enqueue(&[
-        "--chunk-size",
-        "1",
-        "listing",
-        "--from",
-        "alibaba",
-        "--to",
-        "taobao",
-        "--items",
-        items.to_str().unwrap(),
-    ]);
-    let queue = RedisQueue::connect(&h.redis.url, QueueOptions::default())
-        .await
-        .expect("connect queue");
-    let len = queue.len().await.expect("queue length");
-    assert_eq!(len.total(), 20_000, "{len:?}");
-    tokio::time::sleep(Duration::from_secs(1)).await;
-    assert_eq!(
-        h.store.job_status(job).await.unwrap().job.counts.pending,
-        20_000
-    );
-
-    for _ in 0..3 {
-        h.spawn_worker(16, 3);
-    }
-    // ~40 s on a quiet 2-core machine; the bound is for a loaded one.
-    let status = h.wait_job(job, Duration::from_secs(400)).await;
-    let exits = h.wait_workers(Duration::from_secs(30));
-    println!("{}", exits.join("\n"));
-    assert_eq!(status.job.counts.done, 20_000, "{:?}", status.job.counts);
-    assert_eq!(queue.len().await.expect("queue length").total(), 0);
-    assert_eq!(distinct_writes(&h), 20_000);
-    for line in &exits {
-        assert!(line.contains("exit status: 0"), "{line}");
-    }
 }

@@ -12,12 +12,6 @@ use syncfleet::store::JobState;
 
 const TO: Platform = Platform::Taobao;
 
-/// Distinct items written at the simulator (item_add answered ok, minus repeats of a key).
-fn distinct_writes(h: &Harness) -> u64 {
-    let s = h.stats(TO, Api::ItemAdd);
-    s.ok - s.duplicate_writes
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigkilled_worker_loses_no_item_and_writes_none_twice() {
     let _serial = jobs_harness::serial().await;
@@ -44,7 +38,7 @@ async fn sigkilled_worker_loses_no_item_and_writes_none_twice() {
          answered with the first result)",
         add.ok, add.duplicate_writes
     );
-    assert_eq!(distinct_writes(&h), 10_000, "no item written twice");
+    assert_eq!(h.distinct_writes(TO), 10_000, "no item written twice");
     // Only the killed worker's in-flight tasks run again, and a listing task records its items
     // as they finish: at most 32 items per task are started and not yet recorded (the
     // runner's UNRECORDED_MAX), and only those repeat their write (same idempotency key).
@@ -98,7 +92,7 @@ async fn redis_flushed_mid_job_is_restored_by_reconcile() {
         "item_add at the simulator: ok {} duplicate writes {}",
         add.ok, add.duplicate_writes
     );
-    assert_eq!(distinct_writes(&h), 10_000, "no item written twice");
+    assert_eq!(h.distinct_writes(TO), 10_000, "no item written twice");
     // Repeats come from the tasks in flight at the flush (2 workers x 8 tasks x 100 items),
     // which ran on while reconcile re-pushed their still-pending items.
     assert!(add.duplicate_writes <= 1_600, "{}", add.duplicate_writes);
@@ -128,7 +122,7 @@ async fn sigterm_finishes_in_flight_tasks_and_repeats_nothing() {
     assert!(!exits[0].contains(" 0 task(s) done"), "{}", exits[0]);
     assert_eq!(status.job.counts.done, 8_000, "{:?}", status.job.counts);
     let add = h.stats(TO, Api::ItemAdd);
-    assert_eq!(distinct_writes(&h), 8_000);
+    assert_eq!(h.distinct_writes(TO), 8_000);
     // Nothing was abandoned mid-task, so nothing was written twice.
     assert_eq!(add.duplicate_writes, 0, "repeats after a graceful stop");
     assert!(

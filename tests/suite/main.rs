@@ -15,6 +15,7 @@ mod job_control;
 mod jobs_chaos;
 mod jobs_economy;
 mod jobs_fleet;
+mod jobs_fleet_backlog;
 mod jobs_fleet_faults;
 mod jobs_liveness;
 mod jobs_logistics;

@@ -529,6 +529,13 @@ impl Harness {
             .expect("gateway with the simulator's credentials")
     }
 
+    /// Distinct items written at the simulator on `p` (item_add answered ok, minus repeats of
+    /// a key).
+    pub fn distinct_writes(&self, p: Platform) -> u64 {
+        let s = self.stats(p, Api::ItemAdd);
+        s.ok - s.duplicate_writes
+    }
+
     pub fn stats(&self, p: Platform, api: Api) -> ApiStats {
         self.sim
             .stats()
