@@ -57,11 +57,7 @@ pub fn redact_url(url: &str) -> String {
         Some(i) => (Some(&rest[..i]), &rest[i + 1..]),
         None => (None, rest),
     };
-    let (rest, query) = match rest.split_once('?') {
-        Some((r, q)) => (r, Some(q)),
-        None => (rest, None),
-    };
-    let (host, path) = match rest.find('/') {
+    let (host, path) = match rest.find(['/', '?']) {
         Some(i) => rest.split_at(i),
         None => (rest, ""),
     };
@@ -74,25 +70,12 @@ pub fn redact_url(url: &str) -> String {
         Some(user) => format!("{user}@{host}"),
         None => host.to_string(),
     };
-    // A password may also travel as a query parameter (`?password=...` for PostgreSQL).
-    let query = query.map(|q| {
-        q.split('&')
-            .map(|kv| match kv.split_once('=') {
-                Some((k, _)) if k.eq_ignore_ascii_case("password") => format!("{k}=***"),
-                _ => kv.to_string(),
-            })
-            .collect::<Vec<_>>()
-            .join("&")
-    });
-    let shown = match query {
-        Some(q) => format!("{scheme}://{authority}{path}?{q}"),
-        None => format!("{scheme}://{authority}{path}"),
-    };
-    hide_password_params(&shown)
+    hide_password_params(&format!("{scheme}://{authority}{path}"))
 }
 
-/// Every `password=...` (to the next `&`) replaced: an `@` inside a query can make the split
-/// above take the query for the host part.
+/// Every `password=...` (to the next `&`) replaced: a password may also travel as a query
+/// parameter (PostgreSQL), and an `@` inside a query can make the split above take part of
+/// the query for the host.
 fn hide_password_params(s: &str) -> String {
     let lower = s.to_ascii_lowercase();
     let mut out = String::with_capacity(s.len());
@@ -100,13 +83,8 @@ fn hide_password_params(s: &str) -> String {
     while let Some(i) = lower[at..].find("password=") {
         let value = at + i + "password=".len();
         out.push_str(&s[at..value]);
-        if !s[value..].starts_with("***") {
-            out.push_str("***");
-        }
+        out.push_str("***");
         at = s[value..].find('&').map_or(s.len(), |j| value + j);
-        if s[value..at].starts_with("***") {
-            out.push_str(&s[value..at]);
-        }
     }
     out.push_str(&s[at..]);
     out

@@ -3,7 +3,7 @@
 //! Platform days (daily quotas, burn ratio) are counted in GMT+8 (Asia/Shanghai, no DST),
 //! so a fixed offset is exact and no time-zone database is needed.
 
-use chrono::{DateTime, FixedOffset, NaiveDate, TimeZone, Utc};
+use chrono::{DateTime, FixedOffset, NaiveDate, Utc};
 
 /// GMT+8, the clock all three platforms use for timestamps and quota days.
 pub fn china_offset() -> FixedOffset {
@@ -14,22 +14,6 @@ pub fn china_offset() -> FixedOffset {
 /// The platform day (GMT+8) that the instant `at` belongs to.
 pub fn platform_day(at: DateTime<Utc>) -> NaiveDate {
     at.with_timezone(&china_offset()).date_naive()
-}
-
-/// The next 00:00 GMT+8 strictly after `at`: when daily quotas reset.
-pub fn next_quota_reset(at: DateTime<Utc>) -> DateTime<Utc> {
-    let tomorrow = platform_day(at).succ_opt().unwrap_or(NaiveDate::MAX);
-    let midnight = tomorrow.and_hms_opt(0, 0, 0).unwrap_or_default();
-    china_offset()
-        .from_local_datetime(&midnight)
-        .single()
-        .map(|d| d.with_timezone(&Utc))
-        .unwrap_or(at)
-}
-
-/// Burn ratio on the platforms' real day ([`QuotaDay::burn_ratio`]).
-pub(crate) fn burn_ratio(used: u64, daily_quota: u64, at: DateTime<Utc>) -> f64 {
-    QuotaDay::PLATFORM.burn_ratio(used, daily_quota, at)
 }
 
 /// The platforms' quota day: `seconds` long, counted from 00:00 GMT+8. Daily quotas reset at
@@ -127,6 +111,7 @@ pub(crate) fn wall_ms(at: std::time::SystemTime) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use chrono::TimeZone;
 
     #[test]
     fn day_boundary_is_midnight_gmt8() {
@@ -134,14 +119,14 @@ mod tests {
         let before = Utc.with_ymd_and_hms(2026, 1, 1, 15, 59, 59).unwrap();
         let after = Utc.with_ymd_and_hms(2026, 1, 1, 16, 0, 0).unwrap();
         assert_ne!(platform_day(before), platform_day(after));
-        assert_eq!(next_quota_reset(before), after);
+        assert_eq!(QuotaDay::PLATFORM.next_reset(before), after);
     }
 
     #[test]
     fn burn_ratio_is_one_when_on_pace() {
         // 12:00 GMT+8 = 04:00 UTC: half the day gone, half the quota used.
         let noon = Utc.with_ymd_and_hms(2026, 1, 1, 4, 0, 0).unwrap();
-        let ratio = burn_ratio(500, 1000, noon);
+        let ratio = QuotaDay::PLATFORM.burn_ratio(500, 1000, noon);
         assert!((ratio - 1.0).abs() < 1e-9, "{ratio}");
     }
 

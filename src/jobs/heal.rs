@@ -9,8 +9,7 @@
 //! ([`Sweep`]): an item is briefly uncovered while its job is being pushed, and never for
 //! a whole interval unless its task is gone.
 
-use super::producer::{chunk_tasks, ProducerError, Share};
-use super::spec::JobSpec;
+use super::producer::{push_again, uncovered, ProducerError};
 use crate::link::shared::FleetLink;
 use crate::queue::Queue;
 use crate::shutdown::Shutdown;
@@ -71,53 +70,28 @@ pub(crate) async fn heal_once(
     chunk_size: usize,
 ) -> Result<usize, ProducerError> {
     let jobs = store.running_job_specs().await?;
-    // The ledger first, then one consistent snapshot of the queue: an item whose task ends in
-    // between looks uncovered (and its re-run finds it done); read the other way round, an
-    // item pushed in between would be.
-    let mut pending = HashMap::new();
+    // The ledger first, then one consistent snapshot of the queue (as `uncovered_pending`).
+    let mut pending = Vec::with_capacity(jobs.len());
     for (job, _) in &jobs {
-        pending.insert(*job, store.pending_keys(*job).await?);
+        pending.push((*job, store.pending_keys(*job).await?));
     }
-    let live = if pending.values().any(|k| !k.is_empty()) {
+    let live = if pending.iter().any(|(_, k)| !k.is_empty()) {
         queue.live_tasks().await?
     } else {
         Vec::new()
     };
-    let covered: HashSet<(i64, &str)> = live
-        .iter()
-        .flat_map(|t| t.keys.iter().map(move |k| (t.job_id, k.as_str())))
-        .collect();
     let found: HashMap<i64, Vec<String>> = pending
         .into_iter()
-        .map(|(job, keys)| {
-            let lost = keys
-                .into_iter()
-                .filter(|k| !covered.contains(&(job, k.as_str())))
-                .collect::<Vec<_>>();
-            (job, lost)
-        })
+        .map(|(job, keys)| (job, uncovered(job, keys, &live)))
         .filter(|(_, keys)| !keys.is_empty())
         .collect();
     let mut pushed = 0;
     for (job, keys) in sweep.confirm(found) {
-        let spec = jobs
-            .iter()
-            .find(|(j, _)| *j == job)
-            .map(|(_, s)| s.as_str());
-        let share = spec
-            .and_then(|s| serde_json::from_str::<JobSpec>(s).ok())
-            .map(|s| Share {
-                shop: s.shop().to_string(),
-                lane: s.lane(),
-            })
-            .unwrap_or_default();
-        let kind = store.job_status(job).await?.job.kind;
-        let tasks = chunk_tasks(job, kind, &share, &keys, chunk_size);
-        queue.push_bulk(&tasks).await?;
+        let tasks = push_again(store, queue, job, &keys, chunk_size).await?;
         tracing::warn!(
             job,
             items = keys.len(),
-            tasks = tasks.len(),
+            tasks,
             "pending items no live task carried (a lost task) pushed again"
         );
         pushed += keys.len();

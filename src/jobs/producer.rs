@@ -159,24 +159,46 @@ async fn job_share(store: &Store, job_id: i64) -> Result<Share, ProducerError> {
 
 /// The job's pending items that no live task (ready, in flight or delayed) carries: what
 /// is stranded (a lost queue, a producer killed between the ledger and the push, a dead
-/// task whose items could not be marked). In `seq` order.
+/// task whose items could not be marked). In `seq` order. The ledger is read first, then the
+/// queue: an item whose task ends in between looks stranded (and its re-run finds it done);
+/// the other way round an item pushed in between would.
 pub(crate) async fn uncovered_pending(
     store: &Store,
     queue: &Queue,
     job_id: i64,
 ) -> Result<Vec<String>, ProducerError> {
+    let pending = store.pending_keys(job_id).await?;
     let live = queue.live_tasks().await?;
+    Ok(uncovered(job_id, pending, &live))
+}
+
+/// The `pending` keys of `job_id` that no task of `live` carries.
+pub(crate) fn uncovered(job_id: i64, pending: Vec<String>, live: &[TaskMsg]) -> Vec<String> {
     let covered: HashSet<&str> = live
         .iter()
         .filter(|t| t.job_id == job_id)
         .flat_map(|t| t.keys.iter().map(String::as_str))
         .collect();
-    Ok(store
-        .pending_keys(job_id)
-        .await?
+    pending
         .into_iter()
         .filter(|k| !covered.contains(k.as_str()))
-        .collect())
+        .collect()
+}
+
+/// Push `keys` of the job again as fresh tasks, in the job's turn of the queue; returns the
+/// tasks pushed.
+pub(crate) async fn push_again(
+    store: &Store,
+    queue: &Queue,
+    job_id: i64,
+    keys: &[String],
+    chunk_size: usize,
+) -> Result<usize, ProducerError> {
+    let kind = store.job_status(job_id).await?.job.kind;
+    let share = job_share(store, job_id).await?;
+    let tasks = chunk_tasks(job_id, kind, &share, keys, chunk_size);
+    queue.push_bulk(&tasks).await?;
+    Ok(tasks.len())
 }
 
 /// Re-push the items the ledger says are unfinished and no live task carries: a lost queue
@@ -188,15 +210,12 @@ pub(crate) async fn reconcile(
     job_id: i64,
     chunk_size: usize,
 ) -> Result<EnqueueReport, ProducerError> {
-    let status = store.job_status(job_id).await?;
     let keys = uncovered_pending(store, queue, job_id).await?;
-    let share = job_share(store, job_id).await?;
-    let tasks = chunk_tasks(job_id, status.job.kind, &share, &keys, chunk_size);
-    queue.push_bulk(&tasks).await?;
+    let tasks = push_again(store, queue, job_id, &keys, chunk_size).await?;
     Ok(EnqueueReport {
         job_id,
         items: keys.len(),
-        tasks: tasks.len(),
+        tasks,
     })
 }
 

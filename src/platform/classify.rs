@@ -6,7 +6,7 @@
 //! limit (limit, too many, 频繁, 超限, exceed, throttl) is `Slow`; otherwise `Unknown`.
 
 use super::{Api, ErrorClass, Platform};
-use crate::time::next_quota_reset;
+use crate::time::QuotaDay;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use std::fmt;
@@ -60,7 +60,7 @@ pub struct CallError {
     /// How long the platform said its ban lasts ("ban will last for N more seconds").
     pub ban: Option<Duration>,
     /// The daily quota is spent (a ban of hours / lasting to the 00:00 GMT+8 reset, or
-    /// 1688 `gw.NoUsageLeftError`): stop the gate until `time::next_quota_reset`.
+    /// 1688 `gw.NoUsageLeftError`): stop the gate until the day's reset (`time::QuotaDay::next_reset`).
     pub quota_spent: bool,
     /// The quota spent is the app's own daily count over all its APIs (TOP
     /// `accesscontrol.limited-by-app-access-count`, 1688 `gw.NoUsageLeftError`): every gate
@@ -288,7 +288,7 @@ pub(crate) fn ban_means_quota_spent(ban: Duration, now: DateTime<Utc>) -> bool {
     if ban < Duration::from_secs(60) {
         return false;
     }
-    let until_reset = (next_quota_reset(now) - now).num_seconds();
+    let until_reset = (QuotaDay::PLATFORM.next_reset(now) - now).num_seconds();
     (until_reset - ban.as_secs() as i64).abs() <= 5
 }
 

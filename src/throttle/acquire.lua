@@ -189,15 +189,13 @@ if wait > max_wait then
   return {2, math.ceil(wait), '', tostring(rate), '0'}
 end
 redis.call('HSET', KEYS[1], 'tat', fmt(new_tat), 'iv', tostring(iv), 'sec', fmt(sec), 'sent', fmt(gsent + 1))
+-- Count the booking today; a day's counter gets its expiry once, when it is created.
 local ttl = tonumber(ARGV[13]) or 0
-if gate_quota > 0 and KEYS[6] then
-  redis.call('INCR', KEYS[6])
-  if ttl > 0 then redis.call('EXPIRE', KEYS[6], ttl) end
+local function book(key)
+  if redis.call('INCR', key) == 1 and ttl > 0 then redis.call('EXPIRE', key, ttl) end
 end
-if app_quota > 0 and KEYS[7] then
-  redis.call('INCR', KEYS[7])
-  if ttl > 0 then redis.call('EXPIRE', KEYS[7], ttl) end
-end
+if gate_quota > 0 and KEYS[6] then book(KEYS[6]) end
+if app_quota > 0 and KEYS[7] then book(KEYS[7]) end
 -- An idle bucket is full anyway: let the key go once its debt is paid, plus a margin.
 redis.call('PEXPIRE', KEYS[1], math.ceil((new_tat - now) / 1000) + 60000)
 if wait == 0 then

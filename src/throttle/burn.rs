@@ -1,6 +1,6 @@
 //! When to say something about a gate's daily-quota burn ratio: a pure, rate-limited policy.
 //!
-//! burn = (used / daily quota) / (share of the GMT+8 day elapsed), see `time::burn_ratio`.
+//! burn = (used / daily quota) / (share of the GMT+8 day elapsed), see `time::QuotaDay::burn_ratio`.
 //! Above 1.3 the quota will not last the day (warn); below 0.5 there is headroom (info).
 //! Each level is said at most once per `interval_ms`, so a busy gate does not flood the log.
 

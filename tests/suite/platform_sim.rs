@@ -352,7 +352,7 @@ async fn overrunning_a_limit_is_slow_with_the_ban_parsed() {
 
 #[tokio::test]
 async fn a_spent_daily_quota_is_flagged() {
-    let until_reset = syncfleet::time::next_quota_reset(Utc::now()) - Utc::now();
+    let until_reset = syncfleet::time::QuotaDay::PLATFORM.next_reset(Utc::now()) - Utc::now();
     if until_reset < ChronoDuration::seconds(120) {
         // Within two minutes of 00:00 GMT+8 the quota ban is too short to tell apart.
         return;

@@ -538,8 +538,8 @@ async fn daily_quota_counts_failed_calls_and_bans_until_reset() {
         .unwrap()
         .parse()
         .unwrap();
-    let to_reset =
-        (syncfleet::time::next_quota_reset(Utc::now()) - Utc::now()).num_seconds() as u64;
+    let to_reset = (syncfleet::time::QuotaDay::PLATFORM.next_reset(Utc::now()) - Utc::now())
+        .num_seconds() as u64;
     assert!(
         secs.abs_diff(to_reset) <= 2,
         "ban {secs}s vs reset in {to_reset}s"

@@ -397,7 +397,7 @@ async fn spent_quota_pauses_until_the_reset_and_every_call_counts() {
     gates.flush().await;
     assert_eq!(used(gates.snapshot().await.unwrap()), 6);
     let now = chrono::Utc::now();
-    let to_reset = (syncfleet::time::next_quota_reset(now) - now)
+    let to_reset = (syncfleet::time::QuotaDay::PLATFORM.next_reset(now) - now)
         .to_std()
         .unwrap();
     match gates

@@ -8,7 +8,7 @@ use crate::jobs::producer;
 use crate::jobs::spec::JobSpec;
 use crate::queue::{Queue, QueueOptions};
 use crate::store::{JobState, ShopPause, Store};
-use crate::time::{burn_ratio, platform_day};
+use crate::time::{platform_day, QuotaDay};
 use chrono::{NaiveDate, Utc};
 use clap::Args;
 use std::time::Duration;
@@ -202,7 +202,9 @@ pub(crate) async fn report(cli: &Cli, args: &ReportArgs) -> Result<(), CliError>
         let quota = cfg.gate(a.platform, a.api).daily_quota;
         // Burn is meaningful for the current day only (the fraction of the day elapsed).
         let burn = match quota {
-            Some(q) if day == today => format!("{:.2}", burn_ratio(a.calls, q, now)),
+            Some(q) if day == today => {
+                format!("{:.2}", QuotaDay::PLATFORM.burn_ratio(a.calls, q, now))
+            }
             _ => "-".into(),
         };
         let flag = if a.calls > 0 && a.useful_ratio() < 0.3 {
