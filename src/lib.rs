@@ -19,6 +19,7 @@ pub mod link;
 pub(crate) mod metric_names;
 pub mod platform;
 pub mod queue;
+pub mod redis_conn;
 pub(crate) mod secret;
 pub mod shutdown;
 pub mod sim;

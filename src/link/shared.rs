@@ -77,12 +77,16 @@ pub enum FleetLinkError {
     Connect(String),
 }
 
+/// How long a breaker, lease or stale-cache command may take to answer (the crate's 500 ms
+/// default is shorter than a loaded server's pauses).
+const FLEET_REPLY_TIMEOUT: Duration = Duration::from_secs(2);
+
 impl FleetLink {
     /// Connect to the fleet's Redis; keys live under `namespace` (the gates' namespace, `sf`).
     pub async fn connect(url: &str, namespace: &str) -> Result<FleetLink, FleetLinkError> {
-        let client = redis::Client::open(url).map_err(|e| FleetLinkError::BadUrl(e.to_string()))?;
-        let conn = client
-            .get_connection_manager()
+        let client =
+            crate::redis_conn::client(url).map_err(|e| FleetLinkError::BadUrl(e.to_string()))?;
+        let conn = crate::redis_conn::manager(client, FLEET_REPLY_TIMEOUT)
             .await
             .map_err(|e| FleetLinkError::Connect(e.to_string()))?;
         Ok(FleetLink {

@@ -23,6 +23,7 @@ mod listings;
 mod lock;
 mod orders;
 mod outcomes;
+mod pg_tls;
 mod postgres;
 mod shops;
 mod sqlite;

@@ -2,9 +2,10 @@
 //! telling a missing ledger from a mistyped URL, and the error codes worth a retry.
 
 use super::backend::Pool;
+use super::pg_tls::{self, TlsDecision};
 use super::{redact_url, Store, StoreError};
 use sqlx::migrate::MigrateDatabase;
-use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
+use sqlx::postgres::{PgConnectOptions, PgPoolOptions, PgSslMode};
 use sqlx::ConnectOptions;
 use std::str::FromStr;
 use std::sync::Arc;
@@ -34,17 +35,43 @@ pub(super) async fn open(url: &str, create: bool) -> Result<Store, StoreError> {
         })?
         .application_name("syncfleet")
         // The server ends a statement that runs too long and a transaction left open (a
-        // client that vanished mid-transaction holds its locks until then).
+        // client that vanished mid-transaction holds its locks until then), and probes an
+        // idle connection so that a client gone without a word (a host lost, a half-open
+        // connection) is noticed in about a minute, not the kernel's two hours. On this side
+        // the runner bounds every ledger write (jobs::item::ledger_write): sqlx has no
+        // client keepalive, so that bound is what ends a hang on a half-open connection.
         .options([
             ("statement_timeout", STATEMENT_TIMEOUT),
             (
                 "idle_in_transaction_session_timeout",
                 IDLE_IN_TRANSACTION_TIMEOUT,
             ),
+            ("tcp_keepalives_idle", "30"),
+            ("tcp_keepalives_interval", "10"),
+            ("tcp_keepalives_count", "3"),
         ])
         // Creating a job of 100k items is one statement of about a second, by design: not a
         // warning for the operator (sqlx warns at 1 s by default).
         .log_slow_statements(log::LevelFilter::Info, Duration::from_secs(1));
+    let named =
+        pg_tls::url_names_mode(url) || std::env::var_os("PGSSLMODE").is_some_and(|v| !v.is_empty());
+    let options = match pg_tls::decide(
+        options.get_host(),
+        options.get_socket().is_some(),
+        named,
+        options.get_ssl_mode(),
+    ) {
+        TlsDecision::VerifyFull => options.ssl_mode(PgSslMode::VerifyFull),
+        TlsDecision::KeepUnverified => {
+            tracing::warn!(
+                db = %shown,
+                "the ledger's sslmode does not verify the server: anyone on the path can read \
+                 and change the ledger; use sslmode=verify-full (with sslrootcert=CA file)"
+            );
+            options
+        }
+        TlsDecision::Keep => options,
+    };
     let db: Arc<str> = Arc::from(shown.as_str());
     let connect = || {
         PgPoolOptions::new()

@@ -39,6 +39,11 @@ fn slot_list(slots: &BTreeMap<u64, u32>) -> String {
 /// Daily quota counters outlive their day by a day (late reports, `gate show` after midnight).
 const QUOTA_TTL_S: u64 = 2 * 86_400;
 
+/// How long a gate's command may take to answer. A reply lost to the timeout may still have
+/// booked a token (counted, never used): safe, but the crate's 500 ms default made it happen
+/// under an ordinary load.
+const GATE_REPLY_TIMEOUT: Duration = Duration::from_secs(2);
+
 /// The Redis keys of one gate. The `{platform:api}` hash tag puts them all in one cluster slot,
 /// which a script touching several keys requires.
 #[derive(Debug, Clone, PartialEq)]
@@ -189,9 +194,8 @@ impl RedisGates {
     }
 
     pub(crate) async fn connect(url: &str, namespace: &str) -> Result<RedisGates, GateError> {
-        let client = redis::Client::open(url).map_err(GateError::BadUrl)?;
-        let mut conn = client
-            .get_connection_manager()
+        let client = crate::redis_conn::client(url).map_err(GateError::BadUrl)?;
+        let mut conn = crate::redis_conn::manager(client.clone(), GATE_REPLY_TIMEOUT)
             .await
             .map_err(GateError::Connect)?;
         let server: (u64, u64) = redis::cmd("TIME")

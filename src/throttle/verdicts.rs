@@ -40,9 +40,9 @@ pub enum GateRefusal {
 /// `{:#}` chain does not print it twice.
 #[derive(Debug, thiserror::Error)]
 pub enum GateError {
-    /// The Redis URL does not parse.
-    #[error("bad redis url: {0}")]
-    BadUrl(redis::RedisError),
+    /// The Redis URL does not parse, or its TLS files cannot be used.
+    #[error("redis for the gates: {0}")]
+    BadUrl(crate::redis_conn::RedisOpenError),
     /// No connection to Redis.
     #[error("cannot connect to redis for the gates: {0}")]
     Connect(redis::RedisError),

@@ -114,8 +114,9 @@ async fn bulk_stops_at_its_part_of_the_daily_quota_and_interactive_goes_on() {
         ("embedded", Gates::embedded(&config(Some(40)))),
     ] {
         // 30 of 40 calls are bulk's (share 0.25 kept): the 31st bulk call is refused until
-        // the day's reset, an interactive one still goes.
-        let mut bulk = 0;
+        // the day's reset, an interactive one still goes. A reply that Redis sent after the
+        // client's timeout (a loaded machine) booked a token nobody used: counted apart.
+        let (mut bulk, mut lost) = (0, 0);
         let refused = loop {
             match gates
                 .acquire(P, A, Lane::Bulk, Duration::from_secs(5))
@@ -126,11 +127,17 @@ async fn bulk_stops_at_its_part_of_the_daily_quota_and_interactive_goes_on() {
                     bulk += 1;
                     gates.flush().await;
                 }
+                Err(GateRefusal::Unreachable {
+                    timed_out: true, ..
+                }) if lost < 3 => lost += 1,
                 Err(r) => break r,
             }
             assert!(bulk <= 31, "{name}: bulk never stopped");
         };
-        assert_eq!(bulk, 30, "{name}");
+        assert!(
+            bulk <= 30 && bulk + lost >= 30,
+            "{name}: {bulk} bulk calls ({lost} replies lost)"
+        );
         assert!(
             matches!(&refused, GateRefusal::Paused { remaining, .. } if *remaining > Duration::from_secs(1)),
             "{name}: {refused:?}"

@@ -34,6 +34,7 @@ mod queue;
 mod queue_embedded;
 mod queue_heal;
 mod redis_memory;
+mod redis_tls;
 mod secrets;
 mod shops;
 mod sim;

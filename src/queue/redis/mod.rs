@@ -34,7 +34,7 @@ use apalis_core::layers::Identity;
 use apalis_core::task::task_id::RandomId;
 use futures::future::BoxFuture;
 use futures::FutureExt;
-use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use redis::aio::ConnectionManager;
 use redis::{RedisError, Script};
 use tracing::{debug, info, warn};
 
@@ -192,15 +192,13 @@ impl RedisQueue {
             url: red.clone(),
             msg: e.to_string(),
         };
-        let client = redis::Client::open(url).map_err(err)?;
+        let client = crate::redis_conn::client(url).map_err(|e| QueueError::Redis {
+            url: red.clone(),
+            msg: e.to_string(),
+        })?;
         // A 20k-task pipeline takes far longer than the 500 ms default response timeout;
         // a timed-out push would be retried and duplicated.
-        let cfg = ConnectionManagerConfig::new()
-            .set_response_timeout(Some(Duration::from_secs(10)))
-            .set_connection_timeout(Some(Duration::from_secs(3)))
-            .set_number_of_retries(2)
-            .set_max_delay(Duration::from_secs(2));
-        let conn = ConnectionManager::new_with_config(client, cfg)
+        let conn = crate::redis_conn::manager(client, Duration::from_secs(10))
             .await
             .map_err(err)?;
         let q = RedisQueue {
@@ -222,7 +220,7 @@ impl RedisQueue {
         opts: QueueOptions,
         shutdown: &Shutdown,
     ) -> Result<RedisQueue, QueueError> {
-        if let Err(e) = redis::Client::open(url) {
+        if let Err(e) = crate::redis_conn::client(url) {
             return Err(QueueError::Redis {
                 url: redact(url),
                 msg: e.to_string(),

@@ -121,6 +121,8 @@ pub struct Harness {
     separate_hosts: bool,
     /// Commands run without `--redis`: the embedded queue and gates in the ledger's process.
     embedded: bool,
+    /// More environment for every command (a Redis CA file, say).
+    pub env: Vec<(String, String)>,
     /// Declared last: dropped after the workers are gone.
     _ledger: TestLedger,
 }
@@ -180,7 +182,16 @@ impl Harness {
     /// [`Harness::start`] with the ledger on `kind`; on PostgreSQL the workers run as separate
     /// hosts.
     pub async fn start_on(kind: Kind, sim_cfg: SimConfig, opts: &ClientOpts) -> Harness {
-        let redis = TestRedis::start();
+        Harness::start_with_redis(kind, sim_cfg, opts, TestRedis::start()).await
+    }
+
+    /// [`Harness::start_on`] with a Redis of the test's own making (TLS, say).
+    pub async fn start_with_redis(
+        kind: Kind,
+        sim_cfg: SimConfig,
+        opts: &ClientOpts,
+        redis: TestRedis,
+    ) -> Harness {
         let sim = sim::spawn(sim_cfg, "127.0.0.1:0".parse().unwrap())
             .await
             .expect("start the simulator");
@@ -205,6 +216,7 @@ impl Harness {
             workers: Vec::new(),
             separate_hosts: kind == Kind::Postgres,
             embedded: false,
+            env: Vec::new(),
             _ledger: ledger,
         }
     }
@@ -251,6 +263,7 @@ impl Harness {
                 c.env(shop_session_env(name), session.expose());
             }
         }
+        c.envs(self.env.iter().map(|(k, v)| (k, v)));
         c
     }
 

@@ -6,3 +6,4 @@ pub mod postgres;
 pub mod proxy;
 pub mod queue;
 pub mod redis;
+pub mod tls;

@@ -106,6 +106,89 @@ impl TestRedis {
         panic!("could not start redis-server on a free port");
     }
 
+    /// A private `redis-server` that speaks only TLS (certificate `cert` with `key`, signed
+    /// by `ca`: see `support::tls`) and knows one ACL user, `sf` with `password` (the default
+    /// user is off): `url` is `rediss://sf:PASSWORD@127.0.0.1:PORT/`. Never the shared
+    /// `REDIS_URL`.
+    pub fn start_tls(
+        ca: &std::path::Path,
+        cert: &std::path::Path,
+        key: &std::path::Path,
+        password: &str,
+    ) -> TestRedis {
+        let files = syncfleet::redis_conn::TlsFiles {
+            ca: Some(ca.to_path_buf()),
+            ..Default::default()
+        };
+        for _attempt in 0..5 {
+            let port = free_port();
+            let path = |p: &std::path::Path| p.display().to_string();
+            let mut child = Command::new("redis-server")
+                .args([
+                    "--port",
+                    "0",
+                    "--tls-port",
+                    &port.to_string(),
+                    "--bind",
+                    "127.0.0.1",
+                ])
+                .args(["--tls-cert-file", &path(cert)])
+                .args(["--tls-key-file", &path(key)])
+                .args(["--tls-ca-cert-file", &path(ca)])
+                .args([
+                    "--tls-auth-clients",
+                    "no",
+                    "--save",
+                    "",
+                    "--appendonly",
+                    "no",
+                ])
+                .args(["--user", "default", "off"])
+                .args([
+                    "--user",
+                    "sf",
+                    "on",
+                    &format!(">{password}"),
+                    "~*",
+                    "&*",
+                    "+@all",
+                ])
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .expect("redis-server is not installed (apt-get install redis-server)");
+            let url = format!("rediss://sf:{password}@127.0.0.1:{port}/");
+            let deadline = Instant::now() + Duration::from_secs(10);
+            while Instant::now() < deadline {
+                let up = syncfleet::redis_conn::client_with(&url, &files)
+                    .ok()
+                    .and_then(|c| {
+                        c.get_connection_with_timeout(Duration::from_millis(500))
+                            .ok()
+                    })
+                    .is_some_and(|mut con| {
+                        ::redis::cmd("PING")
+                            .query::<String>(&mut con)
+                            .is_ok_and(|r| r == "PONG")
+                    });
+                if up {
+                    return TestRedis {
+                        url,
+                        prefix: unique_prefix(),
+                        child: Some(child),
+                    };
+                }
+                if let Ok(Some(_)) = child.try_wait() {
+                    break; // lost the port race, or this redis-server has no TLS
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        panic!("could not start redis-server with TLS on a free port (is it built with TLS?)");
+    }
+
     /// Stop a private server (a Redis outage); [`TestRedis::restart`] brings it back on the
     /// same port, empty (it keeps nothing on disk). Panics on a shared server.
     pub fn stop(&mut self) {
