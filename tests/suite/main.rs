@@ -22,6 +22,7 @@ mod jobs_logistics;
 mod jobs_slow;
 mod lanes;
 mod ledger_outage;
+mod ledger_tls;
 mod link;
 mod link_process;
 mod listing_once;

@@ -46,8 +46,24 @@ pub fn with_database(url: &str, db: &str) -> String {
 impl TestPg {
     /// Create a new, empty database on the test server.
     pub async fn create() -> TestPg {
+        TestPg::create_on(server_url()).await
+    }
+
+    /// Create a new, empty database on the TLS-only test server named by
+    /// `TEST_POSTGRES_TLS_URL` (`scripts/postgres-for-tests --tls`, which `scripts/test` runs):
+    /// its URL verifies the server (`sslmode=verify-full&sslrootcert=CA`).
+    pub async fn create_tls() -> TestPg {
+        let url = std::env::var("TEST_POSTGRES_TLS_URL").unwrap_or_else(|_| {
+            panic!(
+                "the ledger TLS tests need TEST_POSTGRES_TLS_URL (scripts/test sets it from \
+                 scripts/postgres-for-tests --tls)"
+            )
+        });
+        TestPg::create_on(url).await
+    }
+
+    async fn create_on(admin_url: String) -> TestPg {
         static N: AtomicU32 = AtomicU32::new(0);
-        let admin_url = server_url();
         let nanos = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map(|d| d.subsec_nanos())
@@ -60,7 +76,7 @@ impl TestPg {
         );
         let mut admin = sqlx::PgConnection::connect(&admin_url)
             .await
-            .unwrap_or_else(|e| panic!("TEST_POSTGRES_URL does not answer: {e}"));
+            .unwrap_or_else(|e| panic!("the test server does not answer: {e}"));
         sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}")))
             .execute(&mut admin)
             .await
