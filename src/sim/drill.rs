@@ -81,12 +81,22 @@ pub struct Drill {
     /// Items whose `item_get` answers the platform's "service busy" (a transient error) while
     /// every other call is answered: one source going bad under a running job.
     pub(crate) busy_items: Vec<u64>,
+    /// Items whose `item_get` is answered with a body of `huge_answer_bytes` (a misbehaving
+    /// upstream or proxy), declared in Content-Length or not (`huge_answer_declared`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub(crate) huge_answer_items: Vec<u64>,
+    pub(crate) huge_answer_bytes: u64,
+    pub(crate) huge_answer_declared: bool,
     /// Changed limits, in the order they were set (later ones win).
     pub(crate) limits: Vec<LimitOverride>,
     /// Changed limit kinds / bucket sizes, in the order they were set (later ones win).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub(crate) limit_kinds: Vec<LimitKindOverride>,
 }
+
+/// A huge answer's size unless the drill names one: 2 GiB, four times a worker's usual
+/// memory limit.
+const DEFAULT_HUGE_ANSWER_BYTES: u64 = 2 << 30;
 
 /// A drill (or a change of drills) the simulator refuses; nothing changes then.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -164,6 +174,16 @@ pub struct DrillPatch {
     /// Items whose `item_get` answers "service busy"; empty = off.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub busy_items: Option<Vec<u64>>,
+    /// Items whose `item_get` answers a body of `huge_answer_bytes` (default 2 GiB); empty =
+    /// off.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub huge_answer_items: Option<Vec<u64>>,
+    /// Size of a huge answer in bytes.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub huge_answer_bytes: Option<u64>,
+    /// Whether a huge answer declares its length (Content-Length) or just runs (chunked).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub huge_answer_declared: Option<bool>,
     /// A changed limit; replaces an earlier one for the same (api, platform).
     pub limit: Option<LimitOverride>,
     /// A changed limit kind / bucket size; replaces an earlier one for the same
@@ -187,6 +207,9 @@ struct PatchWire {
     refused_shops: Option<Vec<String>>,
     worded_limit_items: Option<Vec<u64>>,
     busy_items: Option<Vec<u64>>,
+    huge_answer_items: Option<Vec<u64>>,
+    huge_answer_bytes: Option<u64>,
+    huge_answer_declared: Option<bool>,
     limit: Option<LimitWire>,
     limit_kind: Option<LimitKindOverride>,
 }
@@ -248,6 +271,9 @@ impl TryFrom<PatchWire> for DrillPatch {
             refused_shops: w.refused_shops,
             worded_limit_items: w.worded_limit_items,
             busy_items: w.busy_items,
+            huge_answer_items: w.huge_answer_items,
+            huge_answer_bytes: w.huge_answer_bytes,
+            huge_answer_declared: w.huge_answer_declared,
             limit,
             limit_kind,
         })
@@ -291,6 +317,18 @@ impl DrillPatch {
         }
         if let Some(v) = &self.busy_items {
             d.busy_items = v.clone();
+        }
+        if let Some(v) = &self.huge_answer_items {
+            d.huge_answer_items = v.clone();
+            if d.huge_answer_bytes == 0 {
+                d.huge_answer_bytes = DEFAULT_HUGE_ANSWER_BYTES;
+            }
+        }
+        if let Some(v) = self.huge_answer_bytes {
+            d.huge_answer_bytes = v;
+        }
+        if let Some(v) = self.huge_answer_declared {
+            d.huge_answer_declared = v;
         }
         if let Some(l) = &self.limit {
             // One override per (api, platform): a new one replaces the old.

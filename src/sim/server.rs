@@ -12,6 +12,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::Router;
 use chrono::{DateTime, Utc};
+use futures::StreamExt;
 use http_body_util::BodyExt;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::service::TowerToHyperService;
@@ -225,6 +226,7 @@ async fn platform_call(sim: Arc<Sim>, platform: Platform, req: Request) -> Respo
 async fn answer(reply: Reply, info: Option<ConnInfo>) -> Response {
     match reply {
         Reply::Answer(a) => json_response(a.status, &a.body),
+        Reply::Huge { bytes, declared } => huge_response(bytes, declared),
         Reply::DropConnection => {
             if let Some(i) = info {
                 i.conn.close.notify_one();
@@ -233,6 +235,33 @@ async fn answer(reply: Reply, info: Option<ConnInfo>) -> Response {
             std::future::pending::<Response>().await
         }
     }
+}
+
+/// A body of `bytes` bytes of JSON-looking filler, made as it is sent (the simulator never
+/// holds it), with Content-Length when `declared`, else chunked until done.
+fn huge_response(bytes: u64, declared: bool) -> Response {
+    const CHUNK: usize = 64 * 1024;
+    let chunk = Bytes::from(vec![b' '; CHUNK]);
+    let head = Bytes::from_static(b"{\"pad\":\"");
+    let mut left = bytes.saturating_sub(head.len() as u64);
+    let body = futures::stream::iter(std::iter::once(head).chain(std::iter::from_fn(move || {
+        if left == 0 {
+            return None;
+        }
+        let n = left.min(CHUNK as u64) as usize;
+        left -= n as u64;
+        Some(chunk.slice(..n))
+    })))
+    .map(Ok::<Bytes, std::convert::Infallible>);
+    let mut builder = Response::builder()
+        .status(StatusCode::OK)
+        .header(header::CONTENT_TYPE, "application/json");
+    if declared {
+        builder = builder.header(header::CONTENT_LENGTH, bytes);
+    }
+    builder
+        .body(Body::from_stream(body))
+        .unwrap_or_else(|_| StatusCode::INTERNAL_SERVER_ERROR.into_response())
 }
 
 async fn top(State(sim): State<Arc<Sim>>, req: Request) -> Response {

@@ -1,6 +1,8 @@
 //! Answers a platform can really give, against a worker process and the simulator: a
 //! permanent error whose code is unmapped and whose words sound like a limit ("title length
-//! exceeds 60") is the item's, not the gate's.
+//! exceeds 60") is the item's, not the gate's; an answer far larger than any real one, with
+//! its length declared or not, is refused without being held, by a worker under a memory
+//! limit, and the job goes on.
 
 use crate::jobs_harness::{self, ClientOpts, Harness};
 use std::time::Duration;
@@ -151,4 +153,54 @@ async fn a_stale_source_read_feeds_no_write_unless_the_job_allows_it() {
         h.stats(Platform::Taobao, Api::ItemAdd).calls,
         adds_before + 10
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_huge_answer_is_refused_unread_and_the_job_goes_on() {
+    let _serial = jobs_harness::serial().await;
+    let opts = ClientOpts {
+        item_retry_rounds: 1,
+        ..ClientOpts::default()
+    };
+    // 256 MiB answers to items 3 and 7, with the length declared and (a second run) chunked
+    // without one: a worker that held one would show it in its peak resident memory.
+    for declared in [true, false] {
+        let mut h = Harness::start(jobs_harness::listing_sim(), &opts).await;
+        h.sim
+            .set_drill(DrillPatch {
+                huge_answer_items: Some(vec![3, 7]),
+                huge_answer_bytes: Some(256 << 20),
+                huge_answer_declared: Some(declared),
+                ..DrillPatch::default()
+            })
+            .expect("drill");
+        let job = h.enqueue_listing(30);
+        let pid = h.spawn_worker(4, 3);
+        let status = h.wait_job(job, Duration::from_secs(180)).await;
+        let peak = Harness::peak_rss_mb(pid);
+        let c = &status.job.counts;
+        assert_eq!((c.done, c.failed), (28, 2), "declared {declared}: {c:?}");
+        let failed = h
+            .store
+            .items(job, Some(ItemStatus::Failed), 10)
+            .await
+            .expect("items");
+        for f in &failed {
+            let message = f.error_message.clone().unwrap_or_default();
+            assert!(
+                message.contains("over the limit") || message.contains("body_too_large"),
+                "declared {declared}: {f:?}"
+            );
+        }
+        let peak = peak.expect("the worker's peak memory, read while it idled");
+        assert!(
+            peak < 128,
+            "declared {declared}: the worker peaked at {peak} MiB"
+        );
+        let exits = h.wait_workers(Duration::from_secs(60));
+        assert!(
+            exits.iter().all(|e| e.contains("exit status: 0")),
+            "a worker died: {exits:?}"
+        );
+    }
 }

@@ -104,6 +104,20 @@ fn window_time(p: Platform, params: &Params, key: &str) -> Result<i64, Failure> 
         .ok_or_else(|| Failure::Invalid(key.into()))
 }
 
+/// The huge answer an `item_get` of a drilled item gets instead of its item: (bytes, whether
+/// the length is declared). None for every other call.
+pub(super) fn huge_answer(sim: &Sim, call: &Call, params: &Params) -> Option<(u64, bool)> {
+    if call.api != Api::ItemGet {
+        return None;
+    }
+    let id: u64 = number(params, names(call.platform).item_id).ok()?;
+    sim.with_drill(|d| {
+        d.huge_answer_items
+            .contains(&id)
+            .then_some((d.huge_answer_bytes, d.huge_answer_declared))
+    })
+}
+
 pub(super) fn execute(
     sim: &Sim,
     call: &Call,

@@ -18,7 +18,7 @@ use crate::platform::{Api, Platform};
 use crate::time::china_offset;
 use axum::http::StatusCode;
 use chrono::{DateTime, NaiveDateTime, TimeZone, Utc};
-use execute::execute;
+use execute::{execute, huge_answer};
 use render::render_failure;
 use serde_json::{Map, Value};
 use std::time::Duration;
@@ -80,6 +80,8 @@ impl Answer {
 #[derive(Debug)]
 pub(crate) enum Reply {
     Answer(Answer),
+    /// A body of this many bytes, with its length declared or not (the huge-answer drill).
+    Huge { bytes: u64, declared: bool },
     /// Idle-close drill: never answer, hold, then close the connection.
     DropConnection,
 }
@@ -295,7 +297,16 @@ pub(crate) async fn run(sim: &Sim, call: Call, arrived: DateTime<Utc>) -> Reply 
             } else if error_ratio > 0.0 && rand::random::<f64>() < error_ratio {
                 Err(Failure::Busy)
             } else {
-                verify(sim, &call, now, expired).and_then(|(params, shop)| {
+                let verified = verify(sim, &call, now, expired);
+                if let Some((bytes, declared)) = verified
+                    .as_ref()
+                    .ok()
+                    .and_then(|(params, _)| huge_answer(sim, &call, params))
+                {
+                    slot.record(Outcome::Retry);
+                    return Reply::Huge { bytes, declared };
+                }
+                verified.and_then(|(params, shop)| {
                     let body = execute(sim, &call, &params, now)?;
                     if !shop.is_empty() {
                         sim.shop_ok(call.platform, &shop, call.api, now);

@@ -498,6 +498,20 @@ impl Harness {
         lines
     }
 
+    /// The peak resident memory of a running process (`VmHWM`, MiB), None once it is gone.
+    pub fn peak_rss_mb(pid: u32) -> Option<u64> {
+        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+        let kb: u64 = status
+            .lines()
+            .find_map(|l| l.strip_prefix("VmHWM:"))?
+            .trim()
+            .trim_end_matches("kB")
+            .trim()
+            .parse()
+            .ok()?;
+        Some(kb / 1024)
+    }
+
     /// Poll the ledger until the job has no pending item (bounded).
     pub async fn wait_job(&self, job: i64, timeout: Duration) -> JobStatus {
         let deadline = Instant::now() + timeout;
