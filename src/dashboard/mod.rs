@@ -59,6 +59,8 @@ struct App {
     rt: Runtime,
     gates: Gates,
     token: Token,
+    /// Finished jobs' summaries, counted once (`Store::list_jobs_reusing`).
+    finished: tokio::sync::Mutex<crate::store::FinishedSummaries>,
 }
 
 type Shared = Arc<App>;
@@ -91,6 +93,7 @@ pub(crate) async fn serve(
         rt,
         gates,
         token: token.clone(),
+        finished: Default::default(),
     });
     let access = Access {
         token,
@@ -120,7 +123,8 @@ async fn index() -> Html<&'static str> {
 }
 
 async fn api_state(State(app): State<Shared>) -> Response {
-    match state::collect(&app.rt, &app.gates, app.token.is_set()).await {
+    let mut finished = app.finished.lock().await;
+    match state::collect(&app.rt, &app.gates, app.token.is_set(), &mut finished).await {
         Ok(s) => Json(s).into_response(),
         Err(e) => (StatusCode::SERVICE_UNAVAILABLE, e.to_string()).into_response(),
     }

@@ -96,11 +96,12 @@ pub(crate) async fn collect(
     rt: &Runtime,
     gates: &Gates,
     actions: bool,
+    finished: &mut crate::store::FinishedSummaries,
 ) -> Result<DashboardState, DashboardError> {
     let store = &rt.store;
     let now = chrono::Utc::now();
     let mut jobs = Vec::new();
-    for j in store.list_jobs(JOBS).await? {
+    for j in store.list_jobs_reusing(JOBS, finished).await? {
         // A finished job's counts and rate are in its summary; only a running job needs its
         // last minute read (rate, ETA).
         let (rate_per_sec, eta_s) = match j.state {

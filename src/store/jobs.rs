@@ -3,10 +3,11 @@
 use super::backend::{execute, fetch, scalar, sql, Conn, Pooled, Tx};
 use super::{from_ms, json_list, to_i64, to_u64, QueryCtx, Store, StoreError};
 use super::{
-    ItemRecord, ItemStatus, JobKind, JobState, JobStatus, JobSummary, StatusCounts, RATE_WINDOW,
+    FinishedSummaries, ItemRecord, ItemStatus, JobKind, JobState, JobStatus, JobSummary,
+    StatusCounts, RATE_WINDOW,
 };
 use crate::platform::ErrorClass;
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 
 /// Per item status of one job, with the job's columns: (item status, count, kind, state,
 /// total, created, finished). A job without items gives one row with no status.
@@ -399,6 +400,46 @@ impl Store {
         for id in ids {
             out.push(self.summary(id).await?);
         }
+        Ok(out)
+    }
+
+    /// [`Store::list_jobs`], reusing the summaries of jobs that were finished when `known`
+    /// kept them and still are, finished at the same instant: a finished job's counts do not
+    /// change, and counting a 100k-item job again on every dashboard refresh read its items
+    /// every time. `known` keeps the finished ones of this list (only).
+    pub async fn list_jobs_reusing(
+        &self,
+        limit: u32,
+        known: &mut FinishedSummaries,
+    ) -> Result<Vec<JobSummary>, StoreError> {
+        let mut c = self.conn("list_jobs").await?;
+        let heads = fetch!(
+            fetch_all as (i64, String, Option<i64>),
+            c.on(),
+            sql!("SELECT id, status, finished_at FROM jobs ORDER BY id DESC LIMIT $1"),
+            i64::from(limit)
+        )
+        .ctx(self, "list_jobs")?;
+        drop(c);
+        let mut out = Vec::with_capacity(heads.len());
+        let mut kept = HashMap::new();
+        for (id, state, finished) in heads {
+            let state: JobState = self.parse(&state, "jobs.status")?;
+            let reusable = known.0.remove(&id).filter(|s| {
+                state == JobState::Finished
+                    && s.state == JobState::Finished
+                    && s.finished_at == finished.map(from_ms)
+            });
+            let summary = match reusable {
+                Some(s) => s,
+                None => self.summary(id).await?,
+            };
+            if summary.state == JobState::Finished {
+                kept.insert(id, summary.clone());
+            }
+            out.push(summary);
+        }
+        known.0 = kept;
         Ok(out)
     }
 

@@ -247,6 +247,10 @@ impl StatusCounts {
     }
 }
 
+/// Summaries of finished jobs kept between two listings ([`Store::list_jobs_reusing`]).
+#[derive(Debug, Default)]
+pub struct FinishedSummaries(pub(crate) std::collections::HashMap<i64, JobSummary>);
+
 /// One job with its item counts.
 #[derive(Debug, Clone, PartialEq)]
 pub struct JobSummary {

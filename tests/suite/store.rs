@@ -51,7 +51,52 @@ on_both_backends!(
     views_report_progress_and_useful_ratio,
     a_listing_is_recorded_once_per_target_shop,
     job_control_pauses_resumes_and_cancels,
+    listing_again_reuses_finished_jobs_until_they_reopen,
 );
+
+/// The dashboard lists jobs every refresh: a finished job is counted once and then reused,
+/// and counted again once a retry reopened it.
+async fn listing_again_reuses_finished_jobs_until_they_reopen(kind: Kind) {
+    let (_ledger, store) = TestLedger::fresh(kind).await;
+    let ks = keys(3);
+    let finished = store.create_job(JobKind::Listing, "{}", &ks).await.unwrap();
+    store
+        .finish_items(
+            finished,
+            &[
+                ItemOutcome::done(&ks[0], None),
+                ItemOutcome::failed(&ks[1], ErrorClass::Slow, "limited"),
+                ItemOutcome::done(&ks[2], None),
+            ],
+        )
+        .await
+        .unwrap();
+    let running = store.create_job(JobKind::Listing, "{}", &ks).await.unwrap();
+    let mut known = FinishedSummaries::default();
+    let first = store.list_jobs_reusing(10, &mut known).await.unwrap();
+    assert_eq!(first, store.list_jobs(10).await.unwrap());
+    // Newest first: the running job, then the finished one.
+    assert_eq!(
+        first.iter().map(|j| j.state).collect::<Vec<_>>(),
+        vec![JobState::Running, JobState::Finished]
+    );
+    assert!(running > finished);
+    // Listed again: the same, the finished one from what was kept.
+    assert_eq!(
+        store.list_jobs_reusing(10, &mut known).await.unwrap(),
+        first
+    );
+    // A retry reopens it: counted again, with its item pending.
+    store
+        .reset_items_to_pending(finished, &[ks[1].clone()])
+        .await
+        .unwrap();
+    let again = store.list_jobs_reusing(10, &mut known).await.unwrap();
+    let reopened = &again[1];
+    assert_eq!(reopened.state, JobState::Running);
+    assert_eq!((reopened.counts.pending, reopened.counts.failed), (1, 0));
+    assert_eq!(again, store.list_jobs(10).await.unwrap());
+}
 
 async fn job_control_pauses_resumes_and_cancels(kind: Kind) {
     let (_ledger, store) = TestLedger::fresh(kind).await;
