@@ -81,7 +81,10 @@ impl Answer {
 pub(crate) enum Reply {
     Answer(Answer),
     /// A body of this many bytes, with its length declared or not (the huge-answer drill).
-    Huge { bytes: u64, declared: bool },
+    Huge {
+        bytes: u64,
+        declared: bool,
+    },
     /// Idle-close drill: never answer, hold, then close the connection.
     DropConnection,
 }
