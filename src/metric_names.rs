@@ -23,6 +23,10 @@ pub(crate) const GATE_PAUSED: &str = "syncfleet_gate_paused_seconds";
 pub(crate) const GATE_QUOTA_USED: &str = "syncfleet_gate_quota_used";
 pub(crate) const GATE_QUOTA: &str = "syncfleet_gate_daily_quota";
 pub(crate) const GATE_BURN: &str = "syncfleet_gate_burn_ratio";
+/// An app's daily quota over all its APIs (TOP's app-wide count), when configured.
+pub(crate) const APP_QUOTA: &str = "syncfleet_app_daily_quota";
+pub(crate) const APP_QUOTA_BOOKED: &str = "syncfleet_app_quota_booked";
+pub(crate) const APP_BURN: &str = "syncfleet_app_burn_ratio";
 /// 0 closed, 1 half-open, 2 open.
 pub(crate) const BREAKER_STATE: &str = "syncfleet_breaker_state";
 /// The configured retry budget: retries may be at most this share of logical calls.
@@ -102,6 +106,18 @@ pub(super) fn describe() {
         "Calls counted against today's quota (GMT+8 day), failed ones included"
     );
     describe_gauge!(GATE_QUOTA, "Daily quota of the gate, when configured");
+    describe_gauge!(
+        APP_QUOTA,
+        "Daily quota of the app over all its APIs (the platform's app-wide count), when configured"
+    );
+    describe_gauge!(
+        APP_QUOTA_BOOKED,
+        "Calls the app's gates booked today over all its APIs"
+    );
+    describe_gauge!(
+        APP_BURN,
+        "(app quota booked / app daily quota) / fraction of the GMT+8 day elapsed"
+    );
     describe_gauge!(
         GATE_BURN,
         "(quota used / daily quota) / fraction of the GMT+8 day elapsed; > 1.3 will not last the day"

@@ -2,6 +2,8 @@
 
 use super::DashboardError;
 use crate::app::runtime::Runtime;
+use crate::jobs::spec::JobSpec;
+use crate::platform::Platform;
 use crate::queue::LiveWorker;
 use crate::store::{FailureReason, JobState};
 use crate::throttle::Gates;
@@ -26,8 +28,18 @@ pub(crate) struct DashboardState {
     queue: QueueView,
     /// Shops paused because the platform refused their session.
     paused_shops: Vec<PausedShopView>,
+    /// Apps with a daily quota over all their APIs: booked today.
+    apps: Vec<AppView>,
     /// Whether the token-protected actions are enabled.
     actions: bool,
+}
+
+#[derive(Debug, Serialize)]
+struct AppView {
+    platform: &'static str,
+    quota: u64,
+    booked: u64,
+    burn: f64,
 }
 
 #[derive(Debug, Serialize)]
@@ -43,6 +55,9 @@ struct PausedShopView {
 struct JobView {
     id: i64,
     kind: &'static str,
+    /// `platform/shop` the job works for ("-" when its spec does not read).
+    shop: String,
+    lane: &'static str,
     state: &'static str,
     total: u64,
     pending: u64,
@@ -71,6 +86,10 @@ struct GateView {
     used_today: u64,
     daily_quota: Option<u64>,
     burn: Option<f64>,
+    /// `spend` or `even` (bulk work paced over the day).
+    pacing: &'static str,
+    /// Part of the rate and daily quota kept for interactive work.
+    interactive_share: f64,
 }
 
 #[derive(Debug, Serialize)]
@@ -116,9 +135,15 @@ pub(crate) async fn collect(
         } else {
             Vec::new()
         };
+        let spec = serde_json::from_str::<JobSpec>(&store.job_spec(j.id).await?).ok();
         jobs.push(JobView {
             id: j.id,
             kind: j.kind.as_str(),
+            shop: spec.as_ref().map_or_else(
+                || "-".to_string(),
+                |s| format!("{}/{}", s.shop_platform(), s.shop()),
+            ),
+            lane: spec.as_ref().map_or("-", |s| s.lane().as_str()),
             state: j.state_label(),
             total: j.total,
             pending: j.counts.pending,
@@ -136,7 +161,8 @@ pub(crate) async fn collect(
     let today = crate::time::platform_day(now);
     let report = store.report_calls_for_day(today).await?;
     // Gates worth a look: the ones called today, paused or overridden.
-    let gates: Vec<GateView> = match gates.snapshot().await {
+    let gate_set = gates;
+    let gates: Vec<GateView> = match gate_set.snapshot().await {
         Ok(all) => all
             .into_iter()
             .filter(|g| {
@@ -158,6 +184,8 @@ pub(crate) async fn collect(
                 used_today: g.used_today.max(report.calls_of(g.platform, g.api)),
                 daily_quota: g.daily_quota,
                 burn: g.burn,
+                pacing: rt.cfg.gate(g.platform, g.api).pacing.as_str(),
+                interactive_share: rt.cfg.gate(g.platform, g.api).interactive_share,
             })
             .collect(),
         Err(e) => {
@@ -204,6 +232,19 @@ pub(crate) async fn collect(
             });
         }
     }
+    let mut apps = Vec::new();
+    for p in Platform::ALL {
+        match gate_set.app_day(p).await {
+            Ok(Some(a)) => apps.push(AppView {
+                platform: p.as_str(),
+                quota: a.quota,
+                booked: a.booked,
+                burn: a.burn,
+            }),
+            Ok(None) => {}
+            Err(e) => tracing::warn!(error = %e, "app quota unreadable"),
+        }
+    }
     let paused_shops = store
         .shop_pauses()
         .await?
@@ -228,6 +269,7 @@ pub(crate) async fn collect(
         workers,
         queue,
         paused_shops,
+        apps,
         actions,
     })
 }

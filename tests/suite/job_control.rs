@@ -80,7 +80,10 @@ async fn pause_stops_calls_resume_goes_on_and_cancel_ends_the_pending_items() {
     assert!(status.job.counts.pending > 0, "{:?}", status.job.counts);
     let shown = h.run(&["status", &job.to_string()]);
     let shown = String::from_utf8_lossy(&shown.stdout);
-    assert!(shown.contains("(listing, paused)"), "{shown}");
+    assert!(
+        shown.contains("(listing, taobao/default, bulk, paused)"),
+        "{shown}"
+    );
     // A paused job makes no call however long it stays paused (a window, not a race: any
     // call in it is a failure whatever the machine's speed).
     tokio::time::sleep(Duration::from_secs(3)).await;
@@ -106,7 +109,7 @@ async fn pause_stops_calls_resume_goes_on_and_cancel_ends_the_pending_items() {
     let shown = h.run(&["status", &job.to_string()]);
     let shown = String::from_utf8_lossy(&shown.stdout);
     assert!(
-        shown.contains("(listing, cancelled)")
+        shown.contains("(listing, taobao/default, bulk, cancelled)")
             && shown.contains(&format!("cancelled {}", c.cancelled)),
         "{shown}"
     );

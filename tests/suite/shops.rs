@@ -85,6 +85,17 @@ async fn a_refused_session_pauses_its_shop_alone_and_resume_lets_it_finish() {
     let status = h.run(&["status", &acme.to_string()]);
     let text = String::from_utf8_lossy(&status.stdout);
     assert!(text.contains("PAUSED"), "{text}");
+    assert!(text.contains("taobao/acme, bulk"), "{text}");
+    // The job list names each job's shop and lane.
+    let all = h.run(&["status"]);
+    let all = String::from_utf8_lossy(&all.stdout);
+    for shop in ["acme", "beta"] {
+        assert!(
+            all.lines()
+                .any(|l| l.contains(&format!("taobao/{shop}")) && l.contains("bulk")),
+            "{all}"
+        );
+    }
     let listed = h.run(&["shop", "list"]);
     let text = String::from_utf8_lossy(&listed.stdout);
     assert!(text.contains("shop acme on taobao, PAUSED since"), "{text}");
@@ -118,6 +129,18 @@ async fn a_refused_session_pauses_its_shop_alone_and_resume_lets_it_finish() {
     assert_eq!(shown.as_array().map(Vec::len), Some(1), "{state}");
     assert_eq!(shown[0]["shop"], "acme", "{state}");
     assert_eq!(shown[0]["platform"], "taobao", "{state}");
+    // ... and each job's shop and lane.
+    let jobs = state["jobs"].as_array().expect("jobs");
+    for (id, shop) in [(acme, "taobao/acme"), (beta, "taobao/beta")] {
+        let job = jobs
+            .iter()
+            .find(|j| j["id"] == id)
+            .unwrap_or_else(|| panic!("job {id}: {state}"));
+        assert_eq!(
+            (job["shop"].as_str(), job["lane"].as_str()),
+            (Some(shop), Some("bulk"))
+        );
+    }
     tokio::time::sleep(Duration::from_secs(2)).await;
     assert_eq!(shop_adds(&h, "acme").2, refused, "no call while paused");
 

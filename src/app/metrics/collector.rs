@@ -5,7 +5,7 @@ use crate::config::Config;
 use crate::link::breaker::State as BreakerState;
 use crate::link::gateway::Gateway;
 use crate::metric_names::{
-    BREAKER_STATE, COLLECT_DURATION, COLLECT_ERRORS, GATE_ADAPTIVE_RATE, GATE_BURN, GATE_BURST,
+    APP_BURN, APP_QUOTA, APP_QUOTA_BOOKED, BREAKER_STATE, COLLECT_DURATION, COLLECT_ERRORS, GATE_ADAPTIVE_RATE, GATE_BURN, GATE_BURST,
     GATE_CEILING, GATE_PAUSED, GATE_QUOTA, GATE_QUOTA_USED, GATE_RATE, GATE_UPPER, ITEMS_FINISHED,
     ITEMS_PENDING, JOBS_RUNNING, LOGICAL_CALLS, LOG_DROPPED, QUEUE_TASKS, RETRY_BUDGET_RATIO,
     SHOP_PAUSED,
@@ -107,6 +107,18 @@ impl Collector {
             }
             if let Some(b) = g.burn {
                 metrics::gauge!(GATE_BURN, &labels).set(b);
+            }
+        }
+        for p in crate::platform::Platform::ALL {
+            match s.gates.app_day(p).await {
+                Ok(Some(a)) => {
+                    let labels = [("platform", p.as_str())];
+                    metrics::gauge!(APP_QUOTA, &labels).set(a.quota as f64);
+                    metrics::gauge!(APP_QUOTA_BOOKED, &labels).set(a.booked as f64);
+                    metrics::gauge!(APP_BURN, &labels).set(a.burn);
+                }
+                Ok(None) => {}
+                Err(e) => collect_error("gates", &e, last_warn),
             }
         }
     }

@@ -49,10 +49,25 @@ fn fmt_eta(eta: Option<Duration>) -> String {
     }
 }
 
+/// The job's spec, None if it no longer reads (a spec written by another version).
+async fn spec_of(store: &Store, job: i64) -> Result<Option<JobSpec>, CliError> {
+    let text = store.job_spec(job).await?;
+    Ok(serde_json::from_str::<JobSpec>(&text).ok())
+}
+
+/// "platform/shop" and the lane of a job, as `status` shows them ("-" when unreadable).
+fn shop_and_lane(spec: Option<&JobSpec>) -> (String, &'static str) {
+    spec.map_or(("-".into(), "-"), |s| {
+        (
+            format!("{}/{}", s.shop_platform(), s.shop()),
+            s.lane().as_str(),
+        )
+    })
+}
+
 /// The pause of the shop `job` works for, if that shop is paused.
 async fn paused_shop_of(store: &Store, job: i64) -> Result<Option<ShopPause>, CliError> {
-    let text = store.job_spec(job).await?;
-    let Ok(spec) = serde_json::from_str::<JobSpec>(&text) else {
+    let Some(spec) = spec_of(store, job).await? else {
         return Ok(None);
     };
     Ok(store.shop_pause(spec.shop_platform(), spec.shop()).await?)
@@ -70,9 +85,11 @@ pub(crate) async fn status(cli: &Cli, args: &StatusArgs) -> Result<(), CliError>
             return Ok(());
         }
         println!(
-            "{:>6}  {:<9}  {:<9}  {:>8}  {:>7}  {:>8}  {:>7}  {:>7}  {:>7}  {:>9}",
+            "{:>6}  {:<9}  {:<18}  {:<11}  {:<9}  {:>8}  {:>7}  {:>8}  {:>7}  {:>7}  {:>7}  {:>9}",
             "job",
             "kind",
+            "shop",
+            "lane",
             "state",
             "items",
             "done%",
@@ -83,10 +100,13 @@ pub(crate) async fn status(cli: &Cli, args: &StatusArgs) -> Result<(), CliError>
             "cancelled"
         );
         for j in jobs {
+            let (shop, lane) = shop_and_lane(spec_of(&store, j.id).await?.as_ref());
             println!(
-                "{:>6}  {:<9}  {:<9}  {:>8}  {:>6.1}%  {:>8}  {:>7}  {:>7}  {:>7}  {:>9}",
+                "{:>6}  {:<9}  {:<18}  {:<11}  {:<9}  {:>8}  {:>6.1}%  {:>8}  {:>7}  {:>7}  {:>7}  {:>9}",
                 j.id,
                 j.kind.as_str(),
+                shop,
+                lane,
                 j.state_label(),
                 j.total,
                 j.percent(),
@@ -105,11 +125,12 @@ pub(crate) async fn status(cli: &Cli, args: &StatusArgs) -> Result<(), CliError>
         }
         return Ok(());
     };
+    let (shop, lane) = shop_and_lane(spec_of(&store, job).await?.as_ref());
     loop {
         let s = store.job_status(job).await.map_err(CliError::from)?;
         let c = &s.job.counts;
         println!(
-            "job {} ({}, {}): {}/{} terminal ({:.1}%) | done {} stale {} failed {} skipped {} cancelled {} pending {} | {:.1} items/s | ETA {}",
+            "job {} ({}, {shop}, {lane}, {}): {}/{} terminal ({:.1}%) | done {} stale {} failed {} skipped {} cancelled {} pending {} | {:.1} items/s | ETA {}",
             s.job.id,
             s.job.kind.as_str(),
             s.job.state_label(),
