@@ -95,8 +95,10 @@ fn to_ledger(platform: Platform, shop: &str, o: &PlatformOrder) -> Result<Order,
     })
 }
 
+#[allow(clippy::too_many_arguments)]
 pub(crate) async fn run_chunk(
     runner: &HandlerCtx,
+    job_id: i64,
     platform: Platform,
     shop: &str,
     keys: &[String],
@@ -115,7 +117,8 @@ pub(crate) async fn run_chunk(
             .get(key)
             .and_then(|c| serde_json::from_str::<SliceProgress>(c).ok())
             .unwrap_or_default();
-        let run = sync_slice(runner, platform, shop, key, useful, from, stop).await;
+        let slice = Slice { job_id, key };
+        let run = sync_slice(runner, platform, shop, &slice, useful, from, stop).await;
         out.push((key.clone(), run));
     }
     out
@@ -131,15 +134,41 @@ struct SliceProgress {
     changed: u64,
 }
 
+/// The slice an order walk covers: its job's item.
+struct Slice<'a> {
+    job_id: i64,
+    key: &'a str,
+}
+
+impl Slice<'_> {
+    /// Keep the walk's place in the ledger after a page is stored: a walk cut off by a lost
+    /// lease or a killed worker (nothing returned, nothing carried) resumes here too, not at
+    /// page 1. A failed write loses only the shortcut: the walk goes on.
+    async fn checkpoint(&self, runner: &HandlerCtx, progress: SliceProgress) {
+        let Ok(json) = serde_json::to_string(&progress) else {
+            return;
+        };
+        let carry = [(self.key.to_string(), json)];
+        if let Err(e) = ledger_write("keep_carry", || {
+            runner.store.keep_carry(self.job_id, &carry)
+        })
+        .await
+        {
+            tracing::warn!(slice = self.key, error = %e, "the order walk's place was not kept");
+        }
+    }
+}
+
 async fn sync_slice(
     runner: &HandlerCtx,
     platform: Platform,
     shop: &str,
-    key: &str,
+    slice: &Slice<'_>,
     useful: &Useful,
     from: SliceProgress,
     stop: &Stop,
 ) -> ItemRun {
+    let key = slice.key;
     let Some((start, end)) = parse_slice_key(key) else {
         return ItemRun::Outcome(ItemOutcome::failed(
             key,
@@ -247,6 +276,17 @@ async fn sync_slice(
         if !more {
             break;
         }
+        slice
+            .checkpoint(
+                runner,
+                SliceProgress {
+                    next_page: page + 1,
+                    pages,
+                    seen,
+                    changed,
+                },
+            )
+            .await;
     }
     let result = format!("pages={pages} orders={seen} changed={changed}");
     if more {

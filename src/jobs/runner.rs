@@ -512,8 +512,16 @@ impl JobRunner {
                 recorded?;
             }
             JobSpec::Orders { platform, shop, .. } => {
-                let run =
-                    orders::run_chunk(&hctx, *platform, shop, &keys, &useful, &carried, &stop);
+                let run = orders::run_chunk(
+                    &hctx,
+                    task.job_id,
+                    *platform,
+                    shop,
+                    &keys,
+                    &useful,
+                    &carried,
+                    &stop,
+                );
                 let Some(runs) = stop.cut_short(run).await else {
                     return Ok(TaskResult::RetryAfter(HAND_BACK_DELAY));
                 };

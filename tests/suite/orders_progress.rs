@@ -1,7 +1,8 @@
 //! An order walk keeps its place when its worker stops: a SIGTERM (a scale-in) ends the walk
 //! at a page boundary with the pages read so far carried, and the next worker resumes there
-//! instead of reading the slice again from page 1. Counted by the simulator against the same
-//! job run without a stop.
+//! instead of reading the slice again from page 1; a SIGKILL (the task's claim lost, nothing
+//! returned) resumes from the place kept after each stored page. Counted by the simulator
+//! against the same job run without a stop.
 
 use crate::jobs_harness::{self, client_toml, ClientOpts, Harness};
 use std::path::{Path, PathBuf};
@@ -87,5 +88,30 @@ async fn a_stopped_order_walk_resumes_where_it_was() {
     assert!(
         total <= baseline + 4,
         "{total} pages read against {baseline} without a stop: the walk started over"
+    );
+    h.wait_workers(Duration::from_secs(60));
+    drop(h);
+
+    // Killed a third of the way in: its tasks are claimed by the next worker once its
+    // heartbeats stop, and each walk resumes after its last stored page.
+    let mut h = Harness::start(sim_config(), &ClientOpts::default()).await;
+    let config = slow_pages(&h);
+    let job = enqueue(&h, &config);
+    let first = h.spawn_worker_with(&config, 4, 30);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while pages(&h) < baseline / 3 {
+        assert!(Instant::now() < deadline, "the walk never got going");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    h.kill_worker(first);
+    let at_kill = pages(&h);
+    h.spawn_worker_with(&config, 4, 2);
+    let s = h.wait_job(job, Duration::from_secs(120)).await;
+    assert_eq!(s.job.counts.failed, 0, "{:?}", s.job.counts);
+    let total = pages(&h);
+    println!("pages: baseline {baseline}, killed at {at_kill}, in all {total}");
+    assert!(
+        total <= baseline + 4,
+        "{total} pages read against {baseline} without a kill: the walk started over"
     );
 }
