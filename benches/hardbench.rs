@@ -338,13 +338,15 @@ async fn hostile_run() {
         .count();
     let gets = h.stats(FROM, Api::ItemGet);
     println!(
-        "hostile                {:>7.1} s  done {} failed {} (body too large {too_large}, worded like a limit {like_limit})  item_get calls {} for {items} items (bad ones asked {} times in all, at most {} allowed)",
+        "hostile                {:>7.1} s  done {} failed {} (body too large {too_large}, worded like a limit {like_limit})  item_get calls {} for {items} items: the 20 bad ones asked {} times (bound: 10 worded x {} rounds + 10 huge x {} rounds x 3 tries = {})",
         took.as_secs_f64(),
         c.done,
         c.failed,
         gets.calls,
         gets.calls - (items - 20),
-        20 * (u64::from(opts.item_retry_rounds) + 1),
+        u64::from(opts.item_retry_rounds) + 1,
+        u64::from(opts.item_retry_rounds) + 1,
+        10 * (u64::from(opts.item_retry_rounds) + 1) * 4,
     );
     println!("          worker exit: {}", exits.join("; "));
     match &cgroup {
