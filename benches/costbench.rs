@@ -1,0 +1,312 @@
+//! What one platform call costs the fleet in Redis: commands sent (round trips, pipelined
+//! ones counted apiece), commands run inside scripts, Redis CPU and worker CPU per 1,000
+//! calls, by purpose (gate, report, breaker, lease, stale cache, heartbeat, queue).
+//!
+//! `cargo bench --bench costbench -- [--items 4000] [--rate 400] [--workers 2]` runs a listing
+//! of N items (two platform calls each: `item_get`, `item_add`) on W worker processes twice,
+//! each on a fresh simulator, Redis and ledger: once with a `MONITOR` connection counting every
+//! command (the client's own, and those its scripts ran, which `MONITOR` shows as `lua`), once
+//! without it for the CPU figures (`MONITOR` costs the server CPU of its own). Platform calls
+//! are the simulator's count.
+//!
+//! A benchmark (harness = false) because it needs the built `syncfleet` binary for its worker
+//! processes; under `cargo test` it does nothing.
+
+#[path = "../tests/suite/jobs_harness/mod.rs"]
+mod jobs_harness;
+#[path = "../tests/suite/support/mod.rs"]
+mod support;
+
+use jobs_harness::{arg, ClientOpts, Harness};
+use sha1::{Digest, Sha1};
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use syncfleet::platform::{Api, Platform};
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+
+/// The project's Lua scripts, by the SHA1 that EVALSHA names them with.
+fn scripts() -> BTreeMap<String, &'static str> {
+    let sources: [(&str, &str); 18] = [
+        ("gate acquire", include_str!("../src/throttle/acquire.lua")),
+        ("gate report", include_str!("../src/throttle/report.lua")),
+        ("gate set", include_str!("../src/throttle/set.lua")),
+        ("breaker trip", include_str!("../src/link/breaker_trip.lua")),
+        ("lease", include_str!("../src/link/lease.lua")),
+        (
+            "lease release",
+            include_str!("../src/link/lease_release.lua"),
+        ),
+        (
+            "queue push",
+            include_str!("../src/queue/redis/lua/push.lua"),
+        ),
+        (
+            "queue push delayed",
+            include_str!("../src/queue/redis/lua/push_delayed.lua"),
+        ),
+        (
+            "queue fetch",
+            include_str!("../src/queue/redis/lua/fetch.lua"),
+        ),
+        ("queue ack", include_str!("../src/queue/redis/lua/ack.lua")),
+        (
+            "queue dead",
+            include_str!("../src/queue/redis/lua/dead.lua"),
+        ),
+        (
+            "queue reschedule",
+            include_str!("../src/queue/redis/lua/reschedule.lua"),
+        ),
+        (
+            "queue release",
+            include_str!("../src/queue/redis/lua/release.lua"),
+        ),
+        (
+            "queue claim",
+            include_str!("../src/queue/redis/lua/claim.lua"),
+        ),
+        (
+            "queue heartbeat",
+            include_str!("../src/queue/redis/lua/heartbeat.lua"),
+        ),
+        (
+            "queue bind fleet",
+            include_str!("../src/queue/redis/lua/bind_fleet.lua"),
+        ),
+        (
+            "queue gc consumers",
+            include_str!("../src/queue/redis/lua/gc_consumers.lua"),
+        ),
+        (
+            "queue length",
+            include_str!("../src/queue/redis/lua/len.lua"),
+        ),
+    ];
+    sources
+        .iter()
+        .map(|(name, src)| (hex::encode(Sha1::digest(src.as_bytes())), *name))
+        .collect()
+}
+
+/// What a command the client sent is for, from its script or its first key.
+fn purpose(words: &[String], scripts: &BTreeMap<String, &'static str>) -> String {
+    let upper = words.first().map(|w| w.to_uppercase()).unwrap_or_default();
+    if upper == "EVALSHA" || upper == "EVAL" {
+        let sha = words.get(1).cloned().unwrap_or_default();
+        return scripts
+            .get(&sha)
+            .map_or_else(|| "script (other)".to_string(), |s| s.to_string());
+    }
+    let key = words.get(1).cloned().unwrap_or_default();
+    let what = if key.contains(":link:") && key.contains(":stale:") {
+        "stale cache"
+    } else if key.contains(":link:") && key.contains("lease") {
+        "lease"
+    } else if key.contains(":link:") {
+        "breaker"
+    } else if key.ends_with(":fleet") {
+        "heartbeat"
+    } else if key.starts_with("{syncfleet}") {
+        "queue"
+    } else if key.contains(":{") {
+        "gate"
+    } else {
+        "other"
+    };
+    format!("{what} ({})", upper.to_lowercase())
+}
+
+/// `"A" "b c" "d"` (MONITOR's quoting) -> words.
+fn words(text: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut cur = String::new();
+    let mut quoted = false;
+    let mut escaped = false;
+    for ch in text.chars() {
+        if escaped {
+            cur.push(ch);
+            escaped = false;
+        } else if ch == '\\' && quoted {
+            escaped = true;
+        } else if ch == '"' {
+            if quoted {
+                out.push(std::mem::take(&mut cur));
+            }
+            quoted = !quoted;
+        } else if quoted {
+            cur.push(ch);
+        }
+    }
+    out
+}
+
+#[derive(Default)]
+struct Counts {
+    /// Commands the clients sent, by purpose.
+    sent: BTreeMap<String, u64>,
+    /// Commands run inside scripts.
+    in_scripts: u64,
+}
+
+/// Count every command of the server at `url` until the returned handle is dropped.
+async fn monitor(url: &str, counts: Arc<Mutex<Counts>>) -> tokio::task::JoinHandle<()> {
+    let addr = url
+        .trim_start_matches("redis://")
+        .trim_end_matches('/')
+        .to_string();
+    let mut stream = tokio::net::TcpStream::connect(&addr)
+        .await
+        .expect("connect for MONITOR");
+    stream.write_all(b"MONITOR\r\n").await.expect("MONITOR");
+    let scripts = scripts();
+    tokio::spawn(async move {
+        let mut lines = BufReader::new(stream).lines();
+        while let Ok(Some(line)) = lines.next_line().await {
+            // +1700000000.123456 [0 127.0.0.1:5555] "EVALSHA" "..." ...
+            let Some(rest) = line.split_once("] ") else {
+                continue;
+            };
+            let from_script = rest.0.ends_with("lua");
+            let w = words(rest.1);
+            let mut c = counts.lock().expect("counts");
+            if from_script {
+                c.in_scripts += 1;
+            } else if w.first().is_some_and(|c| c != "monitor" && c != "MONITOR") {
+                *c.sent.entry(purpose(&w, &scripts)).or_default() += 1;
+            }
+        }
+    })
+}
+
+async fn redis_cpu(url: &str) -> f64 {
+    let client = redis::Client::open(url).expect("redis url");
+    let mut c = client
+        .get_multiplexed_async_connection()
+        .await
+        .expect("redis");
+    let info: String = redis::cmd("INFO")
+        .arg("cpu")
+        .query_async(&mut c)
+        .await
+        .expect("INFO cpu");
+    info.lines()
+        .filter(|l| l.starts_with("used_cpu_sys:") || l.starts_with("used_cpu_user:"))
+        .filter_map(|l| l.split(':').nth(1)?.trim().parse::<f64>().ok())
+        .sum()
+}
+
+/// CPU seconds a live process has used (utime + stime), None once it is gone.
+fn process_cpu(pid: u32) -> Option<f64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let after = stat.rsplit_once(')')?.1;
+    let fields: Vec<&str> = after.split_whitespace().collect();
+    let ticks: f64 = fields.get(11)?.parse::<f64>().ok()? + fields.get(12)?.parse::<f64>().ok()?;
+    Some(ticks / 100.0)
+}
+
+struct Run {
+    calls: u64,
+    took: Duration,
+    redis_cpu_s: f64,
+    worker_cpu_s: f64,
+}
+
+async fn run(items: u64, rate: u64, workers: usize, counts: Option<Arc<Mutex<Counts>>>) -> Run {
+    let opts = ClientOpts {
+        rate: rate as f64,
+        ..ClientOpts::default()
+    };
+    let mut h = Harness::start(jobs_harness::listing_sim(), &opts).await;
+    let job = h.enqueue_listing(items);
+    let watch = match &counts {
+        Some(c) => Some(monitor(&h.redis.url, c.clone()).await),
+        None => None,
+    };
+    let cpu0 = redis_cpu(&h.redis.url).await;
+    let started = Instant::now();
+    let pids: Vec<u32> = (0..workers).map(|_| h.spawn_worker(8, 3_600)).collect();
+    let mut cpu: BTreeMap<u32, f64> = BTreeMap::new();
+    loop {
+        for &pid in &pids {
+            if let Some(s) = process_cpu(pid) {
+                cpu.insert(pid, s);
+            }
+        }
+        let s = h.store.job_status(job).await.expect("status");
+        if s.job.counts.pending == 0 {
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(1800),
+            "the job hangs"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let took = started.elapsed();
+    for &pid in &pids {
+        if let Some(s) = process_cpu(pid) {
+            cpu.insert(pid, s);
+        }
+    }
+    let cpu1 = redis_cpu(&h.redis.url).await;
+    if let Some(w) = watch {
+        w.abort();
+    }
+    for &pid in &pids {
+        h.terminate_worker(pid);
+    }
+    h.wait_workers(Duration::from_secs(120));
+    let calls = h.stats(Platform::Alibaba, Api::ItemGet).calls
+        + h.stats(Platform::Taobao, Api::ItemAdd).calls;
+    Run {
+        calls,
+        took,
+        redis_cpu_s: cpu1 - cpu0,
+        worker_cpu_s: cpu.values().sum(),
+    }
+}
+
+#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+async fn main() {
+    if !std::env::args().any(|a| a == "--bench") {
+        println!("costbench: run it with `cargo bench --bench costbench`");
+        return;
+    }
+    let items: u64 = arg("--items", 4_000);
+    let rate: u64 = arg("--rate", 400);
+    let workers: usize = arg("--workers", 2);
+    println!("costbench: {items} items, {workers} workers, gates at {rate}/s");
+
+    let counts = Arc::new(Mutex::new(Counts::default()));
+    let counted = run(items, rate, workers, Some(counts.clone())).await;
+    {
+        let c = counts.lock().expect("counts");
+        let per = |n: u64| n as f64 / counted.calls as f64;
+        let sent: u64 = c.sent.values().sum();
+        println!(
+        "with MONITOR: {} platform calls in {:.1} s; commands sent {sent} ({:.2} per call), run inside scripts {} ({:.2} per call)",
+        counted.calls,
+        counted.took.as_secs_f64(),
+        per(sent),
+        c.in_scripts,
+        per(c.in_scripts)
+    );
+        let mut by: Vec<(&String, &u64)> = c.sent.iter().collect();
+        by.sort_by(|a, b| b.1.cmp(a.1));
+        for (what, n) in by {
+            println!("  {what:<32} {n:>8}  {:.3} per call", per(*n));
+        }
+    }
+
+    let plain = run(items, rate, workers, None).await;
+    println!(
+        "without MONITOR: {} platform calls in {:.1} s; Redis CPU {:.2} s ({:.1} ms per 1,000 calls); workers' CPU {:.2} s ({:.1} ms per 1,000 calls)",
+        plain.calls,
+        plain.took.as_secs_f64(),
+        plain.redis_cpu_s,
+        1e6 * plain.redis_cpu_s / plain.calls as f64,
+        plain.worker_cpu_s,
+        1e6 * plain.worker_cpu_s / plain.calls as f64,
+    );
+}
