@@ -49,7 +49,16 @@ pub struct FleetLink {
     release: std::sync::Arc<Script>,
     /// Last breaker reading per (platform, api): when, and the open time left then.
     seen: std::sync::Arc<Mutex<HashMap<(Platform, Api), Seen>>>,
+    /// Logical calls not yet counted in Redis per (platform, api), and when the count was
+    /// last sent ([`FleetLink::budget_record_call`]).
+    uncounted: std::sync::Arc<Mutex<HashMap<(Platform, Api), (u64, Instant)>>>,
 }
+
+/// How long logical calls are counted locally before one `INCRBY` sends them: the retry
+/// budget judges windows of seconds, and a count sent per call was a Redis round trip per
+/// platform call (BENCHMARKS.md, "What a call costs in Redis"). Calls still uncounted when a
+/// worker stops are lost, which only makes the budget stricter.
+const BUDGET_COUNT_EVERY: Duration = Duration::from_millis(250);
 
 impl std::fmt::Debug for FleetLink {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -96,6 +105,7 @@ impl FleetLink {
             lease: std::sync::Arc::new(Script::new(LEASE_SCRIPT)),
             release: std::sync::Arc::new(Script::new(RELEASE_SCRIPT)),
             seen: Default::default(),
+            uncounted: Default::default(),
         })
     }
 
@@ -169,18 +179,33 @@ impl FleetLink {
         ]
     }
 
-    /// Count one logical call for the retry budget.
+    /// Count one logical call for the retry budget: counted here, sent to Redis with the
+    /// others of the last [`BUDGET_COUNT_EVERY`] by the first call after it.
     pub(crate) async fn budget_record_call(
         &self,
         platform: Platform,
         api: Api,
         window: Duration,
     ) -> redis::RedisResult<()> {
+        let due = {
+            let Ok(mut uncounted) = self.uncounted.lock() else {
+                return Ok(());
+            };
+            let now = Instant::now();
+            let entry = uncounted.entry((platform, api)).or_insert((0, now));
+            entry.0 += 1;
+            if now.duration_since(entry.1) < BUDGET_COUNT_EVERY {
+                return Ok(());
+            }
+            let n = entry.0;
+            *entry = (0, now);
+            n
+        };
         let [calls, ..] = self.window_keys(platform, api, window);
         let mut conn = self.conn.clone();
         let ttl = (window.as_millis() as i64) * 3;
         redis::pipe()
-            .incr(&calls, 1)
+            .incr(&calls, due)
             .ignore()
             .pexpire(&calls, ttl)
             .ignore()
@@ -199,16 +224,30 @@ impl FleetLink {
             self.window_keys(platform, api, policy.window);
         let mut conn = self.conn.clone();
         let ttl = (policy.window.as_millis() as i64) * 3;
+        // The calls counted here but not yet sent go with the question, so the judgement
+        // sees them (no round trip of their own).
+        let uncounted = self
+            .uncounted
+            .lock()
+            .ok()
+            .and_then(|mut u| {
+                u.get_mut(&(platform, api))
+                    .map(|e| std::mem::replace(e, (0, Instant::now())).0)
+            })
+            .unwrap_or(0);
         // Take the retry first, then judge: two workers deciding at once cannot both slip
         // past the limit.
-        let (mine, _, c, pc, pr): (u64, (), Option<u64>, Option<u64>, Option<u64>) = redis::pipe()
-            .incr(&retries, 1)
-            .pexpire(&retries, ttl)
-            .get(&calls)
-            .get(&prev_calls)
-            .get(&prev_retries)
-            .query_async(&mut conn)
-            .await?;
+        let (_, _, mine, _, c, pc, pr): (u64, (), u64, (), Option<u64>, Option<u64>, Option<u64>) =
+            redis::pipe()
+                .incr(&calls, uncounted)
+                .pexpire(&calls, ttl)
+                .incr(&retries, 1)
+                .pexpire(&retries, ttl)
+                .get(&calls)
+                .get(&prev_calls)
+                .get(&prev_retries)
+                .query_async(&mut conn)
+                .await?;
         let total_calls = c.unwrap_or(0) + pc.unwrap_or(0);
         let earlier = mine.saturating_sub(1) + pr.unwrap_or(0);
         if policy.allows(total_calls, earlier) {
