@@ -39,6 +39,9 @@ const RELEASE_SCRIPT: &str = include_str!("lease_release.lua");
 /// When a breaker key was read, and the open time it had left then.
 type Seen = (Instant, Option<Duration>);
 
+/// Logical calls not yet sent to Redis, and when the count was last sent.
+type Uncounted = (u64, Instant);
+
 /// A handle on the fleet's link state. Cheap to clone.
 #[derive(Clone)]
 pub struct FleetLink {
@@ -51,7 +54,7 @@ pub struct FleetLink {
     seen: std::sync::Arc<Mutex<HashMap<(Platform, Api), Seen>>>,
     /// Logical calls not yet counted in Redis per (platform, api), and when the count was
     /// last sent ([`FleetLink::budget_record_call`]).
-    uncounted: std::sync::Arc<Mutex<HashMap<(Platform, Api), (u64, Instant)>>>,
+    uncounted: std::sync::Arc<Mutex<HashMap<(Platform, Api), Uncounted>>>,
 }
 
 /// How long logical calls are counted locally before one `INCRBY` sends them: the retry
