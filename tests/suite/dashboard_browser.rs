@@ -146,6 +146,18 @@ async fn dashboard_shows_live_progress_and_guards_its_actions() {
     })
     .await;
     assert!(later > first);
+    // The job's row names its shop and lane.
+    let row = browser
+        .find(Locator::Css(&format!("tr[data-job='{job}']")))
+        .await
+        .expect("the job's row")
+        .text()
+        .await
+        .expect("the row's text");
+    assert!(
+        row.contains("taobao/default") && row.contains("bulk"),
+        "the job's row: {row}"
+    );
     // Usefulness follows the done items while the job runs, not only at each task's end.
     let useful = eventually("useful item_add calls on the page", || async {
         calls_row(&browser, "taobao.item_add")
