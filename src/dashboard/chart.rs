@@ -80,15 +80,30 @@ pub(crate) fn burn_svg(
                 .map_err(chart_err)?
                 .label("fair share of the daily quota");
         }
-        let mut line = vec![(0.0, 0.0)];
-        line.extend_from_slice(used);
         chart
-            .draw_series(LineSeries::new(line, RGBColor(200, 60, 40).stroke_width(2)))
+            .draw_series(LineSeries::new(
+                curve(used),
+                RGBColor(200, 60, 40).stroke_width(2),
+            ))
             .map_err(chart_err)?
             .label("calls today");
         root.present().map_err(chart_err)?;
     }
     Ok(svg)
+}
+
+/// The drawn line of `used`: from the day's start, flat through minutes without calls (a
+/// straight line from one point to the next would show calls in the idle hours between).
+fn curve(used: &[(f64, f64)]) -> Vec<(f64, f64)> {
+    let mut line = vec![(0.0, 0.0)];
+    for &(minute, total) in used {
+        let (last_minute, last_total) = line[line.len() - 1];
+        if minute - last_minute > 1.0 {
+            line.push((minute - 1.0, last_total));
+        }
+        line.push((minute, total));
+    }
+    line
 }
 
 /// 00:00 GMT+8 of the platform day that contains `now`, in UTC.
@@ -103,6 +118,23 @@ pub(crate) fn day_start(now: DateTime<Utc>) -> DateTime<Utc> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_line_stays_flat_through_idle_minutes() {
+        let line = curve(&[(600.0, 40.0), (601.0, 90.0), (700.0, 120.0)]);
+        assert_eq!(
+            line,
+            vec![
+                (0.0, 0.0),
+                (599.0, 0.0),
+                (600.0, 40.0),
+                (601.0, 90.0),
+                (699.0, 90.0),
+                (700.0, 120.0)
+            ]
+        );
+        assert_eq!(curve(&[]), vec![(0.0, 0.0)]);
+    }
 
     #[test]
     fn the_curve_ends_at_the_live_count() {
