@@ -122,7 +122,16 @@ async fn metrics_during_and_after_a_job_match_the_simulator_and_the_ledger() {
     let mut h = Harness::start(sim, &opts).await;
     let job = h.enqueue_listing(ITEMS);
     let addr: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().expect("addr");
-    let config = h.config.clone();
+    // An app-wide daily quota on taobao (far above the job): its gauges are exported.
+    let text = std::fs::read_to_string(&h.config).expect("config");
+    let text = text.replacen(
+        "[platforms.taobao]\n",
+        "[platforms.taobao]\ndaily_quota = 1000000\n",
+        1,
+    );
+    assert!(text.contains("daily_quota = 1000000"), "{text}");
+    let config = h.dir.path().join("app-quota.toml");
+    std::fs::write(&config, text).expect("config");
     // Idle exit off: the worker keeps serving after the job until it is told to stop.
     let pid = h.spawn_worker_args(&config, 8, 0, &["--metrics-listen", &addr.to_string()], &[]);
 
@@ -204,6 +213,18 @@ async fn metrics_during_and_after_a_job_match_the_simulator_and_the_ledger() {
         tokio::time::sleep(Duration::from_millis(200)).await;
     };
     assert_eq!(after.get("syncfleet_items_pending", &[]), Some(0.0));
+    // The app's day: its quota, and the calls its gates booked (every item_add of the job).
+    let app = [("platform", "taobao")];
+    assert_eq!(
+        after.get("syncfleet_app_daily_quota", &app),
+        Some(1_000_000.0)
+    );
+    let booked = after.get("syncfleet_app_quota_booked", &app).unwrap_or(0.0);
+    assert!(
+        booked >= ITEMS as f64 && booked <= h.stats(TO, Api::ItemAdd).calls as f64 + 16.0,
+        "app booked {booked}"
+    );
+    assert!(after.get("syncfleet_app_burn_ratio", &app).is_some());
     for (p, a) in [(FROM, Api::ItemGet), (TO, Api::ItemAdd)] {
         let sim = h.stats(p, a);
         let labels = [("platform", p.as_str()), ("api", a.as_str())];
