@@ -175,7 +175,8 @@ async fn a_huge_answer_is_refused_unread_and_the_job_goes_on() {
             })
             .expect("drill");
         let job = h.enqueue_listing(30);
-        let pid = h.spawn_worker(4, 3);
+        // Idle exit after 8 s: still up when the job is seen done, to read its peak.
+        let pid = h.spawn_worker(4, 8);
         let status = h.wait_job(job, Duration::from_secs(180)).await;
         let peak = Harness::peak_rss_mb(pid);
         let c = &status.job.counts;
@@ -193,6 +194,7 @@ async fn a_huge_answer_is_refused_unread_and_the_job_goes_on() {
             );
         }
         let peak = peak.expect("the worker's peak memory, read while it idled");
+        println!("declared {declared}: worker peak resident {peak} MiB");
         assert!(
             peak < 128,
             "declared {declared}: the worker peaked at {peak} MiB"
