@@ -25,7 +25,7 @@ fn tasks(n: usize, keys: usize) -> Vec<TaskMsg> {
     (0..n)
         .map(|i| TaskMsg {
             job_id: 1,
-            kind: "listing".into(),
+            kind: syncfleet::store::JobKind::Listing,
             chunk: i as u32,
             keys: (0..keys).map(|k| format!("item-{i:06}-{k:03}")).collect(),
             shop: String::new(),

@@ -136,7 +136,7 @@ pub fn chunk_tasks(
         .enumerate()
         .map(|(i, chunk)| TaskMsg {
             job_id,
-            kind: kind.as_str().to_string(),
+            kind,
             chunk: u32::try_from(i).unwrap_or(u32::MAX),
             keys: chunk.to_vec(),
             shop: share.shop.clone(),

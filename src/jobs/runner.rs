@@ -22,7 +22,7 @@ use crate::link::gateway::Gateway;
 use crate::platform::{Api, Platform};
 use crate::queue::DeadHook;
 use crate::queue::{TaskCtx, TaskMsg, TaskResult};
-use crate::store::{ItemOutcome, ItemStatus, JobControl, ListingRoute, Store, StoreError};
+use crate::store::{ItemOutcome, ItemStatus, JobControl, JobKind, ListingRoute, Store, StoreError};
 use futures::StreamExt;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -367,11 +367,11 @@ impl JobRunner {
             None => {}
         }
         let spec = self.spec(task.job_id).await?;
-        if spec.kind().as_str() != task.kind {
+        if spec.kind() != task.kind {
             return Err(TaskError::KindMismatch {
-                task_kind: task.kind.clone(),
+                task_kind: task.kind,
                 job_id: task.job_id,
-                job_kind: spec.kind().as_str(),
+                job_kind: spec.kind(),
             });
         }
         // A shop paused for a refused session waits, uncharged (docs/design.md, "Shops").
@@ -579,9 +579,9 @@ pub(crate) enum TaskError {
     },
     #[error("task kind `{task_kind}` does not match job {job_id} ({job_kind})")]
     KindMismatch {
-        task_kind: String,
+        task_kind: JobKind,
         job_id: i64,
-        job_kind: &'static str,
+        job_kind: JobKind,
     },
     #[error("{0} item(s) attempted but not finished")]
     Unfinished(usize),

@@ -40,8 +40,8 @@ pub use seam::{Queue, TaskHandler, TaskQueue};
 pub struct TaskMsg {
     /// The job in the ledger.
     pub job_id: i64,
-    /// The job's kind (`listing`, `orders`, `logistics`): picks the handler.
-    pub kind: String,
+    /// The job's kind: picks the handler (checked against the job's spec).
+    pub kind: crate::store::JobKind,
     /// Index of this chunk within the job, from 0.
     pub chunk: u32,
     /// Keys of the chunk's items in the ledger.

@@ -61,7 +61,7 @@ async fn panics_become_failures() {
     };
     let msg = TaskMsg {
         job_id: 1,
-        kind: "listing".into(),
+        kind: crate::store::JobKind::Listing,
         chunk: 0,
         keys: vec![],
         shop: String::new(),
@@ -86,4 +86,15 @@ async fn shutdown_wait_resolves_after_trigger() {
         .expect("wait resolves")
         .expect("join");
     assert!(s.is_triggered());
+}
+
+#[test]
+fn a_task_names_its_kind_as_the_ledger_spells_it() {
+    let wire = r#"{"job_id":7,"kind":"orders","chunk":2,"keys":["a"]}"#;
+    let msg: TaskMsg = serde_json::from_str(wire).expect("a task written before kinds were typed");
+    assert_eq!(msg.kind, crate::store::JobKind::Orders);
+    let again = serde_json::to_string(&msg).expect("encode");
+    assert!(again.contains(r#""kind":"orders""#), "{again}");
+    let odd = r#"{"job_id":7,"kind":"refunds","chunk":2,"keys":["a"]}"#;
+    assert!(serde_json::from_str::<TaskMsg>(odd).is_err());
 }

@@ -46,7 +46,9 @@ macro_rules! text_enum {
 }
 
 text_enum! {
-    /// The three kinds of job.
+    /// The three kinds of job. A task carries its job's kind on the queue in this spelling.
+    #[derive(serde::Serialize, serde::Deserialize)]
+    #[serde(rename_all = "lowercase")]
     JobKind {
         /// Copy items from one platform to another (`item_get` then `item_add`).
         Listing => "listing",

@@ -15,7 +15,7 @@ pub fn msgs(job_id: i64, key_prefix: &str, range: std::ops::Range<u32>) -> Vec<T
     range
         .map(|i| TaskMsg {
             job_id,
-            kind: "listing".into(),
+            kind: syncfleet::store::JobKind::Listing,
             chunk: i,
             keys: vec![format!("{key_prefix}{i}")],
             shop: String::new(),
