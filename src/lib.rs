@@ -14,6 +14,8 @@ pub mod app;
 pub mod cli;
 pub mod config;
 pub(crate) mod dashboard;
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod jobs;
 pub mod link;
 pub(crate) mod metric_names;

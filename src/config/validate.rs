@@ -171,7 +171,12 @@ impl Config {
                 ApiClass::Logistics,
             ] {
                 let t = self.link.timeouts.for_class(class);
-                let attempt = pc.pool_wait_ms + t.connect_ms + t.read_ms;
+                // Saturating: each may be up to i64::MAX in the file, and a sum that wrapped
+                // would pass absurd timeouts as fitting.
+                let attempt = pc
+                    .pool_wait_ms
+                    .saturating_add(t.connect_ms)
+                    .saturating_add(t.read_ms);
                 if attempt >= self.link.task_budget_ms {
                     push(
                         format!("link.timeouts.{}", class.as_str()),

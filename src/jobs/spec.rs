@@ -145,8 +145,14 @@ impl JobSpec {
     pub(crate) fn load(path: &Path) -> Result<JobSpec, InputError> {
         let text = std::fs::read_to_string(path)
             .map_err(|e| InputError::new(path, None, format!("cannot read job spec: {e}")))?;
+        JobSpec::parse(path, &text)
+    }
+
+    /// Parse and check spec text as [`JobSpec::load`] does; `path` names the file in messages
+    /// and is where a relative `items_file` resolves from.
+    pub(crate) fn parse(path: &Path, text: &str) -> Result<JobSpec, InputError> {
         // Parsed flat (not as the tagged enum) so toml keeps spans: errors name the line.
-        let file: SpecFile = toml::from_str(&text).map_err(|e| {
+        let file: SpecFile = toml::from_str(text).map_err(|e| {
             let line = e
                 .span()
                 .map(|s| text[..s.start.min(text.len())].matches('\n').count() + 1);

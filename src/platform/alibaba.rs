@@ -134,6 +134,16 @@ pub(crate) fn check_body(
         )
         .limit_guessed(guessed));
     }
+    // Every success answer is a JSON object: anything else (a proxy's HTML page, a bare
+    // string) would read as an empty order page or trace, and a sync would skip its window.
+    if !body.is_object() {
+        return Err(CallError::parse(
+            P,
+            api,
+            status,
+            "the body is not a JSON object".into(),
+        ));
+    }
     // Business errors may sit at the top level or inside `result`.
     let scopes = [Some(body), body.get("result").filter(|r| r.is_object())];
     for scope in scopes.into_iter().flatten() {

@@ -194,11 +194,10 @@ impl PlatformClient {
             }
             bytes.extend_from_slice(&chunk);
         }
-        let body = serde_json::from_slice(&bytes).unwrap_or_else(|_| {
-            let text = String::from_utf8_lossy(&bytes);
-            Value::String(text.chars().take(2000).collect())
-        });
-        Ok(RawResponse { http_status, body })
+        Ok(RawResponse {
+            http_status,
+            body: decode_body(&bytes),
+        })
     }
 
     /// The URL and the signed form of one call.
@@ -223,6 +222,15 @@ impl PlatformClient {
             }
         }
     }
+}
+
+/// An answer body as JSON, or its text (the first 2,000 characters) as a JSON string when it
+/// is not JSON (e.g. an HTML 502 page), for the platform's `check_body` to classify.
+pub(crate) fn decode_body(bytes: &[u8]) -> Value {
+    serde_json::from_slice(bytes).unwrap_or_else(|_| {
+        let text = String::from_utf8_lossy(bytes);
+        Value::String(text.chars().take(2000).collect())
+    })
 }
 
 /// The platform's business params of a typed request.

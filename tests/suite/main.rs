@@ -30,6 +30,7 @@ mod ops_logs;
 mod ops_metrics;
 mod orders_progress;
 mod pacing;
+mod parsers_props;
 mod platform_sim;
 mod queue;
 mod queue_embedded;
