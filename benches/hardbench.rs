@@ -8,8 +8,9 @@
 //!    job (nothing forwarded, sockets open); its connections reset ten times, 3 s apart (every
 //!    connection closed, new ones let in after 0.5 s). Goal: 0 dead letters, 0 failed, the job
 //!    finishes with no operator, duration <= 60 s + 1.1x the baseline.
-//! 2. **lost**: the same job (SQLite ledger) with 5% of its tasks deleted from Redis at a fifth
-//!    of the job, from the ready set and the stream alike. Goal: it finishes on its own, and
+//! 2. **lost**: the same job (SQLite ledger, tasks of `--lost-chunk` 20 items) with 5% of its
+//!    queued tasks deleted from Redis at a fifth of the job, from the ready set and the stream
+//!    alike. Goal: it finishes on its own, and
 //!    no item is written twice (the simulator counts repeated writes).
 //! 3. **hostile**: 1,000 items, of which 10 have a 2 GiB source answer (five with the length
 //!    declared, five chunked) for one worker in a 512 MiB memory cgroup (when the machine lets
@@ -204,8 +205,13 @@ fn delete_tasks(h: &Harness, share: f64) -> (usize, usize) {
     (gone_ready.len(), gone_stream.len())
 }
 
-async fn lost_run(items: u64, rate: u64, lose: bool) -> Run {
-    let mut h = Harness::start(jobs_harness::listing_sim(), &opts(rate)).await;
+async fn lost_run(items: u64, rate: u64, chunk: usize, lose: bool) -> Run {
+    // Small tasks (`--lost-chunk`, 20 items): a job of many tasks, so 5% of them is a count.
+    let opts = ClientOpts {
+        chunk_size: chunk,
+        ..opts(rate)
+    };
+    let mut h = Harness::start(jobs_harness::listing_sim(), &opts).await;
     let job = h.enqueue_listing(items);
     let started = Instant::now();
     // Workers that stay up while the queue looks empty, as a fleet's do: the lost items come
@@ -400,9 +406,10 @@ async fn main() {
         }
     }
     if only.contains("lost") {
-        let base = lost_run(items, rate, false).await;
+        let chunk: usize = arg("--lost-chunk", 20);
+        let base = lost_run(items, rate, chunk, false).await;
         base.print(None);
-        lost_run(items, rate, true).await.print(Some(&base));
+        lost_run(items, rate, chunk, true).await.print(Some(&base));
     }
     if only.contains("hostile") {
         hostile_run().await;
