@@ -126,15 +126,11 @@ async fn show(cli: &Cli, namespace: &str) -> Result<(), CliError> {
         ));
         out.push('\n');
     }
-    let mut platforms: Vec<_> = snaps.iter().map(|s| s.platform).collect();
-    platforms.dedup();
-    for p in platforms {
-        if let Some(a) = gates.app_day(p).await? {
-            out.push_str(&format!(
-                "app {p}: {} of {} calls booked today over all its APIs, burn {:.2}\n",
-                a.booked, a.quota, a.burn
-            ));
-        }
+    for a in gates.app_days().await? {
+        out.push_str(&format!(
+            "app {}: {} of {} calls booked today over all its APIs, burn {:.2}\n",
+            a.platform, a.booked, a.quota, a.burn
+        ));
     }
     if snaps.iter().any(|s| s.overridden) {
         out.push_str("* set at run time by `syncfleet gate set` (see gate_changes)\n");

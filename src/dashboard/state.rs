@@ -3,7 +3,6 @@
 use super::DashboardError;
 use crate::app::runtime::Runtime;
 use crate::jobs::spec::JobSpec;
-use crate::platform::Platform;
 use crate::queue::LiveWorker;
 use crate::store::{FailureReason, JobState};
 use crate::throttle::Gates;
@@ -135,14 +134,13 @@ pub(crate) async fn collect(
         } else {
             Vec::new()
         };
-        let spec = serde_json::from_str::<JobSpec>(&store.job_spec(j.id).await?).ok();
+        let spec = JobSpec::stored(store, j.id).await?;
         jobs.push(JobView {
             id: j.id,
             kind: j.kind.as_str(),
-            shop: spec.as_ref().map_or_else(
-                || "-".to_string(),
-                |s| format!("{}/{}", s.shop_platform(), s.shop()),
-            ),
+            shop: spec
+                .as_ref()
+                .map_or_else(|| "-".into(), JobSpec::shop_label),
             lane: spec.as_ref().map_or("-", |s| s.lane().as_str()),
             state: j.state_label(),
             total: j.total,
@@ -161,8 +159,22 @@ pub(crate) async fn collect(
     let today = crate::time::platform_day(now);
     let report = store.report_calls_for_day(today).await?;
     // Gates worth a look: the ones called today, paused or overridden.
-    let gate_set = gates;
-    let gates: Vec<GateView> = match gate_set.snapshot().await {
+    let apps = match gates.app_days().await {
+        Ok(all) => all
+            .into_iter()
+            .map(|a| AppView {
+                platform: a.platform.as_str(),
+                quota: a.quota,
+                booked: a.booked,
+                burn: a.burn,
+            })
+            .collect(),
+        Err(e) => {
+            tracing::warn!(error = %e, "app quota unreadable");
+            Vec::new()
+        }
+    };
+    let gates: Vec<GateView> = match gates.snapshot().await {
         Ok(all) => all
             .into_iter()
             .filter(|g| {
@@ -230,19 +242,6 @@ pub(crate) async fn collect(
                 pending: queue.in_flight,
                 idle_ms: 0,
             });
-        }
-    }
-    let mut apps = Vec::new();
-    for p in Platform::ALL {
-        match gate_set.app_day(p).await {
-            Ok(Some(a)) => apps.push(AppView {
-                platform: p.as_str(),
-                quota: a.quota,
-                booked: a.booked,
-                burn: a.burn,
-            }),
-            Ok(None) => {}
-            Err(e) => tracing::warn!(error = %e, "app quota unreadable"),
         }
     }
     let paused_shops = store

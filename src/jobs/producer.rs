@@ -148,8 +148,8 @@ pub fn chunk_tasks(
 /// The shop and lane of a stored job; empty and bulk when its spec no longer parses (its
 /// tasks then form one flow of their own; the runner reports the spec).
 async fn job_share(store: &Store, job_id: i64) -> Result<Share, ProducerError> {
-    let text = store.job_spec(job_id).await?;
-    Ok(serde_json::from_str::<JobSpec>(&text)
+    Ok(JobSpec::stored(store, job_id)
+        .await?
         .map(|s| Share {
             shop: s.shop().to_string(),
             lane: s.lane(),

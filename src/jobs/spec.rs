@@ -104,6 +104,21 @@ impl JobSpec {
         }
     }
 
+    /// `platform/shop`, as `status` and the dashboard name the shop a job works for.
+    pub(crate) fn shop_label(&self) -> String {
+        format!("{}/{}", self.shop_platform(), self.shop())
+    }
+
+    /// The spec of stored job `job_id`; `None` when it no longer parses (written by another
+    /// version): callers that only show or order the job go on without it.
+    pub(crate) async fn stored(
+        store: &crate::store::Store,
+        job_id: i64,
+    ) -> Result<Option<JobSpec>, crate::store::StoreError> {
+        let text = store.job_spec(job_id).await?;
+        Ok(serde_json::from_str(&text).ok())
+    }
+
     /// The job's lane.
     pub(crate) fn lane(&self) -> Lane {
         match self {

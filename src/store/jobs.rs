@@ -387,20 +387,8 @@ impl Store {
 
     /// The most recent jobs (newest first) with their counts.
     pub async fn list_jobs(&self, limit: u32) -> Result<Vec<JobSummary>, StoreError> {
-        let mut c = self.conn("list_jobs").await?;
-        let ids = scalar!(
-            fetch_all as i64,
-            c.on(),
-            sql!("SELECT id FROM jobs ORDER BY id DESC LIMIT $1"),
-            i64::from(limit)
-        )
-        .ctx(self, "list_jobs")?;
-        drop(c);
-        let mut out = Vec::with_capacity(ids.len());
-        for id in ids {
-            out.push(self.summary(id).await?);
-        }
-        Ok(out)
+        self.list_jobs_reusing(limit, &mut FinishedSummaries::default())
+            .await
     }
 
     /// [`Store::list_jobs`], reusing the summaries of jobs that were finished when `known`

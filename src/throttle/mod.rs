@@ -532,7 +532,7 @@ impl Gates {
 
     /// The app's daily quota on `platform` (`[platforms.P] daily_quota`), if set, with the
     /// calls every gate of the app booked today and the burn ratio.
-    pub async fn app_day(&self, platform: Platform) -> Result<Option<AppDay>, GateError> {
+    async fn app_day(&self, platform: Platform) -> Result<Option<AppDay>, GateError> {
         let Some(cfg) = self
             .inner
             .local
@@ -552,6 +552,15 @@ impl Gates {
             booked,
             burn: cfg.day.burn_ratio(booked, quota, chrono::Utc::now()),
         }))
+    }
+
+    /// [`Gates::app_day`] of every configured platform whose app has a daily quota.
+    pub async fn app_days(&self) -> Result<Vec<AppDay>, GateError> {
+        let mut out = Vec::new();
+        for &p in &self.inner.platforms {
+            out.extend(self.app_day(p).await?);
+        }
+        Ok(out)
     }
 
     /// The state of one gate (one read of its shared state).

@@ -7,7 +7,6 @@
 use crate::jobs_harness;
 
 use jobs_harness::{ClientOpts, Harness};
-use std::process::Stdio;
 use std::time::{Duration, Instant};
 use syncfleet::platform::{Api, Platform};
 use syncfleet::queue::{QueueOptions, RedisQueue};
@@ -40,19 +39,8 @@ fn run_cli(h: &Harness, args: &[&str]) -> (i32, String, String) {
 
 /// [`run_cli`] with another ledger URL.
 fn run_cli_on(h: &Harness, db: &str, args: &[&str]) -> (i32, String, String) {
-    let mut child = h
-        .command_on(&h.config, db, args)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("start syncfleet");
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while child.try_wait().expect("try_wait").is_none() {
-        assert!(Instant::now() < deadline, "syncfleet {args:?} hung");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let out = child.wait_with_output().expect("output");
+    let out =
+        jobs_harness::output_within(h.command_on(&h.config, db, args), Duration::from_secs(60));
     (
         out.status.code().unwrap_or(-1),
         String::from_utf8_lossy(&out.stdout).to_string(),

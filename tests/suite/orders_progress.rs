@@ -67,6 +67,20 @@ async fn a_stopped_order_walk_resumes_where_it_was() {
     drop(base);
 
     // Stopped a third of the way in, then a new worker.
+    stopped_a_third_in(baseline, "stopped", |h, first| {
+        h.terminate_worker(first);
+        assert!(h.wait_worker(first, Duration::from_secs(60)), "worker exit");
+    })
+    .await;
+    // Killed a third of the way in: its tasks are claimed by the next worker once its
+    // heartbeats stop, and each walk resumes after its last stored page.
+    stopped_a_third_in(baseline, "killed", |h, first| h.kill_worker(first)).await;
+}
+
+/// The job on a fresh harness; its first worker is stopped with `stop` once a third of the
+/// `baseline` pages are read, and a new worker finishes it: in all, the pages read must stay
+/// within a page on the wire per walk of the `baseline`.
+async fn stopped_a_third_in(baseline: u64, how: &str, stop: impl FnOnce(&mut Harness, u32)) {
     let mut h = Harness::start(sim_config(), &ClientOpts::default()).await;
     let config = slow_pages(&h);
     let job = enqueue(&h, &config);
@@ -76,42 +90,17 @@ async fn a_stopped_order_walk_resumes_where_it_was() {
         assert!(Instant::now() < deadline, "the walk never got going");
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    h.terminate_worker(first);
-    assert!(h.wait_worker(first, Duration::from_secs(60)), "worker exit");
+    stop(&mut h, first);
     let at_stop = pages(&h);
     h.spawn_worker_with(&config, 4, 2);
     let s = h.wait_job(job, Duration::from_secs(120)).await;
-    assert_eq!(s.job.counts.failed, 0, "{:?}", s.job.counts);
+    assert_eq!(s.job.counts.failed, 0, "{how}: {:?}", s.job.counts);
     let total = pages(&h);
-    println!("pages: baseline {baseline}, stopped at {at_stop}, in all {total}");
+    println!("pages: baseline {baseline}, {how} at {at_stop}, in all {total}");
     // A page on the wire at the stop is read again at most once per walk in progress.
     assert!(
         total <= baseline + 4,
-        "{total} pages read against {baseline} without a stop: the walk started over"
+        "{how}: {total} pages read against {baseline} undisturbed: the walk started over"
     );
     h.wait_workers(Duration::from_secs(60));
-    drop(h);
-
-    // Killed a third of the way in: its tasks are claimed by the next worker once its
-    // heartbeats stop, and each walk resumes after its last stored page.
-    let mut h = Harness::start(sim_config(), &ClientOpts::default()).await;
-    let config = slow_pages(&h);
-    let job = enqueue(&h, &config);
-    let first = h.spawn_worker_with(&config, 4, 30);
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while pages(&h) < baseline / 3 {
-        assert!(Instant::now() < deadline, "the walk never got going");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    h.kill_worker(first);
-    let at_kill = pages(&h);
-    h.spawn_worker_with(&config, 4, 2);
-    let s = h.wait_job(job, Duration::from_secs(120)).await;
-    assert_eq!(s.job.counts.failed, 0, "{:?}", s.job.counts);
-    let total = pages(&h);
-    println!("pages: baseline {baseline}, killed at {at_kill}, in all {total}");
-    assert!(
-        total <= baseline + 4,
-        "{total} pages read against {baseline} without a kill: the walk started over"
-    );
 }

@@ -7,31 +7,12 @@ use crate::jobs_harness::{self, ClientOpts, Harness};
 use crate::support::ledger::Kind;
 use crate::support::redis::TestRedis;
 use crate::support::tls::TestCa;
-use std::process::{Command, Output, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Command;
+use std::time::Duration;
 use syncfleet::platform::Platform;
 use syncfleet::redis_conn::CA_FILE_ENV;
 
 const PASSWORD: &str = "tls-test-pw-7d1c";
-
-/// Run a short command that is expected to fail, bounded in time.
-fn run_bounded(mut cmd: Command, timeout: Duration) -> Output {
-    let mut child = cmd
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("start syncfleet");
-    let deadline = Instant::now() + timeout;
-    while child.try_wait().expect("wait").is_none() {
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            panic!("syncfleet did not finish within {timeout:?}");
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    child.wait_with_output().expect("output")
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_fleet_runs_over_tls_with_an_acl_user_and_refuses_what_it_cannot_verify() {
@@ -62,7 +43,7 @@ async fn a_fleet_runs_over_tls_with_an_acl_user_and_refuses_what_it_cannot_verif
     assert!(shown.status.success());
 
     let refused = |what: &str, cmd: Command| {
-        let out = run_bounded(cmd, Duration::from_secs(60));
+        let out = jobs_harness::output_within(cmd, Duration::from_secs(60));
         let text = format!(
             "{}{}",
             String::from_utf8_lossy(&out.stdout),

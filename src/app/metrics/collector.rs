@@ -109,17 +109,16 @@ impl Collector {
                 metrics::gauge!(GATE_BURN, &labels).set(b);
             }
         }
-        for p in crate::platform::Platform::ALL {
-            match s.gates.app_day(p).await {
-                Ok(Some(a)) => {
-                    let labels = [("platform", p.as_str())];
+        match s.gates.app_days().await {
+            Ok(apps) => {
+                for a in apps {
+                    let labels = [("platform", a.platform.as_str())];
                     metrics::gauge!(APP_QUOTA, &labels).set(a.quota as f64);
                     metrics::gauge!(APP_QUOTA_BOOKED, &labels).set(a.booked as f64);
                     metrics::gauge!(APP_BURN, &labels).set(a.burn);
                 }
-                Ok(None) => {}
-                Err(e) => collect_error("gates", &e, last_warn),
             }
+            Err(e) => collect_error("gates", &e, last_warn),
         }
     }
 

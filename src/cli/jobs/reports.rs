@@ -49,25 +49,16 @@ fn fmt_eta(eta: Option<Duration>) -> String {
     }
 }
 
-/// The job's spec, None if it no longer reads (a spec written by another version).
-async fn spec_of(store: &Store, job: i64) -> Result<Option<JobSpec>, CliError> {
-    let text = store.job_spec(job).await?;
-    Ok(serde_json::from_str::<JobSpec>(&text).ok())
-}
-
-/// "platform/shop" and the lane of a job, as `status` shows them ("-" when unreadable).
-fn shop_and_lane(spec: Option<&JobSpec>) -> (String, &'static str) {
-    spec.map_or(("-".into(), "-"), |s| {
-        (
-            format!("{}/{}", s.shop_platform(), s.shop()),
-            s.lane().as_str(),
-        )
-    })
+/// The shop and the lane of a job, as `status` shows them ("-" when its spec does not read).
+async fn shop_and_lane(store: &Store, job: i64) -> Result<(String, &'static str), CliError> {
+    Ok(JobSpec::stored(store, job)
+        .await?
+        .map_or(("-".into(), "-"), |s| (s.shop_label(), s.lane().as_str())))
 }
 
 /// The pause of the shop `job` works for, if that shop is paused.
 async fn paused_shop_of(store: &Store, job: i64) -> Result<Option<ShopPause>, CliError> {
-    let Some(spec) = spec_of(store, job).await? else {
+    let Some(spec) = JobSpec::stored(store, job).await? else {
         return Ok(None);
     };
     Ok(store.shop_pause(spec.shop_platform(), spec.shop()).await?)
@@ -100,7 +91,7 @@ pub(crate) async fn status(cli: &Cli, args: &StatusArgs) -> Result<(), CliError>
             "cancelled"
         );
         for j in jobs {
-            let (shop, lane) = shop_and_lane(spec_of(&store, j.id).await?.as_ref());
+            let (shop, lane) = shop_and_lane(&store, j.id).await?;
             println!(
                 "{:>6}  {:<9}  {:<18}  {:<11}  {:<9}  {:>8}  {:>6.1}%  {:>8}  {:>7}  {:>7}  {:>7}  {:>9}",
                 j.id,
@@ -125,7 +116,7 @@ pub(crate) async fn status(cli: &Cli, args: &StatusArgs) -> Result<(), CliError>
         }
         return Ok(());
     };
-    let (shop, lane) = shop_and_lane(spec_of(&store, job).await?.as_ref());
+    let (shop, lane) = shop_and_lane(&store, job).await?;
     loop {
         let s = store.job_status(job).await.map_err(CliError::from)?;
         let c = &s.job.counts;

@@ -100,6 +100,33 @@ pub fn shop_session_env(name: &str) -> String {
     )
 }
 
+/// Run `cmd` to completion and return what it printed, whether it succeeded or not; panics
+/// with its output when it does not finish within `timeout`.
+pub fn output_within(mut cmd: Command, timeout: Duration) -> Output {
+    let mut child = cmd
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start syncfleet");
+    let deadline = Instant::now() + timeout;
+    loop {
+        if let Ok(Some(_)) = child.try_wait() {
+            return child.wait_with_output().expect("collect output");
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let out = child.wait_with_output().expect("collect output");
+            panic!(
+                "{cmd:?} did not finish in {timeout:?}\nstdout: {}\nstderr: {}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
 /// One heavy test at a time per test process: each starts several worker processes, and on a
 /// small machine parallel tests would only make each other slow. (`scripts/run-test-binaries`
 /// runs the suite's modules as a few processes at once, so a few heavy tests overlap.)
@@ -270,30 +297,7 @@ impl Harness {
     /// Run a short command to completion (bounded by `timeout`); panics with its output when it
     /// fails or hangs.
     pub fn run_with(&self, config: &Path, args: &[&str], timeout: Duration) -> Output {
-        let mut child = self
-            .command_with(config, args)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("start syncfleet");
-        let deadline = Instant::now() + timeout;
-        loop {
-            if let Ok(Some(_)) = child.try_wait() {
-                break;
-            }
-            if Instant::now() > deadline {
-                let _ = child.kill();
-                let out = child.wait_with_output().expect("collect output");
-                panic!(
-                    "syncfleet {args:?} did not finish in {timeout:?}\nstdout: {}\nstderr: {}",
-                    String::from_utf8_lossy(&out.stdout),
-                    String::from_utf8_lossy(&out.stderr)
-                );
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        let out = child.wait_with_output().expect("collect output");
+        let out = output_within(self.command_with(config, args), timeout);
         assert!(
             out.status.success(),
             "syncfleet {args:?} failed ({:?})\nstdout: {}\nstderr: {}",

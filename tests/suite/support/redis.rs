@@ -46,16 +46,76 @@ fn free_port() -> u16 {
 }
 
 fn ping(url: &str) -> bool {
-    let Ok(client) = ::redis::Client::open(url) else {
+    ping_with(url, &syncfleet::redis_conn::TlsFiles::default())
+}
+
+/// Whether the server at `url` answers PING, verified with `files` when it speaks TLS.
+fn ping_with(url: &str, files: &syncfleet::redis_conn::TlsFiles) -> bool {
+    let Ok(client) = syncfleet::redis_conn::client_with(url, files) else {
         return false;
     };
-    let Ok(mut con) = client.get_connection_with_timeout(Duration::from_millis(200)) else {
+    let Ok(mut con) = client.get_connection_with_timeout(Duration::from_millis(500)) else {
         return false;
     };
     ::redis::cmd("PING")
         .query::<String>(&mut con)
         .map(|r| r == "PONG")
         .unwrap_or(false)
+}
+
+/// A plain private server on `port`: loopback only, nothing kept on disk.
+fn plain_args(port: u16) -> Vec<String> {
+    let port = port.to_string();
+    [
+        "--port",
+        &port,
+        "--bind",
+        "127.0.0.1",
+        "--save",
+        "",
+        "--appendonly",
+        "no",
+    ]
+    .map(String::from)
+    .to_vec()
+}
+
+/// A private `redis-server` with the arguments `args(port)` on a free port, once `answers`
+/// its URL (`url_of(port)`); a lost port race tries another port, five times at most.
+fn start_private(
+    args: impl Fn(u16) -> Vec<String>,
+    url_of: impl Fn(u16) -> String,
+    answers: impl Fn(&str) -> bool,
+) -> Option<TestRedis> {
+    for _attempt in 0..5 {
+        let port = free_port();
+        let mut child = Command::new("redis-server")
+            .args(args(port))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect(
+                "redis-server is not installed (apt-get install redis-server, or set REDIS_URL)",
+            );
+        let url = url_of(port);
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < deadline {
+            if answers(&url) {
+                return Some(TestRedis {
+                    url,
+                    prefix: unique_prefix(),
+                    child: Some(child),
+                });
+            }
+            if let Ok(Some(_)) = child.try_wait() {
+                break; // lost the port race (or the server refused its arguments)
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+    None
 }
 
 impl TestRedis {
@@ -77,33 +137,12 @@ impl TestRedis {
                 };
             }
         }
-        for _attempt in 0..5 {
-            let port = free_port();
-            let mut child = Command::new("redis-server")
-                .args(["--port", &port.to_string(), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .spawn()
-                .expect("redis-server is not installed (apt-get install redis-server, or set REDIS_URL)");
-            let url = format!("redis://127.0.0.1:{port}/");
-            let deadline = Instant::now() + Duration::from_secs(10);
-            while Instant::now() < deadline {
-                if ping(&url) {
-                    return TestRedis {
-                        url,
-                        prefix: unique_prefix(),
-                        child: Some(child),
-                    };
-                }
-                if let Ok(Some(_)) = child.try_wait() {
-                    break; // lost the port race: try another port
-                }
-                std::thread::sleep(Duration::from_millis(20));
-            }
-            let _ = child.kill();
-            let _ = child.wait();
-        }
-        panic!("could not start redis-server on a free port");
+        start_private(
+            plain_args,
+            |port| format!("redis://127.0.0.1:{port}/"),
+            ping,
+        )
+        .unwrap_or_else(|| panic!("could not start redis-server on a free port"))
     }
 
     /// A private `redis-server` that speaks only TLS (certificate `cert` with `key`, signed
@@ -120,73 +159,47 @@ impl TestRedis {
             ca: Some(ca.to_path_buf()),
             ..Default::default()
         };
-        for _attempt in 0..5 {
-            let port = free_port();
-            let path = |p: &std::path::Path| p.display().to_string();
-            let mut child = Command::new("redis-server")
-                .args([
+        let path = |p: &std::path::Path| p.display().to_string();
+        start_private(
+            |port| {
+                let mut args: Vec<String> = [
                     "--port",
                     "0",
-                    "--tls-port",
-                    &port.to_string(),
                     "--bind",
                     "127.0.0.1",
-                ])
-                .args(["--tls-cert-file", &path(cert)])
-                .args(["--tls-key-file", &path(key)])
-                .args(["--tls-ca-cert-file", &path(ca)])
-                .args([
                     "--tls-auth-clients",
                     "no",
                     "--save",
                     "",
                     "--appendonly",
                     "no",
-                ])
-                .args(["--user", "default", "off"])
-                .args([
+                    "--user",
+                    "default",
+                    "off",
                     "--user",
                     "sf",
                     "on",
-                    &format!(">{password}"),
-                    "~*",
-                    "&*",
-                    "+@all",
-                ])
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .spawn()
-                .expect("redis-server is not installed (apt-get install redis-server)");
-            let url = format!("rediss://sf:{password}@127.0.0.1:{port}/");
-            let deadline = Instant::now() + Duration::from_secs(10);
-            while Instant::now() < deadline {
-                let up = syncfleet::redis_conn::client_with(&url, &files)
-                    .ok()
-                    .and_then(|c| {
-                        c.get_connection_with_timeout(Duration::from_millis(500))
-                            .ok()
-                    })
-                    .is_some_and(|mut con| {
-                        ::redis::cmd("PING")
-                            .query::<String>(&mut con)
-                            .is_ok_and(|r| r == "PONG")
-                    });
-                if up {
-                    return TestRedis {
-                        url,
-                        prefix: unique_prefix(),
-                        child: Some(child),
-                    };
-                }
-                if let Ok(Some(_)) = child.try_wait() {
-                    break; // lost the port race, or this redis-server has no TLS
-                }
-                std::thread::sleep(Duration::from_millis(20));
-            }
-            let _ = child.kill();
-            let _ = child.wait();
-        }
-        panic!("could not start redis-server with TLS on a free port (is it built with TLS?)");
+                ]
+                .map(String::from)
+                .to_vec();
+                args.extend([
+                    format!(">{password}"),
+                    "~*".into(),
+                    "&*".into(),
+                    "+@all".into(),
+                ]);
+                args.extend(["--tls-port".into(), port.to_string()]);
+                args.extend(["--tls-cert-file".into(), path(cert)]);
+                args.extend(["--tls-key-file".into(), path(key)]);
+                args.extend(["--tls-ca-cert-file".into(), path(ca)]);
+                args
+            },
+            |port| format!("rediss://sf:{password}@127.0.0.1:{port}/"),
+            |url| ping_with(url, &files),
+        )
+        .unwrap_or_else(|| {
+            panic!("could not start redis-server with TLS on a free port (is it built with TLS?)")
+        })
     }
 
     /// Stop a private server (a Redis outage); [`TestRedis::restart`] brings it back on the
@@ -212,16 +225,7 @@ impl TestRedis {
         let deadline = Instant::now() + Duration::from_secs(20);
         loop {
             let child = Command::new("redis-server")
-                .args([
-                    "--port",
-                    &port.to_string(),
-                    "--bind",
-                    "127.0.0.1",
-                    "--save",
-                    "",
-                    "--appendonly",
-                    "no",
-                ])
+                .args(plain_args(port))
                 .stdout(Stdio::null())
                 .stderr(Stdio::null())
                 .spawn()
