@@ -126,12 +126,101 @@ pub(crate) async fn run_chunk(
 
 /// How far a slice's page walk got: a deferred walk resumes at `next_page` instead of
 /// reading (and paying for) the pages already stored.
-#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, PartialEq)]
 struct SliceProgress {
     next_page: u32,
     pages: u32,
     seen: u64,
     changed: u64,
+    /// The window's total when its first page was read. Set: the walk goes from the last
+    /// page back to page 2 (see [`Walk`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    total: Option<u64>,
+}
+
+/// The order a window's pages are read in (docs/design.md, "Continuous sync").
+///
+/// Page 1 first, for the window's total; then, when the platform gives a total, from the
+/// last page back to page 2, as TOP's documentation asks: an order that changes while the
+/// window is walked leaves it (its new `modified` is later than the window's end), and every
+/// order behind it moves one place forward. Walking forward, the order that moves from the
+/// next page onto the page just read is never seen; walking back, it moves onto a page not
+/// read yet. One gap remains: an order that moves from page 2 onto page 1 after page 1 was
+/// read. A walk that ends with a smaller total than it began with reads page 1 again. A
+/// platform that gives no total is walked forward while it says more follow.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Walk {
+    /// Forward from this page while the platform says more follow.
+    Forward(u32),
+    /// Back from this page to page 2; the window held `total` orders at the start.
+    Back { page: u32, total: u64 },
+    /// Page 1 once more, after the window lost orders during the walk.
+    Reread,
+}
+
+impl Walk {
+    /// Where a walk with this progress goes next.
+    fn resume(p: &SliceProgress) -> Walk {
+        match p.total {
+            Some(total) if p.next_page >= 2 => Walk::Back {
+                page: p.next_page,
+                total,
+            },
+            Some(_) => Walk::Reread,
+            None => Walk::Forward(p.next_page.max(1)),
+        }
+    }
+
+    fn page(self) -> u32 {
+        match self {
+            Walk::Forward(p) | Walk::Back { page: p, .. } => p,
+            Walk::Reread => 1,
+        }
+    }
+
+    /// After reading this walk's page, which reported `total` and `has_next`: the next step,
+    /// or `None` when the window is read.
+    fn next(self, page_size: u32, total: Option<u64>, has_next: bool) -> Option<Walk> {
+        match self {
+            Walk::Forward(1) => match total {
+                Some(t) => {
+                    let last =
+                        u32::try_from(t.div_ceil(u64::from(page_size.max(1)))).unwrap_or(u32::MAX);
+                    (last >= 2).then_some(Walk::Back {
+                        page: last,
+                        total: t,
+                    })
+                }
+                None => has_next.then_some(Walk::Forward(2)),
+            },
+            Walk::Forward(p) => has_next.then_some(Walk::Forward(p + 1)),
+            Walk::Back {
+                page: 2,
+                total: first,
+            } => total.is_some_and(|t| t < first).then_some(Walk::Reread),
+            Walk::Back { page, total: first } => Some(Walk::Back {
+                page: page - 1,
+                total: first,
+            }),
+            Walk::Reread => None,
+        }
+    }
+
+    /// The progress that resumes at this step.
+    fn progress(self, pages: u32, seen: u64, changed: u64) -> SliceProgress {
+        let (next_page, total) = match self {
+            Walk::Forward(p) => (p, None),
+            Walk::Back { page, total } => (page, Some(total)),
+            Walk::Reread => (1, Some(0)),
+        };
+        SliceProgress {
+            next_page,
+            pages,
+            seen,
+            changed,
+            total,
+        }
+    }
 }
 
 /// The slice an order walk covers: its job's item.
@@ -178,25 +267,30 @@ async fn sync_slice(
     };
     let page_size = runner.cfg.jobs.order_page_size.clamp(1, 100);
     let (mut pages, mut seen, mut changed) = (from.pages, from.seen, from.changed);
-    // Orders of this walk's pages, to notice a platform that serves the same page again
-    // while saying more follow (it would burn the page cap).
+    // Orders of this walk's forward pages, to notice a platform that serves the same page
+    // again while saying more follow (it would burn the page cap).
     let mut walked: HashSet<String> = HashSet::new();
     // Orders whose amount could not be read: not stored, and the slice does not end done.
     let mut unreadable: Vec<(String, String)> = Vec::new();
-    let mut more = true;
-    let first_page = from.next_page.max(1);
-    for page in first_page..=MAX_PAGES_PER_SLICE {
+    let mut step = Some(Walk::resume(&from));
+    let first = step;
+    while let Some(walk) = step {
+        let page = walk.page();
         // A stopping worker (SIGTERM, a scale-in) or a held job ends the walk at a page
         // boundary, keeping its place: the next run resumes at this page instead of page 1.
-        if page > first_page && stop.refuses_new_items() {
-            let progress = SliceProgress {
-                next_page: page,
-                pages,
-                seen,
-                changed,
-            };
+        if Some(walk) != first && stop.refuses_new_items() {
+            let progress = walk.progress(pages, seen, changed);
             return ItemRun::Later(std::time::Duration::ZERO)
                 .carrying(|| serde_json::to_string(&progress).ok());
+        }
+        if pages >= MAX_PAGES_PER_SLICE || page > MAX_PAGES_PER_SLICE {
+            return ItemRun::Outcome(ItemOutcome::failed(
+                key,
+                ErrorClass::Unknown,
+                format!(
+                    "stopped at the cap of {MAX_PAGES_PER_SLICE} pages with more to come (pages={pages} orders={seen} changed={changed}): enqueue the window with shorter slices (jobs.order_slice_s)"
+                ),
+            ));
         }
         // A paused or cancelled job's page waiting at its gate gives up; the walk keeps its
         // place (the pages stored so far are carried).
@@ -211,14 +305,9 @@ async fn sync_slice(
             Ok(r) => r,
             // Pages already stored are not read again: the re-run starts at this one.
             Err(e) => {
-                let progress = SliceProgress {
-                    next_page: page,
-                    pages,
-                    seen,
-                    changed,
-                };
+                let progress = walk.progress(pages, seen, changed);
                 return ItemRun::from_link_error(key, &e).carrying(|| {
-                    (page > 1)
+                    (pages > 0)
                         .then(|| serde_json::to_string(&progress).ok())
                         .flatten()
                 });
@@ -233,20 +322,22 @@ async fn sync_slice(
         };
         pages += 1;
         seen += p.orders.len() as u64;
-        more = p.has_next && !p.orders.is_empty();
-        let fresh = p
-            .orders
-            .iter()
-            .filter(|o| walked.insert(o.order_id.clone()))
-            .count();
-        if more && fresh == 0 && page > first_page {
-            return ItemRun::Outcome(ItemOutcome::failed(
-                key,
-                ErrorClass::Unknown,
-                format!(
-                    "order_list page {page} repeated the orders of the pages before it and still said more follow; the walk stopped after {pages} pages ({seen} orders, {changed} changed)"
-                ),
-            ));
+        if let Walk::Forward(_) = walk {
+            let more = p.has_next && !p.orders.is_empty();
+            let fresh = p
+                .orders
+                .iter()
+                .filter(|o| walked.insert(o.order_id.clone()))
+                .count();
+            if more && fresh == 0 && page > 1 {
+                return ItemRun::Outcome(ItemOutcome::failed(
+                    key,
+                    ErrorClass::Unknown,
+                    format!(
+                        "order_list page {page} repeated the orders of the pages before it and still said more follow; the walk stopped after {pages} pages ({seen} orders, {changed} changed)"
+                    ),
+                ));
+            }
         }
         let mut batch: Vec<Order> = Vec::with_capacity(p.orders.len());
         for o in &p.orders {
@@ -273,31 +364,16 @@ async fn sync_slice(
         if n > 0 {
             useful.add(platform, Api::OrderList, 1);
         }
-        if !more {
-            break;
+        // An empty forward page ends the walk whatever it says about more.
+        let has_next = p.has_next && !p.orders.is_empty();
+        step = walk.next(page_size, p.total, has_next);
+        if let Some(next) = step {
+            slice
+                .checkpoint(runner, next.progress(pages, seen, changed))
+                .await;
         }
-        slice
-            .checkpoint(
-                runner,
-                SliceProgress {
-                    next_page: page + 1,
-                    pages,
-                    seen,
-                    changed,
-                },
-            )
-            .await;
     }
     let result = format!("pages={pages} orders={seen} changed={changed}");
-    if more {
-        return ItemRun::Outcome(ItemOutcome::failed(
-            key,
-            ErrorClass::Unknown,
-            format!(
-                "stopped at the cap of {MAX_PAGES_PER_SLICE} pages with more to come ({result}): enqueue the window with shorter slices (jobs.order_slice_s)"
-            ),
-        ));
-    }
     if let Some((order, amount)) = unreadable.first() {
         return ItemRun::Outcome(ItemOutcome::failed(
             key,
@@ -330,6 +406,44 @@ mod tests {
         assert_eq!(windows[0].0, since);
         assert_eq!(windows[2].1, until);
         assert!(windows.windows(2).all(|w| w[0].1 == w[1].0));
+    }
+
+    /// Every page a walk reads, with the totals each answer gives.
+    fn pages_read(
+        totals: &[Option<u64>],
+        page_size: u32,
+        has_next: impl Fn(u32) -> bool,
+    ) -> Vec<u32> {
+        let mut out = Vec::new();
+        let mut step = Some(Walk::resume(&SliceProgress::default()));
+        let mut i = 0;
+        while let Some(w) = step {
+            out.push(w.page());
+            let total = totals[i.min(totals.len() - 1)];
+            i += 1;
+            step = w.next(page_size, total, has_next(w.page()));
+            // Resuming from the kept progress goes the same way.
+            if let Some(n) = step {
+                assert_eq!(Walk::resume(&n.progress(0, 0, 0)), n);
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn a_window_is_walked_from_its_last_page_back() {
+        // 250 orders, 100 a page: page 1 for the total, then 3 and 2.
+        assert_eq!(pages_read(&[Some(250)], 100, |_| true), vec![1, 3, 2]);
+        // One page: one call.
+        assert_eq!(pages_read(&[Some(40)], 100, |_| false), vec![1]);
+        assert_eq!(pages_read(&[Some(0)], 100, |_| false), vec![1]);
+        // Orders left the window during the walk: page 1 again.
+        assert_eq!(
+            pages_read(&[Some(250), Some(249), Some(248)], 100, |_| true),
+            vec![1, 3, 2, 1]
+        );
+        // No total: forward while more follow.
+        assert_eq!(pages_read(&[None], 100, |p| p < 3), vec![1, 2, 3]);
     }
 
     #[test]

@@ -5,6 +5,7 @@
 //! names the file and the key (or the line, for syntax errors).
 
 use super::drill::Drill;
+use super::live::LiveOrders;
 use crate::config::{ConfigError, ConfigProblem, Secret};
 use crate::platform::{Api, Platform};
 use crate::time::QuotaDay;
@@ -138,6 +139,8 @@ pub struct OrdersConfig {
     pub event_every_s: u64,
     /// After this many gained events an order signs; 0 = never.
     pub sign_after_events: u32,
+    /// Orders that arrive and change while the simulator runs, per shop (off by default).
+    pub live: LiveOrders,
 }
 
 impl Default for OrdersConfig {
@@ -152,6 +155,7 @@ impl Default for OrdersConfig {
             signed_share: 0.7,
             event_every_s: 30,
             sign_after_events: 0,
+            live: LiveOrders::default(),
         }
     }
 }
@@ -491,6 +495,61 @@ impl SimConfig {
             if let Some(v) = o.sign_after_events {
                 d.sign_after_events = v;
             }
+            if let Some(l) = o.live {
+                let live = &mut d.live;
+                if let Some(v) = l.new_per_min {
+                    if !(0.0..=6_000.0).contains(&v) {
+                        problem(
+                            "orders.live.new_per_min".into(),
+                            "must be between 0 and 6000".into(),
+                        );
+                    }
+                    live.new_per_min = v;
+                }
+                for (k, v, slot) in [
+                    (
+                        "orders.live.pay_after_s",
+                        l.pay_after_s,
+                        &mut live.pay_after_s,
+                    ),
+                    (
+                        "orders.live.ship_after_s",
+                        l.ship_after_s,
+                        &mut live.ship_after_s,
+                    ),
+                    (
+                        "orders.live.sign_after_s",
+                        l.sign_after_s,
+                        &mut live.sign_after_s,
+                    ),
+                ] {
+                    if let Some(v) = v {
+                        if v == 0 || v > 86_400 * 30 {
+                            problem(k.into(), "must be between 1 and 2592000 seconds".into());
+                        }
+                        *slot = v;
+                    }
+                }
+                for (k, v, slot) in [
+                    (
+                        "orders.live.close_share",
+                        l.close_share,
+                        &mut live.close_share,
+                    ),
+                    (
+                        "orders.live.refund_share",
+                        l.refund_share,
+                        &mut live.refund_share,
+                    ),
+                ] {
+                    if let Some(v) = v {
+                        if !(0.0..=1.0).contains(&v) {
+                            problem(k.into(), "must be between 0 and 1".into());
+                        }
+                        *slot = v;
+                    }
+                }
+            }
         }
         let check_limit = |key: &str, l: &Limit| {
             let mut out = Vec::new();
@@ -604,6 +663,18 @@ struct RawOrders {
     signed_share: Option<f64>,
     event_every_s: Option<u64>,
     sign_after_events: Option<u32>,
+    live: Option<RawLive>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawLive {
+    new_per_min: Option<f64>,
+    pay_after_s: Option<u64>,
+    ship_after_s: Option<u64>,
+    sign_after_s: Option<u64>,
+    close_share: Option<f64>,
+    refund_share: Option<f64>,
 }
 
 #[derive(Deserialize)]

@@ -84,9 +84,16 @@ pub(crate) fn parse_price(s: &str) -> Option<u64> {
 /// Where an order is in its life.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum OrderState {
+    /// Placed, not paid yet (live orders only).
+    Created,
+    /// Paid, not shipped.
     Unshipped,
     Shipped,
     Signed,
+    /// Closed unpaid (live orders only).
+    Closed,
+    /// Refunded after payment (live orders only).
+    Refunded,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -174,7 +181,7 @@ pub(crate) fn trace(
     sim_start: i64,
     now: i64,
 ) -> Vec<TraceStep> {
-    if order.state == OrderState::Unshipped {
+    if !matches!(order.state, OrderState::Shipped | OrderState::Signed) {
         return Vec::new();
     }
     let got = order.modified + 3600;

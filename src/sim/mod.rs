@@ -25,12 +25,14 @@
 pub(crate) mod config;
 pub mod data;
 pub(crate) mod drill;
+pub mod live;
 pub(crate) mod proto;
 pub(crate) mod server;
 pub(crate) mod state;
 
 pub use config::{Limit, LimitKind, OrdersConfig, SimApp, SimConfig};
 pub use drill::{Drill, DrillError, DrillPatch, LimitKindOverride, LimitOverride};
+pub use live::LiveOrders;
 pub use state::{ApiStats, ErrorCounts, ShopStats, SimStats, Totals};
 
 use crate::platform::client::ClientError;
@@ -155,6 +157,16 @@ pub async fn spawn_on_own_thread(
     })
 }
 
+/// One live order as the simulator changed it (see [`SimHandle::live_orders`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct LiveOrder {
+    /// The order id.
+    pub id: u64,
+    /// Every change so far, oldest first: when, and the status it entered. The last is the
+    /// order's state; its time is the order's `modified`.
+    pub changes: Vec<(chrono::DateTime<chrono::Utc>, String)>,
+}
+
 /// A running in-process simulator. Stops on drop or [`SimHandle::shutdown`].
 #[derive(Debug)]
 pub struct SimHandle {
@@ -199,6 +211,42 @@ impl SimHandle {
     /// Change drills at run time (as `POST /admin/drill`); returns the drills now in force.
     pub fn set_drill(&self, patch: DrillPatch) -> Result<Drill, DrillError> {
         self.sim.set_drill(&patch)
+    }
+
+    /// The live orders of `shop` of the app `app_key` on `platform` (`""`: the app's own
+    /// session) as they stand at `at`, each with every change it went through by then, in
+    /// the platform's own status words. Empty when the app is unknown or the shops are static.
+    pub fn live_orders(
+        &self,
+        platform: Platform,
+        app_key: &str,
+        shop: &str,
+        at: chrono::DateTime<chrono::Utc>,
+    ) -> Vec<LiveOrder> {
+        let Some(app) = self.sim.app(platform, app_key) else {
+            return Vec::new();
+        };
+        let live = self.sim.live_shop(app, shop);
+        let now = at.timestamp();
+        let when = |s: i64| chrono::DateTime::from_timestamp(s, 0).unwrap_or_default();
+        (0..live.created_by(now))
+            .map(|k| live.life(k))
+            .map(|life| LiveOrder {
+                id: life.id,
+                changes: life
+                    .changes
+                    .iter()
+                    .take_while(|c| c.at <= now)
+                    .map(|c| {
+                        (
+                            when(c.at),
+                            proto::order_status(platform, c.state).to_string(),
+                        )
+                    })
+                    .collect(),
+            })
+            .filter(|o| !o.changes.is_empty())
+            .collect()
     }
 
     /// Turn all drills off.

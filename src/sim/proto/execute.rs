@@ -121,6 +121,7 @@ pub(super) fn huge_answer(sim: &Sim, call: &Call, params: &Params) -> Option<(u6
 pub(super) fn execute(
     sim: &Sim,
     call: &Call,
+    shop: &str,
     params: &Params,
     now: DateTime<Utc>,
 ) -> Result<Value, Failure> {
@@ -189,7 +190,17 @@ pub(super) fn execute(
             if size == 0 || size > 100 {
                 return Err(Failure::Invalid(format!("{} must be 1..=100", n.page_size)));
             }
-            let all = app.shop.window(start, end);
+            // The generated orders and the shop's live ones (docs/design.md, "Continuous
+            // sync"). TOP sorts newest first (its documentation says so, and tells clients to
+            // page from the last page back); the others oldest first.
+            let mut all: Vec<data::OrderData> = app.shop.window(start, end).to_vec();
+            all.extend(
+                sim.live_shop(call.app, shop)
+                    .window(start, end, now.timestamp()),
+            );
+            if p == Platform::Taobao {
+                all.sort_by_key(|o| std::cmp::Reverse((o.modified, o.id)));
+            }
             let from = ((page - 1) * size).min(all.len() as u64) as usize;
             let to = (from + size as usize).min(all.len());
             let has_next = page * size < all.len() as u64;
@@ -197,9 +208,10 @@ pub(super) fn execute(
         }
         Api::LogisticsTrace => {
             let id: u64 = number(params, n.order)?;
-            let order = app
-                .shop
-                .get(id)
+            let live = sim.live_shop(call.app, shop).get(id, now.timestamp());
+            let order = live
+                .as_ref()
+                .or_else(|| app.shop.get(id))
                 .ok_or_else(|| Failure::NotFound("order", id.to_string()))?;
             let steps = data::trace(order, &sim.cfg.orders, sim.started, now.timestamp());
             render_trace(p, order, &steps, rid)

@@ -12,6 +12,7 @@
 mod execute;
 mod render;
 mod verify;
+pub(crate) use render::order_status;
 
 use super::state::{Admit, Outcome, Sim};
 use crate::platform::{Api, Platform};
@@ -310,7 +311,7 @@ pub(crate) async fn run(sim: &Sim, call: Call, arrived: DateTime<Utc>) -> Reply 
                     return Reply::Huge { bytes, declared };
                 }
                 verified.and_then(|(params, shop)| {
-                    let body = execute(sim, &call, &params, now)?;
+                    let body = execute(sim, &call, &shop, &params, now)?;
                     if !shop.is_empty() {
                         sim.shop_ok(call.platform, &shop, call.api, now);
                     }

@@ -34,7 +34,7 @@ pub(super) fn render_added(p: Platform, out: AddOutcome, rid: impl Fn() -> Strin
     }
 }
 
-fn order_status(p: Platform, s: OrderState) -> &'static str {
+pub(crate) fn order_status(p: Platform, s: OrderState) -> &'static str {
     match (p, s) {
         (Platform::Taobao, OrderState::Unshipped) => "WAIT_SELLER_SEND_GOODS",
         (Platform::Taobao, OrderState::Shipped) => "WAIT_BUYER_CONFIRM_GOODS",
@@ -45,6 +45,14 @@ fn order_status(p: Platform, s: OrderState) -> &'static str {
         (Platform::Alibaba, OrderState::Unshipped) => "waitsellersend",
         (Platform::Alibaba, OrderState::Shipped) => "waitbuyerreceive",
         (Platform::Alibaba, OrderState::Signed) => "success",
+        (Platform::Taobao, OrderState::Created) => "WAIT_BUYER_PAY",
+        (Platform::Taobao, OrderState::Closed) => "TRADE_CLOSED_BY_TAOBAO",
+        (Platform::Taobao, OrderState::Refunded) => "TRADE_CLOSED",
+        (Platform::Jd, OrderState::Created) => "WAIT_PAY",
+        (Platform::Jd, OrderState::Closed | OrderState::Refunded) => "TRADE_CANCELED",
+        (Platform::Alibaba, OrderState::Created) => "waitbuyerpay",
+        (Platform::Alibaba, OrderState::Closed) => "cancel",
+        (Platform::Alibaba, OrderState::Refunded) => "terminated",
     }
 }
 

@@ -17,6 +17,7 @@ pub use stats::{ApiStats, AppStats, ErrorCounts, ShopStats, SimStats, Totals};
 use super::config::{Limit, LimitKind, SimApp, SimConfig};
 use super::data::{Shop, Written};
 use super::drill::{Drill, DrillPatch};
+use super::live::LiveShop;
 use crate::platform::{Api, Platform};
 use crate::time::QuotaDay;
 use chrono::{DateTime, Utc};
@@ -414,6 +415,27 @@ impl Sim {
                 .position(|a| a.cfg.platform == platform && a.cfg.app_key == app_key);
         }
         self.by_key.get(&(platform, app_key.to_string())).copied()
+    }
+
+    /// The live orders of `shop` of app `app` (`""`: the app's own session).
+    pub(crate) fn live_shop(&self, app: usize, shop: &str) -> LiveShop<'_> {
+        let number = if shop.is_empty() {
+            0
+        } else {
+            self.apps[app]
+                .cfg
+                .shops
+                .keys()
+                .position(|n| n == shop)
+                .map_or(0, |i| i + 1)
+        };
+        LiveShop {
+            cfg: &self.cfg.orders.live,
+            seed: self.cfg.seed,
+            started: self.started,
+            app,
+            shop: number,
+        }
     }
 
     pub(crate) fn slot(&self, app: usize, api: Api) -> &Slot {
