@@ -118,6 +118,17 @@ pub(crate) async fn run_worker(
             shutdown.clone(),
         ))
     });
+    // Schedules: every worker looks; the ledger decides each tick once (docs/design.md,
+    // "Continuous sync").
+    let schedules = (rt.cfg.jobs.schedule_check_ms > 0).then(|| {
+        tokio::spawn(crate::jobs::schedule::run_schedule_loop(
+            rt.store.clone(),
+            rt.queue.clone(),
+            rt.cfg.clone(),
+            Duration::from_millis(rt.cfg.jobs.schedule_check_ms),
+            shutdown.clone(),
+        ))
+    });
     // After the stop, items already calling get `queue.shutdown_grace_s` to finish and the
     // rest of every chunk goes back uncharged; the margin covers recording and acks. A
     // worker still busy past that exits anyway: its tasks are recovered as orphans.
@@ -138,6 +149,16 @@ pub(crate) async fn run_worker(
             .is_err()
         {
             p.abort();
+        }
+    }
+    if let Some(mut s) = schedules {
+        // A look in progress is a transaction: cutting it rolls it back whole.
+        stopping.trigger();
+        if tokio::time::timeout(Duration::from_secs(2), &mut s)
+            .await
+            .is_err()
+        {
+            s.abort();
         }
     }
     if let Some(mut h) = heal {

@@ -13,6 +13,7 @@ pub(crate) mod demo;
 pub(crate) mod gate;
 pub mod jobs;
 pub(crate) mod probe;
+pub(crate) mod schedule;
 pub(crate) mod shop;
 pub(crate) mod sim;
 
@@ -78,6 +79,9 @@ pub enum Command {
     /// The shops the app serves; resume one paused because its session was refused.
     #[command(subcommand)]
     Shop(shop::ShopCommand),
+    /// Recurring order and logistics sync per shop (the workers run them, each tick once).
+    #[command(subcommand)]
+    Schedule(schedule::ScheduleCommand),
     /// Dead letters: tasks that exhausted their attempts (their items end `failed` with
     /// class `dead`); `--requeue` runs them again.
     Dead(jobs::DeadArgs),
@@ -181,6 +185,7 @@ pub async fn run(cli: Cli) -> Result<(), CliError> {
         Command::Dead(a) => jobs::dead(&cli, a).await,
         Command::Job(cmd) => jobs::job(&cli, cmd).await,
         Command::Shop(cmd) => shop::run(&cli, cmd).await,
+        Command::Schedule(cmd) => schedule::run(&cli, cmd).await,
         Command::Report(a) => jobs::report(&cli, a).await,
         Command::Sim(args) => sim::run(args).await,
     }

@@ -70,6 +70,11 @@ pub(crate) struct JobsConfig {
     /// unknown) goes back to the queue with backoff up to this many times before it ends
     /// `failed` (0 = fail at once, the operator runs `retry`).
     pub(crate) item_retry_rounds: u32,
+    /// How often this worker looks at the schedules: decides due ticks, starts queued runs,
+    /// settles finished ones (0 = never; another worker of the fleet does).
+    pub(crate) schedule_check_ms: u64,
+    /// Slices of a scheduled order run: TOP allows a day and recommends 30 minutes or less.
+    pub(crate) sync_slice_s: u64,
 }
 
 impl Default for JobsConfig {
@@ -79,6 +84,8 @@ impl Default for JobsConfig {
             order_slice_s: 86_400,
             order_page_size: 100,
             item_retry_rounds: 4,
+            schedule_check_ms: 1000,
+            sync_slice_s: 1800,
         }
     }
 }

@@ -10,6 +10,8 @@ pub(crate) mod logistics;
 pub(crate) mod orders;
 pub mod producer;
 pub(crate) mod runner;
+pub(crate) mod schedule;
 pub mod secrets;
 pub(crate) mod shops;
 pub mod spec;
+pub(crate) mod tick;

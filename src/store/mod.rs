@@ -25,6 +25,7 @@ mod orders;
 mod outcomes;
 mod pg_tls;
 mod postgres;
+mod schedules;
 mod shops;
 mod sqlite;
 mod types;
@@ -35,6 +36,8 @@ pub use control::{ControlAction, ControlChange};
 pub(crate) use insight::FailureReason;
 pub use listings::{Listed, ListingRoute};
 pub(crate) use lock::EMBEDDED_LOCK_STALE_AFTER;
+pub(crate) use schedules::StartRun;
+pub use schedules::{NewSchedule, Schedule, ScheduleRun, ScheduleView};
 pub use shops::ShopPause;
 pub use sqlite::{Pragmas, BUSY_TIMEOUT};
 pub use types::*;
@@ -97,6 +100,28 @@ pub enum StoreError {
         db: String,
         /// The job id asked for.
         job_id: i64,
+    },
+    /// A schedule of that kind already exists for the shop.
+    #[error("ledger {db}: shop {shop} on {platform} already has a {kind} schedule (#{id}); remove it first")]
+    ScheduleExists {
+        /// The database (path, or URL with the password redacted).
+        db: String,
+        /// The schedule's kind.
+        kind: JobKind,
+        /// The shop's platform.
+        platform: crate::platform::Platform,
+        /// The shop.
+        shop: String,
+        /// The existing schedule.
+        id: i64,
+    },
+    /// The schedule does not exist.
+    #[error("ledger {db}: no schedule {id}")]
+    ScheduleNotFound {
+        /// The database (path, or URL with the password redacted).
+        db: String,
+        /// The schedule id asked for.
+        id: i64,
     },
     /// A stored value does not parse (written by something else, or a newer version).
     #[error("ledger {db}: unexpected value in {what}: {value}")]
@@ -165,6 +190,8 @@ impl StoreError {
                 | StoreError::Missing { .. }
                 | StoreError::DuplicateItem { .. }
                 | StoreError::JobNotFound { .. }
+                | StoreError::ScheduleExists { .. }
+                | StoreError::ScheduleNotFound { .. }
         )
     }
 

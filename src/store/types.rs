@@ -60,6 +60,35 @@ text_enum! {
 }
 
 text_enum! {
+    /// What a schedule does with a tick that comes while its last run is still running.
+    OnOverlap {
+        /// The tick is recorded `skipped`: the next one covers what it would have.
+        Skip => "skip",
+        /// One run waits (`queued`) and starts when the running one is settled.
+        Queue => "queue",
+    }
+}
+
+text_enum! {
+    /// What became of one tick of a schedule (docs/design.md, "Continuous sync").
+    RunOutcome {
+        /// Its job was created; it runs.
+        Started => "started",
+        /// Waiting for the running run to be settled.
+        Queued => "queued",
+        /// Not run: a run was still running, or there was nothing new to cover.
+        Skipped => "skipped",
+        /// Not run: more ticks were due at once (the fleet was down) than catch-up allows.
+        Missed => "missed",
+        /// Its job finished with every item done or skipped: its window is covered.
+        Covered => "covered",
+        /// Its job finished with an item failed: the watermark stayed, the next run covers
+        /// the window again.
+        Failed => "failed",
+    }
+}
+
+text_enum! {
     /// Whether a job still has pending items.
     JobState {
         /// At least one item is pending.

@@ -1,0 +1,236 @@
+//! Schedules at work: every worker looks at the schedules every `[jobs] schedule_check_ms`,
+//! settles the runs whose job finished (moving the shop's watermark), starts a queued run
+//! whose schedule has nothing running, and decides the due ticks ([`TickPolicy`]) (docs/design.md,
+//! "Continuous sync"). Each of those is one compare-and-set transaction in the ledger, so any
+//! number of workers can look at once and each tick is decided once: no lease, and no tick
+//! waits for a particular worker to be up.
+//!
+//! An order run covers `[watermark - overlap, now - lag)` in slices of `[jobs] sync_slice_s`;
+//! its job is created in the transaction that decides its tick, and its tasks are pushed after
+//! the commit (a push lost to a crash is pushed again by the self-healing queue).
+
+use super::orders::slices;
+use super::producer::{chunk_tasks, ProducerError, Share};
+use super::spec::JobSpec;
+use super::tick::{Decision, TickPolicy};
+use crate::config::Config;
+use crate::queue::Queue;
+use crate::shutdown::Shutdown;
+use crate::store::{JobKind, RunOutcome, Schedule, StartRun, Store};
+use chrono::{DateTime, Utc};
+use std::time::Duration;
+
+/// What one look at the schedules did.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub(crate) struct Looked {
+    /// Runs settled (covered or failed).
+    pub(crate) settled: usize,
+    /// Runs started (their jobs created and pushed).
+    pub(crate) started: Vec<i64>,
+    /// Ticks recorded without a run (skipped, queued, missed).
+    pub(crate) recorded: usize,
+}
+
+/// Look at the schedules once.
+pub(crate) async fn look_once(
+    store: &Store,
+    queue: &Queue,
+    cfg: &Config,
+) -> Result<Looked, ProducerError> {
+    let mut looked = Looked::default();
+    for (schedule, run) in store.finished_runs().await? {
+        if let Some(outcome) = store.settle_run(&schedule, &run).await? {
+            looked.settled += 1;
+            tracing::info!(
+                schedule = schedule.id,
+                shop = %schedule.shop,
+                job = run.job_id,
+                outcome = %outcome,
+                "scheduled run settled"
+            );
+        }
+    }
+    let now = store.clock_ms().await?;
+    for schedule in store.due_schedules(now).await? {
+        let (running, queued) = store.open_runs(schedule.id).await?;
+        let policy = TickPolicy {
+            every_ms: i64::try_from(schedule.every.as_millis()).unwrap_or(i64::MAX),
+            catch_up: schedule.catch_up,
+            on_overlap: schedule.on_overlap,
+        };
+        let Some(plan) = policy.plan(schedule.next_tick_ms, now, running, queued.is_some()) else {
+            continue;
+        };
+        let mut decided = Vec::new();
+        let mut start = None;
+        for (tick, decision) in plan.ticks {
+            match decision {
+                Decision::Start => match build_run(store, cfg, &schedule, tick, now).await? {
+                    Some(run) => start = Some(run),
+                    None => decided.push((
+                        tick,
+                        RunOutcome::Skipped,
+                        Some("nothing new to cover".to_string()),
+                    )),
+                },
+                Decision::Record(outcome, note) => decided.push((tick, outcome, Some(note))),
+            }
+        }
+        let result = store
+            .decide_ticks(
+                schedule.id,
+                schedule.next_tick_ms,
+                plan.next_tick_ms,
+                &decided,
+                start.as_ref(),
+                schedule.kind,
+            )
+            .await?;
+        // `None`: another worker decided these ticks first.
+        if let Some(job) = result {
+            looked.recorded += decided.len();
+            if let (Some(job), Some(run)) = (job, &start) {
+                push(queue, cfg, &schedule, job, &run.keys).await?;
+                looked.started.push(job);
+            }
+        }
+    }
+    for (schedule, tick) in store.queued_runs_ready().await? {
+        let now = store.clock_ms().await?;
+        let Some(run) = build_run(store, cfg, &schedule, tick, now).await? else {
+            continue;
+        };
+        if let Some(job) = store.start_queued(schedule.id, &run, schedule.kind).await? {
+            push(queue, cfg, &schedule, job, &run.keys).await?;
+            looked.started.push(job);
+        }
+    }
+    Ok(looked)
+}
+
+/// Push the tasks of a scheduled run's job, in its shop's turn.
+async fn push(
+    queue: &Queue,
+    cfg: &Config,
+    schedule: &Schedule,
+    job_id: i64,
+    keys: &[String],
+) -> Result<(), ProducerError> {
+    let share = Share {
+        shop: schedule.shop.clone(),
+        lane: schedule.lane.parse().unwrap_or_default(),
+    };
+    let tasks = chunk_tasks(job_id, schedule.kind, &share, keys, cfg.queue.chunk_size);
+    queue
+        .push_bulk(&tasks)
+        .await
+        .map_err(|error| ProducerError::Push {
+            job_id,
+            pushed: 0,
+            error,
+        })?;
+    tracing::info!(
+        schedule = schedule.id,
+        shop = %schedule.shop,
+        job = job_id,
+        items = keys.len(),
+        "scheduled run started"
+    );
+    Ok(())
+}
+
+/// The run of `schedule`'s tick at `tick_ms`, decided at `now_ms`; `None` when there is
+/// nothing to cover (the window is empty, or no shipped order is due a logistics query).
+async fn build_run(
+    store: &Store,
+    cfg: &Config,
+    schedule: &Schedule,
+    tick_ms: i64,
+    now_ms: i64,
+) -> Result<Option<StartRun>, ProducerError> {
+    let lane = schedule.lane.parse().unwrap_or_default();
+    let (spec, keys, window_ms) = match schedule.kind {
+        JobKind::Orders => {
+            let lag = i64::try_from(schedule.lag.as_millis()).unwrap_or(i64::MAX);
+            let overlap = i64::try_from(schedule.overlap.as_millis()).unwrap_or(i64::MAX);
+            let every = i64::try_from(schedule.every.as_millis()).unwrap_or(i64::MAX);
+            let until_ms = now_ms.saturating_sub(lag);
+            let since_ms = match store.watermark(schedule.platform, &schedule.shop).await? {
+                Some(w) => w.saturating_sub(overlap),
+                None => until_ms.saturating_sub(every),
+            };
+            // Whole seconds: the platforms stamp `modified` to the second.
+            let since = at(since_ms.div_euclid(1000) * 1000);
+            let until = at(until_ms.div_euclid(1000) * 1000);
+            if until <= since {
+                return Ok(None);
+            }
+            let slice = Duration::from_secs(
+                cfg.jobs
+                    .sync_slice_s
+                    .clamp(1, cfg.jobs.order_slice_s.max(1)),
+            );
+            let keys = slices(since, until, slice);
+            let spec = JobSpec::Orders {
+                platform: schedule.platform,
+                shop: schedule.shop.clone(),
+                since,
+                until,
+                lane,
+            };
+            (
+                spec,
+                keys,
+                Some((since.timestamp_millis(), until.timestamp_millis())),
+            )
+        }
+        JobKind::Logistics => {
+            let min = Duration::from_secs(cfg.jobs.logistics_min_interval_s);
+            let keys = store
+                .logistics_candidates(schedule.platform, &schedule.shop, min)
+                .await?;
+            let spec = JobSpec::Logistics {
+                platform: schedule.platform,
+                shop: schedule.shop.clone(),
+                lane,
+            };
+            (spec, keys, None)
+        }
+        JobKind::Listing => return Ok(None),
+    };
+    if keys.is_empty() {
+        return Ok(None);
+    }
+    Ok(Some(StartRun {
+        tick_ms,
+        spec_json: serde_json::to_string(&spec)?,
+        keys,
+        window_ms,
+    }))
+}
+
+fn at(ms: i64) -> DateTime<Utc> {
+    DateTime::from_timestamp_millis(ms).unwrap_or_default()
+}
+
+/// Look at the schedules every `every` until `shutdown`. A failed look is logged; the next
+/// one tries again (every decision is a transaction: a failed one left nothing half done).
+pub(crate) async fn run_schedule_loop(
+    store: Store,
+    queue: Queue,
+    cfg: std::sync::Arc<Config>,
+    every: Duration,
+    shutdown: Shutdown,
+) {
+    let mut tick = tokio::time::interval(every);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = shutdown.wait() => break,
+            _ = tick.tick() => {}
+        }
+        if let Err(e) = look_once(&store, &queue, &cfg).await {
+            tracing::warn!("schedules not looked at this round (the next one tries again): {e}");
+        }
+    }
+}

@@ -1,0 +1,172 @@
+//! Continuous sync: a shop's orders kept in sync by a schedule, with the simulator's live
+//! store changing orders all the while (docs/design.md, "Continuous sync").
+//!
+//! Two worker processes look at the schedule, one is killed in the middle and another
+//! started: every tick is decided once (no duplicate run, no missed tick), the covered
+//! windows are contiguous (the ledger's own query finds no gap), and every order whose last
+//! change is before the watermark is in the ledger at that state, counted against the
+//! simulator's own record of its live orders. On both ledgers.
+
+use crate::jobs_harness::{self, ClientOpts, Harness};
+use crate::support::ledger::Kind;
+use std::collections::HashSet;
+use std::time::{Duration, Instant};
+use syncfleet::platform::Platform;
+use syncfleet::sim::{LiveOrders, SimConfig};
+use syncfleet::store::RunOutcome;
+
+const TB: Platform = Platform::Taobao;
+
+fn live_sim() -> SimConfig {
+    let mut cfg = SimConfig::demo();
+    cfg.orders.live = LiveOrders {
+        new_per_min: 120.0,
+        pay_after_s: 3,
+        ship_after_s: 4,
+        sign_after_s: 5,
+        close_share: 0.1,
+        refund_share: 0.1,
+    };
+    cfg
+}
+
+async fn wait_until<F: std::future::Future<Output = bool>>(
+    what: &str,
+    timeout: Duration,
+    mut check: impl FnMut() -> F,
+) {
+    let deadline = Instant::now() + timeout;
+    while !check().await {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+async fn started_runs(h: &Harness, id: i64) -> usize {
+    h.store
+        .schedule_runs(id, 10_000)
+        .await
+        .expect("runs")
+        .iter()
+        .filter(|r| r.job_id.is_some())
+        .count()
+}
+
+async fn scheduled_sync_through_a_killed_worker(kind: Kind) {
+    let mut h = Harness::start_on(kind, live_sim(), &ClientOpts::default()).await;
+    let since = (chrono::Utc::now() - chrono::Duration::seconds(5)).to_rfc3339();
+    let out = h.run(&[
+        "schedule",
+        "add",
+        "orders",
+        "--platform",
+        "taobao",
+        "--shop",
+        "s1",
+        "--every",
+        "2s",
+        "--lag",
+        "1s",
+        "--overlap",
+        "2s",
+        "--since",
+        &since,
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let id = h.store.schedules().await.expect("schedules")[0].schedule.id;
+
+    let first = h.spawn_worker(4, 600);
+    h.spawn_worker(4, 600);
+    wait_until("five runs", Duration::from_secs(90), || async {
+        started_runs(&h, id).await >= 5
+    })
+    .await;
+    // Killed in the middle of whatever it was doing; a new worker comes up.
+    h.kill_worker(first);
+    h.spawn_worker(4, 600);
+    let at_kill = started_runs(&h, id).await;
+    wait_until("five more runs", Duration::from_secs(90), || async {
+        started_runs(&h, id).await >= at_kill + 5
+    })
+    .await;
+    let out = h.run(&["schedule", "pause", &id.to_string()]);
+    assert!(out.status.success());
+    // Every started run settles (the killed worker's tasks are claimed by the others).
+    wait_until("every run settled", Duration::from_secs(120), || async {
+        h.store
+            .schedule_runs(id, 10_000)
+            .await
+            .expect("runs")
+            .iter()
+            .all(|r| !matches!(r.outcome, RunOutcome::Started | RunOutcome::Queued))
+    })
+    .await;
+
+    let runs = h.store.schedule_runs(id, 10_000).await.expect("runs");
+    let view = &h.store.schedules().await.expect("schedules")[0];
+    println!(
+        "{kind:?}: {} ticks, outcomes {:?}, watermark {:?}",
+        runs.len(),
+        view.outcomes,
+        view.watermark
+    );
+    // Each tick once: one job per started run, no job twice, ticks on the 2 s grid.
+    let jobs: HashSet<i64> = runs.iter().filter_map(|r| r.job_id).collect();
+    assert_eq!(
+        jobs.len(),
+        runs.iter().filter(|r| r.job_id.is_some()).count()
+    );
+    let ticks: Vec<i64> = runs.iter().map(|r| r.tick_ms).collect();
+    assert!(
+        ticks.windows(2).all(|w| (w[0] - w[1]) % 2000 == 0),
+        "{ticks:?}"
+    );
+    assert!(
+        !runs.iter().any(|r| r.outcome == RunOutcome::Missed),
+        "a tick was missed with a worker up: {runs:?}"
+    );
+    assert!(
+        !runs.iter().any(|r| r.outcome == RunOutcome::Failed),
+        "{runs:?}"
+    );
+    // Contiguous coverage, by the ledger's own query.
+    let gaps = h.store.coverage_gaps(TB, "s1").await.expect("gaps");
+    assert!(gaps.is_empty(), "coverage gaps: {gaps:?}");
+    // Every order whose last change is before the watermark is in the ledger at that state
+    // (an order changed since is beyond the coverage: a later run brings it).
+    let watermark = view.watermark.expect("a watermark");
+    let app_key = h.sim.config().apps[0].app_key.clone();
+    let live = h.sim.live_orders(TB, &app_key, "", chrono::Utc::now());
+    assert!(live.len() > 20, "the live store made {} orders", live.len());
+    let mut checked = 0;
+    for order in &live {
+        let Some((at, status)) = order.changes.last().filter(|(at, _)| *at < watermark) else {
+            continue;
+        };
+        let stored = h
+            .store
+            .get_order(TB, &order.id.to_string())
+            .await
+            .expect("read order")
+            .unwrap_or_else(|| panic!("order {} changed at {at} is not in the ledger", order.id));
+        assert_eq!(
+            (stored.order.modified, &stored.order.status),
+            (*at, status),
+            "order {}: the ledger's state is not the simulator's last one",
+            order.id
+        );
+        checked += 1;
+    }
+    assert!(checked > 20, "{checked} orders checked");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_tick_runs_once_and_coverage_is_contiguous_through_a_killed_worker() {
+    let _serial = jobs_harness::serial().await;
+    scheduled_sync_through_a_killed_worker(Kind::Sqlite).await;
+    scheduled_sync_through_a_killed_worker(Kind::Postgres).await;
+}
