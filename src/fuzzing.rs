@@ -48,6 +48,8 @@ pub fn request(api: Api) -> ApiRequest {
         Api::LogisticsTrace => ApiRequest::LogisticsTrace {
             order_id: "1001".into(),
         },
+        Api::MessageConsume => ApiRequest::MessageConsume { quantity: 100 },
+        Api::MessageConfirm => ApiRequest::MessageConfirm { ids: vec![1, 2] },
     }
 }
 

@@ -18,6 +18,8 @@ pub(crate) struct RunOptions {
     pub(crate) exit_when_idle: Option<Duration>,
     /// Serve Prometheus metrics here while the worker runs (`--metrics-listen`).
     pub(crate) metrics_listen: Option<std::net::SocketAddr>,
+    /// Pull these platforms' change messages while the worker runs (`--listen`).
+    pub(crate) listen: Vec<crate::jobs::listen::ListenTarget>,
 }
 
 /// Why a worker stopped other than by a clean stop (a signal or the idle exit).
@@ -129,6 +131,20 @@ pub(crate) async fn run_worker(
             shutdown.clone(),
         ))
     });
+    // Change messages (docs/design.md, "Continuous sync").
+    let listeners: Vec<_> = opts
+        .listen
+        .iter()
+        .map(|target| {
+            tokio::spawn(crate::jobs::listen::run_listen_loop(
+                gateway.clone(),
+                rt.store.clone(),
+                rt.cfg.clone(),
+                target.clone(),
+                shutdown.clone(),
+            ))
+        })
+        .collect();
     // After the stop, items already calling get `queue.shutdown_grace_s` to finish and the
     // rest of every chunk goes back uncharged; the margin covers recording and acks. A
     // worker still busy past that exits anyway: its tasks are recovered as orphans.
@@ -149,6 +165,16 @@ pub(crate) async fn run_worker(
             .is_err()
         {
             p.abort();
+        }
+    }
+    for mut l in listeners {
+        // A batch in progress is confirmed only after it is recorded: cutting it loses none.
+        stopping.trigger();
+        if tokio::time::timeout(Duration::from_secs(2), &mut l)
+            .await
+            .is_err()
+        {
+            l.abort();
         }
     }
     if let Some(mut s) = schedules {

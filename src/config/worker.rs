@@ -75,6 +75,11 @@ pub(crate) struct JobsConfig {
     pub(crate) schedule_check_ms: u64,
     /// Slices of a scheduled order run: TOP allows a day and recommends 30 minutes or less.
     pub(crate) sync_slice_s: u64,
+    /// Change messages pulled per call (TOP: 10..=200).
+    pub(crate) listen_batch: u32,
+    /// Longest wait between empty pulls of change messages: bounds how late a change is seen
+    /// (the wait starts at 100 ms and doubles while nothing comes).
+    pub(crate) listen_idle_max_ms: u64,
 }
 
 impl Default for JobsConfig {
@@ -86,6 +91,8 @@ impl Default for JobsConfig {
             item_retry_rounds: 4,
             schedule_check_ms: 1000,
             sync_slice_s: 1800,
+            listen_batch: 100,
+            listen_idle_max_ms: 2000,
         }
     }
 }

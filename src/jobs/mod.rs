@@ -5,6 +5,7 @@
 pub(crate) mod control;
 pub(crate) mod heal;
 pub(crate) mod item;
+pub(crate) mod listen;
 pub(crate) mod listing;
 pub(crate) mod logistics;
 pub(crate) mod orders;

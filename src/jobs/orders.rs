@@ -83,7 +83,11 @@ fn amount_cents(text: &str) -> Option<i64> {
 
 /// The ledger's row of one order; `Err(amount)` when its amount cannot be read (the order is
 /// not stored with a made-up amount).
-fn to_ledger(platform: Platform, shop: &str, o: &PlatformOrder) -> Result<Order, String> {
+pub(crate) fn to_ledger(
+    platform: Platform,
+    shop: &str,
+    o: &PlatformOrder,
+) -> Result<Order, String> {
     Ok(Order {
         platform,
         order_id: o.order_id.clone(),

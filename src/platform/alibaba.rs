@@ -62,6 +62,8 @@ pub(crate) fn business_params(req: &ApiRequest) -> Vec<(String, String)> {
             p("pageSize", page_size.to_string()),
         ],
         ApiRequest::LogisticsTrace { order_id } => vec![p("orderId", order_id.clone())],
+        // Not offered (`Api::offered_by`): 1688 pushes its messages; the client refuses first.
+        ApiRequest::MessageConsume { .. } | ApiRequest::MessageConfirm { .. } => Vec::new(),
     }
 }
 
@@ -231,6 +233,9 @@ pub(crate) fn parse_response(req: &ApiRequest, body: &Value) -> Result<ApiRespon
                 events,
                 signed,
             }))
+        }
+        ApiRequest::MessageConsume { .. } | ApiRequest::MessageConfirm { .. } => {
+            Err(CallError::not_offered(P, api))
         }
     }
 }

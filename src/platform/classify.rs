@@ -174,6 +174,18 @@ impl CallError {
         CallError::parse(platform, api, 200, format!("missing or malformed `{what}`"))
     }
 
+    /// A call of an API the platform does not offer ([`Api::offered_by`]): `Fatal`, nothing
+    /// was sent.
+    pub(crate) fn not_offered(platform: Platform, api: Api) -> Self {
+        CallError {
+            class: ErrorClass::Fatal,
+            code: "not_offered".into(),
+            message: format!("{platform} offers no {api} API"),
+            http_status: None,
+            ..CallError::parse(platform, api, 0, String::new())
+        }
+    }
+
     pub(crate) fn parse(platform: Platform, api: Api, http_status: u16, message: String) -> Self {
         CallError {
             class: ErrorClass::Unknown,

@@ -43,6 +43,8 @@ pub(crate) fn business_params(req: &ApiRequest) -> Vec<(String, String)> {
             "page_size": page_size.to_string(),
         }),
         ApiRequest::LogisticsTrace { order_id } => json!({ "waybillCode": order_id }),
+        // Not offered (`Api::offered_by`): the client refuses before building it.
+        ApiRequest::MessageConsume { .. } | ApiRequest::MessageConfirm { .. } => json!({}),
     };
     vec![(PARAM_JSON.to_string(), obj.to_string())]
 }
@@ -235,6 +237,9 @@ pub(crate) fn parse_response(req: &ApiRequest, body: &Value) -> Result<ApiRespon
                 events,
                 signed,
             }))
+        }
+        ApiRequest::MessageConsume { .. } | ApiRequest::MessageConfirm { .. } => {
+            Err(CallError::not_offered(P, api))
         }
     }
 }

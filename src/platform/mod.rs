@@ -12,7 +12,7 @@ pub(crate) mod taobao;
 
 pub use classify::{CallError, TransportError};
 pub use client::{PlatformClient, RawResponse};
-pub use model::{ApiRequest, ApiResponse, Item, Order, OrderPage, Trace, TraceEvent};
+pub use model::{ApiRequest, ApiResponse, Item, Message, Order, OrderPage, Trace, TraceEvent};
 
 use crate::secret::Secret;
 use serde::{Deserialize, Serialize};
@@ -98,7 +98,8 @@ impl FromStr for Platform {
     }
 }
 
-/// The four API families syncfleet uses, named the same on every platform.
+/// The API families syncfleet uses, named the same on every platform (the message APIs are
+/// TOP's only: [`Api::offered_by`]).
 /// Gates, breakers and ledgers are keyed by (platform, api).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -111,15 +112,21 @@ pub enum Api {
     OrderList,
     /// The logistics trace of one order.
     LogisticsTrace,
+    /// Pull the app's change messages (TOP's message service, TMC).
+    MessageConsume,
+    /// Acknowledge consumed messages (unacknowledged ones are delivered again).
+    MessageConfirm,
 }
 
 impl Api {
     /// Every API, in declaration order.
-    pub const ALL: [Api; 4] = [
+    pub const ALL: [Api; 6] = [
         Api::ItemGet,
         Api::ItemAdd,
         Api::OrderList,
         Api::LogisticsTrace,
+        Api::MessageConsume,
+        Api::MessageConfirm,
     ];
 
     /// The snake_case name used in config keys, the ledger and messages (e.g. `item_get`).
@@ -129,6 +136,8 @@ impl Api {
             Api::ItemAdd => "item_add",
             Api::OrderList => "order_list",
             Api::LogisticsTrace => "logistics_trace",
+            Api::MessageConsume => "message_consume",
+            Api::MessageConfirm => "message_confirm",
         }
     }
 
@@ -139,7 +148,15 @@ impl Api {
             Api::ItemAdd => ApiClass::Detail,
             Api::OrderList => ApiClass::List,
             Api::LogisticsTrace => ApiClass::Logistics,
+            Api::MessageConsume => ApiClass::List,
+            Api::MessageConfirm => ApiClass::Detail,
         }
+    }
+
+    /// Whether `platform` offers this API: the pulled change messages are TOP's (1688 pushes
+    /// its messages over HTTP; JD has no such queue for an ISV app).
+    pub fn offered_by(self, platform: Platform) -> bool {
+        !self.method(platform).is_empty()
     }
 
     /// Whether the call changes platform state (writes never degrade and retry only
@@ -167,6 +184,9 @@ impl Api {
             (Platform::Alibaba, Api::LogisticsTrace) => {
                 "com.alibaba.logistics/alibaba.trade.getLogisticsTraceInfo.sellerView"
             }
+            (Platform::Taobao, Api::MessageConsume) => "taobao.tmc.messages.consume",
+            (Platform::Taobao, Api::MessageConfirm) => "taobao.tmc.messages.confirm",
+            (Platform::Jd | Platform::Alibaba, Api::MessageConsume | Api::MessageConfirm) => "",
         }
     }
 
@@ -174,7 +194,7 @@ impl Api {
     pub(crate) fn from_method(platform: Platform, method: &str) -> Option<Api> {
         Api::ALL
             .into_iter()
-            .find(|api| api.method(platform) == method)
+            .find(|api| api.offered_by(platform) && api.method(platform) == method)
     }
 }
 
@@ -194,7 +214,7 @@ impl FromStr for Api {
                 UnknownName::new(
                     "api",
                     s,
-                    "item_get, item_add, order_list or logistics_trace",
+                    "item_get, item_add, order_list, logistics_trace, message_consume or message_confirm",
                 )
             })
     }

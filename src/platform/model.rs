@@ -42,6 +42,16 @@ pub enum ApiRequest {
         /// The platform's order id.
         order_id: String,
     },
+    /// Pull up to `quantity` change messages.
+    MessageConsume {
+        /// Messages at most (TOP: 10..=200).
+        quantity: u32,
+    },
+    /// Acknowledge these messages.
+    MessageConfirm {
+        /// The messages' ids.
+        ids: Vec<u64>,
+    },
 }
 
 impl ApiRequest {
@@ -51,6 +61,8 @@ impl ApiRequest {
             ApiRequest::ItemAdd { .. } => Api::ItemAdd,
             ApiRequest::OrderList { .. } => Api::OrderList,
             ApiRequest::LogisticsTrace { .. } => Api::LogisticsTrace,
+            ApiRequest::MessageConsume { .. } => Api::MessageConsume,
+            ApiRequest::MessageConfirm { .. } => Api::MessageConfirm,
         }
     }
 }
@@ -70,6 +82,26 @@ pub enum ApiResponse {
     OrderPage(OrderPage),
     /// Answer to [`ApiRequest::LogisticsTrace`].
     Trace(Trace),
+    /// Answer to [`ApiRequest::MessageConsume`].
+    Messages(Vec<Message>),
+    /// Answer to [`ApiRequest::MessageConfirm`].
+    Confirmed,
+}
+
+/// One change message (docs/design.md, "Continuous sync").
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Message {
+    /// The platform's message id: a message delivered twice has the same id.
+    pub id: u64,
+    /// Its topic (`taobao_trade_TradeBuyerPay`, ...).
+    pub topic: String,
+    /// When the change happened (TOP's `pub_time`).
+    pub born: DateTime<Utc>,
+    /// The seller the change concerns (TOP's `user_nick`).
+    pub seller: String,
+    /// The order's new state, when the message carries it (a trade message names the order,
+    /// its status and payment; its `modified` is the change's time).
+    pub order: Option<Order>,
 }
 
 /// One item as read from a platform.

@@ -7,8 +7,8 @@ use super::json::{array, boolean, joined, text, text_or_empty, uint};
 use super::model::{format_china_time, parse_china_time};
 use super::sign::top_sign;
 use super::{
-    Api, ApiRequest, ApiResponse, Credentials, ErrorClass, Item, Order, OrderPage, Platform, Trace,
-    TraceEvent,
+    Api, ApiRequest, ApiResponse, Credentials, ErrorClass, Item, Message, Order, OrderPage,
+    Platform, Trace, TraceEvent,
 };
 use crate::time::china_offset;
 use chrono::{DateTime, Utc};
@@ -53,6 +53,13 @@ pub(crate) fn business_params(req: &ApiRequest) -> Vec<(String, String)> {
             p("use_has_next", "true".into()),
         ],
         ApiRequest::LogisticsTrace { order_id } => vec![p("tid", order_id.clone())],
+        ApiRequest::MessageConsume { quantity } => {
+            vec![p("quantity", quantity.clamp(&10, &200).to_string())]
+        }
+        ApiRequest::MessageConfirm { ids } => vec![p(
+            "s_message_ids",
+            ids.iter().map(u64::to_string).collect::<Vec<_>>().join(","),
+        )],
     }
 }
 
@@ -227,7 +234,42 @@ pub(crate) fn parse_response(req: &ApiRequest, body: &Value) -> Result<ApiRespon
                 signed,
             }))
         }
+        ApiRequest::MessageConsume { .. } => {
+            let list = r
+                .get("messages")
+                .map(|m| array(m, "tmc_message"))
+                .unwrap_or(&[]);
+            let mut out = Vec::with_capacity(list.len());
+            for m in list {
+                out.push(tmc_message(m).ok_or_else(|| missing(api, "tmc_message"))?);
+            }
+            Ok(ApiResponse::Messages(out))
+        }
+        ApiRequest::MessageConfirm { .. } => Ok(ApiResponse::Confirmed),
     }
+}
+
+/// One TMC message: its envelope, and the order's new state when its `content` (a JSON
+/// text) names the trade with its status (a trade or refund message).
+fn tmc_message(m: &Value) -> Option<Message> {
+    let id = uint(m, "id")?;
+    let born = parse_china_time(&text(m, "pub_time")?)?;
+    let content: Option<Value> = text(m, "content").and_then(|c| serde_json::from_str(&c).ok());
+    let order = content.as_ref().and_then(|c| {
+        Some(Order {
+            order_id: text(c, "tid")?,
+            status: text(c, "status")?,
+            modified: born,
+            amount: text_or_empty(c, "payment"),
+        })
+    });
+    Some(Message {
+        id,
+        topic: text_or_empty(m, "topic"),
+        born,
+        seller: text_or_empty(m, "user_nick"),
+        order,
+    })
 }
 
 #[cfg(test)]

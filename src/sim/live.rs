@@ -32,6 +32,16 @@ pub struct LiveOrders {
     pub close_share: f64,
     /// Share of paid orders refunded instead of shipped.
     pub refund_share: f64,
+    /// Drill: share of change messages never delivered.
+    pub message_loss: f64,
+    /// Drill: share of change messages delivered once more after they were confirmed.
+    pub message_duplicate: f64,
+    /// Drill: share of change messages delivered `message_delay_s` late.
+    pub message_delay: f64,
+    /// How late a delayed message is.
+    pub message_delay_s: u64,
+    /// A message consumed and not confirmed is delivered again after this long.
+    pub redeliver_after_s: u64,
 }
 
 impl Default for LiveOrders {
@@ -43,6 +53,11 @@ impl Default for LiveOrders {
             sign_after_s: 900,
             close_share: 0.1,
             refund_share: 0.05,
+            message_loss: 0.0,
+            message_duplicate: 0.0,
+            message_delay: 0.0,
+            message_delay_s: 30,
+            redeliver_after_s: 10,
         }
     }
 }
@@ -185,6 +200,125 @@ impl LiveShop<'_> {
     }
 }
 
+/// The topic of the message a change emits (TOP's names).
+pub(crate) fn topic(state: OrderState) -> &'static str {
+    match state {
+        OrderState::Created => "taobao_trade_TradeCreate",
+        OrderState::Unshipped => "taobao_trade_TradeBuyerPay",
+        OrderState::Shipped => "taobao_trade_TradeSellerShip",
+        OrderState::Signed => "taobao_trade_TradeSuccess",
+        OrderState::Closed => "taobao_trade_TradeClose",
+        OrderState::Refunded => "taobao_refund_RefundSuccess",
+    }
+}
+
+/// One delivery of a change message.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Delivery {
+    /// The message id: the order id x 8 + the change's index.
+    pub(crate) id: u64,
+    /// The shop's name (`""`: the app's own session).
+    pub(crate) shop: String,
+    /// The order as the change left it.
+    pub(crate) order: OrderData,
+}
+
+/// The app's message queue, TOP-style: a consumer pulls what changed, confirms what it
+/// recorded, and gets again what it did not confirm in time. The messages themselves are the
+/// live orders' changes; this holds only who got and confirmed what.
+#[derive(Debug, Default)]
+pub(crate) struct MessageQueue {
+    /// Delivered, not confirmed: id -> when (unix ms) it went out.
+    in_flight: std::collections::HashMap<u64, i64>,
+    confirmed: std::collections::HashSet<u64>,
+    /// Drilled duplicates already sent again.
+    duplicated: std::collections::HashSet<u64>,
+    /// Messages delivered, duplicates and redeliveries included.
+    pub(crate) delivered: u64,
+}
+
+impl MessageQueue {
+    /// Up to `quantity` messages of `shops` at `now_ms`, oldest first; each goes out again if
+    /// not confirmed within `redeliver_after_s`.
+    pub(crate) fn consume(
+        &mut self,
+        shops: &[(String, LiveShop<'_>)],
+        now_ms: i64,
+        quantity: usize,
+    ) -> Vec<Delivery> {
+        let mut due: Vec<(i64, Delivery)> = Vec::new();
+        for (name, shop) in shops {
+            let c = shop.cfg;
+            let now = now_ms.div_euclid(1000);
+            for k in 0..shop.created_by(now) {
+                let life = shop.life(k);
+                for (j, change) in life.changes.iter().enumerate() {
+                    if change.at > now {
+                        break;
+                    }
+                    let id = life.id * 8 + j as u64;
+                    let draw = |tag: u64| unit(mix(shop.seed, tag, id));
+                    if draw(9_001) < c.message_loss {
+                        continue;
+                    }
+                    let delay = if draw(9_002) < c.message_delay {
+                        c.message_delay_s as i64 * 1000
+                    } else {
+                        0
+                    };
+                    let visible = change.at * 1000 + delay;
+                    if visible > now_ms {
+                        continue;
+                    }
+                    if self.confirmed.contains(&id) {
+                        if draw(9_003) >= c.message_duplicate || self.duplicated.contains(&id) {
+                            continue;
+                        }
+                    } else if self
+                        .in_flight
+                        .get(&id)
+                        .is_some_and(|t| now_ms - t < c.redeliver_after_s as i64 * 1000)
+                    {
+                        continue;
+                    }
+                    due.push((
+                        visible,
+                        Delivery {
+                            id,
+                            shop: name.clone(),
+                            order: OrderData {
+                                id: life.id,
+                                modified: change.at,
+                                state: change.state,
+                                amount_cents: life.amount_cents,
+                            },
+                        },
+                    ));
+                }
+            }
+        }
+        due.sort_by_key(|(visible, d)| (*visible, d.id));
+        due.truncate(quantity);
+        for (_, d) in &due {
+            if self.confirmed.contains(&d.id) {
+                self.duplicated.insert(d.id);
+            } else {
+                self.in_flight.insert(d.id, now_ms);
+            }
+        }
+        self.delivered += due.len() as u64;
+        due.into_iter().map(|(_, d)| d).collect()
+    }
+
+    /// The consumer recorded these messages.
+    pub(crate) fn confirm(&mut self, ids: &[u64]) {
+        for id in ids {
+            self.in_flight.remove(id);
+            self.confirmed.insert(*id);
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -257,6 +391,67 @@ mod tests {
             .window(o.modified, o.modified + 1, now)
             .iter()
             .any(|x| x.id == o.id));
+    }
+
+    #[test]
+    fn messages_are_delivered_until_confirmed_with_the_drills() {
+        let mut c = cfg();
+        c.redeliver_after_s = 10;
+        let s = shop(&c);
+        let shops = vec![(String::new(), s)];
+        let mut q = MessageQueue::default();
+        let now = (1_000_000 + 30) * 1000;
+        let all = q.consume(&shops, now, 10_000);
+        let changes: usize = (0..s.created_by(now / 1000))
+            .map(|k| {
+                s.life(k)
+                    .changes
+                    .iter()
+                    .filter(|ch| ch.at * 1000 <= now)
+                    .count()
+            })
+            .sum();
+        assert_eq!(all.len(), changes);
+        // In flight: not again before the redelivery time (only newer changes come), then
+        // again (not confirmed).
+        let ids = |v: &[Delivery]| {
+            v.iter()
+                .map(|d| d.id)
+                .collect::<std::collections::HashSet<u64>>()
+        };
+        let first = ids(&all);
+        let soon = q.consume(&shops, now + 1_000, 10_000);
+        assert!(ids(&soon).is_disjoint(&first));
+        let again = q.consume(&shops, now + 10_000, 10_000);
+        assert!(ids(&again).is_superset(&first));
+        q.confirm(&again.iter().map(|d| d.id).collect::<Vec<_>>());
+        q.confirm(&soon.iter().map(|d| d.id).collect::<Vec<_>>());
+        assert!(q.consume(&shops, now + 10_000, 10_000).is_empty());
+
+        // Loss, duplicates and delay, each at 20%.
+        let mut d = cfg();
+        d.message_loss = 0.2;
+        d.message_duplicate = 0.2;
+        d.message_delay = 0.2;
+        d.message_delay_s = 5;
+        let s = shop(&d);
+        let shops = vec![(String::new(), s)];
+        let mut q = MessageQueue::default();
+        let first = q.consume(&shops, now, 10_000);
+        assert!(
+            first.len() < changes * 9 / 10,
+            "{} of {changes}",
+            first.len()
+        );
+        q.confirm(&first.iter().map(|m| m.id).collect::<Vec<_>>());
+        let later = q.consume(&shops, now + 6_000, 10_000);
+        // Duplicates of confirmed ones, and the delayed ones now visible.
+        assert!(later.iter().any(|m| first.iter().any(|f| f.id == m.id)));
+        assert!(later.iter().any(|m| !first.iter().any(|f| f.id == m.id)));
+        q.confirm(&later.iter().map(|m| m.id).collect::<Vec<_>>());
+        let seen: std::collections::HashSet<u64> =
+            first.iter().chain(&later).map(|m| m.id).collect();
+        assert!(seen.len() < changes, "some are lost for good");
     }
 
     #[test]

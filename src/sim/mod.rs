@@ -249,6 +249,18 @@ impl SimHandle {
             .collect()
     }
 
+    /// Change messages the app `app_key` was delivered (redeliveries and drilled duplicates
+    /// included).
+    pub fn messages_delivered(&self, platform: Platform, app_key: &str) -> u64 {
+        self.sim.app(platform, app_key).map_or(0, |app| {
+            self.sim.apps[app]
+                .messages
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .delivered
+        })
+    }
+
     /// Turn all drills off.
     pub fn clear_drills(&self) {
         let _ = self.sim.set_drill(&DrillPatch {

@@ -4,6 +4,8 @@
 use crate::app::runtime::Runtime;
 use crate::app::worker::{run_worker, RunOptions, WorkerError};
 use crate::cli::{Cli, CliError};
+use crate::jobs::listen::ListenTarget;
+use crate::platform::{Api, Platform};
 use crate::queue::Shutdown;
 use clap::Args;
 use std::time::Duration;
@@ -21,6 +23,31 @@ pub struct WorkArgs {
     /// default), e.g. 127.0.0.1:9464.
     #[arg(long, value_name = "ADDR")]
     pub(crate) metrics_listen: Option<std::net::SocketAddr>,
+    /// Also pull the platform's change messages and write each change to the ledger
+    /// (`taobao`; `taobao:SHOP` names the shop its own session's messages belong to, default
+    /// `default`). Repeatable. A listening worker runs without --exit-when-idle-s.
+    #[arg(long, value_name = "PLATFORM[:SHOP]", value_parser = parse_listen)]
+    pub(crate) listen: Vec<ListenTarget>,
+}
+
+/// `taobao` or `taobao:SHOP`; only platforms that offer pulled messages.
+fn parse_listen(s: &str) -> Result<ListenTarget, String> {
+    let (p, shop) = s.split_once(':').unwrap_or((s, "default"));
+    let platform: Platform = p
+        .parse()
+        .map_err(|e: crate::platform::UnknownName| e.to_string())?;
+    if !Api::MessageConsume.offered_by(platform) {
+        return Err(format!(
+            "{platform} offers no pulled change messages (taobao does; 1688 pushes them over HTTP)"
+        ));
+    }
+    if shop.trim().is_empty() {
+        return Err("the shop after `:` is empty".into());
+    }
+    Ok(ListenTarget {
+        platform,
+        shop: shop.to_string(),
+    })
 }
 
 /// The worker's exit code from its error type: a missing secret, a second embedded worker or
@@ -44,6 +71,7 @@ pub(crate) async fn work(cli: &Cli, args: &WorkArgs) -> Result<(), CliError> {
         exit_when_idle: (args.exit_when_idle_s > 0)
             .then(|| Duration::from_secs(args.exit_when_idle_s)),
         metrics_listen: args.metrics_listen,
+        listen: args.listen.clone(),
     };
     let report = run_worker(&rt, &opts, Shutdown::new()).await?;
     println!(

@@ -1,13 +1,13 @@
 //! The business side of a verified call: the platforms' parameter names, reading and checking
 //! the params, running the call against the generated data, and the empty-field drill.
 
-use super::render::{render_added, render_item, render_orders, render_trace};
+use super::render::{render_added, render_item, render_messages, render_orders, render_trace};
 use super::{parse_gmt8, Call, Failure, Params, TOP_TIME};
 use crate::platform::{Api, Platform};
 use crate::sim::data::{self, ItemData};
 use crate::sim::state::Sim;
 use chrono::{DateTime, Utc};
-use serde_json::Value;
+use serde_json::{json, Value};
 
 /// Business parameter names per platform: (item id, title, price, quantity, idempotency key,
 /// window start, window end, page, page size, order id).
@@ -205,6 +205,35 @@ pub(super) fn execute(
             let to = (from + size as usize).min(all.len());
             let has_next = page * size < all.len() as u64;
             render_orders(p, &all[from..to], all.len(), has_next, rid)
+        }
+        Api::MessageConsume => {
+            let quantity = optional_number(params, "quantity", 100)?;
+            if !(10..=200).contains(&quantity) {
+                return Err(Failure::Invalid("quantity must be 10..=200".into()));
+            }
+            let shops = sim.live_shops(call.app);
+            let got = app
+                .messages
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .consume(&shops, now.timestamp_millis(), quantity as usize);
+            render_messages(&got, rid)
+        }
+        Api::MessageConfirm => {
+            let text = required(params, "s_message_ids")?;
+            let mut ids = Vec::new();
+            for part in text.split(',') {
+                ids.push(
+                    part.trim()
+                        .parse::<u64>()
+                        .map_err(|_| Failure::Invalid("s_message_ids".into()))?,
+                );
+            }
+            app.messages
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .confirm(&ids);
+            json!({"tmc_messages_confirm_response": {"is_success": true, "request_id": rid()}})
         }
         Api::LogisticsTrace => {
             let id: u64 = number(params, n.order)?;

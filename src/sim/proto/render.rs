@@ -4,6 +4,7 @@
 use super::{gmt8, Answer, Failure, TOP_TIME};
 use crate::platform::{Api, Platform};
 use crate::sim::data::{self, AddOutcome, ItemData, OrderData, OrderState, StepKind, TraceStep};
+use crate::sim::live::{self, Delivery};
 use crate::sim::state::Sim;
 use axum::http::StatusCode;
 use serde_json::{json, Value};
@@ -98,6 +99,22 @@ pub(super) fn render_orders(
             json!({"result": list, "totalRecord": total})
         }
     }
+}
+
+/// TOP's answer to `taobao.tmc.messages.consume`: each message's `content` is a JSON text.
+pub(super) fn render_messages(got: &[Delivery], rid: impl Fn() -> String) -> Value {
+    let p = Platform::Taobao;
+    let list: Vec<Value> = got
+        .iter()
+        .map(|d| {
+            let content = json!({"tid": d.order.id, "status": order_status(p, d.order.state),
+                "payment": data::format_price(d.order.amount_cents)});
+            json!({"id": d.id, "topic": live::topic(d.order.state),
+                "pub_time": gmt8(d.order.modified, TOP_TIME), "user_nick": d.shop,
+                "content": content.to_string()})
+        })
+        .collect();
+    json!({"tmc_messages_consume_response": {"messages": {"tmc_message": list}, "request_id": rid()}})
 }
 
 pub(super) fn render_trace(

@@ -17,7 +17,7 @@ pub use stats::{ApiStats, AppStats, ErrorCounts, ShopStats, SimStats, Totals};
 use super::config::{Limit, LimitKind, SimApp, SimConfig};
 use super::data::{Shop, Written};
 use super::drill::{Drill, DrillPatch};
-use super::live::LiveShop;
+use super::live::{LiveShop, MessageQueue};
 use crate::platform::{Api, Platform};
 use crate::time::QuotaDay;
 use chrono::{DateTime, Utc};
@@ -299,6 +299,8 @@ pub(crate) struct AppRt {
     pub(crate) cfg: SimApp,
     pub(crate) shop: Shop,
     pub(crate) written: Mutex<Written>,
+    /// Its change messages: who got and confirmed what.
+    pub(crate) messages: Mutex<MessageQueue>,
     /// Index of its first slot; the api's index in `Api::ALL` is added.
     slot_base: usize,
     /// The app key's daily count over all its APIs: (day index, calls counted).
@@ -384,6 +386,7 @@ impl Sim {
                 cfg: app.clone(),
                 shop: Shop::generate(cfg.seed, i as u64, &cfg.orders),
                 written: Mutex::new(Written::default()),
+                messages: Mutex::new(MessageQueue::default()),
                 slot_base,
                 quota: Mutex::new((0, 0)),
                 rejected_app_quota: AtomicU64::new(0),
@@ -436,6 +439,17 @@ impl Sim {
             app,
             shop: number,
         }
+    }
+
+    /// Every live shop of app `app`, named (`""`: the app's own session).
+    pub(crate) fn live_shops(&self, app: usize) -> Vec<(String, LiveShop<'_>)> {
+        std::iter::once(String::new())
+            .chain(self.apps[app].cfg.shops.keys().cloned())
+            .map(|name| {
+                let shop = self.live_shop(app, &name);
+                (name, shop)
+            })
+            .collect()
     }
 
     pub(crate) fn slot(&self, app: usize, api: Api) -> &Slot {
