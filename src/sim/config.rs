@@ -522,6 +522,16 @@ impl SimConfig {
                         l.sign_after_s,
                         &mut live.sign_after_s,
                     ),
+                    (
+                        "orders.live.message_delay_s",
+                        l.message_delay_s,
+                        &mut live.message_delay_s,
+                    ),
+                    (
+                        "orders.live.redeliver_after_s",
+                        l.redeliver_after_s,
+                        &mut live.redeliver_after_s,
+                    ),
                 ] {
                     if let Some(v) = v {
                         if v == 0 || v > 86_400 * 30 {
@@ -540,6 +550,21 @@ impl SimConfig {
                         "orders.live.refund_share",
                         l.refund_share,
                         &mut live.refund_share,
+                    ),
+                    (
+                        "orders.live.message_loss",
+                        l.message_loss,
+                        &mut live.message_loss,
+                    ),
+                    (
+                        "orders.live.message_duplicate",
+                        l.message_duplicate,
+                        &mut live.message_duplicate,
+                    ),
+                    (
+                        "orders.live.message_delay",
+                        l.message_delay,
+                        &mut live.message_delay,
                     ),
                 ] {
                     if let Some(v) = v {
@@ -675,6 +700,11 @@ struct RawLive {
     sign_after_s: Option<u64>,
     close_share: Option<f64>,
     refund_share: Option<f64>,
+    message_loss: Option<f64>,
+    message_duplicate: Option<f64>,
+    message_delay: Option<f64>,
+    message_delay_s: Option<u64>,
+    redeliver_after_s: Option<u64>,
 }
 
 #[derive(Deserialize)]

@@ -267,3 +267,92 @@ async fn messages_lost_repeated_or_late_leave_no_order_behind() {
     messages_with_drills(Kind::Sqlite).await;
     messages_with_drills(Kind::Postgres).await;
 }
+
+/// A window of the past walked page by page (5 orders a page, 4 pages a second) while the
+/// live store changes a quarter of its orders: each change moves an order out of the window
+/// and the ones behind it a place forward. Walked from the last page back, no order that
+/// stayed in the window is skipped.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_order_walk_skips_nothing_while_orders_change_under_it() {
+    let _serial = jobs_harness::serial().await;
+    let mut sim = SimConfig::demo();
+    sim.orders.live = LiveOrders {
+        new_per_min: 600.0,
+        pay_after_s: 20,
+        ship_after_s: 20,
+        sign_after_s: 20,
+        ..LiveOrders::default()
+    };
+    let opts = ClientOpts {
+        order_page_size: 5,
+        ..ClientOpts::default()
+    };
+    let mut h = Harness::start(sim, &opts).await;
+    let start = chrono::Utc::now();
+    let config = h.dir.path().join("slow-pages.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "{}\n[gates.\"taobao.order_list\"]\nrate = 4\nburst = 1\nconcurrency = 2\n",
+            jobs_harness::client_toml(&h.sim, &opts)
+        ),
+    )
+    .expect("config");
+    // Let orders gather and start changing; the window ends in the past.
+    tokio::time::sleep(Duration::from_secs(25)).await;
+    // Whole seconds: the platform's window ends to the second.
+    let until =
+        chrono::DateTime::from_timestamp(chrono::Utc::now().timestamp() - 2, 0).expect("a time");
+    let job = h.enqueue_with(
+        &config,
+        &[
+            "orders",
+            "--platform",
+            "taobao",
+            "--shop",
+            "s1",
+            "--since",
+            &(start - chrono::Duration::seconds(1)).to_rfc3339(),
+            "--until",
+            &until.to_rfc3339(),
+        ],
+    );
+    let app_key = h.sim.config().apps[0].app_key.clone();
+    let at_start = h.sim.live_orders(TB, &app_key, "", chrono::Utc::now());
+    h.spawn_worker_with(&config, 2, 3);
+    let s = h.wait_job(job, Duration::from_secs(180)).await;
+    assert_eq!(s.job.counts.failed, 0, "{:?}", s.job.counts);
+    let at_end = h.sim.live_orders(TB, &app_key, "", chrono::Utc::now());
+    let in_window =
+        |o: &syncfleet::sim::LiveOrder| o.changes.last().is_some_and(|(t, _)| *t < until);
+    let before: HashSet<u64> = at_start
+        .iter()
+        .filter(|o| in_window(o))
+        .map(|o| o.id)
+        .collect();
+    let stayed: Vec<_> = at_end
+        .iter()
+        .filter(|o| in_window(o) && before.contains(&o.id))
+        .collect();
+    let moved = before.len() - stayed.len();
+    println!(
+        "{} orders in the window at the start, {moved} changed during the walk, {} pages read",
+        before.len(),
+        h.stats(TB, syncfleet::platform::Api::OrderList).calls
+    );
+    for item in h.store.items(job, None, 10).await.expect("items") {
+        println!("slice {}: {:?} {:?}", item.key, item.status, item.result);
+    }
+    assert!(moved >= 3, "only {moved} orders changed during the walk");
+    for o in stayed {
+        let (at, status) = o.changes.last().expect("a change");
+        let stored = h
+            .store
+            .get_order(TB, &o.id.to_string())
+            .await
+            .expect("read")
+            .unwrap_or_else(|| panic!("order {} stayed in the window and was skipped", o.id));
+        assert_eq!((stored.order.modified, &stored.order.status), (*at, status));
+    }
+    h.wait_workers(Duration::from_secs(60));
+}

@@ -72,6 +72,8 @@ pub struct ClientOpts {
     pub shops: Vec<(String, u32)>,
     /// `[queue] heal_interval_s`.
     pub heal_interval_s: u64,
+    /// `[jobs] order_page_size`.
+    pub order_page_size: u32,
 }
 
 impl Default for ClientOpts {
@@ -88,6 +90,7 @@ impl Default for ClientOpts {
             item_retry_rounds: 4,
             shops: Vec::new(),
             heal_interval_s: 60,
+            order_page_size: 100,
         }
     }
 }
@@ -173,7 +176,7 @@ pub fn client_toml(sim: &SimHandle, o: &ClientOpts) -> String {
         "[gates.default]\nrate = {}\nburst = {}\nconcurrency = {}\np95_ms = 20\nmax_wait_ms = 5000\n\n\
          [queue]\nchunk_size = {}\npoll_interval_ms = 20\nheartbeat_s = 1\nmissed_heartbeats = 2\n\
          max_attempts = {}\nshutdown_grace_s = {}\nunreachable_exit_s = {}\nheal_interval_s = {}\n\n\
-         [jobs]\nlogistics_min_interval_s = {}\nitem_retry_rounds = {}\n\n[probe]\ninterval_s = 0\n",
+         [jobs]\nlogistics_min_interval_s = {}\nitem_retry_rounds = {}\norder_page_size = {}\n\n[probe]\ninterval_s = 0\n",
         o.rate,
         o.burst,
         o.concurrency,
@@ -183,7 +186,8 @@ pub fn client_toml(sim: &SimHandle, o: &ClientOpts) -> String {
         o.unreachable_exit_s,
         o.heal_interval_s,
         o.logistics_min_interval_s,
-        o.item_retry_rounds
+        o.item_retry_rounds,
+        o.order_page_size
     ));
     for (name, weight) in &o.shops {
         let app = sim

@@ -1,0 +1,393 @@
+//! Continuous sync of one shop, the way a seller's day meets it: orders arrive and change all
+//! the while (the simulator's live store), and the ledger should follow.
+//!
+//! `cargo bench --bench syncbench -- [--minutes 5] [--per-min 60] [--chaos-minutes 10]`
+//!
+//! Three ways to keep the shop in sync, each for `--minutes` on a fresh simulator, Redis and
+//! SQLite ledger, one worker process (`work --concurrency 8`):
+//! - **cron** (baseline): every minute, an order job over the last day (`enqueue orders
+//!   --since NOW-1d --until NOW`), as a crontab line would run today's one-shot jobs;
+//! - **sweep**: `schedule add orders --every 60s --lag 5s --overlap 60s`: each run covers
+//!   from the shop's watermark;
+//! - **messages**: the worker also pulls the change messages (`--listen taobao:s1`), with a
+//!   5% loss drill, 5% of messages delivered twice and 5% delivered 30 s late; the sweep as
+//!   the safety net every 5 minutes.
+//!
+//! Counted by the simulator: the order calls (`order_list`, `message_consume`,
+//! `message_confirm`) per order it changed; the orders missing at their last state before
+//! the final watermark after a closing sweep (cron: before its last window's end); and the
+//! change-to-ledger delay of every change (the ledger is read every 250 ms: when an order's
+//! stored `modified` first reached the change), p50 / p95.
+//!
+//! Then **schedules through chaos**: ticks every 30 s for `--chaos-minutes` with 3 workers,
+//! one killed (SIGKILL) and another started every 45 s: ticks decided against ticks due,
+//! duplicate runs, missed ticks, and the coverage's gaps by the ledger's own query.
+
+#[path = "../tests/suite/jobs_harness/mod.rs"]
+mod jobs_harness;
+#[path = "../tests/suite/support/mod.rs"]
+mod support;
+
+use chrono::{DateTime, Utc};
+use jobs_harness::{arg, ClientOpts, Harness};
+use sqlx::sqlite::SqlitePoolOptions;
+use std::collections::{HashMap, HashSet};
+use std::time::{Duration, Instant};
+use syncfleet::platform::{Api, Platform};
+use syncfleet::sim::{LiveOrders, SimConfig};
+use syncfleet::store::RunOutcome;
+
+const TB: Platform = Platform::Taobao;
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Way {
+    Cron,
+    Sweep,
+    Messages,
+}
+
+fn sim(per_min: f64, drills: bool) -> SimConfig {
+    let mut cfg = SimConfig::demo();
+    cfg.orders.live = LiveOrders {
+        new_per_min: per_min,
+        pay_after_s: 20,
+        ship_after_s: 60,
+        sign_after_s: 120,
+        close_share: 0.1,
+        refund_share: 0.05,
+        ..LiveOrders::default()
+    };
+    if drills {
+        cfg.orders.live.message_loss = 0.05;
+        cfg.orders.live.message_duplicate = 0.05;
+        cfg.orders.live.message_delay = 0.05;
+        cfg.orders.live.message_delay_s = 30;
+    }
+    cfg
+}
+
+struct Out {
+    calls: u64,
+    changed_orders: usize,
+    missed: usize,
+    checked: usize,
+    delays: Vec<Duration>,
+    unseen: usize,
+}
+
+fn pct(v: &[Duration], p: usize) -> Duration {
+    let mut s = v.to_vec();
+    s.sort();
+    s.get((s.len() * p / 100).min(s.len().saturating_sub(1)))
+        .copied()
+        .unwrap_or_default()
+}
+
+fn order_calls(h: &Harness) -> u64 {
+    [Api::OrderList, Api::MessageConsume, Api::MessageConfirm]
+        .into_iter()
+        .map(|a| h.stats(TB, a).calls)
+        .sum()
+}
+
+async fn run(way: Way, minutes: u64, per_min: f64) -> Out {
+    let mut h = Harness::start(sim(per_min, way == Way::Messages), &ClientOpts::default()).await;
+    let app_key = h.sim.config().apps[0].app_key.clone();
+    let begun: DateTime<Utc> = Utc::now();
+    let since = (begun - chrono::Duration::seconds(5)).to_rfc3339();
+    let every = match way {
+        Way::Sweep => "60s",
+        _ => "5m",
+    };
+    if way != Way::Cron {
+        let out = h.run(&[
+            "schedule",
+            "add",
+            "orders",
+            "--platform",
+            "taobao",
+            "--shop",
+            "s1",
+            "--every",
+            every,
+            "--lag",
+            "5s",
+            "--overlap",
+            "60s",
+            "--since",
+            &since,
+        ]);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let config = h.config.clone();
+    let listen: &[&str] = if way == Way::Messages {
+        &["--listen", "taobao:s1"]
+    } else {
+        &[]
+    };
+    h.spawn_worker_args(&config, 8, 0, listen, &[]);
+    let ledger = SqlitePoolOptions::new()
+        .max_connections(1)
+        .connect(&h.db)
+        .await
+        .expect("read the ledger");
+    // Change -> when the ledger first held it (or a later state of the order).
+    let mut seen: HashMap<(u64, i64), Instant> = HashMap::new();
+    let started = Instant::now();
+    let end = started + Duration::from_secs(minutes * 60);
+    let mut next_cron = started;
+    while Instant::now() < end {
+        if way == Way::Cron && Instant::now() >= next_cron {
+            let now = Utc::now();
+            let since = (now - chrono::Duration::days(1)).to_rfc3339();
+            h.enqueue(&[
+                "orders",
+                "--platform",
+                "taobao",
+                "--shop",
+                "s1",
+                "--since",
+                &since,
+                "--until",
+                &now.to_rfc3339(),
+            ]);
+            next_cron += Duration::from_secs(60);
+        }
+        let stored: Vec<(String, i64)> =
+            sqlx::query_as("SELECT order_id, modified FROM orders WHERE platform = 'taobao'")
+                .fetch_all(&ledger)
+                .await
+                .expect("orders");
+        let stored: HashMap<u64, i64> = stored
+            .into_iter()
+            .filter_map(|(id, m)| Some((id.parse().ok()?, m)))
+            .collect();
+        let at = Instant::now();
+        for o in h.sim.live_orders(TB, &app_key, "", Utc::now()) {
+            let Some(&m) = stored.get(&o.id) else {
+                continue;
+            };
+            for (t, _) in &o.changes {
+                if t.timestamp_millis() <= m {
+                    seen.entry((o.id, t.timestamp())).or_insert(at);
+                }
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    // The closing pass: one more run over everything up to now, then compare.
+    let until: DateTime<Utc> = match way {
+        Way::Cron => {
+            let until = Utc::now();
+            let job = h.enqueue(&[
+                "orders",
+                "--platform",
+                "taobao",
+                "--shop",
+                "s1",
+                "--since",
+                &(until - chrono::Duration::days(1)).to_rfc3339(),
+                "--until",
+                &until.to_rfc3339(),
+            ]);
+            h.wait_job(job, Duration::from_secs(300)).await;
+            until
+        }
+        _ => {
+            let id = h.store.schedules().await.expect("schedules")[0].schedule.id;
+            let out = h.run(&["schedule", "resume", &id.to_string()]);
+            assert!(out.status.success());
+            let asked = Utc::now();
+            let deadline = Instant::now() + Duration::from_secs(300);
+            loop {
+                let runs = h.store.schedule_runs(id, 10_000).await.expect("runs");
+                let done = runs.iter().any(|r| {
+                    r.outcome == RunOutcome::Covered
+                        && r.window_ms
+                            .is_some_and(|(_, to)| to >= asked.timestamp_millis() - 10_000)
+                });
+                if done {
+                    break;
+                }
+                assert!(Instant::now() < deadline, "the closing sweep never settled");
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+            h.store.schedules().await.expect("schedules")[0]
+                .watermark
+                .expect("watermark")
+        }
+    };
+    let calls = order_calls(&h);
+    let live = h.sim.live_orders(TB, &app_key, "", Utc::now());
+    let mut missed = 0;
+    let mut checked = 0;
+    for o in &live {
+        let Some((at, status)) = o.changes.last().filter(|(at, _)| *at < until) else {
+            continue;
+        };
+        checked += 1;
+        let stored = h
+            .store
+            .get_order(TB, &o.id.to_string())
+            .await
+            .expect("read order");
+        if stored.is_none_or(|s| s.order.modified != *at || &s.order.status != status) {
+            missed += 1;
+        }
+    }
+    let changed_orders = live
+        .iter()
+        .filter(|o| o.changes.iter().any(|(t, _)| *t >= begun))
+        .count();
+    let mut delays = Vec::new();
+    let mut unseen = 0;
+    let run_end = Utc::now() - chrono::Duration::seconds(70);
+    for o in &live {
+        for (t, _) in &o.changes {
+            if *t < begun || *t > run_end {
+                continue;
+            }
+            match seen.get(&(o.id, t.timestamp())) {
+                Some(when) => {
+                    let change_at = started + (*t - begun).to_std().unwrap_or_default();
+                    delays.push(when.saturating_duration_since(change_at));
+                }
+                None => unseen += 1,
+            }
+        }
+    }
+    Out {
+        calls,
+        changed_orders,
+        missed,
+        checked,
+        delays,
+        unseen,
+    }
+}
+
+/// Ticks every 30 s for `minutes` with 3 workers, one killed and another started every 45 s.
+async fn chaos(minutes: u64, per_min: f64) {
+    let mut h = Harness::start(sim(per_min, false), &ClientOpts::default()).await;
+    let since = (Utc::now() - chrono::Duration::seconds(5)).to_rfc3339();
+    let out = h.run(&[
+        "schedule",
+        "add",
+        "orders",
+        "--platform",
+        "taobao",
+        "--shop",
+        "s1",
+        "--every",
+        "30s",
+        "--lag",
+        "5s",
+        "--overlap",
+        "30s",
+        "--since",
+        &since,
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let id = h.store.schedules().await.expect("schedules")[0].schedule.id;
+    let first_tick = h.store.schedule(id).await.expect("schedule").next_tick_ms;
+    let config = h.config.clone();
+    let mut workers: Vec<u32> = (0..3).map(|_| h.spawn_worker_with(&config, 8, 0)).collect();
+    let started = Instant::now();
+    let end = started + Duration::from_secs(minutes * 60);
+    let mut kills = 0;
+    let mut turn = 0usize;
+    while Instant::now() < end {
+        tokio::time::sleep(
+            Duration::from_secs(45).min(end.saturating_duration_since(Instant::now())),
+        )
+        .await;
+        if Instant::now() >= end {
+            break;
+        }
+        let victim = workers.remove(turn % workers.len());
+        h.kill_worker(victim);
+        kills += 1;
+        turn += 1;
+        workers.push(h.spawn_worker_with(&config, 8, 0));
+    }
+    let out = h.run(&["schedule", "pause", &id.to_string()]);
+    assert!(out.status.success());
+    let paused_at = h.store.schedule(id).await.expect("schedule").next_tick_ms;
+    let deadline = Instant::now() + Duration::from_secs(300);
+    loop {
+        let runs = h.store.schedule_runs(id, 100_000).await.expect("runs");
+        if runs
+            .iter()
+            .all(|r| !matches!(r.outcome, RunOutcome::Started | RunOutcome::Queued))
+        {
+            break;
+        }
+        assert!(Instant::now() < deadline, "runs never settled");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let runs = h.store.schedule_runs(id, 100_000).await.expect("runs");
+    let due = (paused_at - first_tick) / 30_000;
+    let decided = runs.len() as i64;
+    let jobs: HashSet<i64> = runs.iter().filter_map(|r| r.job_id).collect();
+    let count = |o: RunOutcome| runs.iter().filter(|r| r.outcome == o).count();
+    let gaps = h.store.coverage_gaps(TB, "s1").await.expect("gaps");
+    println!(
+        "chaos: {minutes} min, ticks every 30 s, 3 workers, {kills} killed and replaced: {due} ticks due, {decided} decided ({} covered, {} skipped, {} failed, {} missed), {} jobs for {} started runs (duplicate runs: {}), coverage gaps: {}",
+        count(RunOutcome::Covered),
+        count(RunOutcome::Skipped),
+        count(RunOutcome::Failed),
+        count(RunOutcome::Missed),
+        jobs.len(),
+        runs.iter().filter(|r| r.job_id.is_some()).count(),
+        runs.iter().filter(|r| r.job_id.is_some()).count() - jobs.len(),
+        gaps.len()
+    );
+}
+
+#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+async fn main() {
+    if !std::env::args().any(|a| a == "--bench") {
+        println!("syncbench: run it with `cargo bench --bench syncbench`");
+        return;
+    }
+    let minutes: u64 = arg("--minutes", 5);
+    let per_min: f64 = arg("--per-min", 60.0);
+    let chaos_minutes: u64 = arg("--chaos-minutes", 10);
+    println!(
+        "syncbench: one shop, {per_min} new orders a minute (each paid ~20 s, shipped ~60 s, signed ~120 s later; 10% closed, 5% refunded), {minutes} min per way"
+    );
+    let mut base_calls_per_order = 0.0;
+    for way in [Way::Cron, Way::Sweep, Way::Messages] {
+        let o = run(way, minutes, per_min).await;
+        let per_order = o.calls as f64 / o.changed_orders.max(1) as f64;
+        if way == Way::Cron {
+            base_calls_per_order = per_order;
+        }
+        println!(
+            "{:<9} order calls {:>5}  changed orders {:>4}  calls per changed order {:>6.3} ({:.3} of cron)  missed {}/{}  change-to-ledger p50 {:.1} s p95 {:.1} s max {:.1} s ({} changes, {} never seen while it ran)",
+            format!("{way:?}").to_lowercase(),
+            o.calls,
+            o.changed_orders,
+            per_order,
+            per_order / base_calls_per_order.max(1e-9),
+            o.missed,
+            o.checked,
+            pct(&o.delays, 50).as_secs_f64(),
+            pct(&o.delays, 95).as_secs_f64(),
+            pct(&o.delays, 100).as_secs_f64(),
+            o.delays.len(),
+            o.unseen
+        );
+    }
+    if chaos_minutes > 0 {
+        chaos(chaos_minutes, per_min).await;
+    }
+}
