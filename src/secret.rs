@@ -22,15 +22,18 @@ impl Secret {
     /// of HMAC-SHA256 keyed with `key` (the app secret), in hex. Without the key it cannot
     /// be checked against a guess, so it may go where the secret may not (the ledger).
     pub fn mark(&self, key: &Secret) -> String {
+        hex::encode(&key.hmac_sha256(self.0.as_bytes())[..8])
+    }
+
+    /// HMAC-SHA256 of `data` keyed with this secret (a completion hook's signature, a
+    /// [`Secret::mark`]).
+    pub(crate) fn hmac_sha256(&self, data: &[u8]) -> [u8; 32] {
         use hmac::{Hmac, Mac};
-        let Ok(mut mac) = Hmac::<sha2::Sha256>::new_from_slice(key.0.as_bytes()) else {
-            return String::new();
-        };
-        mac.update(self.0.as_bytes());
-        mac.finalize().into_bytes()[..8]
-            .iter()
-            .map(|b| format!("{b:02x}"))
-            .collect()
+        // HMAC accepts keys of any length; new_from_slice cannot fail for HMAC.
+        let mut mac = Hmac::<sha2::Sha256>::new_from_slice(self.0.as_bytes())
+            .expect("HMAC accepts any key length");
+        mac.update(data);
+        mac.finalize().into_bytes().into()
     }
 }
 

@@ -29,6 +29,9 @@ pub(crate) enum WorkerError {
     /// ledger could not be read to find out.
     #[error(transparent)]
     Secrets(#[from] SecretsError),
+    /// `[hooks] url` is set and its signing key's variable is not.
+    #[error("completion hooks: {0}")]
+    HookSecret(#[from] crate::config::MissingSecret),
     /// The gates or the link layer could not be set up.
     #[error(transparent)]
     Gateway(#[from] GatewayError),
@@ -64,6 +67,7 @@ impl WorkerError {
     pub(crate) fn is_input_error(&self) -> bool {
         match self {
             WorkerError::Secrets(e) => e.is_input_error(),
+            WorkerError::HookSecret(_) => true,
             WorkerError::Queue(e) => RuntimeError::is_queue_input_error(e),
             WorkerError::Metrics(e) => e.is_input_error(),
             WorkerError::Gateway(_)
@@ -131,6 +135,17 @@ pub(crate) async fn run_worker(
             shutdown.clone(),
         ))
     });
+    // Completion hooks: every worker sends the deliveries it claims (docs/design.md,
+    // "Completion hooks").
+    let hooks =
+        crate::jobs::hooks::HookSender::new(&rt.cfg.hooks, rt.cfg.hooks.secret()?).map(|s| {
+            tokio::spawn(crate::jobs::hooks::run_hook_loop(
+                rt.store.clone(),
+                s,
+                Duration::from_millis(rt.cfg.jobs.schedule_check_ms.max(250)),
+                shutdown.clone(),
+            ))
+        });
     // Change messages (docs/design.md, "Continuous sync").
     let listeners: Vec<_> = opts
         .listen
@@ -165,6 +180,16 @@ pub(crate) async fn run_worker(
             .is_err()
         {
             p.abort();
+        }
+    }
+    if let Some(mut k) = hooks {
+        // A delivery cut off keeps its claim until it lapses; the next worker sends it again.
+        stopping.trigger();
+        if tokio::time::timeout(Duration::from_secs(2), &mut k)
+            .await
+            .is_err()
+        {
+            k.abort();
         }
     }
     for mut l in listeners {

@@ -11,6 +11,7 @@ pub(crate) mod dashboard;
 pub(crate) mod db;
 pub(crate) mod demo;
 pub(crate) mod gate;
+pub(crate) mod hooks;
 pub mod jobs;
 pub(crate) mod probe;
 pub(crate) mod schedule;
@@ -82,6 +83,8 @@ pub enum Command {
     /// Recurring order and logistics sync per shop (the workers run them, each tick once).
     #[command(subcommand)]
     Schedule(schedule::ScheduleCommand),
+    /// Completion hook deliveries: one per finished job, pending, delivered or failed.
+    Hooks(hooks::HooksArgs),
     /// Dead letters: tasks that exhausted their attempts (their items end `failed` with
     /// class `dead`); `--requeue` runs them again.
     Dead(jobs::DeadArgs),
@@ -186,6 +189,7 @@ pub async fn run(cli: Cli) -> Result<(), CliError> {
         Command::Job(cmd) => jobs::job(&cli, cmd).await,
         Command::Shop(cmd) => shop::run(&cli, cmd).await,
         Command::Schedule(cmd) => schedule::run(&cli, cmd).await,
+        Command::Hooks(a) => hooks::run(&cli, a).await,
         Command::Report(a) => jobs::report(&cli, a).await,
         Command::Sim(args) => sim::run(args).await,
     }

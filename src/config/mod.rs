@@ -10,6 +10,7 @@
 //! semantic checks run after parsing.
 
 mod gates;
+mod hooks;
 mod link;
 mod platforms;
 mod shops;
@@ -19,6 +20,7 @@ mod worker;
 pub use crate::secret::Secret;
 pub(crate) use gates::MAX_INTERACTIVE_SHARE;
 pub use gates::{GateConfig, Pacing, UnknownPacing};
+pub use hooks::HooksConfig;
 pub use link::{BreakerConfig, ClassTimeouts, LinkConfig, RetryConfig, TimeoutsConfig};
 pub use platforms::{ClientSetupError, MissingSecret, PlatformConfig};
 pub(crate) use shops::{valid_shop_name, DEFAULT_WEIGHT, MAX_WEIGHT};
@@ -82,6 +84,8 @@ struct RawConfig {
     #[serde(default)]
     probe: ProbeConfig,
     #[serde(default)]
+    hooks: HooksConfig,
+    #[serde(default)]
     day: DayConfig,
 }
 
@@ -110,6 +114,8 @@ pub struct Config {
     pub(crate) jobs: JobsConfig,
     /// The probes (`[probe]`).
     pub probe: ProbeConfig,
+    /// Completion hooks (`[hooks]`).
+    pub hooks: HooksConfig,
     /// The quota day (`[day] seconds`, default the platforms' 86,400 s from 00:00 GMT+8).
     pub day: QuotaDay,
     /// Non-fatal findings of validation.
@@ -201,9 +207,13 @@ impl Config {
             queue: raw.queue,
             jobs: raw.jobs,
             probe: raw.probe,
+            hooks: raw.hooks,
             warnings: Vec::new(),
         };
         problems.extend(cfg.validate());
+        for (key, message) in cfg.hooks.problems() {
+            problems.push(problem(key, message, false));
+        }
         let (warnings, errors): (Vec<_>, Vec<_>) = problems.into_iter().partition(|p| p.warning);
         if errors.is_empty() {
             Ok(Config { warnings, ..cfg })

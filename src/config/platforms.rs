@@ -138,7 +138,7 @@ pub enum ClientSetupError {
     Client(#[from] ClientError),
 }
 
-pub(super) fn read_secret_env(var: &str) -> Result<Secret, MissingSecret> {
+pub(crate) fn read_secret_env(var: &str) -> Result<Secret, MissingSecret> {
     match std::env::var(var) {
         Ok(v) if !v.is_empty() => Ok(Secret::new(v)),
         _ => Err(MissingSecret {

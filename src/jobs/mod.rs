@@ -4,6 +4,7 @@
 
 pub(crate) mod control;
 pub(crate) mod heal;
+pub(crate) mod hooks;
 pub(crate) mod item;
 pub(crate) mod listen;
 pub(crate) mod listing;

@@ -1,0 +1,77 @@
+//! `[hooks]`: the webhook a finished job (one-off or scheduled run) is posted to
+//! (docs/design.md, "Completion hooks").
+
+use super::platforms::{read_secret_env, MissingSecret};
+use crate::secret::Secret;
+use serde::Deserialize;
+
+/// Completion hooks (off unless `url` is set).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct HooksConfig {
+    /// Where each finish is POSTed (`http://` or `https://`).
+    pub url: Option<String>,
+    /// The environment variable holding the HMAC-SHA256 key the body is signed with
+    /// (`X-Syncfleet-Signature: sha256=HEX`). Required with `url`.
+    pub secret_env: Option<String>,
+    /// Attempts before a delivery is given up (`failed`, listed by `syncfleet hooks`).
+    pub(crate) attempts: u32,
+    /// Backoff after the first failed attempt; it doubles per attempt, with jitter.
+    pub(crate) backoff_base_ms: u64,
+    /// Longest backoff.
+    pub(crate) backoff_cap_s: u64,
+    /// One attempt's time limit.
+    pub(crate) timeout_ms: u64,
+}
+
+impl Default for HooksConfig {
+    fn default() -> Self {
+        HooksConfig {
+            url: None,
+            secret_env: None,
+            attempts: 10,
+            backoff_base_ms: 1000,
+            backoff_cap_s: 300,
+            timeout_ms: 5000,
+        }
+    }
+}
+
+impl HooksConfig {
+    /// The signing key from `secret_env`; `Ok(None)` when hooks are off.
+    pub(crate) fn secret(&self) -> Result<Option<Secret>, MissingSecret> {
+        match (&self.url, &self.secret_env) {
+            (Some(_), Some(var)) => read_secret_env(var).map(Some),
+            (Some(_), None) => Err(MissingSecret {
+                var: "hooks.secret_env".into(),
+            }),
+            (None, _) => Ok(None),
+        }
+    }
+
+    /// Problems with the section: (key, message).
+    pub(crate) fn problems(&self) -> Vec<(String, String)> {
+        let mut out = Vec::new();
+        if let Some(url) = &self.url {
+            if !(url.starts_with("http://") || url.starts_with("https://")) {
+                out.push((
+                    "hooks.url".into(),
+                    "must start with http:// or https://".into(),
+                ));
+            }
+            if self.secret_env.as_deref().is_none_or(str::is_empty) {
+                out.push((
+                    "hooks.secret_env".into(),
+                    "is required with hooks.url: the variable holding the key the body is signed with".into(),
+                ));
+            }
+        }
+        if self.attempts == 0 {
+            out.push(("hooks.attempts".into(), "must be at least 1".into()));
+        }
+        if self.timeout_ms == 0 {
+            out.push(("hooks.timeout_ms".into(), "must be at least 1".into()));
+        }
+        out
+    }
+}

@@ -1,0 +1,175 @@
+//! Completion hooks' outbox: one delivery per finish of a job, claimed by one worker at a time
+//! (docs/design.md, "Completion hooks").
+
+use super::backend::{execute, fetch, sql};
+use super::{from_ms, QueryCtx, Store, StoreError};
+use chrono::{DateTime, Utc};
+
+/// One finish of a job to tell the hook about.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HookDelivery {
+    /// The job.
+    pub job_id: i64,
+    /// When it finished (unix ms): with the job, the delivery's identity.
+    pub finished_ms: i64,
+    /// Attempts made before this one.
+    pub attempts: u32,
+}
+
+impl HookDelivery {
+    /// The id the receiver sees (`X-Syncfleet-Delivery`): the same on every attempt, so a
+    /// receiver drops a repeat.
+    pub fn delivery_id(&self) -> String {
+        format!("job-{}-{}", self.job_id, self.finished_ms)
+    }
+}
+
+/// A delivery as `hooks` lists it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HookRecord {
+    /// The delivery.
+    pub delivery: HookDelivery,
+    /// `pending`, `delivered` or `failed`.
+    pub state: String,
+    /// The last attempt's error.
+    pub last_error: Option<String>,
+    /// When the receiver acknowledged it.
+    pub delivered_at: Option<DateTime<Utc>>,
+}
+
+type HookRow = (i64, i64, i64, String, Option<String>, Option<i64>);
+
+impl Store {
+    /// Add a pending delivery for every finish of a job since hooks were first run (the first
+    /// call marks that instant). Returns how many were added.
+    pub async fn fill_hook_outbox(&self) -> Result<u64, StoreError> {
+        let mut c = self.conn("fill_hook_outbox").await?;
+        execute!(
+            c.on(),
+            sql!("INSERT INTO hook_state (id, since) VALUES (1, " NOW ") ON CONFLICT (id) DO NOTHING")
+        )
+        .ctx(self, "fill_hook_outbox: mark the start")?;
+        execute!(
+            c.on(),
+            sql!(
+                "INSERT INTO hook_deliveries (job_id, finished_at, state, next_at, created_at)
+                 SELECT j.id, j.finished_at, 'pending', " NOW ", " NOW "
+                 FROM jobs j JOIN hook_state h ON h.id = 1
+                 WHERE j.status = 'finished' AND j.finished_at IS NOT NULL
+                   AND j.finished_at >= h.since
+                 ON CONFLICT (job_id, finished_at) DO NOTHING"
+            )
+        )
+        .ctx(self, "fill_hook_outbox")
+    }
+
+    /// Claim one pending delivery that is due, for `lease_ms`: `None` when none is (or another
+    /// worker claimed it first).
+    pub async fn claim_hook(&self, lease_ms: i64) -> Result<Option<HookDelivery>, StoreError> {
+        let mut c = self.conn("claim_hook").await?;
+        let due = fetch!(
+            fetch_optional as (i64, i64, i64),
+            c.on(),
+            sql!(
+                "SELECT job_id, finished_at, attempts FROM hook_deliveries
+                 WHERE state = 'pending' AND next_at <= " NOW "
+                   AND (claimed_until IS NULL OR claimed_until < " NOW ")
+                 ORDER BY next_at, job_id LIMIT 1"
+            )
+        )
+        .ctx(self, "claim_hook: look")?;
+        let Some((job_id, finished_ms, attempts)) = due else {
+            return Ok(None);
+        };
+        let n = execute!(
+            c.on(),
+            sql!(
+                "UPDATE hook_deliveries SET claimed_until = " NOW " + $3
+                 WHERE job_id = $1 AND finished_at = $2 AND state = 'pending'
+                   AND (claimed_until IS NULL OR claimed_until < " NOW ")"
+            ),
+            job_id,
+            finished_ms,
+            lease_ms
+        )
+        .ctx(self, "claim_hook")?;
+        Ok((n == 1).then(|| HookDelivery {
+            job_id,
+            finished_ms,
+            attempts: u32::try_from(attempts).unwrap_or(u32::MAX),
+        }))
+    }
+
+    /// The receiver acknowledged the delivery.
+    pub async fn hook_delivered(&self, d: &HookDelivery) -> Result<(), StoreError> {
+        let mut c = self.conn("hook_delivered").await?;
+        execute!(
+            c.on(),
+            sql!(
+                "UPDATE hook_deliveries SET state = 'delivered', attempts = attempts + 1,
+                     delivered_at = " NOW ", claimed_until = NULL, last_error = NULL
+                 WHERE job_id = $1 AND finished_at = $2"
+            ),
+            d.job_id,
+            d.finished_ms
+        )
+        .ctx(self, "hook_delivered")?;
+        Ok(())
+    }
+
+    /// An attempt failed with `error`: try again after `retry_in_ms`, or give up (`failed`).
+    pub async fn hook_attempt_failed(
+        &self,
+        d: &HookDelivery,
+        error: &str,
+        retry_in_ms: Option<i64>,
+    ) -> Result<(), StoreError> {
+        let mut c = self.conn("hook_attempt_failed").await?;
+        execute!(
+            c.on(),
+            sql!(
+                "UPDATE hook_deliveries SET attempts = attempts + 1, last_error = $3,
+                     claimed_until = NULL,
+                     state = CASE WHEN $4 < 0 THEN 'failed' ELSE 'pending' END,
+                     next_at = " NOW " + CASE WHEN $4 < 0 THEN 0 ELSE $4 END
+                 WHERE job_id = $1 AND finished_at = $2"
+            ),
+            d.job_id,
+            d.finished_ms,
+            error,
+            retry_in_ms.unwrap_or(-1)
+        )
+        .ctx(self, "hook_attempt_failed")?;
+        Ok(())
+    }
+
+    /// The newest `limit` deliveries.
+    pub async fn hook_deliveries(&self, limit: u32) -> Result<Vec<HookRecord>, StoreError> {
+        let mut c = self.conn("hook_deliveries").await?;
+        let rows = fetch!(
+            fetch_all as HookRow,
+            c.on(),
+            sql!(
+                "SELECT job_id, finished_at, attempts, state, last_error, delivered_at
+                 FROM hook_deliveries ORDER BY created_at DESC, job_id DESC LIMIT $1"
+            ),
+            i64::from(limit)
+        )
+        .ctx(self, "hook_deliveries")?;
+        Ok(rows
+            .into_iter()
+            .map(
+                |(job_id, finished_ms, attempts, state, last_error, delivered)| HookRecord {
+                    delivery: HookDelivery {
+                        job_id,
+                        finished_ms,
+                        attempts: u32::try_from(attempts).unwrap_or(u32::MAX),
+                    },
+                    state,
+                    last_error,
+                    delivered_at: delivered.map(from_ms),
+                },
+            )
+            .collect())
+    }
+}
