@@ -6,5 +6,6 @@
 pub mod demo;
 pub mod logging;
 pub mod metrics;
+pub(crate) mod receiver;
 pub mod runtime;
 pub mod worker;

@@ -20,6 +20,8 @@ pub(crate) struct RunOptions {
     pub(crate) metrics_listen: Option<std::net::SocketAddr>,
     /// Pull these platforms' change messages while the worker runs (`--listen`).
     pub(crate) listen: Vec<crate::jobs::listen::ListenTarget>,
+    /// Receive 1688's pushed change messages here, for this shop (`--receive`).
+    pub(crate) receive: Option<(std::net::SocketAddr, String)>,
 }
 
 /// Why a worker stopped other than by a clean stop (a signal or the idle exit).
@@ -29,6 +31,10 @@ pub(crate) enum WorkerError {
     /// ledger could not be read to find out.
     #[error(transparent)]
     Secrets(#[from] SecretsError),
+    /// `--receive` could not listen, or the 1688 app's secret (which signs the pushes) is
+    /// not set.
+    #[error("the push receiver: {0}")]
+    Receive(String),
     /// `[hooks] url` is set and its signing key's variable is not.
     #[error("completion hooks: {0}")]
     HookSecret(#[from] crate::config::MissingSecret),
@@ -67,7 +73,7 @@ impl WorkerError {
     pub(crate) fn is_input_error(&self) -> bool {
         match self {
             WorkerError::Secrets(e) => e.is_input_error(),
-            WorkerError::HookSecret(_) => true,
+            WorkerError::HookSecret(_) | WorkerError::Receive(_) => true,
             WorkerError::Queue(e) => RuntimeError::is_queue_input_error(e),
             WorkerError::Metrics(e) => e.is_input_error(),
             WorkerError::Gateway(_)
@@ -146,6 +152,34 @@ pub(crate) async fn run_worker(
                 shutdown.clone(),
             ))
         });
+    // 1688's pushed change messages (docs/design.md, "Continuous sync").
+    let receiver = match &opts.receive {
+        Some((addr, shop)) => {
+            let secret = rt
+                .cfg
+                .platform(crate::platform::Platform::Alibaba)
+                .ok_or_else(|| {
+                    WorkerError::Receive("the config has no [platforms.alibaba]".into())
+                })?
+                .secret()
+                .map_err(|e| WorkerError::Receive(e.to_string()))?;
+            let listener = tokio::net::TcpListener::bind(addr)
+                .await
+                .map_err(|e| WorkerError::Receive(format!("cannot listen on {addr}: {e}")))?;
+            tracing::info!(%addr, shop, "receiving 1688's pushed change messages");
+            Some(tokio::spawn(crate::app::receiver::serve(
+                listener,
+                rt.store.clone(),
+                secret,
+                crate::jobs::listen::ListenTarget {
+                    platform: crate::platform::Platform::Alibaba,
+                    shop: shop.clone(),
+                },
+                shutdown.clone(),
+            )))
+        }
+        None => None,
+    };
     // Change messages (docs/design.md, "Continuous sync").
     let listeners: Vec<_> = opts
         .listen
@@ -180,6 +214,15 @@ pub(crate) async fn run_worker(
             .is_err()
         {
             p.abort();
+        }
+    }
+    if let Some(mut r) = receiver {
+        stopping.trigger();
+        if tokio::time::timeout(Duration::from_secs(2), &mut r)
+            .await
+            .is_err()
+        {
+            r.abort();
         }
     }
     if let Some(mut k) = hooks {

@@ -67,37 +67,14 @@ impl IdleWait {
     }
 }
 
-/// Pull one batch and bring the ledger up to date; returns the messages the batch held.
-pub(crate) async fn listen_once(
-    gateway: &Gateway,
+/// Bring the ledger up to date with `messages` (pulled or pushed): drop the ids recorded
+/// already, write the orders the others carry if they advanced, record the ids. Returns every
+/// id of the batch: what may be acknowledged now.
+pub(crate) async fn take_messages(
     store: &Store,
-    cfg: &Config,
     target: &ListenTarget,
-    halt: &Shutdown,
-) -> Result<usize, ListenError> {
-    let ctx = || {
-        CallContext::for_task(&cfg.link)
-            .with_lane(Lane::Interactive)
-            .with_halt(halt.clone())
-    };
-    let quantity = cfg.jobs.listen_batch.clamp(10, 200);
-    let reply = gateway
-        .call(
-            target.platform,
-            ApiRequest::MessageConsume { quantity },
-            &ctx(),
-        )
-        .await?;
-    // An answer from the stale cache is an old batch: nothing new in it.
-    if reply.stale.is_some() {
-        return Ok(0);
-    }
-    let ApiResponse::Messages(messages) = reply.response else {
-        return Ok(0);
-    };
-    if messages.is_empty() {
-        return Ok(0);
-    }
+    messages: &[Message],
+) -> Result<Vec<u64>, StoreError> {
     let ids: Vec<u64> = messages.iter().map(|m| m.id).collect();
     let known = store.known_messages(target.platform, &ids).await?;
     let mut seen = HashSet::new();
@@ -141,6 +118,41 @@ pub(crate) async fn listen_once(
         })
         .collect();
     store.record_messages(target.platform, &records).await?;
+    Ok(ids)
+}
+
+/// Pull one batch and bring the ledger up to date; returns the messages the batch held.
+pub(crate) async fn listen_once(
+    gateway: &Gateway,
+    store: &Store,
+    cfg: &Config,
+    target: &ListenTarget,
+    halt: &Shutdown,
+) -> Result<usize, ListenError> {
+    let ctx = || {
+        CallContext::for_task(&cfg.link)
+            .with_lane(Lane::Interactive)
+            .with_halt(halt.clone())
+    };
+    let quantity = cfg.jobs.listen_batch.clamp(10, 200);
+    let reply = gateway
+        .call(
+            target.platform,
+            ApiRequest::MessageConsume { quantity },
+            &ctx(),
+        )
+        .await?;
+    // An answer from the stale cache is an old batch: nothing new in it.
+    if reply.stale.is_some() {
+        return Ok(0);
+    }
+    let ApiResponse::Messages(messages) = reply.response else {
+        return Ok(0);
+    };
+    if messages.is_empty() {
+        return Ok(0);
+    }
+    let ids = take_messages(store, target, &messages).await?;
     gateway
         .call(target.platform, ApiRequest::MessageConfirm { ids }, &ctx())
         .await?;

@@ -8,7 +8,8 @@ use super::classify::{
 use super::json::{array, boolean, joined, text, text_or_empty, uint};
 use super::sign::alibaba_sign;
 use super::{
-    Api, ApiRequest, ApiResponse, Credentials, Item, Order, OrderPage, Platform, Trace, TraceEvent,
+    Api, ApiRequest, ApiResponse, Credentials, Item, Message, Order, OrderPage, Platform, Trace,
+    TraceEvent,
 };
 use crate::time::china_offset;
 use chrono::{DateTime, Utc};
@@ -238,6 +239,55 @@ pub(crate) fn parse_response(req: &ApiRequest, body: &Value) -> Result<ApiRespon
             Err(CallError::not_offered(P, api))
         }
     }
+}
+
+/// Why a pushed message was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PushError {
+    /// The form has no `message` or no `_aop_signature`.
+    #[error("a push needs `message` and `_aop_signature`")]
+    Missing,
+    /// The signature is not the app's (another app's push, or a forgery).
+    #[error("the push's signature is not this app's")]
+    Signature,
+    /// The message is not 1688's message JSON.
+    #[error("the pushed message is not a message: {0}")]
+    Malformed(&'static str),
+}
+
+/// A message 1688 pushed (a form with `message`, the JSON message, and `_aop_signature`,
+/// HMAC-SHA1 of `message` + its value under the app secret), checked and read. A trade
+/// message carries the order's new status and amount; its `gmtBorn` is the change's time.
+pub fn parse_push(secret: &str, form: &[(String, String)]) -> Result<Message, PushError> {
+    let get = |k: &str| form.iter().find(|(fk, _)| fk == k).map(|(_, v)| v.as_str());
+    let (Some(message), Some(given)) = (get("message"), get("_aop_signature")) else {
+        return Err(PushError::Missing);
+    };
+    let expected = alibaba_sign(secret, "", [("message", message)]);
+    if !super::sign::signatures_match(&expected, given) {
+        return Err(PushError::Signature);
+    }
+    let m: Value = serde_json::from_str(message).map_err(|_| PushError::Malformed("not JSON"))?;
+    let id = uint(&m, "msgId").ok_or(PushError::Malformed("msgId"))?;
+    let born = uint(&m, "gmtBorn")
+        .and_then(|ms| i64::try_from(ms).ok())
+        .and_then(DateTime::from_timestamp_millis)
+        .ok_or(PushError::Malformed("gmtBorn"))?;
+    let order = m.get("data").and_then(|d| {
+        Some(Order {
+            order_id: text(d, "orderId")?,
+            status: text(d, "currentStatus")?,
+            modified: born,
+            amount: text_or_empty(d, "totalAmount"),
+        })
+    });
+    Ok(Message {
+        id,
+        topic: text_or_empty(&m, "type"),
+        born,
+        seller: text_or_empty(&m, "userInfo"),
+        order,
+    })
 }
 
 #[cfg(test)]

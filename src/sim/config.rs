@@ -497,6 +497,16 @@ impl SimConfig {
             }
             if let Some(l) = o.live {
                 let live = &mut d.live;
+                if let Some(url) = l.push_url {
+                    if !url.starts_with("http://127.0.0.1") && !url.starts_with("http://localhost")
+                    {
+                        problem(
+                            "orders.live.push_url".into(),
+                            "must be a loopback http:// URL (the simulator pushes only to this host)".into(),
+                        );
+                    }
+                    live.push_url = Some(url);
+                }
                 if let Some(v) = l.new_per_min {
                     if !(0.0..=6_000.0).contains(&v) {
                         problem(
@@ -705,6 +715,7 @@ struct RawLive {
     message_delay: Option<f64>,
     message_delay_s: Option<u64>,
     redeliver_after_s: Option<u64>,
+    push_url: Option<String>,
 }
 
 #[derive(Deserialize)]

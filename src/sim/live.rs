@@ -42,6 +42,8 @@ pub struct LiveOrders {
     pub message_delay_s: u64,
     /// A message consumed and not confirmed is delivered again after this long.
     pub redeliver_after_s: u64,
+    /// Where 1688 apps' changes are pushed (an HTTP POST per message); `None`: not pushed.
+    pub push_url: Option<String>,
 }
 
 impl Default for LiveOrders {
@@ -58,6 +60,7 @@ impl Default for LiveOrders {
             message_delay: 0.0,
             message_delay_s: 30,
             redeliver_after_s: 10,
+            push_url: None,
         }
     }
 }

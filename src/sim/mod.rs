@@ -27,6 +27,7 @@ pub mod data;
 pub(crate) mod drill;
 pub mod live;
 pub(crate) mod proto;
+pub(crate) mod push;
 pub(crate) mod server;
 pub(crate) mod state;
 

@@ -48,6 +48,10 @@ struct ConnInfo {
 /// Serve the simulator on `listener` until `shutdown` resolves (or its sender is dropped).
 pub(crate) async fn run(sim: Arc<Sim>, listener: TcpListener, mut shutdown: watch::Receiver<bool>) {
     let router = router(sim.clone());
+    // 1688's pushed messages go out while the server runs (docs/design.md, "Continuous sync").
+    if let Some(url) = sim.cfg.orders.live.push_url.clone() {
+        tokio::spawn(super::push::run(sim.clone(), url, shutdown.clone()));
+    }
     loop {
         let accepted = tokio::select! {
             a = listener.accept() => a,

@@ -492,3 +492,106 @@ async fn a_failing_hook_receiver_gets_the_finish_again_until_it_takes_it() {
         .iter()
         .all(|(id, signed)| *signed && *id == mine[0].delivery.delivery_id()));
 }
+
+/// 1688 pushes: the simulator POSTs each change of its 1688 app to the worker's receiver
+/// (`work --receive`), 10% lost, 20% sent twice; the receiver records each message once and
+/// answers only after recording; the sweep brings what was lost.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pushed_messages_from_1688_are_taken_once_and_the_sweep_brings_the_lost() {
+    let _serial = jobs_harness::serial().await;
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port();
+    let mut sim = live_sim();
+    sim.orders.live.message_loss = 0.1;
+    sim.orders.live.message_duplicate = 0.2;
+    sim.orders.live.push_url = Some(format!("http://127.0.0.1:{port}/push"));
+    let mut h = Harness::start(sim, &ClientOpts::default()).await;
+    const AL: Platform = Platform::Alibaba;
+    let since = (chrono::Utc::now() - chrono::Duration::seconds(5)).to_rfc3339();
+    let out = h.run(&[
+        "schedule",
+        "add",
+        "orders",
+        "--platform",
+        "alibaba",
+        "--shop",
+        "s1",
+        "--every",
+        "6s",
+        "--lag",
+        "1s",
+        "--overlap",
+        "2s",
+        "--since",
+        &since,
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let id = h.store.schedules().await.expect("schedules")[0].schedule.id;
+    let config = h.config.clone();
+    let addr = format!("127.0.0.1:{port}");
+    h.spawn_worker_args(
+        &config,
+        4,
+        600,
+        &["--receive", &addr, "--receive-shop", "s1"],
+        &[],
+    );
+    wait_until("three sweeps", Duration::from_secs(90), || async {
+        started_runs(&h, id).await >= 3
+    })
+    .await;
+    let out = h.run(&["schedule", "pause", &id.to_string()]);
+    assert!(out.status.success());
+    wait_until("every run settled", Duration::from_secs(120), || async {
+        h.store
+            .schedule_runs(id, 10_000)
+            .await
+            .expect("runs")
+            .iter()
+            .all(|r| !matches!(r.outcome, RunOutcome::Started | RunOutcome::Queued))
+    })
+    .await;
+    let watermark = h.store.schedules().await.expect("schedules")[0]
+        .watermark
+        .expect("a watermark");
+    let app_key = h
+        .sim
+        .config()
+        .apps
+        .iter()
+        .find(|a| a.platform == AL)
+        .expect("a 1688 app")
+        .app_key
+        .clone();
+    let tallies = h.store.message_tallies(AL).await.expect("tallies");
+    let recorded: u64 = tallies.iter().map(|t| t.received).sum();
+    let delivered = h.sim.messages_delivered(AL, &app_key);
+    println!("1688: {delivered} pushes accepted or sent, {recorded} messages recorded");
+    assert!(recorded > 10, "{recorded} pushed messages recorded");
+    assert!(
+        delivered > recorded,
+        "{delivered} pushes, {recorded} recorded"
+    );
+    let live = h.sim.live_orders(AL, &app_key, "", chrono::Utc::now());
+    let mut checked = 0;
+    for order in &live {
+        let Some((at, status)) = order.changes.last().filter(|(at, _)| *at < watermark) else {
+            continue;
+        };
+        let stored = h
+            .store
+            .get_order(AL, &order.id.to_string())
+            .await
+            .expect("read order")
+            .unwrap_or_else(|| panic!("order {} changed at {at} is not in the ledger", order.id));
+        assert_eq!((stored.order.modified, &stored.order.status), (*at, status));
+        checked += 1;
+    }
+    assert!(checked > 5, "{checked} orders checked");
+}

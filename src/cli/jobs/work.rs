@@ -28,6 +28,19 @@ pub struct WorkArgs {
     /// `default`). Repeatable. A listening worker runs without --exit-when-idle-s.
     #[arg(long, value_name = "PLATFORM[:SHOP]", value_parser = parse_listen)]
     pub(crate) listen: Vec<ListenTarget>,
+    /// Receive 1688's pushed change messages at http://ADDR/ (its message service posts each
+    /// change; point it, or the simulator's `[orders.live] push_url`, here), e.g.
+    /// 127.0.0.1:7900.
+    #[arg(long, value_name = "ADDR")]
+    pub(crate) receive: Option<std::net::SocketAddr>,
+    /// The shop the pushed messages of the app's own session belong to.
+    #[arg(
+        long,
+        value_name = "SHOP",
+        default_value = "default",
+        requires = "receive"
+    )]
+    pub(crate) receive_shop: String,
 }
 
 /// `taobao` or `taobao:SHOP`; only platforms that offer pulled messages.
@@ -72,6 +85,7 @@ pub(crate) async fn work(cli: &Cli, args: &WorkArgs) -> Result<(), CliError> {
             .then(|| Duration::from_secs(args.exit_when_idle_s)),
         metrics_listen: args.metrics_listen,
         listen: args.listen.clone(),
+        receive: args.receive.map(|a| (a, args.receive_shop.clone())),
     };
     let report = run_worker(&rt, &opts, Shutdown::new()).await?;
     println!(
