@@ -21,7 +21,10 @@
 //!
 //! Then **schedules through chaos**: ticks every 30 s for `--chaos-minutes` with 3 workers,
 //! one killed (SIGKILL) and another started every 45 s: ticks decided against ticks due,
-//! duplicate runs, missed ticks, and the coverage's gaps by the ledger's own query.
+//! duplicate runs, missed ticks, the coverage's gaps by the ledger's own query, and the
+//! completion hook (a receiver on loopback): deliveries per finished run.
+//!
+//! `--ways cron,sweep,messages` picks the ways (the cron baseline is always first when run).
 
 #[path = "../tests/suite/jobs_harness/mod.rs"]
 mod jobs_harness;
@@ -271,8 +274,40 @@ async fn run(way: Way, minutes: u64, per_min: f64) -> Out {
 }
 
 /// Ticks every 30 s for `minutes` with 3 workers, one killed and another started every 45 s.
+/// A completion hook receiver on loopback: the delivery id of every POST.
+async fn hook_receiver() -> (String, std::sync::Arc<std::sync::Mutex<Vec<String>>>) {
+    let got: std::sync::Arc<std::sync::Mutex<Vec<String>>> = Default::default();
+    let sink = got.clone();
+    let app = axum::Router::new().route(
+        "/hook",
+        axum::routing::post(move |headers: axum::http::HeaderMap| {
+            let id = headers
+                .get("x-syncfleet-delivery")
+                .and_then(|v| v.to_str().ok())
+                .unwrap_or_default()
+                .to_string();
+            sink.lock().expect("lock").push(id);
+            async { axum::http::StatusCode::OK }
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let url = format!("http://{}/hook", listener.local_addr().expect("addr"));
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    (url, got)
+}
+
 async fn chaos(minutes: u64, per_min: f64) {
     let mut h = Harness::start(sim(per_min, false), &ClientOpts::default()).await;
+    let (hook_url, hook_posts) = hook_receiver().await;
+    let text = std::fs::read_to_string(&h.config).expect("config");
+    std::fs::write(
+        &h.config,
+        format!("{text}\n[hooks]\nurl = \"{hook_url}\"\nsecret_env = \"SF_BENCH_HOOK_KEY\"\n"),
+    )
+    .expect("config");
+    h.env.push(("SF_BENCH_HOOK_KEY".into(), "bench-key".into()));
     let since = (Utc::now() - chrono::Duration::seconds(5)).to_rfc3339();
     let out = h.run(&[
         "schedule",
@@ -339,8 +374,28 @@ async fn chaos(minutes: u64, per_min: f64) {
     let jobs: HashSet<i64> = runs.iter().filter_map(|r| r.job_id).collect();
     let count = |o: RunOutcome| runs.iter().filter(|r| r.outcome == o).count();
     let gaps = h.store.coverage_gaps(TB, "s1").await.expect("gaps");
+    // Every finish delivered (the workers still up send what is due).
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while h
+        .store
+        .hook_deliveries(100_000)
+        .await
+        .expect("deliveries")
+        .iter()
+        .any(|d| d.state != "delivered")
+    {
+        assert!(
+            Instant::now() < deadline,
+            "hook deliveries never all delivered"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let deliveries = h.store.hook_deliveries(100_000).await.expect("deliveries");
+    let hooked: HashSet<i64> = deliveries.iter().map(|d| d.delivery.job_id).collect();
+    let posts = hook_posts.lock().expect("lock").clone();
+    let distinct: HashSet<&String> = posts.iter().collect();
     println!(
-        "chaos: {minutes} min, ticks every 30 s, 3 workers, {kills} killed and replaced: {due} ticks due, {decided} decided ({} covered, {} skipped, {} failed, {} missed), {} jobs for {} started runs (duplicate runs: {}), coverage gaps: {}",
+        "chaos: {minutes} min, ticks every 30 s, 3 workers, {kills} killed and replaced: {due} ticks due, {decided} decided ({} covered, {} skipped, {} failed, {} missed), {} jobs for {} started runs (duplicate runs: {}), coverage gaps: {}; completion hook: {} finished runs, {} deliveries, {} posts for {} distinct ids (finished runs without one: {})",
         count(RunOutcome::Covered),
         count(RunOutcome::Skipped),
         count(RunOutcome::Failed),
@@ -348,7 +403,12 @@ async fn chaos(minutes: u64, per_min: f64) {
         jobs.len(),
         runs.iter().filter(|r| r.job_id.is_some()).count(),
         runs.iter().filter(|r| r.job_id.is_some()).count() - jobs.len(),
-        gaps.len()
+        gaps.len(),
+        jobs.len(),
+        deliveries.len(),
+        posts.len(),
+        distinct.len(),
+        jobs.difference(&hooked).count()
     );
 }
 
@@ -361,11 +421,15 @@ async fn main() {
     let minutes: u64 = arg("--minutes", 5);
     let per_min: f64 = arg("--per-min", 60.0);
     let chaos_minutes: u64 = arg("--chaos-minutes", 10);
+    let ways: String = arg("--ways", "cron,sweep,messages".to_string());
     println!(
         "syncbench: one shop, {per_min} new orders a minute (each paid ~20 s, shipped ~60 s, signed ~120 s later; 10% closed, 5% refunded), {minutes} min per way"
     );
     let mut base_calls_per_order = 0.0;
-    for way in [Way::Cron, Way::Sweep, Way::Messages] {
+    for way in [Way::Cron, Way::Sweep, Way::Messages]
+        .into_iter()
+        .filter(|w| ways.contains(&format!("{w:?}").to_lowercase()))
+    {
         let o = run(way, minutes, per_min).await;
         let per_order = o.calls as f64 / o.changed_orders.max(1) as f64;
         if way == Way::Cron {

@@ -77,9 +77,14 @@ pub(crate) struct JobsConfig {
     pub(crate) sync_slice_s: u64,
     /// Change messages pulled per call (TOP: 10..=200).
     pub(crate) listen_batch: u32,
-    /// Longest wait between empty pulls of change messages: bounds how late a change is seen
-    /// (the wait starts at 100 ms and doubles while nothing comes).
+    /// A pull of change messages this often while changes flow (at once after a full batch):
+    /// each pull is a call; this bounds how late a change is seen.
+    pub(crate) listen_every_ms: u64,
+    /// While nothing comes, the wait between pulls doubles up to this.
     pub(crate) listen_idle_max_ms: u64,
+    /// Recorded messages are acknowledged in batches, at the latest this long after the
+    /// oldest (keep it below the platform's redelivery time).
+    pub(crate) listen_confirm_within_ms: u64,
 }
 
 impl Default for JobsConfig {
@@ -92,7 +97,9 @@ impl Default for JobsConfig {
             schedule_check_ms: 1000,
             sync_slice_s: 1800,
             listen_batch: 100,
-            listen_idle_max_ms: 2000,
+            listen_every_ms: 2000,
+            listen_idle_max_ms: 4000,
+            listen_confirm_within_ms: 4000,
         }
     }
 }

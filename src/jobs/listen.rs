@@ -39,31 +39,90 @@ pub(crate) enum ListenError {
     Ledger(#[from] StoreError),
 }
 
-/// How long to wait before the next pull: none after a batch, then 100 ms, doubling while
-/// the queue stays empty, up to `max` (an empty pull is a call: waiting longer when nothing
-/// changes keeps the calls per changed order low; `max` bounds the delay a change sees).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct IdleWait {
-    now: Duration,
-    max: Duration,
+/// When to pull and when to acknowledge: a pure policy. Each pull and each confirm is a call
+/// counted against the app's quota, so a listener pulls every `every` (at once again after a
+/// full batch, less often while nothing comes, up to `idle_max`) and acknowledges what it
+/// recorded in batches, at the latest `confirm_within` after the oldest (below the platform's
+/// redelivery time: a message not yet acknowledged is delivered again, and dropped by id).
+/// `every` bounds how late a change is seen while changes flow; `idle_max` after a quiet
+/// spell (docs/design.md, "Continuous sync").
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Cadence {
+    every: Duration,
+    idle_max: Duration,
+    confirm_within: Duration,
+    idle: Duration,
+    /// Recorded, not acknowledged yet, and how long the oldest has waited.
+    unconfirmed: Vec<u64>,
+    waited: Duration,
 }
 
-impl IdleWait {
-    pub(crate) fn new(max: Duration) -> IdleWait {
-        IdleWait {
-            now: Duration::ZERO,
-            max,
+/// Ids acknowledged per confirm call at most.
+pub(crate) const CONFIRM_BATCH: usize = 200;
+
+impl Cadence {
+    pub(crate) fn new(every: Duration, idle_max: Duration, confirm_within: Duration) -> Cadence {
+        Cadence {
+            every,
+            idle_max: idle_max.max(every),
+            confirm_within,
+            idle: every,
+            unconfirmed: Vec::new(),
+            waited: Duration::ZERO,
         }
     }
 
-    /// After a pull that brought `n` messages: the wait before the next.
-    pub(crate) fn after(&mut self, n: usize) -> Duration {
-        self.now = if n > 0 {
+    /// A pull brought `n` messages of at most `quantity`, the ledger has them and `ids` are
+    /// to acknowledge: the wait before the next pull.
+    pub(crate) fn pulled(&mut self, n: usize, quantity: usize, ids: Vec<u64>) -> Duration {
+        if self.unconfirmed.is_empty() {
+            self.waited = Duration::ZERO;
+        }
+        self.unconfirmed.extend(ids);
+        let wait = if n >= quantity {
             Duration::ZERO
+        } else if n > 0 {
+            self.idle = self.every;
+            self.every
         } else {
-            (self.now * 2).max(Duration::from_millis(100)).min(self.max)
+            let wait = self.idle;
+            self.idle = (self.idle * 2).min(self.idle_max);
+            wait
         };
-        self.now
+        // Never sleep past the acknowledgement that is due.
+        if self.unconfirmed.is_empty() {
+            wait
+        } else {
+            wait.min(self.confirm_within.saturating_sub(self.waited))
+        }
+    }
+
+    /// `slept` passed since the last call.
+    pub(crate) fn slept(&mut self, slept: Duration) {
+        if !self.unconfirmed.is_empty() {
+            self.waited += slept;
+        }
+    }
+
+    /// The ids to acknowledge now: a full batch, or all once the oldest waited long enough
+    /// (or `stopping`).
+    pub(crate) fn take_due(&mut self, stopping: bool) -> Vec<u64> {
+        let due = self.unconfirmed.len() >= CONFIRM_BATCH
+            || (!self.unconfirmed.is_empty() && (stopping || self.waited >= self.confirm_within));
+        if !due {
+            return Vec::new();
+        }
+        let n = self.unconfirmed.len().min(CONFIRM_BATCH);
+        let out: Vec<u64> = self.unconfirmed.drain(..n).collect();
+        if self.unconfirmed.is_empty() {
+            self.waited = Duration::ZERO;
+        }
+        out
+    }
+
+    /// A confirm of `ids` failed: they wait for the next one.
+    pub(crate) fn put_back(&mut self, ids: Vec<u64>) {
+        self.unconfirmed.extend(ids);
     }
 }
 
@@ -121,45 +180,67 @@ pub(crate) async fn take_messages(
     Ok(ids)
 }
 
-/// Pull one batch and bring the ledger up to date; returns the messages the batch held.
+/// Pull one batch and bring the ledger up to date; returns how many messages it held and
+/// the ids to acknowledge.
 pub(crate) async fn listen_once(
     gateway: &Gateway,
     store: &Store,
     cfg: &Config,
     target: &ListenTarget,
     halt: &Shutdown,
-) -> Result<usize, ListenError> {
-    let ctx = || {
-        CallContext::for_task(&cfg.link)
-            .with_lane(Lane::Interactive)
-            .with_halt(halt.clone())
-    };
+) -> Result<(usize, Vec<u64>), ListenError> {
     let quantity = cfg.jobs.listen_batch.clamp(10, 200);
     let reply = gateway
         .call(
             target.platform,
             ApiRequest::MessageConsume { quantity },
-            &ctx(),
+            &call_context(cfg, halt),
         )
         .await?;
     // An answer from the stale cache is an old batch: nothing new in it.
     if reply.stale.is_some() {
-        return Ok(0);
+        return Ok((0, Vec::new()));
     }
     let ApiResponse::Messages(messages) = reply.response else {
-        return Ok(0);
+        return Ok((0, Vec::new()));
     };
-    if messages.is_empty() {
-        return Ok(0);
-    }
     let ids = take_messages(store, target, &messages).await?;
-    gateway
-        .call(target.platform, ApiRequest::MessageConfirm { ids }, &ctx())
-        .await?;
-    Ok(messages.len())
+    Ok((messages.len(), ids))
 }
 
-/// Pull messages until `shutdown`, waiting [`IdleWait`] between empty pulls.
+fn call_context(cfg: &Config, halt: &Shutdown) -> CallContext {
+    CallContext::for_task(&cfg.link)
+        .with_lane(Lane::Interactive)
+        .with_halt(halt.clone())
+}
+
+/// Acknowledge what [`Cadence`] says is due; a failed confirm puts the ids back.
+async fn confirm_due(
+    gateway: &Gateway,
+    cfg: &Config,
+    target: &ListenTarget,
+    cadence: &mut Cadence,
+    stopping: bool,
+) {
+    loop {
+        let ids = cadence.take_due(stopping);
+        if ids.is_empty() {
+            return;
+        }
+        // The stop must not cut the last acknowledgement: a context that is not halted.
+        let ctx = CallContext::for_task(&cfg.link).with_lane(Lane::Interactive);
+        let confirm = ApiRequest::MessageConfirm { ids: ids.clone() };
+        if let Err(e) = gateway.call(target.platform, confirm, &ctx).await {
+            tracing::warn!(platform = %target.platform, "change messages not acknowledged (they come again and are dropped by id): {e}");
+            if !stopping {
+                cadence.put_back(ids);
+            }
+            return;
+        }
+    }
+}
+
+/// Pull messages until `shutdown` on the [`Cadence`], acknowledging in batches.
 pub(crate) async fn run_listen_loop(
     gateway: Gateway,
     store: Store,
@@ -167,21 +248,32 @@ pub(crate) async fn run_listen_loop(
     target: ListenTarget,
     shutdown: Shutdown,
 ) {
-    let mut wait = IdleWait::new(Duration::from_millis(cfg.jobs.listen_idle_max_ms.max(100)));
+    let quantity = cfg.jobs.listen_batch.clamp(10, 200) as usize;
+    let mut cadence = Cadence::new(
+        Duration::from_millis(cfg.jobs.listen_every_ms.max(100)),
+        Duration::from_millis(cfg.jobs.listen_idle_max_ms.max(100)),
+        Duration::from_millis(cfg.jobs.listen_confirm_within_ms.max(100)),
+    );
     tracing::info!(platform = %target.platform, shop = %target.shop, "listening for change messages");
     while !shutdown.is_triggered() {
         let pause = match listen_once(&gateway, &store, &cfg, &target, &shutdown).await {
-            Ok(n) => wait.after(n),
+            Ok((n, ids)) => cadence.pulled(n, quantity, ids),
             Err(e) => {
                 tracing::warn!(platform = %target.platform, "change messages not taken this round (they come again): {e}");
-                wait.after(0).max(Duration::from_secs(1))
+                cadence
+                    .pulled(0, quantity, Vec::new())
+                    .max(Duration::from_secs(1))
             }
         };
+        confirm_due(&gateway, &cfg, &target, &mut cadence, false).await;
+        let started = tokio::time::Instant::now();
         tokio::select! {
-            _ = shutdown.wait() => break,
+            _ = shutdown.wait() => {}
             _ = tokio::time::sleep(pause) => {}
         }
+        cadence.slept(started.elapsed());
     }
+    confirm_due(&gateway, &cfg, &target, &mut cadence, true).await;
 }
 
 #[cfg(test)]
@@ -189,12 +281,39 @@ mod tests {
     use super::*;
 
     #[test]
-    fn empty_pulls_wait_longer_up_to_the_bound_and_a_batch_resets() {
-        let mut w = IdleWait::new(Duration::from_millis(1_000));
-        assert_eq!(w.after(5), Duration::ZERO);
-        let waits: Vec<u64> = (0..6).map(|_| w.after(0).as_millis() as u64).collect();
-        assert_eq!(waits, vec![100, 200, 400, 800, 1_000, 1_000]);
-        assert_eq!(w.after(1), Duration::ZERO);
-        assert_eq!(w.after(0), Duration::from_millis(100));
+    fn pulls_follow_the_flow_and_acknowledgements_are_batched() {
+        let s = Duration::from_secs;
+        let mut c = Cadence::new(s(2), s(8), s(4));
+        // A full batch: again at once; a partial one: after `every`.
+        assert_eq!(c.pulled(100, 100, (0..100).collect()), Duration::ZERO);
+        assert!(c.take_due(false).is_empty(), "not due yet");
+        assert_eq!(c.pulled(3, 100, vec![100, 101, 102]), s(2));
+        c.slept(s(2));
+        assert!(c.take_due(false).is_empty());
+        // Quiet: the waits grow to the bound, never past the acknowledgement due.
+        assert_eq!(c.pulled(0, 100, vec![]), s(2));
+        c.slept(s(2));
+        let due = c.take_due(false);
+        assert_eq!(due.len(), 103, "the oldest waited 4 s");
+        assert_eq!(c.pulled(0, 100, vec![]), s(4));
+        assert_eq!(c.pulled(0, 100, vec![]), s(8));
+        assert_eq!(c.pulled(0, 100, vec![]), s(8));
+        // A message after the quiet spell: acknowledged within 4 s, pulls back to `every`.
+        assert_eq!(c.pulled(1, 100, vec![7]), s(2));
+        c.slept(s(2));
+        assert_eq!(
+            c.pulled(0, 100, vec![]),
+            s(2),
+            "capped by the acknowledgement due"
+        );
+        c.slept(s(2));
+        assert_eq!(c.take_due(false), vec![7]);
+        // 200 waiting: acknowledged at once, 200 a call; the stop takes the rest.
+        c.pulled(100, 100, (0..100).collect());
+        c.pulled(100, 100, (100..200).collect());
+        c.pulled(50, 100, (200..250).collect());
+        assert_eq!(c.take_due(false).len(), 200);
+        assert!(c.take_due(false).is_empty());
+        assert_eq!(c.take_due(true).len(), 50);
     }
 }
