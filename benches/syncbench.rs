@@ -32,6 +32,7 @@ mod jobs_harness;
 mod support;
 
 use chrono::{DateTime, Utc};
+use jobs_harness::sync::hook_receiver;
 use jobs_harness::{arg, ClientOpts, Harness};
 use sqlx::sqlite::SqlitePoolOptions;
 use std::collections::{HashMap, HashSet};
@@ -225,23 +226,9 @@ async fn run(way: Way, minutes: u64, per_min: f64) -> Out {
         }
     };
     let calls = order_calls(&h);
+    let (checked, behind) = h.orders_behind(TB, until).await;
+    let missed = behind.len();
     let live = h.sim.live_orders(TB, &app_key, "", Utc::now());
-    let mut missed = 0;
-    let mut checked = 0;
-    for o in &live {
-        let Some((at, status)) = o.changes.last().filter(|(at, _)| *at < until) else {
-            continue;
-        };
-        checked += 1;
-        let stored = h
-            .store
-            .get_order(TB, &o.id.to_string())
-            .await
-            .expect("read order");
-        if stored.is_none_or(|s| s.order.modified != *at || &s.order.status != status) {
-            missed += 1;
-        }
-    }
     let changed_orders = live
         .iter()
         .filter(|o| o.changes.iter().any(|(t, _)| *t >= begun))
@@ -274,40 +261,10 @@ async fn run(way: Way, minutes: u64, per_min: f64) -> Out {
 }
 
 /// Ticks every 30 s for `minutes` with 3 workers, one killed and another started every 45 s.
-/// A completion hook receiver on loopback: the delivery id of every POST.
-async fn hook_receiver() -> (String, std::sync::Arc<std::sync::Mutex<Vec<String>>>) {
-    let got: std::sync::Arc<std::sync::Mutex<Vec<String>>> = Default::default();
-    let sink = got.clone();
-    let app = axum::Router::new().route(
-        "/hook",
-        axum::routing::post(move |headers: axum::http::HeaderMap| {
-            let id = headers
-                .get("x-syncfleet-delivery")
-                .and_then(|v| v.to_str().ok())
-                .unwrap_or_default()
-                .to_string();
-            sink.lock().expect("lock").push(id);
-            async { axum::http::StatusCode::OK }
-        }),
-    );
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .expect("bind");
-    let url = format!("http://{}/hook", listener.local_addr().expect("addr"));
-    tokio::spawn(async move { axum::serve(listener, app).await });
-    (url, got)
-}
-
 async fn chaos(minutes: u64, per_min: f64) {
     let mut h = Harness::start(sim(per_min, false), &ClientOpts::default()).await;
-    let (hook_url, hook_posts) = hook_receiver().await;
-    let text = std::fs::read_to_string(&h.config).expect("config");
-    std::fs::write(
-        &h.config,
-        format!("{text}\n[hooks]\nurl = \"{hook_url}\"\nsecret_env = \"SF_BENCH_HOOK_KEY\"\n"),
-    )
-    .expect("config");
-    h.env.push(("SF_BENCH_HOOK_KEY".into(), "bench-key".into()));
+    let (hook_url, hook_posts) = hook_receiver("bench-key", 0).await;
+    h.add_hooks(&hook_url, "bench-key", "");
     let since = (Utc::now() - chrono::Duration::seconds(5)).to_rfc3339();
     let out = h.run(&[
         "schedule",
@@ -356,18 +313,7 @@ async fn chaos(minutes: u64, per_min: f64) {
     let out = h.run(&["schedule", "pause", &id.to_string()]);
     assert!(out.status.success());
     let paused_at = h.store.schedule(id).await.expect("schedule").next_tick_ms;
-    let deadline = Instant::now() + Duration::from_secs(300);
-    loop {
-        let runs = h.store.schedule_runs(id, 100_000).await.expect("runs");
-        if runs
-            .iter()
-            .all(|r| !matches!(r.outcome, RunOutcome::Started | RunOutcome::Queued))
-        {
-            break;
-        }
-        assert!(Instant::now() < deadline, "runs never settled");
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    h.wait_runs_settled(id, Duration::from_secs(300)).await;
     let runs = h.store.schedule_runs(id, 100_000).await.expect("runs");
     let due = (paused_at - first_tick) / 30_000;
     let decided = runs.len() as i64;
@@ -393,7 +339,7 @@ async fn chaos(minutes: u64, per_min: f64) {
     let deliveries = h.store.hook_deliveries(100_000).await.expect("deliveries");
     let hooked: HashSet<i64> = deliveries.iter().map(|d| d.delivery.job_id).collect();
     let posts = hook_posts.lock().expect("lock").clone();
-    let distinct: HashSet<&String> = posts.iter().collect();
+    let distinct: HashSet<&String> = posts.iter().map(|(id, _)| id).collect();
     println!(
         "chaos: {minutes} min, ticks every 30 s, 3 workers, {kills} killed and replaced: {due} ticks due, {decided} decided ({} covered, {} skipped, {} failed, {} missed), {} jobs for {} started runs (duplicate runs: {}), coverage gaps: {}; completion hook: {} finished runs, {} deliveries, {} posts for {} distinct ids (finished runs without one: {})",
         count(RunOutcome::Covered),

@@ -38,4 +38,32 @@ impl Shutdown {
         // The sender lives in `self`, so `wait_for` cannot fail while we hold it.
         let _ = rx.wait_for(|v| *v).await;
     }
+
+    /// The rounds of a background loop: one at once, then one every `every` (a late round
+    /// delays the next, none is made up), until the shutdown.
+    pub(crate) fn every(&self, every: std::time::Duration) -> Rounds {
+        let mut tick = tokio::time::interval(every);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        Rounds {
+            tick,
+            shutdown: self.clone(),
+        }
+    }
+}
+
+/// See [`Shutdown::every`].
+#[derive(Debug)]
+pub(crate) struct Rounds {
+    tick: tokio::time::Interval,
+    shutdown: Shutdown,
+}
+
+impl Rounds {
+    /// Wait for the next round: `false` once the shutdown is triggered.
+    pub(crate) async fn next(&mut self) -> bool {
+        tokio::select! {
+            _ = self.shutdown.wait() => false,
+            _ = self.tick.tick() => !self.shutdown.is_triggered(),
+        }
+    }
 }

@@ -205,64 +205,22 @@ pub(crate) async fn run_worker(
         r = &mut work => Some(r),
         _ = async { stopping.wait().await; tokio::time::sleep(grace).await } => None,
     };
-    if let Some(mut p) = probes {
-        // Let the probe loop see the stop and release the fleet's probe lease (aborting it
-        // left the lease held for 1.5 intervals by a worker that was gone).
-        stopping.trigger();
-        if tokio::time::timeout(Duration::from_secs(2), &mut p)
+    // The background loops see the stop and finish what they hold (each within 2 s, else it
+    // is cut): the probe and heal loops release their fleet leases (aborted, a lease stayed
+    // held for 1.5 intervals by a worker that was gone); a schedule look is a transaction (cut,
+    // it rolls back whole); a message batch is acknowledged only once recorded; a hook
+    // delivery cut off keeps its claim until it lapses and the next worker sends it again.
+    stopping.trigger();
+    for mut task in [probes, heal, schedules, hooks, receiver]
+        .into_iter()
+        .flatten()
+        .chain(listeners)
+    {
+        if tokio::time::timeout(Duration::from_secs(2), &mut task)
             .await
             .is_err()
         {
-            p.abort();
-        }
-    }
-    if let Some(mut r) = receiver {
-        stopping.trigger();
-        if tokio::time::timeout(Duration::from_secs(2), &mut r)
-            .await
-            .is_err()
-        {
-            r.abort();
-        }
-    }
-    if let Some(mut k) = hooks {
-        // A delivery cut off keeps its claim until it lapses; the next worker sends it again.
-        stopping.trigger();
-        if tokio::time::timeout(Duration::from_secs(2), &mut k)
-            .await
-            .is_err()
-        {
-            k.abort();
-        }
-    }
-    for mut l in listeners {
-        // A batch in progress is confirmed only after it is recorded: cutting it loses none.
-        stopping.trigger();
-        if tokio::time::timeout(Duration::from_secs(2), &mut l)
-            .await
-            .is_err()
-        {
-            l.abort();
-        }
-    }
-    if let Some(mut s) = schedules {
-        // A look in progress is a transaction: cutting it rolls it back whole.
-        stopping.trigger();
-        if tokio::time::timeout(Duration::from_secs(2), &mut s)
-            .await
-            .is_err()
-        {
-            s.abort();
-        }
-    }
-    if let Some(mut h) = heal {
-        // Let the heal loop see the stop and release its lease.
-        stopping.trigger();
-        if tokio::time::timeout(Duration::from_secs(2), &mut h)
-            .await
-            .is_err()
-        {
-            h.abort();
+            task.abort();
         }
     }
     let why = if monitor.is_finished() {

@@ -111,13 +111,8 @@ pub(crate) async fn run_heal_loop(
     shutdown: Shutdown,
 ) {
     let mut sweep = Sweep::default();
-    let mut tick = tokio::time::interval(interval);
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    loop {
-        tokio::select! {
-            _ = shutdown.wait() => break,
-            _ = tick.tick() => {}
-        }
+    let mut rounds = shutdown.every(interval);
+    while rounds.next().await {
         if let Some(f) = &fleet {
             match f.lease(HEAL_LEASE, &holder, interval + interval / 2).await {
                 Ok(true) => {}

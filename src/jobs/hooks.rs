@@ -125,13 +125,8 @@ pub(crate) async fn run_hook_loop(
     every: Duration,
     shutdown: Shutdown,
 ) {
-    let mut tick = tokio::time::interval(every);
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    loop {
-        tokio::select! {
-            _ = shutdown.wait() => break,
-            _ = tick.tick() => {}
-        }
+    let mut rounds = shutdown.every(every);
+    while rounds.next().await {
         if let Err(e) = hooks_once(&store, &s).await {
             tracing::warn!("completion hooks not sent this round (the next one tries again): {e}");
         }

@@ -222,13 +222,8 @@ pub(crate) async fn run_schedule_loop(
     every: Duration,
     shutdown: Shutdown,
 ) {
-    let mut tick = tokio::time::interval(every);
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    loop {
-        tokio::select! {
-            _ = shutdown.wait() => break,
-            _ = tick.tick() => {}
-        }
+    let mut rounds = shutdown.every(every);
+    while rounds.next().await {
         if let Err(e) = look_once(&store, &queue, &cfg).await {
             tracing::warn!("schedules not looked at this round (the next one tries again): {e}");
         }

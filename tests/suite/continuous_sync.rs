@@ -8,59 +8,16 @@
 //! simulator's own record of its live orders; and each run's finish is posted to the
 //! completion hook once, signed. On both ledgers.
 
+use crate::jobs_harness::sync::hook_receiver;
 use crate::jobs_harness::{self, ClientOpts, Harness};
 use crate::support::ledger::Kind;
 use std::collections::{HashMap, HashSet};
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use syncfleet::platform::Platform;
 use syncfleet::sim::{LiveOrders, SimConfig};
 use syncfleet::store::RunOutcome;
 
 const TB: Platform = Platform::Taobao;
-
-/// A completion hook receiver on loopback: each POST's delivery id and whether its signature
-/// is the body's HMAC-SHA256 under `key`. It answers 503 to the first `fail_first` POSTs.
-async fn hook_receiver(
-    key: &'static str,
-    fail_first: usize,
-) -> (String, Arc<Mutex<Vec<(String, bool)>>>) {
-    use hmac::{Hmac, Mac};
-    let got: Arc<Mutex<Vec<(String, bool)>>> = Arc::default();
-    let sink = got.clone();
-    let app = axum::Router::new().route(
-        "/hook",
-        axum::routing::post(
-            move |headers: axum::http::HeaderMap, body: axum::body::Bytes| {
-                let header = |k: &str| {
-                    headers
-                        .get(k)
-                        .and_then(|v| v.to_str().ok())
-                        .unwrap_or_default()
-                        .to_string()
-                };
-                let mut mac = Hmac::<sha2::Sha256>::new_from_slice(key.as_bytes()).unwrap();
-                mac.update(&body);
-                let want = format!("sha256={}", hex::encode(mac.finalize().into_bytes()));
-                let mut got = sink.lock().unwrap();
-                got.push((
-                    header("x-syncfleet-delivery"),
-                    header("x-syncfleet-signature") == want,
-                ));
-                let status = if got.len() <= fail_first {
-                    axum::http::StatusCode::SERVICE_UNAVAILABLE
-                } else {
-                    axum::http::StatusCode::OK
-                };
-                async move { status }
-            },
-        ),
-    );
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let url = format!("http://{}/hook", listener.local_addr().unwrap());
-    tokio::spawn(async move { axum::serve(listener, app).await });
-    (url, got)
-}
 
 fn live_sim() -> SimConfig {
     let mut cfg = SimConfig::demo();
@@ -101,13 +58,7 @@ async fn started_runs(h: &Harness, id: i64) -> usize {
 async fn scheduled_sync_through_a_killed_worker(kind: Kind) {
     let mut h = Harness::start_on(kind, live_sim(), &ClientOpts::default()).await;
     let (hook_url, hooks_got) = hook_receiver("hook-key", 0).await;
-    let text = std::fs::read_to_string(&h.config).unwrap();
-    std::fs::write(
-        &h.config,
-        format!("{text}\n[hooks]\nurl = \"{hook_url}\"\nsecret_env = \"SF_TEST_HOOK_KEY\"\n"),
-    )
-    .unwrap();
-    h.env.push(("SF_TEST_HOOK_KEY".into(), "hook-key".into()));
+    h.add_hooks(&hook_url, "hook-key", "");
     let since = (chrono::Utc::now() - chrono::Duration::seconds(5)).to_rfc3339();
     let out = h.run(&[
         "schedule",
@@ -150,15 +101,7 @@ async fn scheduled_sync_through_a_killed_worker(kind: Kind) {
     let out = h.run(&["schedule", "pause", &id.to_string()]);
     assert!(out.status.success());
     // Every started run settles (the killed worker's tasks are claimed by the others).
-    wait_until("every run settled", Duration::from_secs(120), || async {
-        h.store
-            .schedule_runs(id, 10_000)
-            .await
-            .expect("runs")
-            .iter()
-            .all(|r| !matches!(r.outcome, RunOutcome::Started | RunOutcome::Queued))
-    })
-    .await;
+    h.wait_runs_settled(id, Duration::from_secs(120)).await;
 
     let runs = h.store.schedule_runs(id, 10_000).await.expect("runs");
     let view = &h.store.schedules().await.expect("schedules")[0];
@@ -226,28 +169,11 @@ async fn scheduled_sync_through_a_killed_worker(kind: Kind) {
     // Every order whose last change is before the watermark is in the ledger at that state
     // (an order changed since is beyond the coverage: a later run brings it).
     let watermark = view.watermark.expect("a watermark");
-    let app_key = h.sim.config().apps[0].app_key.clone();
-    let live = h.sim.live_orders(TB, &app_key, "", chrono::Utc::now());
-    assert!(live.len() > 20, "the live store made {} orders", live.len());
-    let mut checked = 0;
-    for order in &live {
-        let Some((at, status)) = order.changes.last().filter(|(at, _)| *at < watermark) else {
-            continue;
-        };
-        let stored = h
-            .store
-            .get_order(TB, &order.id.to_string())
-            .await
-            .expect("read order")
-            .unwrap_or_else(|| panic!("order {} changed at {at} is not in the ledger", order.id));
-        assert_eq!(
-            (stored.order.modified, &stored.order.status),
-            (*at, status),
-            "order {}: the ledger's state is not the simulator's last one",
-            order.id
-        );
-        checked += 1;
-    }
+    let (checked, behind) = h.orders_behind(TB, watermark).await;
+    assert!(
+        behind.is_empty(),
+        "orders not at their last state: {behind:?}"
+    );
     assert!(checked > 5, "{checked} orders checked");
 }
 
@@ -299,15 +225,7 @@ async fn messages_with_drills(kind: Kind) {
     .await;
     let out = h.run(&["schedule", "pause", &id.to_string()]);
     assert!(out.status.success());
-    wait_until("every run settled", Duration::from_secs(120), || async {
-        h.store
-            .schedule_runs(id, 10_000)
-            .await
-            .expect("runs")
-            .iter()
-            .all(|r| !matches!(r.outcome, RunOutcome::Started | RunOutcome::Queued))
-    })
-    .await;
+    h.wait_runs_settled(id, Duration::from_secs(120)).await;
     let view = &h.store.schedules().await.expect("schedules")[0];
     let watermark = view.watermark.expect("a watermark");
     let app_key = h.sim.config().apps[0].app_key.clone();
@@ -330,20 +248,11 @@ async fn messages_with_drills(kind: Kind) {
     );
     assert!(tallies.iter().all(|t| t.shop == "s1"), "{tallies:?}");
     // Lost and late messages: the sweep brought every order before the watermark.
-    let mut checked = 0;
-    for order in &live {
-        let Some((at, status)) = order.changes.last().filter(|(at, _)| *at < watermark) else {
-            continue;
-        };
-        let stored = h
-            .store
-            .get_order(TB, &order.id.to_string())
-            .await
-            .expect("read order")
-            .unwrap_or_else(|| panic!("order {} changed at {at} is not in the ledger", order.id));
-        assert_eq!((stored.order.modified, &stored.order.status), (*at, status));
-        checked += 1;
-    }
+    let (checked, behind) = h.orders_behind(TB, watermark).await;
+    assert!(
+        behind.is_empty(),
+        "orders not at their last state: {behind:?}"
+    );
     assert!(checked > 5, "{checked} orders checked");
 }
 
@@ -450,13 +359,7 @@ async fn a_failing_hook_receiver_gets_the_finish_again_until_it_takes_it() {
     let _serial = jobs_harness::serial().await;
     let mut h = Harness::start(live_sim(), &ClientOpts::default()).await;
     let (hook_url, got) = hook_receiver("k", 2).await;
-    let text = std::fs::read_to_string(&h.config).unwrap();
-    std::fs::write(
-        &h.config,
-        format!("{text}\n[hooks]\nurl = \"{hook_url}\"\nsecret_env = \"SF_TEST_HOOK_KEY\"\nbackoff_base_ms = 100\n"),
-    )
-    .unwrap();
-    h.env.push(("SF_TEST_HOOK_KEY".into(), "k".into()));
+    h.add_hooks(&hook_url, "k", "backoff_base_ms = 100\n");
     // Hooks count finishes from when they first run: mark that before the job.
     h.store.fill_hook_outbox().await.expect("hooks start");
     let job = h.enqueue(&[
@@ -548,15 +451,7 @@ async fn pushed_messages_from_1688_are_taken_once_and_the_sweep_brings_the_lost(
     .await;
     let out = h.run(&["schedule", "pause", &id.to_string()]);
     assert!(out.status.success());
-    wait_until("every run settled", Duration::from_secs(120), || async {
-        h.store
-            .schedule_runs(id, 10_000)
-            .await
-            .expect("runs")
-            .iter()
-            .all(|r| !matches!(r.outcome, RunOutcome::Started | RunOutcome::Queued))
-    })
-    .await;
+    h.wait_runs_settled(id, Duration::from_secs(120)).await;
     let watermark = h.store.schedules().await.expect("schedules")[0]
         .watermark
         .expect("a watermark");
@@ -578,20 +473,10 @@ async fn pushed_messages_from_1688_are_taken_once_and_the_sweep_brings_the_lost(
         delivered > recorded,
         "{delivered} pushes, {recorded} recorded"
     );
-    let live = h.sim.live_orders(AL, &app_key, "", chrono::Utc::now());
-    let mut checked = 0;
-    for order in &live {
-        let Some((at, status)) = order.changes.last().filter(|(at, _)| *at < watermark) else {
-            continue;
-        };
-        let stored = h
-            .store
-            .get_order(AL, &order.id.to_string())
-            .await
-            .expect("read order")
-            .unwrap_or_else(|| panic!("order {} changed at {at} is not in the ledger", order.id));
-        assert_eq!((stored.order.modified, &stored.order.status), (*at, status));
-        checked += 1;
-    }
+    let (checked, behind) = h.orders_behind(AL, watermark).await;
+    assert!(
+        behind.is_empty(),
+        "orders not at their last state: {behind:?}"
+    );
     assert!(checked > 5, "{checked} orders checked");
 }

@@ -12,6 +12,7 @@ use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 pub mod chaos;
+pub mod sync;
 
 use crate::support::ledger::{Kind, TestLedger};
 use crate::support::redis::TestRedis;

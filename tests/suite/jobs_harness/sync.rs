@@ -1,0 +1,128 @@
+//! Continuous sync in tests and benchmarks: waiting for a schedule's runs, checking the ledger
+//! against the simulator's live orders, and a completion hook receiver on loopback.
+
+use super::Harness;
+use chrono::{DateTime, Utc};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use syncfleet::platform::Platform;
+use syncfleet::store::RunOutcome;
+
+impl Harness {
+    /// Wait (bounded) until no run of schedule `id` is started or queued.
+    pub async fn wait_runs_settled(&self, id: i64, timeout: Duration) {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let runs = self.store.schedule_runs(id, 100_000).await.expect("runs");
+            if runs
+                .iter()
+                .all(|r| !matches!(r.outcome, RunOutcome::Started | RunOutcome::Queued))
+            {
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "the runs of schedule {id} never settled"
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    /// The simulator's live orders of the app's own session on `platform` whose last change
+    /// is before `before`: how many, and those the ledger does not hold at that state.
+    pub async fn orders_behind(
+        &self,
+        platform: Platform,
+        before: DateTime<Utc>,
+    ) -> (usize, Vec<u64>) {
+        let app_key = self
+            .sim
+            .config()
+            .apps
+            .iter()
+            .find(|a| a.platform == platform)
+            .expect("an app of the platform")
+            .app_key
+            .clone();
+        let mut checked = 0;
+        let mut behind = Vec::new();
+        for o in self.sim.live_orders(platform, &app_key, "", Utc::now()) {
+            let Some((at, status)) = o.changes.last().filter(|(at, _)| *at < before) else {
+                continue;
+            };
+            checked += 1;
+            let stored = self
+                .store
+                .get_order(platform, &o.id.to_string())
+                .await
+                .expect("read order");
+            if stored.is_none_or(|s| s.order.modified != *at || &s.order.status != status) {
+                behind.push(o.id);
+            }
+        }
+        (checked, behind)
+    }
+
+    /// Post completion hooks to `url`, signed with `key` (appended to the harness config).
+    pub fn add_hooks(&mut self, url: &str, key: &str, extra: &str) {
+        let text = std::fs::read_to_string(&self.config).expect("config");
+        std::fs::write(
+            &self.config,
+            format!(
+                "{text}\n[hooks]\nurl = \"{url}\"\nsecret_env = \"SF_JOBTEST_HOOK_KEY\"\n{extra}"
+            ),
+        )
+        .expect("config");
+        self.env.push(("SF_JOBTEST_HOOK_KEY".into(), key.into()));
+    }
+}
+
+/// Every POST a [`hook_receiver`] got: its delivery id and whether its signature was right.
+pub type HookPosts = Arc<Mutex<Vec<(String, bool)>>>;
+
+/// A completion hook receiver on loopback: records each POST's delivery id and whether its
+/// `X-Syncfleet-Signature` is the body's HMAC-SHA256 under `key`; answers 503 to the first
+/// `fail_first` POSTs, then 200. Returns its URL.
+pub async fn hook_receiver(key: &'static str, fail_first: usize) -> (String, HookPosts) {
+    use hmac::{Hmac, Mac};
+    let got: HookPosts = Arc::default();
+    let sink = got.clone();
+    let app = axum::Router::new().route(
+        "/hook",
+        axum::routing::post(
+            move |headers: axum::http::HeaderMap, body: axum::body::Bytes| {
+                let header = |k: &str| {
+                    headers
+                        .get(k)
+                        .and_then(|v| v.to_str().ok())
+                        .unwrap_or_default()
+                        .to_string()
+                };
+                let mut mac =
+                    Hmac::<sha2::Sha256>::new_from_slice(key.as_bytes()).expect("any key length");
+                mac.update(&body);
+                let want = format!("sha256={}", hex::encode(mac.finalize().into_bytes()));
+                let mut got = sink.lock().expect("lock");
+                got.push((
+                    header("x-syncfleet-delivery"),
+                    header("x-syncfleet-signature") == want,
+                ));
+                let status = if got.len() <= fail_first {
+                    axum::http::StatusCode::SERVICE_UNAVAILABLE
+                } else {
+                    axum::http::StatusCode::OK
+                };
+                async move { status }
+            },
+        ),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind the hook receiver");
+    let url = format!(
+        "http://{}/hook",
+        listener.local_addr().expect("its address")
+    );
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    (url, got)
+}
