@@ -98,34 +98,12 @@ async fn run(way: Way, minutes: u64, per_min: f64) -> Out {
     let mut h = Harness::start(sim(per_min, way == Way::Messages), &ClientOpts::default()).await;
     let app_key = h.sim.config().apps[0].app_key.clone();
     let begun: DateTime<Utc> = Utc::now();
-    let since = (begun - chrono::Duration::seconds(5)).to_rfc3339();
     let every = match way {
         Way::Sweep => "60s",
         _ => "5m",
     };
     if way != Way::Cron {
-        let out = h.run(&[
-            "schedule",
-            "add",
-            "orders",
-            "--platform",
-            "taobao",
-            "--shop",
-            "s1",
-            "--every",
-            every,
-            "--lag",
-            "5s",
-            "--overlap",
-            "60s",
-            "--since",
-            &since,
-        ]);
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        h.add_order_schedule("taobao", every, "5s", "60s").await;
     }
     let config = h.config.clone();
     let listen: &[&str] = if way == Way::Messages {
@@ -203,8 +181,7 @@ async fn run(way: Way, minutes: u64, per_min: f64) -> Out {
         }
         _ => {
             let id = h.store.schedules().await.expect("schedules")[0].schedule.id;
-            let out = h.run(&["schedule", "resume", &id.to_string()]);
-            assert!(out.status.success());
+            h.schedule_action("resume", id);
             let asked = Utc::now();
             let deadline = Instant::now() + Duration::from_secs(300);
             loop {
@@ -265,30 +242,7 @@ async fn chaos(minutes: u64, per_min: f64) {
     let mut h = Harness::start(sim(per_min, false), &ClientOpts::default()).await;
     let (hook_url, hook_posts) = hook_receiver("bench-key", 0).await;
     h.add_hooks(&hook_url, "bench-key", "");
-    let since = (Utc::now() - chrono::Duration::seconds(5)).to_rfc3339();
-    let out = h.run(&[
-        "schedule",
-        "add",
-        "orders",
-        "--platform",
-        "taobao",
-        "--shop",
-        "s1",
-        "--every",
-        "30s",
-        "--lag",
-        "5s",
-        "--overlap",
-        "30s",
-        "--since",
-        &since,
-    ]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let id = h.store.schedules().await.expect("schedules")[0].schedule.id;
+    let id = h.add_order_schedule("taobao", "30s", "5s", "30s").await;
     let first_tick = h.store.schedule(id).await.expect("schedule").next_tick_ms;
     let config = h.config.clone();
     let mut workers: Vec<u32> = (0..3).map(|_| h.spawn_worker_with(&config, 8, 0)).collect();
@@ -310,8 +264,7 @@ async fn chaos(minutes: u64, per_min: f64) {
         turn += 1;
         workers.push(h.spawn_worker_with(&config, 8, 0));
     }
-    let out = h.run(&["schedule", "pause", &id.to_string()]);
-    assert!(out.status.success());
+    h.schedule_action("pause", id);
     let paused_at = h.store.schedule(id).await.expect("schedule").next_tick_ms;
     h.wait_runs_settled(id, Duration::from_secs(300)).await;
     let runs = h.store.schedule_runs(id, 100_000).await.expect("runs");

@@ -59,30 +59,7 @@ async fn scheduled_sync_through_a_killed_worker(kind: Kind) {
     let mut h = Harness::start_on(kind, live_sim(), &ClientOpts::default()).await;
     let (hook_url, hooks_got) = hook_receiver("hook-key", 0).await;
     h.add_hooks(&hook_url, "hook-key", "");
-    let since = (chrono::Utc::now() - chrono::Duration::seconds(5)).to_rfc3339();
-    let out = h.run(&[
-        "schedule",
-        "add",
-        "orders",
-        "--platform",
-        "taobao",
-        "--shop",
-        "s1",
-        "--every",
-        "2s",
-        "--lag",
-        "1s",
-        "--overlap",
-        "2s",
-        "--since",
-        &since,
-    ]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let id = h.store.schedules().await.expect("schedules")[0].schedule.id;
+    let id = h.add_order_schedule("taobao", "2s", "1s", "2s").await;
 
     let first = h.spawn_worker(4, 600);
     h.spawn_worker(4, 600);
@@ -98,8 +75,7 @@ async fn scheduled_sync_through_a_killed_worker(kind: Kind) {
         started_runs(&h, id).await >= at_kill + 5
     })
     .await;
-    let out = h.run(&["schedule", "pause", &id.to_string()]);
-    assert!(out.status.success());
+    h.schedule_action("pause", id);
     // Every started run settles (the killed worker's tasks are claimed by the others).
     h.wait_runs_settled(id, Duration::from_secs(120)).await;
 
@@ -193,38 +169,14 @@ async fn messages_with_drills(kind: Kind) {
     sim.orders.live.message_delay = 0.1;
     sim.orders.live.message_delay_s = 5;
     let mut h = Harness::start_on(kind, sim, &ClientOpts::default()).await;
-    let since = (chrono::Utc::now() - chrono::Duration::seconds(5)).to_rfc3339();
-    let out = h.run(&[
-        "schedule",
-        "add",
-        "orders",
-        "--platform",
-        "taobao",
-        "--shop",
-        "s1",
-        "--every",
-        "6s",
-        "--lag",
-        "1s",
-        "--overlap",
-        "2s",
-        "--since",
-        &since,
-    ]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let id = h.store.schedules().await.expect("schedules")[0].schedule.id;
+    let id = h.add_order_schedule("taobao", "6s", "1s", "2s").await;
     let config = h.config.clone();
     h.spawn_worker_args(&config, 4, 600, &["--listen", "taobao:s1"], &[]);
     wait_until("four sweeps", Duration::from_secs(90), || async {
         started_runs(&h, id).await >= 4
     })
     .await;
-    let out = h.run(&["schedule", "pause", &id.to_string()]);
-    assert!(out.status.success());
+    h.schedule_action("pause", id);
     h.wait_runs_settled(id, Duration::from_secs(120)).await;
     let view = &h.store.schedules().await.expect("schedules")[0];
     let watermark = view.watermark.expect("a watermark");
@@ -412,30 +364,7 @@ async fn pushed_messages_from_1688_are_taken_once_and_the_sweep_brings_the_lost(
     sim.orders.live.push_url = Some(format!("http://127.0.0.1:{port}/push"));
     let mut h = Harness::start(sim, &ClientOpts::default()).await;
     const AL: Platform = Platform::Alibaba;
-    let since = (chrono::Utc::now() - chrono::Duration::seconds(5)).to_rfc3339();
-    let out = h.run(&[
-        "schedule",
-        "add",
-        "orders",
-        "--platform",
-        "alibaba",
-        "--shop",
-        "s1",
-        "--every",
-        "6s",
-        "--lag",
-        "1s",
-        "--overlap",
-        "2s",
-        "--since",
-        &since,
-    ]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let id = h.store.schedules().await.expect("schedules")[0].schedule.id;
+    let id = h.add_order_schedule("alibaba", "6s", "1s", "2s").await;
     let config = h.config.clone();
     let addr = format!("127.0.0.1:{port}");
     h.spawn_worker_args(
@@ -449,8 +378,7 @@ async fn pushed_messages_from_1688_are_taken_once_and_the_sweep_brings_the_lost(
         started_runs(&h, id).await >= 3
     })
     .await;
-    let out = h.run(&["schedule", "pause", &id.to_string()]);
-    assert!(out.status.success());
+    h.schedule_action("pause", id);
     h.wait_runs_settled(id, Duration::from_secs(120)).await;
     let watermark = h.store.schedules().await.expect("schedules")[0]
         .watermark

@@ -9,6 +9,52 @@ use syncfleet::platform::Platform;
 use syncfleet::store::RunOutcome;
 
 impl Harness {
+    /// `schedule add orders` for shop `s1` of `platform`, its coverage starting 5 s ago, a
+    /// tick every `every` (`lag` and `overlap` as the CLI takes them); returns its id.
+    pub async fn add_order_schedule(
+        &self,
+        platform: &str,
+        every: &str,
+        lag: &str,
+        overlap: &str,
+    ) -> i64 {
+        let since = (Utc::now() - chrono::Duration::seconds(5)).to_rfc3339();
+        let out = self.run(&[
+            "schedule",
+            "add",
+            "orders",
+            "--platform",
+            platform,
+            "--shop",
+            "s1",
+            "--every",
+            every,
+            "--lag",
+            lag,
+            "--overlap",
+            overlap,
+            "--since",
+            &since,
+        ]);
+        assert!(
+            out.status.success(),
+            "schedule add: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let all = self.store.schedules().await.expect("schedules");
+        all.last().expect("the schedule").schedule.id
+    }
+
+    /// `schedule ACTION ID` (pause, resume, remove), asserting it succeeded.
+    pub fn schedule_action(&self, action: &str, id: i64) {
+        let out = self.run(&["schedule", action, &id.to_string()]);
+        assert!(
+            out.status.success(),
+            "schedule {action}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+
     /// Wait (bounded) until no run of schedule `id` is started or queued.
     pub async fn wait_runs_settled(&self, id: i64, timeout: Duration) {
         let deadline = Instant::now() + timeout;
