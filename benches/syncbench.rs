@@ -3,8 +3,9 @@
 //!
 //! `cargo bench --bench syncbench -- [--minutes 5] [--per-min 60] [--chaos-minutes 10]`
 //!
-//! Three ways to keep the shop in sync, each for `--minutes` on a fresh simulator, Redis and
-//! SQLite ledger, one worker process (`work --concurrency 8`):
+//! The shop has a day of orders behind it when each run starts (`history_s`), so a one-day
+//! window holds what it would. Three ways to keep the shop in sync, each for `--minutes` on a
+//! fresh simulator, Redis and SQLite ledger, one worker process (`work --concurrency 8`):
 //! - **cron** (baseline): every minute, an order job over the last day (`enqueue orders
 //!   --since NOW-1d --until NOW`), as a crontab line would run today's one-shot jobs;
 //! - **sweep**: `schedule add orders --every 60s --lag 5s --overlap 60s`: each run covers
@@ -59,6 +60,8 @@ fn sim(per_min: f64, drills: bool) -> SimConfig {
         sign_after_s: 120,
         close_share: 0.1,
         refund_share: 0.05,
+        // A day of orders behind the shop: what a one-day window holds.
+        history_s: 86_400,
         ..LiveOrders::default()
     };
     if drills {
@@ -139,17 +142,22 @@ async fn run(way: Way, minutes: u64, per_min: f64) -> Out {
             ]);
             next_cron += Duration::from_secs(60);
         }
-        let stored: Vec<(String, i64)> =
-            sqlx::query_as("SELECT order_id, modified FROM orders WHERE platform = 'taobao'")
-                .fetch_all(&ledger)
-                .await
-                .expect("orders");
+        let stored: Vec<(String, i64)> = sqlx::query_as(
+            "SELECT order_id, modified FROM orders WHERE platform = 'taobao' AND modified >= $1",
+        )
+        .bind(begun.timestamp_millis())
+        .fetch_all(&ledger)
+        .await
+        .expect("orders");
         let stored: HashMap<u64, i64> = stored
             .into_iter()
             .filter_map(|(id, m)| Some((id.parse().ok()?, m)))
             .collect();
         let at = Instant::now();
-        for o in h.sim.live_orders(TB, &app_key, "", Utc::now()) {
+        for o in h
+            .sim
+            .live_orders_changed_since(TB, &app_key, "", Some(begun), Utc::now())
+        {
             let Some(&m) = stored.get(&o.id) else {
                 continue;
             };
@@ -203,9 +211,11 @@ async fn run(way: Way, minutes: u64, per_min: f64) -> Out {
         }
     };
     let calls = order_calls(&h);
-    let (checked, behind) = h.orders_behind(TB, until).await;
+    let (checked, behind) = h.orders_behind(TB, Some(begun), until).await;
     let missed = behind.len();
-    let live = h.sim.live_orders(TB, &app_key, "", Utc::now());
+    let live = h
+        .sim
+        .live_orders_changed_since(TB, &app_key, "", Some(begun), Utc::now());
     let changed_orders = live
         .iter()
         .filter(|o| o.changes.iter().any(|(t, _)| *t >= begun))

@@ -497,6 +497,15 @@ impl SimConfig {
             }
             if let Some(l) = o.live {
                 let live = &mut d.live;
+                if let Some(v) = l.history_s {
+                    if v > 86_400 * 90 {
+                        problem(
+                            "orders.live.history_s".into(),
+                            "must be at most 90 days".into(),
+                        );
+                    }
+                    live.history_s = v;
+                }
                 if let Some(url) = l.push_url {
                     if !url.starts_with("http://127.0.0.1") && !url.starts_with("http://localhost")
                     {
@@ -716,6 +725,7 @@ struct RawLive {
     message_delay_s: Option<u64>,
     redeliver_after_s: Option<u64>,
     push_url: Option<String>,
+    history_s: Option<u64>,
 }
 
 #[derive(Deserialize)]

@@ -4,8 +4,10 @@
 //!
 //! A pure function of (seed, shop, order number, now): nothing is stored, so any instant's
 //! state of every order is computed on demand, the same in every handler and in tests. The
-//! k-th order of a shop is created `k x 60 / new_per_min` seconds after the simulator started;
-//! each phase lasts its configured mean, jittered per order over [0.5, 1.5) of it.
+//! k-th order of a shop is created `k x 60 / new_per_min` seconds after the shop's origin (the
+//! simulator's start less `history_s`, so a shop can start with a day of orders behind it);
+//! each phase lasts its configured mean, jittered per order over [0.5, 1.5) of it. Change
+//! messages are the changes since the simulator started (the subscription's start).
 
 use super::data::{mix, OrderData, OrderState};
 
@@ -44,6 +46,9 @@ pub struct LiveOrders {
     pub redeliver_after_s: u64,
     /// Where 1688 apps' changes are pushed (an HTTP POST per message); `None`: not pushed.
     pub push_url: Option<String>,
+    /// The shops' orders began this long before the simulator started (a shop with a day of
+    /// history behind it: what a one-day window holds).
+    pub history_s: u64,
 }
 
 impl Default for LiveOrders {
@@ -61,6 +66,7 @@ impl Default for LiveOrders {
             message_delay_s: 30,
             redeliver_after_s: 10,
             push_url: None,
+            history_s: 0,
         }
     }
 }
@@ -120,13 +126,33 @@ impl LiveShop<'_> {
         self.cfg.new_per_min > 0.0 && id >= self.base() && id < self.base() + BLOCK
     }
 
+    /// When order 0 was created.
+    fn origin(&self) -> i64 {
+        self.started - i64::try_from(self.cfg.history_s).unwrap_or(0)
+    }
+
     /// Orders created by `now` (0 when the shop is static).
     pub(crate) fn created_by(&self, now: i64) -> u64 {
-        if self.cfg.new_per_min <= 0.0 || now < self.started {
+        if self.cfg.new_per_min <= 0.0 || now < self.origin() {
             return 0;
         }
-        let n = ((now - self.started) as f64 * self.cfg.new_per_min / 60.0).floor() as u64 + 1;
+        let n = ((now - self.origin()) as f64 * self.cfg.new_per_min / 60.0).floor() as u64 + 1;
         n.min(BLOCK)
+    }
+
+    /// The first order that may change at or after `t`: every change of an order comes
+    /// within 1.5 x (pay + ship + sign) of its creation, plus a second a phase.
+    pub(crate) fn first_changing_after(&self, t: i64) -> u64 {
+        if self.cfg.new_per_min <= 0.0 {
+            return 0;
+        }
+        let c = self.cfg;
+        let life = ((c.pay_after_s + c.ship_after_s + c.sign_after_s) as f64 * 1.5) as i64 + 4;
+        let from = t - life - self.origin();
+        if from <= 0 {
+            return 0;
+        }
+        (from as f64 * c.new_per_min / 60.0).floor() as u64
     }
 
     /// The life of order number `k`.
@@ -135,7 +161,7 @@ impl LiveShop<'_> {
         let c = self.cfg;
         let h = |tag: u64| mix(self.seed, 7_000 + tag, id);
         let jitter = |mean: u64, tag: u64| ((mean as f64) * (0.5 + unit(h(tag)))).round() as i64;
-        let created = self.started + (k as f64 * 60.0 / c.new_per_min).floor() as i64;
+        let created = self.origin() + (k as f64 * 60.0 / c.new_per_min).floor() as i64;
         let mut changes = vec![Change {
             at: created,
             state: OrderState::Created,
@@ -253,11 +279,15 @@ impl MessageQueue {
         for (name, shop) in shops {
             let c = shop.cfg;
             let now = now_ms.div_euclid(1000);
-            for k in 0..shop.created_by(now) {
+            for k in shop.first_changing_after(shop.started)..shop.created_by(now) {
                 let life = shop.life(k);
                 for (j, change) in life.changes.iter().enumerate() {
                     if change.at > now {
                         break;
+                    }
+                    // Messages are the changes since the subscription (the simulator) began.
+                    if change.at < shop.started {
+                        continue;
                     }
                     let id = life.id * 8 + j as u64;
                     let draw = |tag: u64| unit(mix(shop.seed, tag, id));
@@ -455,6 +485,33 @@ mod tests {
         let seen: std::collections::HashSet<u64> =
             first.iter().chain(&later).map(|m| m.id).collect();
         assert!(seen.len() < changes, "some are lost for good");
+    }
+
+    #[test]
+    fn a_shop_with_history_has_a_day_of_orders_and_messages_only_of_changes_since_the_start() {
+        let c = LiveOrders {
+            history_s: 86_400,
+            ..cfg()
+        };
+        let s = shop(&c);
+        assert_eq!(s.created_by(1_000_000), 86_401);
+        let day = s.window(1_000_000 - 86_400, 1_000_000, 1_000_000);
+        assert!(day.len() > 86_000, "{}", day.len());
+        let mut q = MessageQueue::default();
+        let got = q.consume(&[(String::new(), s)], (1_000_000 + 5) * 1000, 100_000);
+        assert!(!got.is_empty());
+        assert!(got.iter().all(|d| d.order.modified >= 1_000_000));
+        // Every change since the start, from orders created before it too.
+        let expected: usize = (0..s.created_by(1_000_005))
+            .map(|k| {
+                s.life(k)
+                    .changes
+                    .iter()
+                    .filter(|ch| (1_000_000..=1_000_005).contains(&ch.at))
+                    .count()
+            })
+            .sum();
+        assert_eq!(got.len(), expected);
     }
 
     #[test]

@@ -224,13 +224,27 @@ impl SimHandle {
         shop: &str,
         at: chrono::DateTime<chrono::Utc>,
     ) -> Vec<LiveOrder> {
+        self.live_orders_changed_since(platform, app_key, shop, None, at)
+    }
+
+    /// [`SimHandle::live_orders`], only the orders with a change at or after `since` (a
+    /// shop with a day of history holds many more).
+    pub fn live_orders_changed_since(
+        &self,
+        platform: Platform,
+        app_key: &str,
+        shop: &str,
+        since: Option<chrono::DateTime<chrono::Utc>>,
+        at: chrono::DateTime<chrono::Utc>,
+    ) -> Vec<LiveOrder> {
         let Some(app) = self.sim.app(platform, app_key) else {
             return Vec::new();
         };
         let live = self.sim.live_shop(app, shop);
         let now = at.timestamp();
+        let from = since.map(|t| t.timestamp());
         let when = |s: i64| chrono::DateTime::from_timestamp(s, 0).unwrap_or_default();
-        (0..live.created_by(now))
+        (from.map_or(0, |t| live.first_changing_after(t))..live.created_by(now))
             .map(|k| live.life(k))
             .map(|life| LiveOrder {
                 id: life.id,
@@ -246,7 +260,10 @@ impl SimHandle {
                     })
                     .collect(),
             })
-            .filter(|o| !o.changes.is_empty())
+            .filter(|o| {
+                !o.changes.is_empty()
+                    && from.is_none_or(|t| o.changes.iter().any(|(c, _)| c.timestamp() >= t))
+            })
             .collect()
     }
 

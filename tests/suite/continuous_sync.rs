@@ -145,7 +145,7 @@ async fn scheduled_sync_through_a_killed_worker(kind: Kind) {
     // Every order whose last change is before the watermark is in the ledger at that state
     // (an order changed since is beyond the coverage: a later run brings it).
     let watermark = view.watermark.expect("a watermark");
-    let (checked, behind) = h.orders_behind(TB, watermark).await;
+    let (checked, behind) = h.orders_behind(TB, None, watermark).await;
     assert!(
         behind.is_empty(),
         "orders not at their last state: {behind:?}"
@@ -200,7 +200,7 @@ async fn messages_with_drills(kind: Kind) {
     );
     assert!(tallies.iter().all(|t| t.shop == "s1"), "{tallies:?}");
     // Lost and late messages: the sweep brought every order before the watermark.
-    let (checked, behind) = h.orders_behind(TB, watermark).await;
+    let (checked, behind) = h.orders_behind(TB, None, watermark).await;
     assert!(
         behind.is_empty(),
         "orders not at their last state: {behind:?}"
@@ -401,7 +401,7 @@ async fn pushed_messages_from_1688_are_taken_once_and_the_sweep_brings_the_lost(
         delivered > recorded,
         "{delivered} pushes, {recorded} recorded"
     );
-    let (checked, behind) = h.orders_behind(AL, watermark).await;
+    let (checked, behind) = h.orders_behind(AL, None, watermark).await;
     assert!(
         behind.is_empty(),
         "orders not at their last state: {behind:?}"

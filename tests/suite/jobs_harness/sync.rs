@@ -75,10 +75,11 @@ impl Harness {
     }
 
     /// The simulator's live orders of the app's own session on `platform` whose last change
-    /// is before `before`: how many, and those the ledger does not hold at that state.
+    /// is in `[from, before)`: how many, and those the ledger does not hold at that state.
     pub async fn orders_behind(
         &self,
         platform: Platform,
+        from: Option<DateTime<Utc>>,
         before: DateTime<Utc>,
     ) -> (usize, Vec<u64>) {
         let app_key = self
@@ -92,8 +93,15 @@ impl Harness {
             .clone();
         let mut checked = 0;
         let mut behind = Vec::new();
-        for o in self.sim.live_orders(platform, &app_key, "", Utc::now()) {
-            let Some((at, status)) = o.changes.last().filter(|(at, _)| *at < before) else {
+        for o in self
+            .sim
+            .live_orders_changed_since(platform, &app_key, "", from, Utc::now())
+        {
+            let Some((at, status)) = o
+                .changes
+                .last()
+                .filter(|(at, _)| *at < before && from.is_none_or(|f| *at >= f))
+            else {
                 continue;
             };
             checked += 1;
