@@ -120,8 +120,8 @@ async fn run(way: Way, minutes: u64, per_min: f64) -> Out {
         .connect(&h.db)
         .await
         .expect("read the ledger");
-    // Change -> when the ledger first held it (or a later state of the order).
-    let mut seen: HashMap<(u64, i64), Instant> = HashMap::new();
+    // Change -> when (wall clock, as the simulator's changes are) the ledger first held it.
+    let mut seen: HashMap<(u64, i64), DateTime<Utc>> = HashMap::new();
     let started = Instant::now();
     let end = started + Duration::from_secs(minutes * 60);
     let mut next_cron = started;
@@ -153,7 +153,7 @@ async fn run(way: Way, minutes: u64, per_min: f64) -> Out {
             .into_iter()
             .filter_map(|(id, m)| Some((id.parse().ok()?, m)))
             .collect();
-        let at = Instant::now();
+        let at = Utc::now();
         for o in h
             .sim
             .live_orders_changed_since(TB, &app_key, "", Some(begun), Utc::now())
@@ -230,8 +230,7 @@ async fn run(way: Way, minutes: u64, per_min: f64) -> Out {
             }
             match seen.get(&(o.id, t.timestamp())) {
                 Some(when) => {
-                    let change_at = started + (*t - begun).to_std().unwrap_or_default();
-                    delays.push(when.saturating_duration_since(change_at));
+                    delays.push((*when - *t).to_std().unwrap_or_default());
                 }
                 None => unseen += 1,
             }
