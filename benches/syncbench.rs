@@ -1,7 +1,8 @@
 //! Continuous sync of one shop, the way a seller's day meets it: orders arrive and change all
 //! the while (the simulator's live store), and the ledger should follow.
 //!
-//! `cargo bench --bench syncbench -- [--minutes 5] [--per-min 60] [--chaos-minutes 10]`
+//! `cargo bench --bench syncbench -- [--minutes 5] [--per-min 60] [--pay 60] [--ship 300]
+//! [--sign 900] [--ways cron,sweep,messages] [--chaos-minutes 10]`
 //!
 //! The shop has a day of orders behind it when each run starts (`history_s`), so a one-day
 //! window holds what it would. Three ways to keep the shop in sync, each for `--minutes` on a
@@ -51,13 +52,17 @@ enum Way {
     Messages,
 }
 
-fn sim(per_min: f64, drills: bool) -> SimConfig {
+/// Mean seconds from creation to payment, payment to shipping, shipping to sign-off.
+#[derive(Clone, Copy)]
+struct Life(u64, u64, u64);
+
+fn sim(per_min: f64, life: Life, drills: bool) -> SimConfig {
     let mut cfg = SimConfig::demo();
     cfg.orders.live = LiveOrders {
         new_per_min: per_min,
-        pay_after_s: 20,
-        ship_after_s: 60,
-        sign_after_s: 120,
+        pay_after_s: life.0,
+        ship_after_s: life.1,
+        sign_after_s: life.2,
         close_share: 0.1,
         refund_share: 0.05,
         // A day of orders behind the shop: what a one-day window holds.
@@ -97,8 +102,12 @@ fn order_calls(h: &Harness) -> u64 {
         .sum()
 }
 
-async fn run(way: Way, minutes: u64, per_min: f64) -> Out {
-    let mut h = Harness::start(sim(per_min, way == Way::Messages), &ClientOpts::default()).await;
+async fn run(way: Way, minutes: u64, per_min: f64, life: Life) -> Out {
+    let mut h = Harness::start(
+        sim(per_min, life, way == Way::Messages),
+        &ClientOpts::default(),
+    )
+    .await;
     let app_key = h.sim.config().apps[0].app_key.clone();
     let begun: DateTime<Utc> = Utc::now();
     let every = match way {
@@ -247,8 +256,8 @@ async fn run(way: Way, minutes: u64, per_min: f64) -> Out {
 }
 
 /// Ticks every 30 s for `minutes` with 3 workers, one killed and another started every 45 s.
-async fn chaos(minutes: u64, per_min: f64) {
-    let mut h = Harness::start(sim(per_min, false), &ClientOpts::default()).await;
+async fn chaos(minutes: u64, per_min: f64, life: Life) {
+    let mut h = Harness::start(sim(per_min, life, false), &ClientOpts::default()).await;
     let (hook_url, hook_posts) = hook_receiver("bench-key", 0).await;
     h.add_hooks(&hook_url, "bench-key", "");
     let id = h.add_order_schedule("taobao", "30s", "5s", "30s").await;
@@ -330,15 +339,19 @@ async fn main() {
     let per_min: f64 = arg("--per-min", 60.0);
     let chaos_minutes: u64 = arg("--chaos-minutes", 10);
     let ways: String = arg("--ways", "cron,sweep,messages".to_string());
+    let life = Life(arg("--pay", 60), arg("--ship", 300), arg("--sign", 900));
     println!(
-        "syncbench: one shop, {per_min} new orders a minute (each paid ~20 s, shipped ~60 s, signed ~120 s later; 10% closed, 5% refunded), {minutes} min per way"
+        "syncbench: one shop with a day of orders behind it, {per_min} new orders a minute (each paid ~{} s, shipped ~{} s, signed ~{} s later; 10% closed, 5% refunded), {minutes} min per way",
+        life.0,
+        life.1,
+        life.2
     );
     let mut base_calls_per_order = 0.0;
     for way in [Way::Cron, Way::Sweep, Way::Messages]
         .into_iter()
         .filter(|w| ways.contains(&format!("{w:?}").to_lowercase()))
     {
-        let o = run(way, minutes, per_min).await;
+        let o = run(way, minutes, per_min, life).await;
         let per_order = o.calls as f64 / o.changed_orders.max(1) as f64;
         if way == Way::Cron {
             base_calls_per_order = per_order;
@@ -360,6 +373,6 @@ async fn main() {
         );
     }
     if chaos_minutes > 0 {
-        chaos(chaos_minutes, per_min).await;
+        chaos(chaos_minutes, per_min, life).await;
     }
 }
