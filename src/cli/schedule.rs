@@ -235,7 +235,13 @@ pub(crate) async fn run(cli: &Cli, cmd: &ScheduleCommand) -> Result<(), CliError
         }
         ScheduleCommand::Runs { id, limit } => {
             let s = store.schedule(*id).await?;
-            for r in store.schedule_runs(*id, *limit).await? {
+            let runs = store.schedule_runs(*id, *limit).await?;
+            if runs.is_empty() {
+                println!(
+                    "schedule {id}: no tick decided yet (the workers decide them; is one running?)"
+                );
+            }
+            for r in runs {
                 let window = r
                     .window_ms
                     .map(|(a, b)| format!(" [{} .. {})", when(a), when(b)))

@@ -106,7 +106,7 @@ pub enum StoreError {
         job_id: i64,
     },
     /// A schedule of that kind already exists for the shop.
-    #[error("ledger {db}: shop {shop} on {platform} already has a {kind} schedule (#{id}); remove it first")]
+    #[error("ledger {db}: shop {shop} on {platform} already has a schedule of {kind} (#{id}); remove it first")]
     ScheduleExists {
         /// The database (path, or URL with the password redacted).
         db: String,
