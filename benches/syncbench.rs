@@ -2,7 +2,7 @@
 //! the while (the simulator's live store), and the ledger should follow.
 //!
 //! `cargo bench --bench syncbench -- [--minutes 5] [--per-min 60] [--pay 60] [--ship 300]
-//! [--sign 900] [--ways cron,sweep,messages] [--chaos-minutes 10]`
+//! [--sign 900] [--ways cron,sweep,messages,drilled] [--chaos-minutes 10]`
 //!
 //! The shop has a day of orders behind it when each run starts (`history_s`), so a one-day
 //! window holds what it would. Three ways to keep the shop in sync, each for `--minutes` on a
@@ -11,9 +11,10 @@
 //!   --since NOW-1d --until NOW`), as a crontab line would run today's one-shot jobs;
 //! - **sweep**: `schedule add orders --every 60s --lag 5s --overlap 60s`: each run covers
 //!   from the shop's watermark;
-//! - **messages**: the worker also pulls the change messages (`--listen taobao:s1`), with a
-//!   5% loss drill, 5% of messages delivered twice and 5% delivered 30 s late; the sweep as
-//!   the safety net every 5 minutes.
+//! - **messages**: the worker also pulls the change messages (`--listen taobao:s1`); the sweep
+//!   as the safety net every 5 minutes;
+//! - **drilled**: the same with a 5% loss drill, 5% of messages delivered twice and 5%
+//!   delivered 30 s late (what the sweep is for).
 //!
 //! Counted by the simulator: the order calls (`order_list`, `message_consume`,
 //! `message_confirm`) per order it changed; the orders missing at their last state before
@@ -26,7 +27,7 @@
 //! duplicate runs, missed ticks, the coverage's gaps by the ledger's own query, and the
 //! completion hook (a receiver on loopback): deliveries per finished run.
 //!
-//! `--ways cron,sweep,messages` picks the ways (the cron baseline is always first when run).
+//! `--ways cron,sweep,messages,drilled` picks the ways (the cron baseline is always first when run).
 
 #[path = "../tests/suite/jobs_harness/mod.rs"]
 mod jobs_harness;
@@ -50,6 +51,8 @@ enum Way {
     Cron,
     Sweep,
     Messages,
+    /// Messages with the loss, duplicate and delay drills.
+    Drilled,
 }
 
 /// Mean seconds from creation to payment, payment to shipping, shipping to sign-off.
@@ -104,7 +107,7 @@ fn order_calls(h: &Harness) -> u64 {
 
 async fn run(way: Way, minutes: u64, per_min: f64, life: Life) -> Out {
     let mut h = Harness::start(
-        sim(per_min, life, way == Way::Messages),
+        sim(per_min, life, way == Way::Drilled),
         &ClientOpts::default(),
     )
     .await;
@@ -118,7 +121,7 @@ async fn run(way: Way, minutes: u64, per_min: f64, life: Life) -> Out {
         h.add_order_schedule("taobao", every, "5s", "60s").await;
     }
     let config = h.config.clone();
-    let listen: &[&str] = if way == Way::Messages {
+    let listen: &[&str] = if matches!(way, Way::Messages | Way::Drilled) {
         &["--listen", "taobao:s1"]
     } else {
         &[]
@@ -338,7 +341,7 @@ async fn main() {
     let minutes: u64 = arg("--minutes", 5);
     let per_min: f64 = arg("--per-min", 60.0);
     let chaos_minutes: u64 = arg("--chaos-minutes", 10);
-    let ways: String = arg("--ways", "cron,sweep,messages".to_string());
+    let ways: String = arg("--ways", "cron,sweep,messages,drilled".to_string());
     let life = Life(arg("--pay", 60), arg("--ship", 300), arg("--sign", 900));
     println!(
         "syncbench: one shop with a day of orders behind it, {per_min} new orders a minute (each paid ~{} s, shipped ~{} s, signed ~{} s later; 10% closed, 5% refunded), {minutes} min per way",
@@ -347,7 +350,7 @@ async fn main() {
         life.2
     );
     let mut base_calls_per_order = 0.0;
-    for way in [Way::Cron, Way::Sweep, Way::Messages]
+    for way in [Way::Cron, Way::Sweep, Way::Messages, Way::Drilled]
         .into_iter()
         .filter(|w| ways.contains(&format!("{w:?}").to_lowercase()))
     {
