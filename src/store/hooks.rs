@@ -39,28 +39,55 @@ pub struct HookRecord {
 
 type HookRow = (i64, i64, i64, String, Option<String>, Option<i64>);
 
+/// How far before the newest finish looked at a look reads again: a finish is stamped with
+/// the clock at its statement, and its transaction may commit after a later-stamped one.
+const LATE_COMMIT_MS: i64 = 60_000;
+
 impl Store {
     /// Add a pending delivery for every finish of a job since hooks were first run (the first
-    /// call marks that instant). Returns how many were added.
+    /// call marks that instant). Reads only the finishes from a minute before the newest one
+    /// already looked at (a transaction may commit a finish stamped a little earlier). Returns
+    /// how many were added.
     pub async fn fill_hook_outbox(&self) -> Result<u64, StoreError> {
         let mut c = self.conn("fill_hook_outbox").await?;
         execute!(
             c.on(),
-            sql!("INSERT INTO hook_state (id, since) VALUES (1, " NOW ") ON CONFLICT (id) DO NOTHING")
+            sql!(
+                "INSERT INTO hook_state (id, since, looked_to) VALUES (1, " NOW ", 0)
+                 ON CONFLICT (id) DO NOTHING"
+            )
         )
         .ctx(self, "fill_hook_outbox: mark the start")?;
-        execute!(
+        let (since, looked_to) = fetch!(
+            fetch_one as (i64, i64),
+            c.on(),
+            sql!("SELECT since, looked_to FROM hook_state WHERE id = 1")
+        )
+        .ctx(self, "fill_hook_outbox: read the mark")?;
+        let from = since.max(looked_to - LATE_COMMIT_MS);
+        let added = execute!(
             c.on(),
             sql!(
                 "INSERT INTO hook_deliveries (job_id, finished_at, state, next_at, created_at)
                  SELECT j.id, j.finished_at, 'pending', " NOW ", " NOW "
-                 FROM jobs j JOIN hook_state h ON h.id = 1
-                 WHERE j.status = 'finished' AND j.finished_at IS NOT NULL
-                   AND j.finished_at >= h.since
+                 FROM jobs j
+                 WHERE j.finished_at >= $1 AND j.status = 'finished'
                  ON CONFLICT (job_id, finished_at) DO NOTHING"
-            )
+            ),
+            from
         )
-        .ctx(self, "fill_hook_outbox")
+        .ctx(self, "fill_hook_outbox")?;
+        execute!(
+            c.on(),
+            sql!(
+                "UPDATE hook_state SET looked_to = (SELECT MAX(finished_at) FROM jobs
+                     WHERE finished_at >= $1)
+                 WHERE id = 1 AND EXISTS (SELECT 1 FROM jobs WHERE finished_at > looked_to)"
+            ),
+            from
+        )
+        .ctx(self, "fill_hook_outbox: move the mark")?;
+        Ok(added)
     }
 
     /// Claim one pending delivery that is due, for `lease_ms`: `None` when none is (or another

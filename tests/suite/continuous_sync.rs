@@ -354,6 +354,11 @@ async fn a_failing_hook_receiver_gets_the_finish_again_until_it_takes_it() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pushed_messages_from_1688_are_taken_once_and_the_sweep_brings_the_lost() {
     let _serial = jobs_harness::serial().await;
+    pushed_messages(Kind::Sqlite).await;
+    pushed_messages(Kind::Postgres).await;
+}
+
+async fn pushed_messages(kind: Kind) {
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
         .expect("a free port")
@@ -362,7 +367,7 @@ async fn pushed_messages_from_1688_are_taken_once_and_the_sweep_brings_the_lost(
     sim.orders.live.message_loss = 0.1;
     sim.orders.live.message_duplicate = 0.2;
     sim.orders.live.push_url = Some(format!("http://127.0.0.1:{port}/push"));
-    let mut h = Harness::start(sim, &ClientOpts::default()).await;
+    let mut h = Harness::start_on(kind, sim, &ClientOpts::default()).await;
     const AL: Platform = Platform::Alibaba;
     let id = h.add_order_schedule("alibaba", "6s", "1s", "2s").await;
     let config = h.config.clone();
@@ -395,7 +400,7 @@ async fn pushed_messages_from_1688_are_taken_once_and_the_sweep_brings_the_lost(
     let tallies = h.store.message_tallies(AL).await.expect("tallies");
     let recorded: u64 = tallies.iter().map(|t| t.received).sum();
     let delivered = h.sim.messages_delivered(AL, &app_key);
-    println!("1688: {delivered} pushes accepted or sent, {recorded} messages recorded");
+    println!("{kind:?}: {delivered} pushes accepted or sent, {recorded} messages recorded");
     assert!(recorded > 10, "{recorded} pushed messages recorded");
     assert!(
         delivered > recorded,
@@ -407,4 +412,41 @@ async fn pushed_messages_from_1688_are_taken_once_and_the_sweep_brings_the_lost(
         "orders not at their last state: {behind:?}"
     );
     assert!(checked > 5, "{checked} orders checked");
+}
+
+/// Without Redis: one process runs the embedded queue and gates, and the schedules with them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_embedded_worker_runs_the_schedules_too() {
+    let _serial = jobs_harness::serial().await;
+    let mut h = Harness::start(live_sim(), &ClientOpts::default()).await;
+    h.use_embedded();
+    let id = h.add_order_schedule("taobao", "2s", "1s", "2s").await;
+    let config = h.config.clone();
+    h.spawn_worker_with(&config, 4, 600);
+    // Long enough for the first orders to reach their last state (about 12 s of life).
+    wait_until("eight runs", Duration::from_secs(120), || async {
+        started_runs(&h, id).await >= 8
+    })
+    .await;
+    h.schedule_action("pause", id);
+    h.wait_runs_settled(id, Duration::from_secs(120)).await;
+    let view = &h.store.schedules().await.expect("schedules")[0];
+    assert!(view
+        .outcomes
+        .iter()
+        .all(|(o, _)| matches!(o, RunOutcome::Covered | RunOutcome::Skipped)));
+    assert!(h
+        .store
+        .coverage_gaps(TB, "s1")
+        .await
+        .expect("gaps")
+        .is_empty());
+    let (checked, behind) = h
+        .orders_behind(TB, None, view.watermark.expect("a watermark"))
+        .await;
+    assert!(
+        behind.is_empty(),
+        "orders not at their last state: {behind:?}"
+    );
+    assert!(checked >= 3, "{checked} orders checked");
 }
