@@ -97,7 +97,7 @@ impl Default for JobsConfig {
             schedule_check_ms: 1000,
             sync_slice_s: 1800,
             listen_batch: 100,
-            listen_every_ms: 2000,
+            listen_every_ms: 4000,
             listen_idle_max_ms: 4000,
             listen_confirm_within_ms: 4000,
         }
