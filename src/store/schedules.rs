@@ -522,29 +522,33 @@ impl Store {
     /// Started runs whose job has finished: what [`Store::settle_run`] settles.
     pub(crate) async fn finished_runs(&self) -> Result<Vec<(Schedule, ScheduleRun)>, StoreError> {
         let mut c = self.conn("finished_runs").await?;
+        // The run rows themselves: this runs every second in every worker, so one query, not
+        // one per run (and never a schedule's whole history).
         let rows = fetch!(
-            fetch_all as (i64, i64),
+            fetch_all as RunRow,
             c.on(),
             sql!(
-                "SELECT r.schedule_id, r.tick FROM schedule_runs r JOIN jobs j ON j.id = r.job_id
+                "SELECT r.schedule_id, r.tick, r.outcome, r.note, r.job_id, r.window_from,
+                        r.window_to
+                 FROM schedule_runs r JOIN jobs j ON j.id = r.job_id
                  WHERE r.outcome = 'started' AND j.status = 'finished'
                  ORDER BY r.schedule_id, r.tick"
             )
         )
         .ctx(self, "finished_runs")?;
-        let mut out = Vec::with_capacity(rows.len());
-        for (schedule_id, tick) in rows {
-            let Ok(schedule) = self.schedule(schedule_id).await else {
-                continue;
+        let mut out: Vec<(Schedule, ScheduleRun)> = Vec::with_capacity(rows.len());
+        for row in rows {
+            let run = self.run_from(row)?;
+            let schedule = match out.last() {
+                Some((s, _)) if s.id == run.schedule_id => s.clone(),
+                _ => match self.schedule(run.schedule_id).await {
+                    Ok(s) => s,
+                    // Removed meanwhile: its job finishes, nothing to settle.
+                    Err(StoreError::ScheduleNotFound { .. }) => continue,
+                    Err(e) => return Err(e),
+                },
             };
-            if let Some(run) = self
-                .schedule_runs(schedule_id, u32::MAX)
-                .await?
-                .into_iter()
-                .find(|r| r.tick_ms == tick)
-            {
-                out.push((schedule, run));
-            }
+            out.push((schedule, run));
         }
         Ok(out)
     }
