@@ -1,11 +1,11 @@
-//! `[hooks]`: the webhook a finished job (one-off or scheduled run) is posted to
-//! (docs/design.md, "Completion hooks").
+//! `[hooks]`: the webhook a finished job (one-off or scheduled run) is posted to, or the
+//! command it is handed to (docs/design.md, "Completion hooks").
 
 use super::platforms::{read_secret_env, MissingSecret};
 use crate::secret::Secret;
 use serde::Deserialize;
 
-/// Completion hooks (off unless `url` is set).
+/// Completion hooks (off unless `url` or `command` is set).
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct HooksConfig {
@@ -14,6 +14,10 @@ pub struct HooksConfig {
     /// The environment variable holding the HMAC-SHA256 key the body is signed with
     /// (`X-Syncfleet-Signature: sha256=HEX`). Required with `url`.
     pub secret_env: Option<String>,
+    /// Instead of `url`: a program and its arguments (no shell) run once per finish, the same
+    /// JSON body on its standard input and the delivery id in `SYNCFLEET_DELIVERY`; exit
+    /// status 0 means delivered, anything else (or the time limit) is retried.
+    pub command: Option<Vec<String>>,
     /// Attempts before a delivery is given up (`failed`, listed by `syncfleet hooks`).
     pub(crate) attempts: u32,
     /// Backoff after the first failed attempt; it doubles per attempt, with jitter.
@@ -29,6 +33,7 @@ impl Default for HooksConfig {
         HooksConfig {
             url: None,
             secret_env: None,
+            command: None,
             attempts: 10,
             backoff_base_ms: 1000,
             backoff_cap_s: 300,
@@ -63,6 +68,20 @@ impl HooksConfig {
                 out.push((
                     "hooks.secret_env".into(),
                     "is required with hooks.url: the variable holding the key the body is signed with".into(),
+                ));
+            }
+        }
+        if let Some(argv) = &self.command {
+            if argv.first().is_none_or(|p| p.trim().is_empty()) {
+                out.push((
+                    "hooks.command".into(),
+                    "must name a program: [\"/path/to/program\", \"arg\", ...]".into(),
+                ));
+            }
+            if self.url.is_some() {
+                out.push((
+                    "hooks.command".into(),
+                    "set either hooks.url or hooks.command, not both".into(),
                 ));
             }
         }

@@ -1,6 +1,7 @@
 //! Completion hooks: every finish of a job (a one-off job or a scheduled run) is POSTed to
 //! `[hooks] url`, its body signed with HMAC-SHA256, retried with backoff until the receiver
-//! answers 2xx (docs/design.md, "Completion hooks").
+//! answers 2xx; or handed to `[hooks] command` on its standard input, retried until it exits
+//! 0 (docs/design.md, "Completion hooks").
 //!
 //! Once per finish whatever worker finishes it: the ledger holds one delivery per (job,
 //! finish instant), filled from the finished jobs by any worker (`INSERT ... ON CONFLICT DO
@@ -21,12 +22,23 @@ pub(crate) fn signature(key: &Secret, body: &[u8]) -> String {
     format!("sha256={}", hex::encode(key.hmac_sha256(body)))
 }
 
+/// Where a delivery goes.
+#[derive(Debug, Clone)]
+enum Target {
+    /// POSTed, signed with `key`.
+    Post {
+        url: String,
+        key: Secret,
+        http: reqwest::Client,
+    },
+    /// Run: a program and its arguments, no shell.
+    Command { argv: Vec<String> },
+}
+
 /// What sends the deliveries.
 #[derive(Debug, Clone)]
 pub(crate) struct HookSender {
-    url: String,
-    key: Secret,
-    http: reqwest::Client,
+    target: Target,
     backoff: Backoff,
     attempts: u32,
     timeout: Duration,
@@ -35,11 +47,17 @@ pub(crate) struct HookSender {
 impl HookSender {
     /// The sender of `cfg`, or `None` when hooks are off.
     pub(crate) fn new(cfg: &HooksConfig, key: Option<Secret>) -> Option<HookSender> {
-        let (url, key) = (cfg.url.clone()?, key?);
+        let target = match (&cfg.url, key, &cfg.command) {
+            (Some(url), Some(key), _) => Target::Post {
+                url: url.clone(),
+                key,
+                http: reqwest::Client::new(),
+            },
+            (None, _, Some(argv)) if !argv.is_empty() => Target::Command { argv: argv.clone() },
+            _ => return None,
+        };
         Some(HookSender {
-            url,
-            key,
-            http: reqwest::Client::new(),
+            target,
             backoff: Backoff::new(
                 Duration::from_millis(cfg.backoff_base_ms.max(1)),
                 Duration::from_secs(cfg.backoff_cap_s.max(1)),
@@ -69,27 +87,83 @@ async fn body(store: &Store, d: &HookDelivery) -> Result<String, StoreError> {
     .to_string())
 }
 
-/// Send one claimed delivery and record what came of it.
-async fn deliver(store: &Store, s: &HookSender, d: &HookDelivery) -> Result<bool, StoreError> {
-    let text = body(store, d).await?;
-    let sent = s
-        .http
-        .post(&s.url)
-        .timeout(s.timeout)
+/// POST `text`: `None` when the receiver took it, else why not.
+async fn post(
+    url: &str,
+    key: &Secret,
+    http: &reqwest::Client,
+    timeout: Duration,
+    delivery: &str,
+    text: String,
+) -> Option<String> {
+    let sent = http
+        .post(url)
+        .timeout(timeout)
         .header("content-type", "application/json")
-        .header("x-syncfleet-delivery", d.delivery_id())
-        .header("x-syncfleet-signature", signature(&s.key, text.as_bytes()))
+        .header("x-syncfleet-delivery", delivery)
+        .header("x-syncfleet-signature", signature(key, text.as_bytes()))
         .body(text)
         .send()
         .await;
-    let error = match sent {
-        Ok(r) if r.status().is_success() => {
-            store.hook_delivered(d).await?;
-            return Ok(true);
-        }
-        Ok(r) => format!("the receiver answered HTTP {}", r.status().as_u16()),
+    match sent {
+        Ok(r) if r.status().is_success() => None,
+        Ok(r) => Some(format!("the receiver answered HTTP {}", r.status().as_u16())),
         // The URL, never the key; reqwest's message names the URL and the failure.
-        Err(e) => format!("not delivered: {e}"),
+        Err(e) => Some(format!("not delivered: {e}")),
+    }
+}
+
+/// Run `argv` with `text` on its standard input: `None` when it exited 0, else why not. A
+/// command past `timeout` is killed (and the delivery retried).
+async fn run_command(
+    argv: &[String],
+    timeout: Duration,
+    delivery: &str,
+    text: String,
+) -> Option<String> {
+    use tokio::io::AsyncWriteExt;
+    let (program, args) = argv.split_first()?;
+    let spawned = tokio::process::Command::new(program)
+        .args(args)
+        .env("SYNCFLEET_DELIVERY", delivery)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .spawn();
+    let mut child = match spawned {
+        Ok(c) => c,
+        Err(e) => return Some(format!("`{program}` could not be started: {e}")),
+    };
+    let run = async {
+        if let Some(mut stdin) = child.stdin.take() {
+            // A command that exits without reading its input is its own business: its exit
+            // status decides.
+            let _ = stdin.write_all(text.as_bytes()).await;
+        }
+        child.wait().await
+    };
+    match tokio::time::timeout(timeout, run).await {
+        Ok(Ok(status)) if status.success() => None,
+        Ok(Ok(status)) => Some(format!("`{program}` ended with {status}")),
+        Ok(Err(e)) => Some(format!("`{program}` could not be waited for: {e}")),
+        Err(_) => Some(format!(
+            "`{program}` ran past {} ms and was killed",
+            timeout.as_millis()
+        )),
+    }
+}
+
+/// Send one claimed delivery and record what came of it.
+async fn deliver(store: &Store, s: &HookSender, d: &HookDelivery) -> Result<bool, StoreError> {
+    let text = body(store, d).await?;
+    let id = d.delivery_id();
+    let failed = match &s.target {
+        Target::Post { url, key, http } => post(url, key, http, s.timeout, &id, text).await,
+        Target::Command { argv } => run_command(argv, s.timeout, &id, text).await,
+    };
+    let Some(error) = failed else {
+        store.hook_delivered(d).await?;
+        return Ok(true);
     };
     let retry = (d.attempts + 1 < s.attempts)
         .then(|| i64::try_from(s.backoff.equal_jitter(d.attempts).as_millis()).unwrap_or(i64::MAX));

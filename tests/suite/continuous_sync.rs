@@ -348,6 +348,65 @@ async fn a_failing_hook_receiver_gets_the_finish_again_until_it_takes_it() {
         .all(|(id, signed)| *signed && *id == mine[0].delivery.delivery_id()));
 }
 
+/// A hook command that fails once is run again after a backoff, gets the finish's JSON on its
+/// standard input and the delivery id in its environment, and is not run after it exits 0.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hook_command_runs_once_per_finish_after_a_failed_attempt() {
+    let _serial = jobs_harness::serial().await;
+    let mut h = Harness::start(live_sim(), &ClientOpts::default()).await;
+    let out = h.dir.path().join("hook-out");
+    std::fs::create_dir_all(&out).expect("dir");
+    // First run: leaves a mark and fails; later runs: record the delivery id and the body.
+    let script = format!(
+        "d='{}'; if [ ! -e \"$d/failed\" ]; then : > \"$d/failed\"; exit 3; fi; \
+         echo \"$SYNCFLEET_DELIVERY\" >> \"$d/ids\"; cat >> \"$d/bodies\"; echo >> \"$d/bodies\"",
+        out.display()
+    );
+    let text = std::fs::read_to_string(&h.config).expect("config");
+    let argv = serde_json::to_string(&["sh", "-c", &script]).expect("json");
+    std::fs::write(
+        &h.config,
+        format!("{text}\n[hooks]\ncommand = {argv}\nbackoff_base_ms = 100\n"),
+    )
+    .expect("config");
+    h.store.fill_hook_outbox().await.expect("hooks start");
+    let job = h.enqueue(&[
+        "orders",
+        "--platform",
+        "taobao",
+        "--shop",
+        "s1",
+        "--since",
+        "2026-01-01",
+        "--until",
+        "2026-01-02",
+    ]);
+    let config = h.config.clone();
+    h.spawn_worker_with(&config, 2, 600);
+    h.wait_job(job, Duration::from_secs(60)).await;
+    wait_until("the delivery taken", Duration::from_secs(60), || async {
+        h.store
+            .hook_deliveries(10)
+            .await
+            .expect("deliveries")
+            .iter()
+            .any(|d| d.delivery.job_id == job && d.state == "delivered")
+    })
+    .await;
+    let d = h.store.hook_deliveries(10).await.expect("deliveries");
+    let mine: Vec<_> = d.iter().filter(|d| d.delivery.job_id == job).collect();
+    assert_eq!(mine.len(), 1);
+    assert_eq!(mine[0].delivery.attempts, 2, "{mine:?}");
+    let ids = std::fs::read_to_string(out.join("ids")).expect("ids");
+    assert_eq!(ids.lines().collect::<Vec<_>>(), [mine[0].delivery.delivery_id()]);
+    let bodies = std::fs::read_to_string(out.join("bodies")).expect("bodies");
+    let body: serde_json::Value =
+        serde_json::from_str(bodies.trim()).expect("one JSON body on stdin");
+    assert_eq!(body["job"], job);
+    assert_eq!(body["delivery"], mine[0].delivery.delivery_id());
+    assert_eq!(body["shop"], "taobao/s1");
+}
+
 /// 1688 pushes: the simulator POSTs each change of its 1688 app to the worker's receiver
 /// (`work --receive`), 10% lost, 20% sent twice; the receiver records each message once and
 /// answers only after recording; the sweep brings what was lost.
