@@ -1,8 +1,12 @@
 //! Continuous sync of one shop, the way a seller's day meets it: orders arrive and change all
 //! the while (the simulator's live store), and the ledger should follow.
 //!
-//! `cargo bench --bench syncbench -- [--minutes 5] [--per-min 60] [--pay 60] [--ship 300]
-//! [--sign 900] [--ways cron,sweep,messages,drilled] [--chaos-minutes 10]`
+//! `cargo bench --bench syncbench -- [--minutes 5] [--per-min 60] [--shops 1] [--pay 60]
+//! [--ship 300] [--sign 900] [--ways cron,sweep,messages,drilled] [--chaos-minutes 10]`
+//!
+//! `--shops N` gives the app N shops (s1, the app's own session, and s2..sN, each with its
+//! own session), each with `--per-min` new orders: one schedule per shop, one listener for
+//! the app (TOP's message queue is the app's).
 //!
 //! The shop has a day of orders behind it when each run starts (`history_s`), so a one-day
 //! window holds what it would. Three ways to keep the shop in sync, each for `--minutes` on a
@@ -59,8 +63,20 @@ enum Way {
 #[derive(Clone, Copy)]
 struct Life(u64, u64, u64);
 
-fn sim(per_min: f64, life: Life, drills: bool) -> SimConfig {
-    let mut cfg = SimConfig::demo();
+/// The shops: (the simulator's name, the ledger's): s1 is the app's own session.
+fn shop_names(n: usize) -> Vec<(String, String)> {
+    (1..=n.max(1))
+        .map(|i| {
+            let name = format!("s{i}");
+            (if i == 1 { String::new() } else { name.clone() }, name)
+        })
+        .collect()
+}
+
+fn sim(per_min: f64, life: Life, drills: bool, shops: usize) -> SimConfig {
+    let more: Vec<String> = shop_names(shops).into_iter().skip(1).map(|s| s.1).collect();
+    let more: Vec<&str> = more.iter().map(String::as_str).collect();
+    let mut cfg = SimConfig::demo().with_shops(TB, &more);
     cfg.orders.live = LiveOrders {
         new_per_min: per_min,
         pay_after_s: life.0,
@@ -88,6 +104,9 @@ struct Out {
     checked: usize,
     delays: Vec<Duration>,
     unseen: usize,
+    /// Per covered scheduled run: from its tick to its decision, and from the decision to its
+    /// job's finish (where a sweep's delay beyond period + lag comes from).
+    runs: Vec<(Duration, Duration)>,
 }
 
 fn pct(v: &[Duration], p: usize) -> Duration {
@@ -105,20 +124,27 @@ fn order_calls(h: &Harness) -> u64 {
         .sum()
 }
 
-async fn run(way: Way, minutes: u64, per_min: f64, life: Life) -> Out {
-    let mut h = Harness::start(
-        sim(per_min, life, way == Way::Drilled),
-        &ClientOpts::default(),
-    )
-    .await;
+async fn run(way: Way, minutes: u64, per_min: f64, life: Life, n_shops: usize) -> Out {
+    let shops = shop_names(n_shops);
+    let opts = ClientOpts {
+        shops: shops.iter().skip(1).map(|s| (s.1.clone(), 1)).collect(),
+        ..ClientOpts::default()
+    };
+    let mut h = Harness::start(sim(per_min, life, way == Way::Drilled, n_shops), &opts).await;
     let app_key = h.sim.config().apps[0].app_key.clone();
     let begun: DateTime<Utc> = Utc::now();
     let every = match way {
         Way::Sweep => "60s",
         _ => "5m",
     };
+    let mut schedules = Vec::new();
     if way != Way::Cron {
-        h.add_order_schedule("taobao", every, "5s", "60s").await;
+        for (_, shop) in &shops {
+            schedules.push(
+                h.add_order_schedule_of("taobao", shop, every, "5s", "60s")
+                    .await,
+            );
+        }
     }
     let config = h.config.clone();
     let listen: &[&str] = if matches!(way, Way::Messages | Way::Drilled) {
@@ -141,17 +167,19 @@ async fn run(way: Way, minutes: u64, per_min: f64, life: Life) -> Out {
         if way == Way::Cron && Instant::now() >= next_cron {
             let now = Utc::now();
             let since = (now - chrono::Duration::days(1)).to_rfc3339();
-            h.enqueue(&[
-                "orders",
-                "--platform",
-                "taobao",
-                "--shop",
-                "s1",
-                "--since",
-                &since,
-                "--until",
-                &now.to_rfc3339(),
-            ]);
+            for (_, shop) in &shops {
+                h.enqueue(&[
+                    "orders",
+                    "--platform",
+                    "taobao",
+                    "--shop",
+                    shop,
+                    "--since",
+                    &since,
+                    "--until",
+                    &now.to_rfc3339(),
+                ]);
+            }
             next_cron += Duration::from_secs(60);
         }
         let stored: Vec<(String, i64)> = sqlx::query_as(
@@ -166,10 +194,10 @@ async fn run(way: Way, minutes: u64, per_min: f64, life: Life) -> Out {
             .filter_map(|(id, m)| Some((id.parse().ok()?, m)))
             .collect();
         let at = Utc::now();
-        for o in h
-            .sim
-            .live_orders_changed_since(TB, &app_key, "", Some(begun), Utc::now())
-        {
+        for o in shops.iter().flat_map(|(sim_shop, _)| {
+            h.sim
+                .live_orders_changed_since(TB, &app_key, sim_shop, Some(begun), Utc::now())
+        }) {
             let Some(&m) = stored.get(&o.id) else {
                 continue;
             };
@@ -182,52 +210,83 @@ async fn run(way: Way, minutes: u64, per_min: f64, life: Life) -> Out {
         tokio::time::sleep(Duration::from_millis(250)).await;
     }
     // The closing pass: one more run over everything up to now, then compare.
-    let until: DateTime<Utc> = match way {
+    let mut until: Vec<DateTime<Utc>> = Vec::new();
+    match way {
         Way::Cron => {
-            let until = Utc::now();
-            let job = h.enqueue(&[
-                "orders",
-                "--platform",
-                "taobao",
-                "--shop",
-                "s1",
-                "--since",
-                &(until - chrono::Duration::days(1)).to_rfc3339(),
-                "--until",
-                &until.to_rfc3339(),
-            ]);
-            h.wait_job(job, Duration::from_secs(300)).await;
-            until
+            let to = Utc::now();
+            for (_, shop) in &shops {
+                let job = h.enqueue(&[
+                    "orders",
+                    "--platform",
+                    "taobao",
+                    "--shop",
+                    shop,
+                    "--since",
+                    &(to - chrono::Duration::days(1)).to_rfc3339(),
+                    "--until",
+                    &to.to_rfc3339(),
+                ]);
+                h.wait_job(job, Duration::from_secs(300)).await;
+                until.push(to);
+            }
         }
         _ => {
-            let id = h.store.schedules().await.expect("schedules")[0].schedule.id;
-            h.schedule_action("resume", id);
             let asked = Utc::now();
-            let deadline = Instant::now() + Duration::from_secs(300);
-            loop {
-                let runs = h.store.schedule_runs(id, 10_000).await.expect("runs");
-                let done = runs.iter().any(|r| {
-                    r.outcome == RunOutcome::Covered
-                        && r.window_ms
-                            .is_some_and(|(_, to)| to >= asked.timestamp_millis() - 10_000)
-                });
-                if done {
-                    break;
-                }
-                assert!(Instant::now() < deadline, "the closing sweep never settled");
-                tokio::time::sleep(Duration::from_millis(200)).await;
+            for id in &schedules {
+                h.schedule_action("resume", *id);
             }
-            h.store.schedules().await.expect("schedules")[0]
-                .watermark
-                .expect("watermark")
+            for id in &schedules {
+                let deadline = Instant::now() + Duration::from_secs(300);
+                loop {
+                    let runs = h.store.schedule_runs(*id, 10_000).await.expect("runs");
+                    let done = runs.iter().any(|r| {
+                        r.outcome == RunOutcome::Covered
+                            && r.window_ms
+                                .is_some_and(|(_, to)| to >= asked.timestamp_millis() - 10_000)
+                    });
+                    if done {
+                        break;
+                    }
+                    assert!(Instant::now() < deadline, "the closing sweep never settled");
+                    tokio::time::sleep(Duration::from_millis(200)).await;
+                }
+                let views = h.store.schedules().await.expect("schedules");
+                let view = views
+                    .iter()
+                    .find(|v| v.schedule.id == *id)
+                    .expect("the schedule");
+                until.push(view.watermark.expect("watermark"));
+            }
         }
-    };
+    }
+    let timed: Vec<(i64, i64, i64)> = sqlx::query_as(
+        "SELECT r.tick, r.decided_at, j.finished_at FROM schedule_runs r JOIN jobs j ON j.id = r.job_id \
+         WHERE r.outcome = 'covered' AND j.finished_at IS NOT NULL",
+    )
+    .fetch_all(&ledger)
+    .await
+    .expect("runs");
+    let ms = |v: i64| Duration::from_millis(v.max(0) as u64);
+    let runs = timed
+        .into_iter()
+        .map(|(tick, decided, finished)| (ms(decided - tick), ms(finished - decided)))
+        .collect();
     let calls = order_calls(&h);
-    let (checked, behind) = h.orders_behind(TB, Some(begun), until).await;
-    let missed = behind.len();
-    let live = h
-        .sim
-        .live_orders_changed_since(TB, &app_key, "", Some(begun), Utc::now());
+    let mut checked = 0;
+    let mut missed = 0;
+    let mut live = Vec::new();
+    for ((sim_shop, _), to) in shops.iter().zip(&until) {
+        let (c, behind) = h.orders_behind_of(TB, sim_shop, Some(begun), *to).await;
+        checked += c;
+        missed += behind.len();
+        live.extend(h.sim.live_orders_changed_since(
+            TB,
+            &app_key,
+            sim_shop,
+            Some(begun),
+            Utc::now(),
+        ));
+    }
     let changed_orders = live
         .iter()
         .filter(|o| o.changes.iter().any(|(t, _)| *t >= begun))
@@ -255,12 +314,13 @@ async fn run(way: Way, minutes: u64, per_min: f64, life: Life) -> Out {
         checked,
         delays,
         unseen,
+        runs,
     }
 }
 
 /// Ticks every 30 s for `minutes` with 3 workers, one killed and another started every 45 s.
 async fn chaos(minutes: u64, per_min: f64, life: Life) {
-    let mut h = Harness::start(sim(per_min, life, false), &ClientOpts::default()).await;
+    let mut h = Harness::start(sim(per_min, life, false, 1), &ClientOpts::default()).await;
     let (hook_url, hook_posts) = hook_receiver("bench-key", 0).await;
     h.add_hooks(&hook_url, "bench-key", "");
     let id = h.add_order_schedule("taobao", "30s", "5s", "30s").await;
@@ -339,12 +399,13 @@ async fn main() {
         return;
     }
     let minutes: u64 = arg("--minutes", 5);
+    let n_shops: usize = arg("--shops", 1);
     let per_min: f64 = arg("--per-min", 60.0);
     let chaos_minutes: u64 = arg("--chaos-minutes", 10);
     let ways: String = arg("--ways", "cron,sweep,messages,drilled".to_string());
     let life = Life(arg("--pay", 60), arg("--ship", 300), arg("--sign", 900));
     println!(
-        "syncbench: one shop with a day of orders behind it, {per_min} new orders a minute (each paid ~{} s, shipped ~{} s, signed ~{} s later; 10% closed, 5% refunded), {minutes} min per way",
+        "syncbench: {n_shops} shop(s) of one app, each with a day of orders behind it and {per_min} new orders a minute (each paid ~{} s, shipped ~{} s, signed ~{} s later; 10% closed, 5% refunded), {minutes} min per way",
         life.0,
         life.1,
         life.2
@@ -354,7 +415,7 @@ async fn main() {
         .into_iter()
         .filter(|w| ways.contains(&format!("{w:?}").to_lowercase()))
     {
-        let o = run(way, minutes, per_min, life).await;
+        let o = run(way, minutes, per_min, life, n_shops).await;
         let per_order = o.calls as f64 / o.changed_orders.max(1) as f64;
         if way == Way::Cron {
             base_calls_per_order = per_order;
@@ -374,6 +435,19 @@ async fn main() {
             o.delays.len(),
             o.unseen
         );
+        if !o.runs.is_empty() {
+            let late: Vec<Duration> = o.runs.iter().map(|r| r.0).collect();
+            let took: Vec<Duration> = o.runs.iter().map(|r| r.1).collect();
+            println!(
+                "          {} scheduled runs: tick to decision p50 {:.2} s max {:.2} s; decision to job finished p50 {:.2} s p95 {:.2} s max {:.2} s",
+                o.runs.len(),
+                pct(&late, 50).as_secs_f64(),
+                pct(&late, 100).as_secs_f64(),
+                pct(&took, 50).as_secs_f64(),
+                pct(&took, 95).as_secs_f64(),
+                pct(&took, 100).as_secs_f64()
+            );
+        }
     }
     if chaos_minutes > 0 {
         chaos(chaos_minutes, per_min, life).await;

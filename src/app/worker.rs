@@ -19,7 +19,8 @@ pub(crate) struct RunOptions {
     /// Serve Prometheus metrics here while the worker runs (`--metrics-listen`).
     pub(crate) metrics_listen: Option<std::net::SocketAddr>,
     /// Pull these platforms' change messages while the worker runs (`--listen`).
-    pub(crate) listen: Vec<crate::jobs::listen::ListenTarget>,
+    /// (platform, the shop of its own session's messages) per `--listen`.
+    pub(crate) listen: Vec<(crate::platform::Platform, String)>,
     /// Receive 1688's pushed change messages here, for this shop (`--receive`).
     pub(crate) receive: Option<(std::net::SocketAddr, String)>,
 }
@@ -171,10 +172,11 @@ pub(crate) async fn run_worker(
                 listener,
                 rt.store.clone(),
                 secret,
-                crate::jobs::listen::ListenTarget {
-                    platform: crate::platform::Platform::Alibaba,
-                    shop: shop.clone(),
-                },
+                crate::jobs::listen::ListenTarget::new(
+                    &rt.cfg,
+                    crate::platform::Platform::Alibaba,
+                    shop.clone(),
+                ),
                 shutdown.clone(),
             )))
         }
@@ -184,12 +186,12 @@ pub(crate) async fn run_worker(
     let listeners: Vec<_> = opts
         .listen
         .iter()
-        .map(|target| {
+        .map(|(platform, shop)| {
             tokio::spawn(crate::jobs::listen::run_listen_loop(
                 gateway.clone(),
                 rt.store.clone(),
                 rt.cfg.clone(),
-                target.clone(),
+                crate::jobs::listen::ListenTarget::new(&rt.cfg, *platform, shop.clone()),
                 shutdown.clone(),
             ))
         })

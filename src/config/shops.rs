@@ -28,6 +28,10 @@ pub struct ShopConfig {
     /// Share among the shops with work waiting (1 to 1000).
     #[serde(default = "ShopConfig::default_weight")]
     pub weight: u32,
+    /// The seller's account name as the platform's change messages carry it (TOP's
+    /// `user_nick`, 1688's `userInfo`); default: the shop's name.
+    #[serde(default)]
+    pub seller: Option<String>,
 }
 
 impl ShopConfig {
@@ -107,6 +111,24 @@ impl Config {
         }
     }
 
+    /// The shops of `platform` by the seller name their change messages carry (`seller`, or
+    /// the shop's name): how a message of the app's queue finds its shop.
+    pub(crate) fn shops_by_seller(
+        &self,
+        platform: Platform,
+    ) -> std::collections::BTreeMap<String, String> {
+        self.shops
+            .iter()
+            .filter(|(_, s)| s.platform == platform)
+            .map(|(name, s)| {
+                (
+                    s.seller.clone().unwrap_or_else(|| name.clone()),
+                    name.clone(),
+                )
+            })
+            .collect()
+    }
+
     /// The configured shops, by name.
     pub fn shops(&self) -> impl Iterator<Item = (&str, &ShopConfig)> {
         self.shops.iter().map(|(n, s)| (n.as_str(), s))
@@ -118,7 +140,7 @@ mod tests {
     use super::*;
     use std::path::Path;
 
-    const TEXT: &str = "[shops.acme]\nplatform = \"taobao\"\nsession_env = \"SF_SHOPS_UNIT_ACME\"\nweight = 3\n\
+    const TEXT: &str = "[shops.acme]\nplatform = \"taobao\"\nsession_env = \"SF_SHOPS_UNIT_ACME\"\nweight = 3\nseller = \"acme-flagship\"\n\
                         [shops.beta]\nplatform = \"jd\"\nsession_env = \"SF_SHOPS_UNIT_NEVER_SET\"\n";
 
     #[test]
@@ -136,6 +158,14 @@ mod tests {
         ));
         let err = cfg.shop_session(Platform::Jd, "beta").unwrap_err();
         assert!(err.to_string().contains("SF_SHOPS_UNIT_NEVER_SET"), "{err}");
+        let taobao = cfg.shops_by_seller(Platform::Taobao);
+        assert_eq!(
+            taobao.get("acme-flagship").map(String::as_str),
+            Some("acme")
+        );
+        assert_eq!(taobao.len(), 1);
+        let jd = cfg.shops_by_seller(Platform::Jd);
+        assert_eq!(jd.get("beta").map(String::as_str), Some("beta"));
     }
 
     #[test]

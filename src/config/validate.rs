@@ -44,6 +44,21 @@ impl Config {
                 );
             }
         }
+        // Two shops of one platform under one seller name: a message could not tell them apart.
+        let mut sellers = std::collections::BTreeMap::new();
+        for (name, shop) in &self.shops {
+            let seller = shop.seller.as_deref().unwrap_or(name);
+            if let Some(first) = sellers.insert((shop.platform, seller), name) {
+                push(
+                    format!("shops.{name}.seller"),
+                    format!(
+                        "`{seller}` is already the seller of shop `{first}` on {}: each shop's change messages must name it alone",
+                        shop.platform
+                    ),
+                    false,
+                );
+            }
+        }
         for (name, entry) in &self.gates {
             let key = |field: &str| {
                 if name == "default" {

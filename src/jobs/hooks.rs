@@ -107,7 +107,10 @@ async fn post(
         .await;
     match sent {
         Ok(r) if r.status().is_success() => None,
-        Ok(r) => Some(format!("the receiver answered HTTP {}", r.status().as_u16())),
+        Ok(r) => Some(format!(
+            "the receiver answered HTTP {}",
+            r.status().as_u16()
+        )),
         // The URL, never the key; reqwest's message names the URL and the failure.
         Err(e) => Some(format!("not delivered: {e}")),
     }

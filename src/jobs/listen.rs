@@ -21,11 +21,36 @@ use std::sync::Arc;
 use std::time::Duration;
 
 /// What `--listen` names: the platform, and the shop its own session's messages belong to.
+/// One listener takes the whole app's messages: each names its seller, which finds its shop.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct ListenTarget {
     pub(crate) platform: Platform,
     /// The shop name for messages of the platform's own session (an empty seller).
     pub(crate) shop: String,
+    /// Seller name -> shop (`[shops.<name>] seller`); a seller not here is its own shop name.
+    pub(crate) sellers: std::collections::BTreeMap<String, String>,
+}
+
+impl ListenTarget {
+    /// The target for `platform`'s messages, its sellers' shops from `cfg`.
+    pub(crate) fn new(cfg: &Config, platform: Platform, shop: String) -> ListenTarget {
+        ListenTarget {
+            platform,
+            shop,
+            sellers: cfg.shops_by_seller(platform),
+        }
+    }
+
+    /// The shop a message of `seller` belongs to.
+    pub(crate) fn shop_of(&self, seller: &str) -> String {
+        if seller.is_empty() {
+            return self.shop.clone();
+        }
+        self.sellers
+            .get(seller)
+            .cloned()
+            .unwrap_or_else(|| seller.to_string())
+    }
 }
 
 /// Why a batch was not taken.
@@ -141,13 +166,7 @@ pub(crate) async fn take_messages(
         .iter()
         .filter(|m| !known.contains(&m.id) && seen.insert(m.id))
         .collect();
-    let shop_of = |m: &Message| {
-        if m.seller.is_empty() {
-            target.shop.clone()
-        } else {
-            m.seller.clone()
-        }
-    };
+    let shop_of = |m: &Message| target.shop_of(&m.seller);
     let orders: Vec<_> = fresh
         .iter()
         .filter_map(|m| {
@@ -279,6 +298,18 @@ pub(crate) async fn run_listen_loop(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_message_finds_its_shop_by_seller() {
+        let text = "[shops.acme]\nplatform = \"taobao\"\nsession_env = \"X\"\nseller = \"acme-flagship\"\n\
+                    [shops.beta]\nplatform = \"taobao\"\nsession_env = \"Y\"\n";
+        let cfg = Config::parse(std::path::Path::new("c.toml"), text).expect("config");
+        let t = ListenTarget::new(&cfg, Platform::Taobao, "own".into());
+        assert_eq!(t.shop_of("acme-flagship"), "acme");
+        assert_eq!(t.shop_of("beta"), "beta");
+        assert_eq!(t.shop_of(""), "own", "the app's own session");
+        assert_eq!(t.shop_of("stranger"), "stranger", "unknown: its own name");
+    }
 
     #[test]
     fn pulls_follow_the_flow_and_acknowledgements_are_batched() {

@@ -215,6 +215,68 @@ async fn messages_lost_repeated_or_late_leave_no_order_behind() {
     messages_with_drills(Kind::Postgres).await;
 }
 
+/// One listener takes the whole app's messages: a shop whose seller name differs from its own
+/// (`[shops.second] seller = "nick2"`) gets its orders, the app's own session's go to the
+/// listener's shop, and both are brought to their last state.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_listener_takes_the_whole_apps_messages_each_to_its_shop() {
+    let _serial = jobs_harness::serial().await;
+    let opts = ClientOpts {
+        shops: vec![("nick2".into(), 1)],
+        ..ClientOpts::default()
+    };
+    let mut h = Harness::start(live_sim().with_shops(TB, &["nick2"]), &opts).await;
+    let text = std::fs::read_to_string(&h.config).expect("config");
+    assert!(text.contains("[shops.nick2]\n"), "{text}");
+    std::fs::write(
+        &h.config,
+        text.replace("[shops.nick2]\n", "[shops.second]\nseller = \"nick2\"\n"),
+    )
+    .expect("config");
+    let begun = chrono::Utc::now();
+    let config = h.config.clone();
+    h.spawn_worker_args(&config, 4, 600, &["--listen", "taobao:s1"], &[]);
+    // Every order whose state is 10 s old is in the ledger at that state (the listener pulls
+    // every few seconds), for at least 10 such orders of each shop.
+    for sim_shop in ["", "nick2"] {
+        wait_until(
+            "the shop's orders at their state",
+            Duration::from_secs(90),
+            || async {
+                let before = chrono::Utc::now() - chrono::Duration::seconds(10);
+                let (checked, behind) = h.orders_behind_of(TB, sim_shop, Some(begun), before).await;
+                checked >= 10 && behind.is_empty()
+            },
+        )
+        .await;
+    }
+    let cut = chrono::Utc::now() - chrono::Duration::seconds(10);
+    let app_key = h
+        .sim
+        .config()
+        .app(TB)
+        .expect("a taobao app")
+        .app_key
+        .clone();
+    for (sim_shop, shop) in [("", "s1"), ("nick2", "second")] {
+        let live = h.sim.live_orders(TB, &app_key, sim_shop, cut);
+        assert!(!live.is_empty());
+        for o in live {
+            if let Some(stored) = h
+                .store
+                .get_order(TB, &o.id.to_string())
+                .await
+                .expect("read")
+            {
+                assert_eq!(stored.order.shop, shop, "order {}", o.id);
+            }
+        }
+    }
+    let tallies = h.store.message_tallies(TB).await.expect("tallies");
+    let shops: HashSet<&str> = tallies.iter().map(|t| t.shop.as_str()).collect();
+    assert_eq!(shops, HashSet::from(["s1", "second"]), "{tallies:?}");
+}
+
 /// A window of the past walked page by page (5 orders a page, 4 pages a second) while the
 /// live store changes a quarter of its orders: each change moves an order out of the window
 /// and the ones behind it a place forward. Walked from the last page back, no order that
@@ -398,7 +460,10 @@ async fn a_hook_command_runs_once_per_finish_after_a_failed_attempt() {
     assert_eq!(mine.len(), 1);
     assert_eq!(mine[0].delivery.attempts, 2, "{mine:?}");
     let ids = std::fs::read_to_string(out.join("ids")).expect("ids");
-    assert_eq!(ids.lines().collect::<Vec<_>>(), [mine[0].delivery.delivery_id()]);
+    assert_eq!(
+        ids.lines().collect::<Vec<_>>(),
+        [mine[0].delivery.delivery_id()]
+    );
     let bodies = std::fs::read_to_string(out.join("bodies")).expect("bodies");
     let body: serde_json::Value =
         serde_json::from_str(bodies.trim()).expect("one JSON body on stdin");

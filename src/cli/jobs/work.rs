@@ -4,7 +4,6 @@
 use crate::app::runtime::Runtime;
 use crate::app::worker::{run_worker, RunOptions, WorkerError};
 use crate::cli::{Cli, CliError};
-use crate::jobs::listen::ListenTarget;
 use crate::platform::{Api, Platform};
 use crate::queue::Shutdown;
 use clap::Args;
@@ -24,10 +23,12 @@ pub struct WorkArgs {
     #[arg(long, value_name = "ADDR")]
     pub(crate) metrics_listen: Option<std::net::SocketAddr>,
     /// Also pull the platform's change messages and write each change to the ledger
-    /// (`taobao`; `taobao:SHOP` names the shop its own session's messages belong to, default
+    /// (`taobao`). One listener takes the whole app's messages: each names its seller, whose
+    /// shop is the `[shops.NAME]` with that `seller` (default: the shop named like the
+    /// seller); `taobao:SHOP` names the shop of the app's own session's messages (default
     /// `default`). Repeatable. A listening worker runs without --exit-when-idle-s.
     #[arg(long, value_name = "PLATFORM[:SHOP]", value_parser = parse_listen)]
-    pub(crate) listen: Vec<ListenTarget>,
+    pub(crate) listen: Vec<(Platform, String)>,
     /// Receive 1688's pushed change messages at http://ADDR/ (its message service posts each
     /// change; point it, or the simulator's `[orders.live] push_url`, here), e.g.
     /// 127.0.0.1:7900.
@@ -44,7 +45,7 @@ pub struct WorkArgs {
 }
 
 /// `taobao` or `taobao:SHOP`; only platforms that offer pulled messages.
-fn parse_listen(s: &str) -> Result<ListenTarget, String> {
+fn parse_listen(s: &str) -> Result<(Platform, String), String> {
     let (p, shop) = s.split_once(':').unwrap_or((s, "default"));
     let platform: Platform = p
         .parse()
@@ -57,10 +58,7 @@ fn parse_listen(s: &str) -> Result<ListenTarget, String> {
     if shop.trim().is_empty() {
         return Err("the shop after `:` is empty".into());
     }
-    Ok(ListenTarget {
-        platform,
-        shop: shop.to_string(),
-    })
+    Ok((platform, shop.to_string()))
 }
 
 /// The worker's exit code from its error type: a missing secret, a second embedded worker or

@@ -18,6 +18,19 @@ impl Harness {
         lag: &str,
         overlap: &str,
     ) -> i64 {
+        self.add_order_schedule_of(platform, "s1", every, lag, overlap)
+            .await
+    }
+
+    /// [`Harness::add_order_schedule`] for shop `shop`.
+    pub async fn add_order_schedule_of(
+        &self,
+        platform: &str,
+        shop: &str,
+        every: &str,
+        lag: &str,
+        overlap: &str,
+    ) -> i64 {
         let since = (Utc::now() - chrono::Duration::seconds(5)).to_rfc3339();
         let out = self.run(&[
             "schedule",
@@ -26,7 +39,7 @@ impl Harness {
             "--platform",
             platform,
             "--shop",
-            "s1",
+            shop,
             "--every",
             every,
             "--lag",
@@ -82,6 +95,18 @@ impl Harness {
         from: Option<DateTime<Utc>>,
         before: DateTime<Utc>,
     ) -> (usize, Vec<u64>) {
+        self.orders_behind_of(platform, "", from, before).await
+    }
+
+    /// [`Harness::orders_behind`] for the simulator's shop `sim_shop` (`""`: the app's own
+    /// session).
+    pub async fn orders_behind_of(
+        &self,
+        platform: Platform,
+        sim_shop: &str,
+        from: Option<DateTime<Utc>>,
+        before: DateTime<Utc>,
+    ) -> (usize, Vec<u64>) {
         let app_key = self
             .sim
             .config()
@@ -95,7 +120,7 @@ impl Harness {
         let mut behind = Vec::new();
         for o in self
             .sim
-            .live_orders_changed_since(platform, &app_key, "", from, Utc::now())
+            .live_orders_changed_since(platform, &app_key, sim_shop, from, Utc::now())
         {
             let Some((at, status)) = o
                 .changes
