@@ -36,8 +36,8 @@ pub enum ScheduleCommand {
         /// Time between ticks: `90s`, `5m`, `1h` (a bare number is seconds).
         #[arg(long, value_parser = parse_span)]
         every: Duration,
-        /// Orders: a run covers up to its tick less this, so orders the platform is still
-        /// indexing are left for the next run.
+        /// Orders: a run reads up to now but moves the watermark only to now less this, so
+        /// orders the platform is still indexing are read again by the next run.
         #[arg(long, value_parser = parse_span, default_value = "30s")]
         lag: Duration,
         /// Orders: a run starts this long before the watermark, so a `modified` stamped late

@@ -5,7 +5,8 @@
 //! number of workers can look at once and each tick is decided once: no lease, and no tick
 //! waits for a particular worker to be up.
 //!
-//! An order run covers `[watermark - overlap, now - lag)` in slices of `[jobs] sync_slice_s`;
+//! An order run reads `[watermark - overlap, now)` in slices of `[jobs] sync_slice_s` and
+//! covers (moves the watermark to) `now - lag`;
 //! its job is created in the transaction that decides its tick, and its tasks are pushed after
 //! the commit (a push lost to a crash is pushed again by the self-healing queue).
 
@@ -154,15 +155,20 @@ async fn build_run(
             let lag = i64::try_from(schedule.lag.as_millis()).unwrap_or(i64::MAX);
             let overlap = i64::try_from(schedule.overlap.as_millis()).unwrap_or(i64::MAX);
             let every = i64::try_from(schedule.every.as_millis()).unwrap_or(i64::MAX);
-            let until_ms = now_ms.saturating_sub(lag);
+            // The run reads up to now and vouches for up to now - lag: what the platform may
+            // still be indexing is read if it shows and read again by the next run (the
+            // watermark stays behind it), and a change in the last `lag` seconds is not left
+            // for a whole period.
+            let vouched_ms = now_ms.saturating_sub(lag);
             let since_ms = match store.watermark(schedule.platform, &schedule.shop).await? {
                 Some(w) => w.saturating_sub(overlap),
-                None => until_ms.saturating_sub(every),
+                None => vouched_ms.saturating_sub(every),
             };
             // Whole seconds: the platforms stamp `modified` to the second.
             let since = at(since_ms.div_euclid(1000) * 1000);
-            let until = at(until_ms.div_euclid(1000) * 1000);
-            if until <= since {
+            let vouched = at(vouched_ms.div_euclid(1000) * 1000);
+            let until = at(now_ms.div_euclid(1000) * 1000);
+            if vouched <= since {
                 return Ok(None);
             }
             let slice = Duration::from_secs(
@@ -181,7 +187,7 @@ async fn build_run(
             (
                 spec,
                 keys,
-                Some((since.timestamp_millis(), until.timestamp_millis())),
+                Some((since.timestamp_millis(), vouched.timestamp_millis())),
             )
         }
         JobKind::Logistics => {

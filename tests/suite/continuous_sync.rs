@@ -277,6 +277,66 @@ async fn one_listener_takes_the_whole_apps_messages_each_to_its_shop() {
     assert_eq!(shops, HashSet::from(["s1", "second"]), "{tallies:?}");
 }
 
+/// A run reads up to now and vouches only for up to now - lag: with a lag of an hour (every
+/// change of the live store is younger) the runs still bring each order to its state, and the
+/// watermark stays an hour behind.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_reads_past_its_lag_and_the_watermark_stays_behind_it() {
+    let _serial = jobs_harness::serial().await;
+    let mut h = Harness::start(live_sim(), &ClientOpts::default()).await;
+    let begun = chrono::Utc::now();
+    let since = (begun - chrono::Duration::hours(2)).to_rfc3339();
+    let out = h.run(&[
+        "schedule",
+        "add",
+        "orders",
+        "--platform",
+        "taobao",
+        "--shop",
+        "s1",
+        "--every",
+        "2s",
+        "--lag",
+        "1h",
+        "--overlap",
+        "2s",
+        "--since",
+        &since,
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let id = h.store.schedules().await.expect("schedules")[0].schedule.id;
+    let config = h.config.clone();
+    h.spawn_worker_with(&config, 4, 600);
+    wait_until(
+        "every order at its state of 10 s ago",
+        Duration::from_secs(90),
+        || async {
+            let before = chrono::Utc::now() - chrono::Duration::seconds(10);
+            let (checked, behind) = h.orders_behind(TB, Some(begun), before).await;
+            checked >= 10 && behind.is_empty()
+        },
+    )
+    .await;
+    h.schedule_action("pause", id);
+    h.wait_runs_settled(id, Duration::from_secs(120)).await;
+    let view = &h.store.schedules().await.expect("schedules")[0];
+    let watermark = view.watermark.expect("a watermark");
+    assert!(
+        watermark <= chrono::Utc::now() - chrono::Duration::minutes(59),
+        "the watermark {watermark} vouches for what the lag leaves open"
+    );
+    assert!(h
+        .store
+        .coverage_gaps(TB, "s1")
+        .await
+        .expect("gaps")
+        .is_empty());
+}
+
 /// A window of the past walked page by page (5 orders a page, 4 pages a second) while the
 /// live store changes a quarter of its orders: each change moves an order out of the window
 /// and the ones behind it a place forward. Walked from the last page back, no order that
