@@ -8,6 +8,7 @@ mod hostile_answers;
 mod jobs_harness;
 mod support;
 
+mod change_messages;
 mod continuous_sync;
 mod dashboard_access;
 mod dashboard_browser;

@@ -1,0 +1,196 @@
+//! Change messages: TOP's pulled messages (one listener for the app's shops, with loss,
+//! duplicate and delay drills) and 1688's pushed ones, with the sweep as the safety net
+//! (docs/design.md, "Continuous sync"). Apart from `continuous_sync` so the two run as two
+//! test processes at once.
+
+use crate::continuous_sync::{live_sim, started_runs, wait_until};
+use crate::jobs_harness::{self, ClientOpts, Harness};
+use crate::support::ledger::Kind;
+use std::collections::HashSet;
+use std::time::Duration;
+use syncfleet::platform::Platform;
+
+const TB: Platform = Platform::Taobao;
+
+/// A listening worker with a 10% message-loss drill, 20% of messages delivered twice and 10%
+/// five seconds late, and the sweep every 6 s as the safety net.
+async fn messages_with_drills(kind: Kind) {
+    let mut sim = live_sim();
+    sim.orders.live.message_loss = 0.1;
+    sim.orders.live.message_duplicate = 0.2;
+    sim.orders.live.message_delay = 0.1;
+    sim.orders.live.message_delay_s = 5;
+    let mut h = Harness::start_on(kind, sim, &ClientOpts::default()).await;
+    let id = h.add_order_schedule("taobao", "6s", "1s", "2s").await;
+    let config = h.config.clone();
+    h.spawn_worker_args(&config, 4, 600, &["--listen", "taobao:s1"], &[]);
+    wait_until("four sweeps", Duration::from_secs(90), || async {
+        started_runs(&h, id).await >= 4
+    })
+    .await;
+    h.schedule_action("pause", id);
+    h.wait_runs_settled(id, Duration::from_secs(120)).await;
+    let view = &h.store.schedules().await.expect("schedules")[0];
+    let watermark = view.watermark.expect("a watermark");
+    let app_key = h.sim.config().apps[0].app_key.clone();
+    let tallies = h.store.message_tallies(TB).await.expect("tallies");
+    let recorded: u64 = tallies.iter().map(|t| t.received).sum();
+    let delivered = h.sim.messages_delivered(TB, &app_key);
+    let live = h.sim.live_orders(TB, &app_key, "", chrono::Utc::now());
+    let changes: usize = live.iter().map(|o| o.changes.len()).sum();
+    println!(
+        "{kind:?}: {changes} changes, {delivered} deliveries, {recorded} messages recorded, tallies {tallies:?}"
+    );
+    // Duplicates and redeliveries came, and each message was recorded once.
+    assert!(
+        delivered > recorded,
+        "{delivered} deliveries, {recorded} recorded"
+    );
+    assert!(
+        recorded > 0 && (recorded as usize) < changes,
+        "{recorded} of {changes}"
+    );
+    assert!(tallies.iter().all(|t| t.shop == "s1"), "{tallies:?}");
+    // Lost and late messages: the sweep brought every order before the watermark.
+    let (checked, behind) = h.orders_behind(TB, None, watermark).await;
+    assert!(
+        behind.is_empty(),
+        "orders not at their last state: {behind:?}"
+    );
+    assert!(checked > 5, "{checked} orders checked");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn messages_lost_repeated_or_late_leave_no_order_behind() {
+    let _serial = jobs_harness::serial().await;
+    messages_with_drills(Kind::Sqlite).await;
+    messages_with_drills(Kind::Postgres).await;
+}
+
+/// One listener takes the whole app's messages: a shop whose seller name differs from its own
+/// (`[shops.second] seller = "nick2"`) gets its orders, the app's own session's go to the
+/// listener's shop, and both are brought to their last state.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_listener_takes_the_whole_apps_messages_each_to_its_shop() {
+    let _serial = jobs_harness::serial().await;
+    let opts = ClientOpts {
+        shops: vec![("nick2".into(), 1)],
+        ..ClientOpts::default()
+    };
+    let mut h = Harness::start(live_sim().with_shops(TB, &["nick2"]), &opts).await;
+    let text = std::fs::read_to_string(&h.config).expect("config");
+    assert!(text.contains("[shops.nick2]\n"), "{text}");
+    std::fs::write(
+        &h.config,
+        text.replace("[shops.nick2]\n", "[shops.second]\nseller = \"nick2\"\n"),
+    )
+    .expect("config");
+    let begun = chrono::Utc::now();
+    let config = h.config.clone();
+    h.spawn_worker_args(&config, 4, 600, &["--listen", "taobao:s1"], &[]);
+    // Every order whose state is 10 s old is in the ledger at that state (the listener pulls
+    // every few seconds), for at least 10 such orders of each shop.
+    for sim_shop in ["", "nick2"] {
+        wait_until(
+            "the shop's orders at their state",
+            Duration::from_secs(90),
+            || async {
+                let before = chrono::Utc::now() - chrono::Duration::seconds(10);
+                let (checked, behind) = h.orders_behind_of(TB, sim_shop, Some(begun), before).await;
+                checked >= 10 && behind.is_empty()
+            },
+        )
+        .await;
+    }
+    let cut = chrono::Utc::now() - chrono::Duration::seconds(10);
+    let app_key = h
+        .sim
+        .config()
+        .app(TB)
+        .expect("a taobao app")
+        .app_key
+        .clone();
+    for (sim_shop, shop) in [("", "s1"), ("nick2", "second")] {
+        let live = h.sim.live_orders(TB, &app_key, sim_shop, cut);
+        assert!(!live.is_empty());
+        for o in live {
+            if let Some(stored) = h
+                .store
+                .get_order(TB, &o.id.to_string())
+                .await
+                .expect("read")
+            {
+                assert_eq!(stored.order.shop, shop, "order {}", o.id);
+            }
+        }
+    }
+    let tallies = h.store.message_tallies(TB).await.expect("tallies");
+    let shops: HashSet<&str> = tallies.iter().map(|t| t.shop.as_str()).collect();
+    assert_eq!(shops, HashSet::from(["s1", "second"]), "{tallies:?}");
+}
+
+/// 1688 pushes: the simulator POSTs each change of its 1688 app to the worker's receiver
+/// (`work --receive`), 10% lost, 20% sent twice; the receiver records each message once and
+/// answers only after recording; the sweep brings what was lost.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pushed_messages_from_1688_are_taken_once_and_the_sweep_brings_the_lost() {
+    let _serial = jobs_harness::serial().await;
+    pushed_messages(Kind::Sqlite).await;
+    pushed_messages(Kind::Postgres).await;
+}
+
+async fn pushed_messages(kind: Kind) {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port();
+    let mut sim = live_sim();
+    sim.orders.live.message_loss = 0.1;
+    sim.orders.live.message_duplicate = 0.2;
+    sim.orders.live.push_url = Some(format!("http://127.0.0.1:{port}/push"));
+    let mut h = Harness::start_on(kind, sim, &ClientOpts::default()).await;
+    const AL: Platform = Platform::Alibaba;
+    let id = h.add_order_schedule("alibaba", "6s", "1s", "2s").await;
+    let config = h.config.clone();
+    let addr = format!("127.0.0.1:{port}");
+    h.spawn_worker_args(
+        &config,
+        4,
+        600,
+        &["--receive", &addr, "--receive-shop", "s1"],
+        &[],
+    );
+    wait_until("three sweeps", Duration::from_secs(90), || async {
+        started_runs(&h, id).await >= 3
+    })
+    .await;
+    h.schedule_action("pause", id);
+    h.wait_runs_settled(id, Duration::from_secs(120)).await;
+    let watermark = h.store.schedules().await.expect("schedules")[0]
+        .watermark
+        .expect("a watermark");
+    let app_key = h
+        .sim
+        .config()
+        .apps
+        .iter()
+        .find(|a| a.platform == AL)
+        .expect("a 1688 app")
+        .app_key
+        .clone();
+    let tallies = h.store.message_tallies(AL).await.expect("tallies");
+    let recorded: u64 = tallies.iter().map(|t| t.received).sum();
+    let delivered = h.sim.messages_delivered(AL, &app_key);
+    println!("{kind:?}: {delivered} pushes accepted or sent, {recorded} messages recorded");
+    assert!(recorded > 10, "{recorded} pushed messages recorded");
+    assert!(
+        delivered > recorded,
+        "{delivered} pushes, {recorded} recorded"
+    );
+    let (checked, behind) = h.orders_behind(AL, None, watermark).await;
+    assert!(
+        behind.is_empty(),
+        "orders not at their last state: {behind:?}"
+    );
+    assert!(checked > 5, "{checked} orders checked");
+}
