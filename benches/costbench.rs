@@ -9,6 +9,12 @@
 //! without it for the CPU figures (`MONITOR` costs the server CPU of its own). Platform calls
 //! are the simulator's count.
 //!
+//! The baseline, in the same run: the same listing's two calls per item made by W bare
+//! apalis-redis worker processes (this program again, `--bare-worker`): apalis's own Redis
+//! storage, the same signed HTTP calls through the same platform client, and nothing else (no
+//! gates, no ledger, no link layer). Its worker CPU per 1,000 calls is what the fleet's
+//! machinery is compared against; its Redis CPU is apalis's own queue.
+//!
 //! A benchmark (harness = false) because it needs the built `syncfleet` binary for its worker
 //! processes; under `cargo test` it does nothing.
 
@@ -17,12 +23,16 @@ mod jobs_harness;
 #[path = "../tests/suite/support/mod.rs"]
 mod support;
 
+use apalis::prelude::{BackendExt, TaskSink, WorkerBuilder, WorkerBuilderExt};
+use apalis_redis::{Config as ApalisRedisConfig, RedisStorage};
 use jobs_harness::{arg, ClientOpts, Harness};
 use sha1::{Digest, Sha1};
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+use syncfleet::config::Config;
 use syncfleet::platform::{Api, Platform};
+use syncfleet::platform::{ApiRequest, ApiResponse};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 
 /// The project's Lua scripts, by the SHA1 that EVALSHA names them with.
@@ -267,8 +277,137 @@ async fn run(items: u64, rate: u64, workers: usize, counts: Option<Arc<Mutex<Cou
     }
 }
 
+/// The apalis queue the bare workers share.
+const BARE_QUEUE: &str = "costbench-bare";
+
+/// A bare apalis-redis worker: each task is an item id; read it on 1688, list it on Taobao,
+/// the same two signed calls a listing item makes. Runs until killed.
+async fn bare_worker() {
+    let config: String = arg("--config", String::new());
+    let url: String = arg("--redis", String::new());
+    let concurrency: usize = arg("--concurrency", 8);
+    let cfg = Config::load(std::path::Path::new(&config)).expect("the harness's config");
+    let sim = jobs_harness::listing_sim();
+    let client = |p: Platform| {
+        sim.client(p, cfg.platform(p).expect("platform config"))
+            .expect("a client")
+    };
+    let (read, write) = (
+        Arc::new(client(Platform::Alibaba)),
+        Arc::new(client(Platform::Taobao)),
+    );
+    let conn = apalis_redis::connect(url.as_str()).await.expect("redis");
+    let storage = RedisStorage::<u64, _>::new(conn).with_config(
+        ApalisRedisConfig::default()
+            .queue(BARE_QUEUE)
+            .batch_size(concurrency),
+    );
+    let handler = move |item: u64| {
+        let (read, write) = (read.clone(), write.clone());
+        async move {
+            let timeout = Duration::from_secs(10);
+            let got = read
+                .call(
+                    &ApiRequest::ItemGet {
+                        item_id: item.to_string(),
+                    },
+                    timeout,
+                )
+                .await?;
+            let ApiResponse::Item(it) = got else {
+                return Err("item_get answered something else".into());
+            };
+            write
+                .call(
+                    &ApiRequest::ItemAdd {
+                        title: it.title,
+                        price: it.price,
+                        quantity: it.quantity,
+                        out_request_id: format!("bare:{item}"),
+                    },
+                    timeout,
+                )
+                .await?;
+            Ok::<(), apalis::prelude::BoxDynError>(())
+        }
+    };
+    let worker = WorkerBuilder::new(format!("bare-{}", std::process::id()))
+        .backend(storage.poll_with_interval(Duration::from_millis(10)))
+        .concurrency(concurrency)
+        .build(handler);
+    let run: futures::future::BoxFuture<'static, _> = Box::pin(worker.run());
+    let _ = run.await;
+}
+
+/// The baseline run: `items` tasks pushed to apalis's Redis storage, `workers` bare worker
+/// processes until the simulator counted both calls of every item.
+async fn bare(items: u64, workers: usize) -> Run {
+    let h = Harness::start(jobs_harness::listing_sim(), &ClientOpts::default()).await;
+    let conn = apalis_redis::connect(h.redis.url.as_str())
+        .await
+        .expect("redis");
+    let mut storage = RedisStorage::<u64, _>::new(conn)
+        .with_config(ApalisRedisConfig::default().queue(BARE_QUEUE));
+    let ids: Vec<u64> = (1..=items).collect();
+    for chunk in ids.chunks(1000) {
+        storage.push_bulk(chunk.to_vec()).await.expect("push");
+    }
+    let calls = || {
+        h.stats(Platform::Alibaba, Api::ItemGet).calls
+            + h.stats(Platform::Taobao, Api::ItemAdd).calls
+    };
+    let cpu0 = redis_cpu(&h.redis.url).await;
+    let started = Instant::now();
+    let exe = std::env::current_exe().expect("this program");
+    let mut children: Vec<std::process::Child> = (0..workers)
+        .map(|_| {
+            std::process::Command::new(&exe)
+                .args(["--bare-worker", "--config"])
+                .arg(&h.config)
+                .args(["--redis", &h.redis.url, "--concurrency", "8"])
+                .stdout(std::process::Stdio::null())
+                .spawn()
+                .expect("a bare worker")
+        })
+        .collect();
+    let mut cpu: BTreeMap<u32, f64> = BTreeMap::new();
+    while calls() < 2 * items {
+        for c in &children {
+            if let Some(s) = process_cpu(c.id()) {
+                cpu.insert(c.id(), s);
+            }
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(1800),
+            "the bare workers hang"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let took = started.elapsed();
+    for c in &children {
+        if let Some(s) = process_cpu(c.id()) {
+            cpu.insert(c.id(), s);
+        }
+    }
+    let cpu1 = redis_cpu(&h.redis.url).await;
+    for c in &mut children {
+        let _ = c.kill();
+        let _ = c.wait();
+    }
+    Run {
+        calls: calls(),
+        took,
+        redis_cpu_s: cpu1 - cpu0,
+        worker_cpu_s: cpu.values().sum(),
+    }
+}
+
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() {
+    if std::env::args().any(|a| a == "--bare-worker") {
+        bare_worker().await;
+        return;
+    }
     if !std::env::args().any(|a| a == "--bench") {
         println!("costbench: run it with `cargo bench --bench costbench`");
         return;
@@ -308,5 +447,16 @@ async fn main() {
         1e6 * plain.redis_cpu_s / plain.calls as f64,
         plain.worker_cpu_s,
         1e6 * plain.worker_cpu_s / plain.calls as f64,
+    );
+    let base = bare(items, workers).await;
+    println!(
+        "bare apalis-redis workers (baseline): {} platform calls in {:.1} s; Redis CPU {:.2} s ({:.1} ms per 1,000 calls); workers' CPU {:.2} s ({:.1} ms per 1,000 calls); syncfleet's worker CPU per call {:.2}x the baseline's",
+        base.calls,
+        base.took.as_secs_f64(),
+        base.redis_cpu_s,
+        1e6 * base.redis_cpu_s / base.calls as f64,
+        base.worker_cpu_s,
+        1e6 * base.worker_cpu_s / base.calls as f64,
+        (plain.worker_cpu_s / plain.calls as f64) / (base.worker_cpu_s / base.calls as f64).max(1e-12),
     );
 }
