@@ -263,6 +263,38 @@ per_second_cap = 400
     }
 
     #[test]
+    fn a_hook_is_a_url_or_a_command_not_both_and_one_seller_names_one_shop() {
+        let both = parse(
+            "[hooks]\nurl = \"http://127.0.0.1:9/h\"\nsecret_env = \"K\"\ncommand = [\"/bin/true\"]\n",
+        )
+        .unwrap_err();
+        assert!(both.0.iter().any(|p| p.key == "hooks.command"), "{both}");
+        let empty = parse("[hooks]\ncommand = []\n").unwrap_err();
+        assert!(empty.0.iter().any(|p| p.key == "hooks.command"), "{empty}");
+        let cfg = parse("[hooks]\ncommand = [\"/usr/local/bin/on-finish\", \"--to\", \"ops\"]\n")
+            .unwrap();
+        assert!(
+            cfg.hooks.secret().unwrap().is_none(),
+            "a command needs no key"
+        );
+        let twice = parse(
+            "[shops.a]\nplatform = \"taobao\"\nsession_env = \"A\"\nseller = \"x\"\n\
+             [shops.x]\nplatform = \"taobao\"\nsession_env = \"B\"\n",
+        )
+        .unwrap_err();
+        assert!(
+            twice.0.iter().any(|p| p.key.ends_with(".seller")),
+            "{twice}"
+        );
+        // The same seller name on two platforms is two sellers.
+        parse(
+            "[shops.a]\nplatform = \"taobao\"\nsession_env = \"A\"\nseller = \"x\"\n\
+             [shops.b]\nplatform = \"jd\"\nsession_env = \"B\"\nseller = \"x\"\n",
+        )
+        .unwrap();
+    }
+
+    #[test]
     fn unknown_key_is_rejected_with_line() {
         let err = parse("[queue]\nchunk_size = 10\nchunk_sise = 3\n").unwrap_err();
         let p = &err.0[0];
