@@ -124,6 +124,21 @@ fn order_calls(h: &Harness) -> u64 {
         .sum()
 }
 
+/// `enqueue orders` of `shop` over the day before `until`: what the cron line runs.
+fn enqueue_day(h: &Harness, shop: &str, until: DateTime<Utc>) -> i64 {
+    h.enqueue(&[
+        "orders",
+        "--platform",
+        "taobao",
+        "--shop",
+        shop,
+        "--since",
+        &(until - chrono::Duration::days(1)).to_rfc3339(),
+        "--until",
+        &until.to_rfc3339(),
+    ])
+}
+
 async fn run(way: Way, minutes: u64, per_min: f64, life: Life, n_shops: usize) -> Out {
     let shops = shop_names(n_shops);
     let opts = ClientOpts {
@@ -166,19 +181,8 @@ async fn run(way: Way, minutes: u64, per_min: f64, life: Life, n_shops: usize) -
     while Instant::now() < end {
         if way == Way::Cron && Instant::now() >= next_cron {
             let now = Utc::now();
-            let since = (now - chrono::Duration::days(1)).to_rfc3339();
             for (_, shop) in &shops {
-                h.enqueue(&[
-                    "orders",
-                    "--platform",
-                    "taobao",
-                    "--shop",
-                    shop,
-                    "--since",
-                    &since,
-                    "--until",
-                    &now.to_rfc3339(),
-                ]);
+                enqueue_day(&h, shop, now);
             }
             next_cron += Duration::from_secs(60);
         }
@@ -215,17 +219,7 @@ async fn run(way: Way, minutes: u64, per_min: f64, life: Life, n_shops: usize) -
         Way::Cron => {
             let to = Utc::now();
             for (_, shop) in &shops {
-                let job = h.enqueue(&[
-                    "orders",
-                    "--platform",
-                    "taobao",
-                    "--shop",
-                    shop,
-                    "--since",
-                    &(to - chrono::Duration::days(1)).to_rfc3339(),
-                    "--until",
-                    &to.to_rfc3339(),
-                ]);
+                let job = enqueue_day(&h, shop, to);
                 h.wait_job(job, Duration::from_secs(300)).await;
                 until.push(to);
             }

@@ -98,6 +98,22 @@ impl Harness {
         self.orders_behind_of(platform, "", from, before).await
     }
 
+    /// Assert that every live order of `platform` whose last change is before `watermark` is
+    /// in the ledger at that state, and that at least `at_least` were checked.
+    pub async fn assert_caught_up(
+        &self,
+        platform: Platform,
+        watermark: DateTime<Utc>,
+        at_least: usize,
+    ) {
+        let (checked, behind) = self.orders_behind(platform, None, watermark).await;
+        assert!(
+            behind.is_empty(),
+            "orders not at their last state: {behind:?}"
+        );
+        assert!(checked >= at_least, "{checked} orders checked");
+    }
+
     /// [`Harness::orders_behind`] for the simulator's shop `sim_shop` (`""`: the app's own
     /// session).
     pub async fn orders_behind_of(
