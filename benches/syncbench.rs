@@ -415,12 +415,16 @@ async fn main() {
             base_calls_per_order = per_order;
         }
         println!(
-            "{:<9} order calls {:>5}  changed orders {:>4}  calls per changed order {:>6.3} ({:.3} of cron)  missed {}/{}  change-to-ledger p50 {:.1} s p95 {:.1} s max {:.1} s ({} changes, {} never seen while it ran)",
+            "{:<9} order calls {:>5}  changed orders {:>4}  calls per changed order {:>6.3} ({} of cron)  missed {}/{}  change-to-ledger p50 {:.1} s p95 {:.1} s max {:.1} s ({} changes, {} never seen while it ran)",
             format!("{way:?}").to_lowercase(),
             o.calls,
             o.changed_orders,
             per_order,
-            per_order / base_calls_per_order.max(1e-9),
+            if base_calls_per_order > 0.0 {
+                format!("{:.3}", per_order / base_calls_per_order)
+            } else {
+                "n/a".to_string()
+            },
             o.missed,
             o.checked,
             pct(&o.delays, 50).as_secs_f64(),
