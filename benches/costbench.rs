@@ -215,6 +215,16 @@ fn process_cpu(pid: u32) -> Option<f64> {
     Some(ticks / 100.0)
 }
 
+/// Record the CPU seconds of each live process of `pids` (the last reading of one that is
+/// gone stays).
+fn sample_cpu(cpu: &mut BTreeMap<u32, f64>, pids: impl IntoIterator<Item = u32>) {
+    for pid in pids {
+        if let Some(s) = process_cpu(pid) {
+            cpu.insert(pid, s);
+        }
+    }
+}
+
 struct Run {
     calls: u64,
     took: Duration,
@@ -238,11 +248,7 @@ async fn run(items: u64, rate: u64, workers: usize, counts: Option<Arc<Mutex<Cou
     let pids: Vec<u32> = (0..workers).map(|_| h.spawn_worker(8, 3_600)).collect();
     let mut cpu: BTreeMap<u32, f64> = BTreeMap::new();
     loop {
-        for &pid in &pids {
-            if let Some(s) = process_cpu(pid) {
-                cpu.insert(pid, s);
-            }
-        }
+        sample_cpu(&mut cpu, pids.iter().copied());
         let s = h.store.job_status(job).await.expect("status");
         if s.job.counts.pending == 0 {
             break;
@@ -254,11 +260,7 @@ async fn run(items: u64, rate: u64, workers: usize, counts: Option<Arc<Mutex<Cou
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
     let took = started.elapsed();
-    for &pid in &pids {
-        if let Some(s) = process_cpu(pid) {
-            cpu.insert(pid, s);
-        }
-    }
+    sample_cpu(&mut cpu, pids.iter().copied());
     let cpu1 = redis_cpu(&h.redis.url).await;
     if let Some(w) = watch {
         w.abort();
@@ -372,11 +374,7 @@ async fn bare(items: u64, workers: usize) -> Run {
         .collect();
     let mut cpu: BTreeMap<u32, f64> = BTreeMap::new();
     while calls() < 2 * items {
-        for c in &children {
-            if let Some(s) = process_cpu(c.id()) {
-                cpu.insert(c.id(), s);
-            }
-        }
+        sample_cpu(&mut cpu, children.iter().map(std::process::Child::id));
         assert!(
             started.elapsed() < Duration::from_secs(1800),
             "the bare workers hang"
@@ -384,11 +382,7 @@ async fn bare(items: u64, workers: usize) -> Run {
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
     let took = started.elapsed();
-    for c in &children {
-        if let Some(s) = process_cpu(c.id()) {
-            cpu.insert(c.id(), s);
-        }
-    }
+    sample_cpu(&mut cpu, children.iter().map(std::process::Child::id));
     let cpu1 = redis_cpu(&h.redis.url).await;
     for c in &mut children {
         let _ = c.kill();

@@ -12,27 +12,19 @@
 use crate::config::HooksConfig;
 use crate::jobs::spec::JobSpec;
 use crate::link::backoff::Backoff;
+use crate::platform::webhook::Webhook;
 use crate::secret::Secret;
 use crate::shutdown::Shutdown;
 use crate::store::{HookDelivery, Store, StoreError};
 use std::time::Duration;
 
-/// `sha256=HEX` of the body under `key`: the `X-Syncfleet-Signature` header.
-pub(crate) fn signature(key: &Secret, body: &[u8]) -> String {
-    format!("sha256={}", hex::encode(key.hmac_sha256(body)))
-}
-
 /// Where a delivery goes.
 #[derive(Debug, Clone)]
 enum Target {
-    /// POSTed, signed with `key`.
-    Post {
-        url: String,
-        key: Secret,
-        http: reqwest::Client,
-    },
+    /// POSTed, signed.
+    Post(Webhook),
     /// Run: a program and its arguments, no shell.
-    Command { argv: Vec<String> },
+    Command { program: String, args: Vec<String> },
 }
 
 /// What sends the deliveries.
@@ -48,12 +40,14 @@ impl HookSender {
     /// The sender of `cfg`, or `None` when hooks are off.
     pub(crate) fn new(cfg: &HooksConfig, key: Option<Secret>) -> Option<HookSender> {
         let target = match (&cfg.url, key, &cfg.command) {
-            (Some(url), Some(key), _) => Target::Post {
-                url: url.clone(),
-                key,
-                http: reqwest::Client::new(),
+            (Some(url), Some(key), _) => Target::Post(Webhook::new(url.clone(), key)),
+            (None, _, Some(argv)) => match argv.split_first() {
+                Some((program, args)) => Target::Command {
+                    program: program.clone(),
+                    args: args.to_vec(),
+                },
+                None => return None,
             },
-            (None, _, Some(argv)) if !argv.is_empty() => Target::Command { argv: argv.clone() },
             _ => return None,
         };
         Some(HookSender {
@@ -87,45 +81,16 @@ async fn body(store: &Store, d: &HookDelivery) -> Result<String, StoreError> {
     .to_string())
 }
 
-/// POST `text`: `None` when the receiver took it, else why not.
-async fn post(
-    url: &str,
-    key: &Secret,
-    http: &reqwest::Client,
-    timeout: Duration,
-    delivery: &str,
-    text: String,
-) -> Option<String> {
-    let sent = http
-        .post(url)
-        .timeout(timeout)
-        .header("content-type", "application/json")
-        .header("x-syncfleet-delivery", delivery)
-        .header("x-syncfleet-signature", signature(key, text.as_bytes()))
-        .body(text)
-        .send()
-        .await;
-    match sent {
-        Ok(r) if r.status().is_success() => None,
-        Ok(r) => Some(format!(
-            "the receiver answered HTTP {}",
-            r.status().as_u16()
-        )),
-        // The URL, never the key; reqwest's message names the URL and the failure.
-        Err(e) => Some(format!("not delivered: {e}")),
-    }
-}
-
-/// Run `argv` with `text` on its standard input: `None` when it exited 0, else why not. A
-/// command past `timeout` is killed (and the delivery retried).
+/// Run `program` with `text` on its standard input: `None` when it exited 0, else why not.
+/// A command past `timeout` is killed (and the delivery retried).
 async fn run_command(
-    argv: &[String],
+    program: &str,
+    args: &[String],
     timeout: Duration,
     delivery: &str,
     text: String,
 ) -> Option<String> {
     use tokio::io::AsyncWriteExt;
-    let (program, args) = argv.split_first()?;
     let spawned = tokio::process::Command::new(program)
         .args(args)
         .env("SYNCFLEET_DELIVERY", delivery)
@@ -161,8 +126,8 @@ async fn deliver(store: &Store, s: &HookSender, d: &HookDelivery) -> Result<bool
     let text = body(store, d).await?;
     let id = d.delivery_id();
     let failed = match &s.target {
-        Target::Post { url, key, http } => post(url, key, http, s.timeout, &id, text).await,
-        Target::Command { argv } => run_command(argv, s.timeout, &id, text).await,
+        Target::Post(hook) => hook.post(s.timeout, &id, text).await,
+        Target::Command { program, args } => run_command(program, args, s.timeout, &id, text).await,
     };
     let Some(error) = failed else {
         store.hook_delivered(d).await?;
@@ -207,19 +172,5 @@ pub(crate) async fn run_hook_loop(
         if let Err(e) = hooks_once(&store, &s).await {
             tracing::warn!("completion hooks not sent this round (the next one tries again): {e}");
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_signature_is_hmac_sha256_of_the_body() {
-        // RFC 4231, test case 2.
-        assert_eq!(
-            signature(&Secret::new("Jefe"), b"what do ya want for nothing?"),
-            "sha256=5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843"
-        );
     }
 }

@@ -9,6 +9,7 @@ mod json;
 pub(crate) mod model;
 pub mod sign;
 pub(crate) mod taobao;
+pub(crate) mod webhook;
 
 pub use classify::{CallError, TransportError};
 pub use client::{PlatformClient, RawResponse};
