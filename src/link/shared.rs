@@ -21,7 +21,6 @@
 use super::retry_budget::RetryBudgetPolicy;
 use crate::platform::{Api, Platform};
 use chrono::{DateTime, TimeZone, Utc};
-use redis::aio::ConnectionManager;
 use redis::{AsyncCommands, Script};
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -45,7 +44,7 @@ type Uncounted = (u64, Instant);
 /// A handle on the fleet's link state. Cheap to clone.
 #[derive(Clone)]
 pub struct FleetLink {
-    conn: ConnectionManager,
+    conn: crate::redis_conn::Conn,
     namespace: String,
     trip: std::sync::Arc<Script>,
     lease: std::sync::Arc<Script>,
@@ -97,8 +96,9 @@ impl FleetLink {
     /// Connect to the fleet's Redis; keys live under `namespace` (the gates' namespace, `sf`).
     pub async fn connect(url: &str, namespace: &str) -> Result<FleetLink, FleetLinkError> {
         let client =
-            crate::redis_conn::client(url).map_err(|e| FleetLinkError::BadUrl(e.to_string()))?;
-        let conn = crate::redis_conn::manager(client, FLEET_REPLY_TIMEOUT)
+            crate::redis_conn::target(url).map_err(|e| FleetLinkError::BadUrl(e.to_string()))?;
+        let conn = client
+            .connect(FLEET_REPLY_TIMEOUT)
             .await
             .map_err(|e| FleetLinkError::Connect(e.to_string()))?;
         Ok(FleetLink {

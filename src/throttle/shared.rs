@@ -12,7 +12,6 @@ use super::{
 };
 use crate::config::GateConfig;
 use crate::platform::{Api, Platform};
-use redis::aio::ConnectionManager;
 use redis::Script;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -155,7 +154,7 @@ impl Pending {
 }
 
 pub(crate) struct RedisGates {
-    conn: ConnectionManager,
+    conn: crate::redis_conn::Conn,
     namespace: String,
     acquire: Script,
     report: Script,
@@ -166,7 +165,7 @@ pub(crate) struct RedisGates {
     in_doubt: Mutex<HashMap<(Platform, Api), (u64, Pending)>>,
     kick: mpsc::UnboundedSender<()>,
     kick_rx: Mutex<Option<mpsc::UnboundedReceiver<()>>>,
-    client: redis::Client,
+    client: crate::redis_conn::RedisTarget,
     /// Last time (ms since start) an error of the gate state was logged: at most one per 10 s.
     last_error_log: AtomicU64,
     started: Instant,
@@ -194,8 +193,9 @@ impl RedisGates {
     }
 
     pub(crate) async fn connect(url: &str, namespace: &str) -> Result<RedisGates, GateError> {
-        let client = crate::redis_conn::client(url).map_err(GateError::BadUrl)?;
-        let mut conn = crate::redis_conn::manager(client.clone(), GATE_REPLY_TIMEOUT)
+        let client = crate::redis_conn::target(url).map_err(GateError::BadUrl)?;
+        let mut conn = client
+            .connect(GATE_REPLY_TIMEOUT)
             .await
             .map_err(GateError::Connect)?;
         let server: (u64, u64) = redis::cmd("TIME")
@@ -247,7 +247,7 @@ impl RedisGates {
     }
 
     /// Where pause announcements are heard: the client and the channel.
-    pub(crate) fn pause_feed(&self) -> (redis::Client, String) {
+    pub(crate) fn pause_feed(&self) -> (crate::redis_conn::RedisTarget, String) {
         (self.client.clone(), pause_channel(&self.namespace))
     }
 
@@ -680,10 +680,21 @@ fn parse_pause(payload: &str) -> Option<(Platform, Api, Duration, String)> {
 /// that are already granted and sleeping do not fire into a ban another worker just met.
 /// Best effort (the script's pause check is the guarantee); reconnects every second; ends with
 /// the last `Gates` clone.
-pub(crate) fn spawn_pause_listener(inner: Weak<Inner>, (client, channel): (redis::Client, String)) {
+pub(crate) fn spawn_pause_listener(
+    inner: Weak<Inner>,
+    (target, channel): (crate::redis_conn::RedisTarget, String),
+) {
     tokio::spawn(async move {
         use futures::StreamExt;
         while inner.strong_count() > 0 {
+            // Through Sentinel, the primary of now (a failover ends the old subscription).
+            let client = match target.client().await {
+                Ok(c) => c,
+                Err(_) => {
+                    tokio::time::sleep(Duration::from_secs(1)).await;
+                    continue;
+                }
+            };
             let mut pubsub = match client.get_async_pubsub().await {
                 Ok(p) => p,
                 Err(_) => {

@@ -34,7 +34,6 @@ use apalis_core::layers::Identity;
 use apalis_core::task::task_id::RandomId;
 use futures::future::BoxFuture;
 use futures::FutureExt;
-use redis::aio::ConnectionManager;
 use redis::{RedisError, Script};
 use tracing::{debug, info, warn};
 
@@ -176,7 +175,7 @@ impl Keys {
 /// The Redis Streams queue: producer side and worker runner.
 #[derive(Clone)]
 pub struct RedisQueue {
-    conn: ConnectionManager,
+    conn: crate::redis_conn::Conn,
     keys: Keys,
     opts: QueueOptions,
     url: String,
@@ -192,15 +191,13 @@ impl RedisQueue {
             url: red.clone(),
             msg: e.to_string(),
         };
-        let client = crate::redis_conn::client(url).map_err(|e| QueueError::Redis {
+        let client = crate::redis_conn::target(url).map_err(|e| QueueError::Redis {
             url: red.clone(),
             msg: e.to_string(),
         })?;
         // A 20k-task pipeline takes far longer than the 500 ms default response timeout;
         // a timed-out push would be retried and duplicated.
-        let conn = crate::redis_conn::manager(client, Duration::from_secs(10))
-            .await
-            .map_err(err)?;
+        let conn = client.connect(Duration::from_secs(10)).await.map_err(err)?;
         let q = RedisQueue {
             conn,
             keys: Keys::new(&opts.name),
@@ -220,7 +217,7 @@ impl RedisQueue {
         opts: QueueOptions,
         shutdown: &Shutdown,
     ) -> Result<RedisQueue, QueueError> {
-        if let Err(e) = crate::redis_conn::client(url) {
+        if let Err(e) = crate::redis_conn::target(url) {
             return Err(QueueError::Redis {
                 url: redact(url),
                 msg: e.to_string(),

@@ -6,4 +6,5 @@ pub mod postgres;
 pub mod proxy;
 pub mod queue;
 pub mod redis;
+pub mod sentinel;
 pub mod tls;

@@ -125,6 +125,16 @@ impl TestRedis {
         self.child.is_some()
     }
 
+    /// A Redis reached by `url` whose processes another owner keeps (a Sentinel set, say):
+    /// nothing is started or killed here.
+    pub fn external(url: String) -> TestRedis {
+        TestRedis {
+            url,
+            prefix: unique_prefix(),
+            child: None,
+        }
+    }
+
     /// Use `REDIS_URL`, or start a private `redis-server` and wait until it answers PING.
     pub fn start() -> TestRedis {
         if let Ok(url) = std::env::var("REDIS_URL") {

@@ -9,12 +9,23 @@
 //! server that asks for client certificates gets the pair named by
 //! `SYNCFLEET_REDIS_CLIENT_CERT_FILE` and `SYNCFLEET_REDIS_CLIENT_KEY_FILE`. The files are
 //! read at start-up; their contents never reach a log or an error.
+//!
+//! A `redis+sentinel://` URL names sentinels instead of one server: the connection then goes
+//! to the service's primary and follows it through a failover (`sentinel`).
+
+mod sentinel;
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
-use redis::aio::{ConnectionManager, ConnectionManagerConfig};
-use redis::{ClientTlsConfig, IntoConnectionInfo, TlsCertificates};
+use redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig};
+use redis::{
+    ClientTlsConfig, Cmd, IntoConnectionInfo, Pipeline, RedisFuture, TlsCertificates, Value,
+};
+
+pub use sentinel::SENTINEL_PASSWORD_ENV;
+use sentinel::{Following, SentinelTarget};
 
 /// PEM file of the CA (or CAs) that signed the Redis server's certificate.
 pub const CA_FILE_ENV: &str = "SYNCFLEET_REDIS_CA_FILE";
@@ -29,7 +40,7 @@ pub const CLIENT_KEY_ENV: &str = "SYNCFLEET_REDIS_CLIENT_KEY_FILE";
 pub enum RedisOpenError {
     /// The URL does not parse, or names an unknown scheme.
     #[error(
-        "not a redis URL (expected redis://[user:password@]host:port[/db] or rediss://...): {0}"
+        "not a redis URL (expected redis://[user:password@]host:port[/db], rediss://..., or redis+sentinel://[user:password@]host:port[,host:port...]/service[/db]): {0}"
     )]
     BadUrl(String),
     /// A certificate file named by the environment could not be read.
@@ -81,18 +92,118 @@ impl TlsFiles {
     }
 }
 
-/// A client for `url`, with the TLS files of the environment when the URL is `rediss://`.
-pub fn client(url: &str) -> Result<redis::Client, RedisOpenError> {
-    client_with(url, &TlsFiles::from_env())
+/// Where the fleet's Redis is: one server, or the primary of a service the sentinels watch.
+#[derive(Clone, Debug)]
+pub enum RedisTarget {
+    /// One server (`redis://`, `rediss://`).
+    Server(redis::Client),
+    /// The primary the sentinels name (`redis+sentinel://`, `rediss+sentinel://`).
+    Sentinel(Arc<SentinelTarget>),
 }
 
-/// A client for `url` with these TLS files (used only for `rediss://`).
+/// The Redis `url` names, with the TLS files of the environment for a TLS URL.
+pub fn target(url: &str) -> Result<RedisTarget, RedisOpenError> {
+    target_with(url, &TlsFiles::from_env())
+}
+
+/// [`target`] with these TLS files (used only for TLS URLs).
+pub fn target_with(url: &str, files: &TlsFiles) -> Result<RedisTarget, RedisOpenError> {
+    if sentinel::is_sentinel_url(url) {
+        let parsed = sentinel::parse(url)?;
+        let certificates = if parsed.tls && !files.is_empty() {
+            Some(certificates(files)?)
+        } else {
+            None
+        };
+        return Ok(RedisTarget::Sentinel(Arc::new(SentinelTarget::new(
+            &parsed,
+            certificates,
+        )?)));
+    }
+    client_with(url, files).map(RedisTarget::Server)
+}
+
+impl RedisTarget {
+    /// A client for the server, or for the primary the sentinels name now (for a
+    /// subscription, which is made again after each lost connection).
+    pub async fn client(&self) -> redis::RedisResult<redis::Client> {
+        match self {
+            RedisTarget::Server(c) => Ok(c.clone()),
+            RedisTarget::Sentinel(s) => s.primary().await,
+        }
+    }
+
+    /// A reconnecting connection whose commands fail after `response_timeout`. The crate's
+    /// default (500 ms) is shorter than a loaded server's pauses; a reply that comes after the
+    /// timeout is lost even though the command ran, so every caller picks a timeout that fits
+    /// its slowest command. Through Sentinel it follows the primary when it moves.
+    pub async fn connect(&self, response_timeout: Duration) -> redis::RedisResult<Conn> {
+        let cfg = ConnectionManagerConfig::new()
+            .set_response_timeout(Some(response_timeout))
+            .set_connection_timeout(Some(Duration::from_secs(3)))
+            .set_number_of_retries(2)
+            .set_max_delay(Duration::from_secs(2));
+        Ok(match self {
+            RedisTarget::Server(c) => {
+                Conn::Server(ConnectionManager::new_with_config(c.clone(), cfg).await?)
+            }
+            RedisTarget::Sentinel(s) => {
+                Conn::Following(Arc::new(Following::connect(s.clone(), cfg).await?))
+            }
+        })
+    }
+}
+
+/// The connection every part of the fleet uses: cheap to clone, reconnects by itself.
+#[derive(Clone)]
+pub enum Conn {
+    /// One server.
+    Server(ConnectionManager),
+    /// The primary of a Sentinel service, followed through failovers.
+    Following(Arc<Following>),
+}
+
+impl ConnectionLike for Conn {
+    fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
+        match self {
+            Conn::Server(m) => m.req_packed_command(cmd),
+            Conn::Following(f) => f.req_packed_command(cmd),
+        }
+    }
+
+    fn req_packed_commands<'a>(
+        &'a mut self,
+        pipeline: &'a Pipeline,
+        offset: usize,
+        count: usize,
+    ) -> RedisFuture<'a, Vec<Value>> {
+        match self {
+            Conn::Server(m) => m.req_packed_commands(pipeline, offset, count),
+            Conn::Following(f) => f.req_packed_commands(pipeline, offset, count),
+        }
+    }
+
+    fn get_db(&self) -> i64 {
+        match self {
+            Conn::Server(m) => m.get_db(),
+            Conn::Following(f) => f.get_db(),
+        }
+    }
+}
+
+/// A client for one server's `url`, with these TLS files (used only for `rediss://`).
 pub fn client_with(url: &str, files: &TlsFiles) -> Result<redis::Client, RedisOpenError> {
     let bad = |e: redis::RedisError| RedisOpenError::BadUrl(without_url(&e));
     if !url.starts_with("rediss://") || files.is_empty() {
         return redis::Client::open(url).map_err(bad);
     }
     let info = url.into_connection_info().map_err(bad)?;
+    redis::Client::build_with_tls(info, certificates(files)?)
+        .map_err(|e| RedisOpenError::Tls(without_url(&e)))
+}
+
+/// The certificates the files name, read now.
+fn certificates(files: &TlsFiles) -> Result<TlsCertificates, RedisOpenError> {
     let read = |var: &'static str, path: &Path| {
         std::fs::read(path).map_err(|e| RedisOpenError::File {
             var,
@@ -112,30 +223,10 @@ pub fn client_with(url: &str, files: &TlsFiles) -> Result<redis::Client, RedisOp
         (None, None) => None,
         _ => return Err(RedisOpenError::HalfClientPair),
     };
-    redis::Client::build_with_tls(
-        info,
-        TlsCertificates {
-            client_tls,
-            root_cert,
-        },
-    )
-    .map_err(|e| RedisOpenError::Tls(without_url(&e)))
-}
-
-/// A reconnecting connection whose commands fail after `response_timeout`. The crate's
-/// default (500 ms) is shorter than a loaded server's pauses; a reply that comes after the
-/// timeout is lost even though the command ran, so every caller picks a timeout that fits
-/// its slowest command.
-pub async fn manager(
-    client: redis::Client,
-    response_timeout: Duration,
-) -> redis::RedisResult<ConnectionManager> {
-    let cfg = ConnectionManagerConfig::new()
-        .set_response_timeout(Some(response_timeout))
-        .set_connection_timeout(Some(Duration::from_secs(3)))
-        .set_number_of_retries(2)
-        .set_max_delay(Duration::from_secs(2));
-    ConnectionManager::new_with_config(client, cfg).await
+    Ok(TlsCertificates {
+        client_tls,
+        root_cert,
+    })
 }
 
 /// An error's category and detail, which redis-rs words without the URL (the URL may hold a
