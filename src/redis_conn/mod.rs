@@ -96,7 +96,7 @@ impl TlsFiles {
 #[derive(Clone, Debug)]
 pub enum RedisTarget {
     /// One server (`redis://`, `rediss://`).
-    Server(redis::Client),
+    Server(Box<redis::Client>),
     /// The primary the sentinels name (`redis+sentinel://`, `rediss+sentinel://`).
     Sentinel(Arc<SentinelTarget>),
 }
@@ -120,7 +120,7 @@ pub fn target_with(url: &str, files: &TlsFiles) -> Result<RedisTarget, RedisOpen
             certificates,
         )?)));
     }
-    client_with(url, files).map(RedisTarget::Server)
+    client_with(url, files).map(|c| RedisTarget::Server(Box::new(c)))
 }
 
 impl RedisTarget {
@@ -128,7 +128,7 @@ impl RedisTarget {
     /// subscription, which is made again after each lost connection).
     pub async fn client(&self) -> redis::RedisResult<redis::Client> {
         match self {
-            RedisTarget::Server(c) => Ok(c.clone()),
+            RedisTarget::Server(c) => Ok((**c).clone()),
             RedisTarget::Sentinel(s) => s.primary().await,
         }
     }
@@ -145,7 +145,7 @@ impl RedisTarget {
             .set_max_delay(Duration::from_secs(2));
         Ok(match self {
             RedisTarget::Server(c) => {
-                Conn::Server(ConnectionManager::new_with_config(c.clone(), cfg).await?)
+                Conn::Server(ConnectionManager::new_with_config((**c).clone(), cfg).await?)
             }
             RedisTarget::Sentinel(s) => {
                 Conn::Following(Arc::new(Following::connect(s.clone(), cfg).await?))
