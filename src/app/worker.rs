@@ -100,7 +100,7 @@ pub(crate) async fn run_worker(
     let (gates, gateway) = rt.gates_and_gateway().await?;
     // The metrics endpoint and collector, stopped when `_metrics` drops at return.
     let _metrics = crate::app::metrics::serve_if(opts.metrics_listen, || {
-        rt.metrics_sources(gates, gateway.clone())
+        rt.metrics_sources(gates.clone(), gateway.clone())
     })
     .await?;
     shutdown_on_signal(shutdown.clone());
@@ -124,6 +124,7 @@ pub(crate) async fn run_worker(
         tokio::spawn(crate::jobs::heal::run_heal_loop(
             rt.store.clone(),
             rt.queue.clone(),
+            gates.clone(),
             gateway.fleet().cloned(),
             gateway.worker_id().to_string(),
             Duration::from_secs(rt.cfg.queue.heal_interval_s),

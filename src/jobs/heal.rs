@@ -14,6 +14,7 @@ use crate::link::shared::FleetLink;
 use crate::queue::Queue;
 use crate::shutdown::Shutdown;
 use crate::store::Store;
+use crate::throttle::Gates;
 use std::collections::{HashMap, HashSet};
 use std::time::Duration;
 
@@ -100,10 +101,13 @@ pub(crate) async fn heal_once(
 }
 
 /// Sweep every `interval` until `shutdown`; with a fleet, only the worker holding the heal
-/// lease sweeps (1.5 intervals, renewed each round).
+/// lease sweeps (1.5 intervals, renewed each round). Each sweep also raises the gates' counts
+/// of today to the ledger's (`quota_floor`).
+#[allow(clippy::too_many_arguments)]
 pub(crate) async fn run_heal_loop(
     store: Store,
     queue: Queue,
+    gates: Gates,
     fleet: Option<FleetLink>,
     holder: String,
     interval: Duration,
@@ -129,6 +133,14 @@ pub(crate) async fn run_heal_loop(
         }
         if let Err(e) = heal_once(&store, &queue, &mut sweep, chunk_size).await {
             tracing::warn!("queue heal sweep failed (the next one tries again): {e}");
+        }
+        match super::quota_floor::floor_from_ledger(&store, &gates).await {
+            Ok(0) => {}
+            Ok(raised) => tracing::warn!(
+                raised,
+                "the gates counted fewer calls today than the ledger (lost gate state): raised to the ledger's"
+            ),
+            Err(e) => tracing::warn!("{e} (the next sweep tries again)"),
         }
     }
     if let Some(f) = &fleet {

@@ -11,6 +11,7 @@ pub(crate) mod listing;
 pub(crate) mod logistics;
 pub(crate) mod orders;
 pub mod producer;
+pub(crate) mod quota_floor;
 pub(crate) mod runner;
 pub(crate) mod schedule;
 pub mod secrets;

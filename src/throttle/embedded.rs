@@ -307,6 +307,46 @@ impl EmbeddedGates {
         g.used
     }
 
+    /// Raise today's counters of a gate to `calls` and the app's to `app_calls` where they
+    /// hold fewer (a restarted process starts its day at zero; the ledger remembers). Returns
+    /// how many counters were raised.
+    pub(crate) fn floor_today(
+        &self,
+        platform: Platform,
+        api: Api,
+        calls: u64,
+        app_calls: u64,
+    ) -> u32 {
+        let mut raised = 0;
+        let mut g = self.gate(platform, api);
+        let now = chrono::Utc::now();
+        g.roll_day(now);
+        if calls > g.used {
+            g.used = calls;
+            raised += 1;
+        }
+        if calls > g.booked {
+            g.booked = calls;
+            raised += 1;
+        }
+        let today = g.day.index(now);
+        drop(g);
+        if let Some(app) = self.apps.get(&platform) {
+            let mut a = app.lock().unwrap_or_else(|e| e.into_inner());
+            if a.index != today {
+                *a = AppDay {
+                    index: today,
+                    booked: 0,
+                };
+            }
+            if app_calls > a.booked {
+                a.booked = app_calls;
+                raised += 1;
+            }
+        }
+        raised
+    }
+
     /// The calls the app's gates booked today.
     pub(crate) fn app_booked(&self, platform: Platform, day: QuotaDay) -> u64 {
         let Some(app) = self.apps.get(&platform) else {

@@ -554,6 +554,34 @@ impl Gates {
         }))
     }
 
+    /// Raise today's counts to what the ledger counted: `calls` holds each (platform, api)'s
+    /// calls of today's platform day (GMT+8). Gate state that lost writes (a Redis failover, a
+    /// restart) would otherwise let the daily quota and pacing spend those calls again.
+    /// Gates on a compressed test day are left as they are (the ledger counts whole minutes
+    /// of the platform day). Returns how many counters were raised.
+    pub async fn floor_today(&self, calls: &[(Platform, Api, u64)]) -> Result<u32, GateError> {
+        let mut raised = 0;
+        for &(platform, api, n) in calls {
+            let Some(local) = self.inner.local.get(&(platform, api)) else {
+                continue;
+            };
+            if !local.cfg.day.is_platform() {
+                continue;
+            }
+            let app: u64 = calls
+                .iter()
+                .filter(|(p, _, _)| *p == platform)
+                .map(|(_, _, n)| n)
+                .sum();
+            raised += self
+                .inner
+                .backend
+                .floor_today(platform, api, &local.cfg, n, app)
+                .await?;
+        }
+        Ok(raised)
+    }
+
     /// [`Gates::app_day`] of every configured platform whose app has a daily quota.
     pub async fn app_days(&self) -> Result<Vec<AppDay>, GateError> {
         let mut out = Vec::new();

@@ -159,6 +159,7 @@ pub(crate) struct RedisGates {
     acquire: Script,
     report: Script,
     set: Script,
+    floor: Script,
     pending: Mutex<HashMap<(Platform, Api), Pending>>,
     /// Batches whose write failed after it may have run (a reply lost to a timeout or a
     /// broken connection): sent again under the same id, which report.lua applies once.
@@ -211,6 +212,7 @@ impl RedisGates {
             acquire: Script::new(include_str!("acquire.lua")),
             report: Script::new(include_str!("report.lua")),
             set: Script::new(SET_SCRIPT),
+            floor: Script::new(include_str!("floor.lua")),
             pending: Mutex::new(HashMap::new()),
             in_doubt: Mutex::new(HashMap::new()),
             kick,
@@ -580,6 +582,38 @@ impl RedisGates {
                 .map(|q| cfg.day.burn_ratio(used_today, q, self.server_now())),
             p95_ms_measured: aimd.2,
         })
+    }
+
+    /// Raise today's counters of a gate (calls counted and booked) to `calls`, and the app's
+    /// booked counter to `app_calls`, where they hold fewer (floor.lua). Returns how many
+    /// counters were raised.
+    pub(crate) async fn floor_today(
+        &self,
+        platform: Platform,
+        api: Api,
+        cfg: &GateConfig,
+        calls: u64,
+        app_calls: u64,
+    ) -> Result<u32, GateError> {
+        let day = cfg.day.label(self.server_now());
+        let k = self.keys(platform, api);
+        let mut conn = self.conn.clone();
+        let raised: u32 = self
+            .floor
+            .key(k.quota(&day))
+            .key(k.booked(&day))
+            .key(app_booked_key(&self.namespace, platform, &day))
+            .arg(calls)
+            .arg(app_calls)
+            .arg(QUOTA_TTL_S.max(2 * u64::from(cfg.day.seconds())))
+            .invoke_async(&mut conn)
+            .await
+            .map_err(|error| GateError::Write {
+                platform,
+                api,
+                error,
+            })?;
+        Ok(raised)
     }
 
     /// The calls every gate of `platform` booked today (the app's daily quota).

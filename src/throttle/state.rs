@@ -71,6 +71,17 @@ pub(super) trait GateState: Send + Sync {
         cfg: &'a GateConfig,
     ) -> BoxFuture<'a, Result<u64, GateError>>;
 
+    /// Raise today's counters of a gate to `calls` and the app's to `app_calls` where they
+    /// hold fewer; returns how many were raised.
+    fn floor_today<'a>(
+        &'a self,
+        platform: Platform,
+        api: Api,
+        cfg: &'a GateConfig,
+        calls: u64,
+        app_calls: u64,
+    ) -> BoxFuture<'a, Result<u32, GateError>>;
+
     /// Set a gate's rate (and burst) where this state is shared.
     fn set_rate<'a>(
         &'a self,
@@ -132,6 +143,17 @@ impl GateState for RedisGates {
         RedisGates::app_booked(self, platform, cfg).boxed()
     }
 
+    fn floor_today<'a>(
+        &'a self,
+        platform: Platform,
+        api: Api,
+        cfg: &'a GateConfig,
+        calls: u64,
+        app_calls: u64,
+    ) -> BoxFuture<'a, Result<u32, GateError>> {
+        RedisGates::floor_today(self, platform, api, cfg, calls, app_calls).boxed()
+    }
+
     fn set_rate<'a>(
         &'a self,
         platform: Platform,
@@ -188,6 +210,18 @@ impl GateState for EmbeddedGates {
         cfg: &'a GateConfig,
     ) -> BoxFuture<'a, Result<u64, GateError>> {
         let n = EmbeddedGates::app_booked(self, platform, cfg.day);
+        async move { Ok(n) }.boxed()
+    }
+
+    fn floor_today<'a>(
+        &'a self,
+        platform: Platform,
+        api: Api,
+        _cfg: &'a GateConfig,
+        calls: u64,
+        app_calls: u64,
+    ) -> BoxFuture<'a, Result<u32, GateError>> {
+        let n = EmbeddedGates::floor_today(self, platform, api, calls, app_calls);
         async move { Ok(n) }.boxed()
     }
 

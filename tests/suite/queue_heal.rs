@@ -64,3 +64,56 @@ async fn lost_tasks_are_pushed_again_without_an_operator() {
         "a worker said it pushed the lost items again:\n{logs}"
     );
 }
+
+/// Gate counts lost from Redis (as writes a failover's new primary never received) come back
+/// from the ledger: a worker's heal sweep raises today's quota counter of the gate to the
+/// calls the ledger recorded, with no operator.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lost_quota_counts_are_raised_to_the_ledgers() {
+    let _serial = jobs_harness::serial().await;
+    let opts = ClientOpts {
+        rate: 400.0,
+        chunk_size: 50,
+        heal_interval_s: 1,
+        ..ClientOpts::default()
+    };
+    let mut h = Harness::start(jobs_harness::listing_sim(), &opts).await;
+    let job = h.enqueue_listing(200);
+    h.spawn_worker(4, 3);
+    let status = h.wait_job(job, Duration::from_secs(120)).await;
+    assert_eq!(status.job.counts.done, 200, "{:?}", status.job.counts);
+    h.wait_workers(Duration::from_secs(60));
+
+    let now = chrono::Utc::now();
+    let day = syncfleet::time::QuotaDay::PLATFORM.label(now);
+    let ledger = h
+        .store
+        .report_calls_for_day(syncfleet::time::platform_day(now))
+        .await
+        .expect("ledger calls");
+    let calls = ledger
+        .by_api
+        .iter()
+        .find(|a| (a.platform, a.api) == (TO, Api::ItemAdd))
+        .map(|a| a.calls)
+        .expect("the ledger counted item_add calls");
+    assert!(calls >= 200, "{calls}");
+    let key = format!("sf:{{{TO}:{}}}:quota:{day}", Api::ItemAdd);
+    let client = redis::Client::open(h.redis.url.as_str()).expect("redis url");
+    let mut c = client.get_connection().expect("redis");
+    let counted: Option<u64> = redis::cmd("GET").arg(&key).query(&mut c).expect("GET");
+    assert!(
+        counted.is_some_and(|n| n >= calls),
+        "{key}: {counted:?} < {calls}"
+    );
+
+    // The counter is lost; the next worker's first sweep brings it back.
+    let _: () = redis::cmd("DEL").arg(&key).query(&mut c).expect("DEL");
+    h.spawn_worker(1, 3);
+    h.wait_workers(Duration::from_secs(60));
+    if syncfleet::time::QuotaDay::PLATFORM.label(chrono::Utc::now()) != day {
+        return; // the platform day turned during the test: its counter starts again at 0
+    }
+    let restored: Option<u64> = redis::cmd("GET").arg(&key).query(&mut c).expect("GET");
+    assert_eq!(restored, Some(calls), "{key} raised to the ledger's count");
+}

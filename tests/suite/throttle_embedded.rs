@@ -240,3 +240,15 @@ fn gate_set_without_redis_records_and_says_what_happens() {
     );
     assert!(String::from_utf8_lossy(&out.stderr).contains("per_second_cap"));
 }
+
+/// A restarted process starts its day at zero; the ledger's count raises it (never lowers).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn todays_count_is_raised_to_the_ledgers_never_lowered() {
+    let gates = gates(100.0, 10.0, 16);
+    assert_eq!(gate_snapshot(&gates).await.used_today, 0);
+    let raised = gates.floor_today(&[(P, A, 42)]).await.expect("floor");
+    assert!(raised >= 1, "{raised}");
+    assert_eq!(gate_snapshot(&gates).await.used_today, 42);
+    assert_eq!(gates.floor_today(&[(P, A, 7)]).await.expect("floor"), 0);
+    assert_eq!(gate_snapshot(&gates).await.used_today, 42);
+}
