@@ -1,0 +1,222 @@
+//! The fleet's Redis failing over mid-job, counted by the simulator, against a same-run
+//! baseline on the same Sentinel set without a failover.
+//!
+//! `cargo bench --bench failoverbench -- [--items 5000] [--rate 100] [--kind fixed|sliding|bucket]
+//! [--ban-s 0] [--heal-s 60]`
+//!
+//! Each run starts a primary, a replica and three sentinels (private `redis-server`s on
+//! loopback), a simulator whose `taobao.item_add` admits `--rate` calls per second counted the
+//! `--kind` way (with a ban of `--ban-s` seconds after each rejection, as TOP), and a listing
+//! job of `--items` items on 3 workers whose gates are set right (`--rate`, burst 20).
+//! 1. **baseline**: no failover.
+//! 2. **failover x2**: `SENTINEL FAILOVER` at a third of the job (the old primary is demoted
+//!    and replicates the new one), then the new primary's process killed at two thirds (the
+//!    sentinels notice after 1 s and promote the demoted one).
+//!
+//! Reported per run, from the simulator: items written, repeated writes, calls, rejections
+//! (and their share of calls); from the ledger: done, failed, pending; from Redis: dead
+//! letters, and today's quota counter of the gate beside the ledger's count of calls. Goal
+//! (failover run): 0 lost, 0 failed, 0 repeated, no operator, rejections <= 0.1% of calls,
+//! duration <= 1.15x the baseline.
+//!
+//! A benchmark (harness = false) because it needs the built `syncfleet` binary for its worker
+//! processes; under `cargo test` it does nothing.
+
+#[path = "../tests/suite/jobs_harness/mod.rs"]
+mod jobs_harness;
+#[path = "../tests/suite/support/mod.rs"]
+mod support;
+
+use jobs_harness::{arg, ClientOpts, Harness};
+use std::time::{Duration, Instant};
+use support::ledger::Kind;
+use support::sentinel::SentinelSet;
+use syncfleet::platform::{Api, Platform};
+use syncfleet::sim::{LimitKind, SimConfig};
+
+const FROM: Platform = Platform::Alibaba;
+const TO: Platform = Platform::Taobao;
+const WORKERS: usize = 3;
+
+struct Settings {
+    items: u64,
+    rate: u64,
+    kind: LimitKind,
+    ban_s: u64,
+    heal_s: u64,
+}
+
+struct Run {
+    name: &'static str,
+    took: Duration,
+    done: u64,
+    failed: u64,
+    pending: u64,
+    created: u64,
+    repeated: u64,
+    calls: u64,
+    rejected: u64,
+    dead: u64,
+    counted: Option<u64>,
+    ledger_calls: u64,
+    note: String,
+}
+
+impl Run {
+    fn print(&self, base: Option<&Run>) {
+        let ratio = base.map_or(String::new(), |b| {
+            format!(
+                "  ratio {:.3}",
+                self.took.as_secs_f64() / b.took.as_secs_f64()
+            )
+        });
+        println!(
+            "{:<12} {:>6.1} s{ratio}  done {} failed {} pending {}  created {} repeated {}  \
+             calls {} rejected {} ({:.3}%)  dead letters {}  quota counter {:?} / ledger {}  {}",
+            self.name,
+            self.took.as_secs_f64(),
+            self.done,
+            self.failed,
+            self.pending,
+            self.created,
+            self.repeated,
+            self.calls,
+            self.rejected,
+            100.0 * self.rejected as f64 / self.calls.max(1) as f64,
+            self.dead,
+            self.counted,
+            self.ledger_calls,
+            self.note
+        );
+    }
+}
+
+fn sim(s: &Settings) -> SimConfig {
+    let mut c = SimConfig::demo()
+        .with_limit(FROM, Api::ItemGet, 2_000, 10_000_000)
+        .with_limit(TO, Api::ItemAdd, s.rate, 10_000_000)
+        .with_limit_kind(TO, Api::ItemAdd, s.kind, None);
+    if s.ban_s > 0 {
+        c = c.with_limit_ban(TO, Api::ItemAdd, s.ban_s);
+    }
+    c
+}
+
+/// A connection to the primary the sentinels name now.
+fn primary(set: &SentinelSet) -> redis::Connection {
+    redis::Client::open(format!("redis://127.0.0.1:{}/", set.primary_port()))
+        .and_then(|c| c.get_connection())
+        .expect("the primary")
+}
+
+async fn run(s: &Settings, failover: bool) -> Run {
+    let mut set = SentinelSet::start();
+    let opts = ClientOpts {
+        rate: s.rate as f64,
+        burst: 20.0,
+        heal_interval_s: s.heal_s,
+        ..ClientOpts::default()
+    };
+    let mut h = Harness::start_with_redis(Kind::Sqlite, sim(s), &opts, set.as_test_redis()).await;
+    let job = h.enqueue_listing(s.items);
+    let started = Instant::now();
+    // Workers that stay up while the queue looks empty, as a fleet's do (a lost task comes
+    // back only through a live worker's heal sweep); stopped once the job is done.
+    let workers: Vec<u32> = (0..WORKERS).map(|_| h.spawn_worker(8, 3_600)).collect();
+    let bound = Duration::from_secs(1_800);
+    let mut note = String::new();
+    if failover {
+        h.wait_terminal(job, s.items / 3, bound).await;
+        let at = started.elapsed().as_secs_f64();
+        let t = Instant::now();
+        set.force_failover();
+        note.push_str(&format!(
+            "forced at {at:.1} s (named in {:.1} s)",
+            t.elapsed().as_secs_f64()
+        ));
+        set.wait_settled(Duration::from_secs(120));
+        h.wait_terminal(job, s.items * 2 / 3, bound).await;
+        let at = started.elapsed().as_secs_f64();
+        let t = Instant::now();
+        set.kill_primary();
+        note.push_str(&format!(
+            "; killed at {at:.1} s (promoted in {:.1} s)",
+            t.elapsed().as_secs_f64()
+        ));
+    }
+    let status = h.wait_job(job, bound).await;
+    let took = started.elapsed();
+    for pid in workers {
+        h.terminate_worker(pid);
+    }
+    h.wait_workers(Duration::from_secs(300));
+    let add = h.stats(TO, Api::ItemAdd);
+    let get = h.stats(FROM, Api::ItemGet);
+    let mut c = primary(&set);
+    let dead: u64 = redis::cmd("XLEN")
+        .arg("{syncfleet}:dead")
+        .query(&mut c)
+        .unwrap_or(0);
+    let now = chrono::Utc::now();
+    let day = syncfleet::time::QuotaDay::PLATFORM.label(now);
+    let counted: Option<u64> = redis::cmd("GET")
+        .arg(format!("sf:{{{TO}:{}}}:quota:{day}", Api::ItemAdd))
+        .query(&mut c)
+        .unwrap_or(None);
+    let ledger_calls = h
+        .store
+        .report_calls_for_day(syncfleet::time::platform_day(now))
+        .await
+        .map(|r| {
+            r.by_api
+                .iter()
+                .filter(|a| (a.platform, a.api) == (TO, Api::ItemAdd))
+                .map(|a| a.calls)
+                .sum()
+        })
+        .unwrap_or(0);
+    let c = status.job.counts;
+    Run {
+        name: if failover { "failover x2" } else { "baseline" },
+        took,
+        done: c.done,
+        failed: c.failed,
+        pending: c.pending,
+        created: add.ok - add.duplicate_writes,
+        repeated: add.duplicate_writes,
+        calls: add.calls + get.calls,
+        rejected: add.rejected_limit + get.rejected_limit,
+        dead,
+        counted,
+        ledger_calls,
+        note,
+    }
+}
+
+#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+async fn main() {
+    if !std::env::args().any(|a| a == "--bench") {
+        println!("failoverbench: run it with `cargo bench --bench failoverbench`");
+        return;
+    }
+    let kind = match arg("--kind", "fixed".to_string()).as_str() {
+        "sliding" => LimitKind::Sliding,
+        "bucket" => LimitKind::Bucket,
+        _ => LimitKind::Fixed,
+    };
+    let s = Settings {
+        items: arg("--items", 5_000),
+        rate: arg("--rate", 100),
+        kind,
+        ban_s: arg("--ban-s", 0),
+        heal_s: arg("--heal-s", 60),
+    };
+    println!(
+        "failoverbench: {} items, {WORKERS} workers, taobao.item_add {}/s ({kind}, ban {} s), gates set right, heal every {} s",
+        s.items, s.rate, s.ban_s, s.heal_s
+    );
+    let base = run(&s, false).await;
+    base.print(None);
+    let fo = run(&s, true).await;
+    fo.print(Some(&base));
+}
