@@ -223,6 +223,13 @@ pub(crate) enum GatewayError {
     Build(#[from] crate::config::ClientSetupError),
 }
 
+impl GatewayError {
+    /// The operator's configuration cannot run as given (an app quota on a cluster).
+    pub(crate) fn is_input_error(&self) -> bool {
+        matches!(self, GatewayError::Gates(GateError::AppQuotaOnCluster(_)))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

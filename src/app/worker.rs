@@ -77,9 +77,8 @@ impl WorkerError {
             WorkerError::HookSecret(_) | WorkerError::Receive(_) => true,
             WorkerError::Queue(e) => RuntimeError::is_queue_input_error(e),
             WorkerError::Metrics(e) => e.is_input_error(),
-            WorkerError::Gateway(_)
-            | WorkerError::Unreachable { .. }
-            | WorkerError::GraceExceeded { .. } => false,
+            WorkerError::Gateway(e) => e.is_input_error(),
+            WorkerError::Unreachable { .. } | WorkerError::GraceExceeded { .. } => false,
         }
     }
 }

@@ -55,7 +55,9 @@ pub(crate) async fn run(cli: &Cli, cmd: &GateCommand) -> Result<(), CliError> {
 impl From<GateError> for CliError {
     fn from(e: GateError) -> Self {
         match e {
-            GateError::BadRate(_) | GateError::BadBurst(_) => CliError::input(e.to_string()),
+            GateError::BadRate(_) | GateError::BadBurst(_) | GateError::AppQuotaOnCluster(_) => {
+                CliError::input(e.to_string())
+            }
             GateError::BadUrl(_)
             | GateError::Connect(_)
             | GateError::Clock(_)

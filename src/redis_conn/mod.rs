@@ -11,8 +11,10 @@
 //! read at start-up; their contents never reach a log or an error.
 //!
 //! A `redis+sentinel://` URL names sentinels instead of one server: the connection then goes
-//! to the service's primary and follows it through a failover (`sentinel`).
+//! to the service's primary and follows it through a failover (`sentinel`). A
+//! `redis+cluster://` URL names a Redis Cluster's seed nodes (`cluster`).
 
+mod cluster;
 mod sentinel;
 
 use std::path::{Path, PathBuf};
@@ -99,6 +101,9 @@ pub enum RedisTarget {
     Server(Box<redis::Client>),
     /// The primary the sentinels name (`redis+sentinel://`, `rediss+sentinel://`).
     Sentinel(Arc<SentinelTarget>),
+    /// A Redis Cluster (`redis+cluster://`, `rediss+cluster://`), and one seed node's client
+    /// for subscriptions.
+    Cluster(Box<(redis::cluster::ClusterClient, redis::Client)>),
 }
 
 /// The Redis `url` names, with the TLS files of the environment for a TLS URL.
@@ -120,6 +125,17 @@ pub fn target_with(url: &str, files: &TlsFiles) -> Result<RedisTarget, RedisOpen
             certificates,
         )?)));
     }
+    if cluster::is_cluster_url(url) {
+        let certificates = if files.is_empty() {
+            None
+        } else {
+            Some(certificates(files)?)
+        };
+        return Ok(RedisTarget::Cluster(Box::new(cluster::client(
+            url,
+            certificates,
+        )?)));
+    }
     client_with(url, files).map(|c| RedisTarget::Server(Box::new(c)))
 }
 
@@ -130,7 +146,13 @@ impl RedisTarget {
         match self {
             RedisTarget::Server(c) => Ok((**c).clone()),
             RedisTarget::Sentinel(s) => s.primary().await,
+            RedisTarget::Cluster(c) => Ok(c.1.clone()),
         }
+    }
+
+    /// Whether this is a Redis Cluster (whose commands must keep to one slot each).
+    pub fn is_cluster(&self) -> bool {
+        matches!(self, RedisTarget::Cluster(_))
     }
 
     /// A reconnecting connection whose commands fail after `response_timeout`. The crate's
@@ -150,6 +172,12 @@ impl RedisTarget {
             RedisTarget::Sentinel(s) => {
                 Conn::Following(Arc::new(Following::connect(s.clone(), cfg).await?))
             }
+            RedisTarget::Cluster(c) => {
+                let cfg = redis::cluster::ClusterConfig::new()
+                    .set_response_timeout(response_timeout)
+                    .set_connection_timeout(Duration::from_secs(3));
+                Conn::Cluster(c.0.get_async_connection_with_config(cfg).await?)
+            }
         })
     }
 }
@@ -161,6 +189,8 @@ pub enum Conn {
     Server(ConnectionManager),
     /// The primary of a Sentinel service, followed through failovers.
     Following(Arc<Following>),
+    /// A Redis Cluster: each command goes to the shard of its keys' slot.
+    Cluster(redis::cluster_async::ClusterConnection),
 }
 
 impl ConnectionLike for Conn {
@@ -168,6 +198,7 @@ impl ConnectionLike for Conn {
         match self {
             Conn::Server(m) => m.req_packed_command(cmd),
             Conn::Following(f) => f.req_packed_command(cmd),
+            Conn::Cluster(c) => c.req_packed_command(cmd),
         }
     }
 
@@ -180,6 +211,7 @@ impl ConnectionLike for Conn {
         match self {
             Conn::Server(m) => m.req_packed_commands(pipeline, offset, count),
             Conn::Following(f) => f.req_packed_commands(pipeline, offset, count),
+            Conn::Cluster(c) => c.req_packed_commands(pipeline, offset, count),
         }
     }
 
@@ -187,6 +219,7 @@ impl ConnectionLike for Conn {
         match self {
             Conn::Server(m) => m.get_db(),
             Conn::Following(f) => f.get_db(),
+            Conn::Cluster(c) => c.get_db(),
         }
     }
 }

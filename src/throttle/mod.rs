@@ -317,6 +317,17 @@ impl Gates {
         namespace: &str,
     ) -> Result<Gates, GateError> {
         let backend = shared::RedisGates::connect(redis_url, namespace).await?;
+        if backend.is_cluster() {
+            // The app's daily count is one key over every gate of the app, so on a cluster it
+            // would sit in another slot than the gate a script books (docs/design.md,
+            // "Beyond one Redis").
+            if let Some(p) = listed_platforms(cfg)
+                .into_iter()
+                .find(|p| cfg.platform(*p).and_then(|c| c.daily_quota).is_some())
+            {
+                return Err(GateError::AppQuotaOnCluster(p));
+            }
+        }
         let kick = backend.take_kick();
         let pauses = backend.pause_feed();
         let inner = Arc::new(Inner {

@@ -167,6 +167,8 @@ pub(crate) struct RedisGates {
     kick: mpsc::UnboundedSender<()>,
     kick_rx: Mutex<Option<mpsc::UnboundedReceiver<()>>>,
     client: crate::redis_conn::RedisTarget,
+    /// On a Redis Cluster every script keeps to one gate's slot (the app's key is left out).
+    cluster: bool,
     /// Last time (ms since start) an error of the gate state was logged: at most one per 10 s.
     last_error_log: AtomicU64,
     started: Instant,
@@ -217,6 +219,7 @@ impl RedisGates {
             in_doubt: Mutex::new(HashMap::new()),
             kick,
             kick_rx: Mutex::new(Some(rx)),
+            cluster: client.is_cluster(),
             client,
             last_error_log: AtomicU64::new(0),
             started: Instant::now(),
@@ -238,6 +241,11 @@ impl RedisGates {
         {
             tracing::warn!(error = %err, "gate state in redis: {what} failed");
         }
+    }
+
+    /// Whether the gates live on a Redis Cluster.
+    pub(crate) fn is_cluster(&self) -> bool {
+        self.cluster
     }
 
     /// The flusher's wake-up channel (taken once, by the flusher).
@@ -278,9 +286,13 @@ impl RedisGates {
             .key(&k.pause)
             .key(&k.conf)
             .key(k.quota(&day))
-            .key(k.booked(&day))
-            .key(app_booked_key(&self.namespace, platform, &day))
-            .arg(cfg.rate)
+            .key(k.booked(&day));
+        // Only with an app quota: the app's key lies outside the gate's slot (acquire.lua
+        // reads KEYS[7] only then; a cluster refuses app quotas at start).
+        if cfg.app_quota.is_some() {
+            inv.key(app_booked_key(&self.namespace, platform, &day));
+        }
+        inv.arg(cfg.rate)
             .arg(cfg.burst)
             .arg(max_wait.as_micros() as u64)
             .arg("")
@@ -597,22 +609,35 @@ impl RedisGates {
     ) -> Result<u32, GateError> {
         let day = cfg.day.label(self.server_now());
         let k = self.keys(platform, api);
+        let ttl = QUOTA_TTL_S.max(2 * u64::from(cfg.day.seconds()));
         let mut conn = self.conn.clone();
-        let raised: u32 = self
+        let write = |error| GateError::Write {
+            platform,
+            api,
+            error,
+        };
+        // The gate's counters in one call, the app's in another (another slot on a cluster).
+        let mut raised: u32 = self
             .floor
             .key(k.quota(&day))
             .key(k.booked(&day))
-            .key(app_booked_key(&self.namespace, platform, &day))
             .arg(calls)
-            .arg(app_calls)
-            .arg(QUOTA_TTL_S.max(2 * u64::from(cfg.day.seconds())))
+            .arg(calls)
+            .arg(ttl)
             .invoke_async(&mut conn)
             .await
-            .map_err(|error| GateError::Write {
-                platform,
-                api,
-                error,
-            })?;
+            .map_err(write)?;
+        if cfg.app_quota.is_some() {
+            let app: u32 = self
+                .floor
+                .key(app_booked_key(&self.namespace, platform, &day))
+                .arg(app_calls)
+                .arg(ttl)
+                .invoke_async(&mut conn)
+                .await
+                .map_err(write)?;
+            raised += app;
+        }
         Ok(raised)
     }
 

@@ -69,6 +69,10 @@ pub enum GateError {
         /// Redis's error.
         error: redis::RedisError,
     },
+    /// An app's daily quota (`[platforms.X] daily_quota`) with the gates on a Redis Cluster:
+    /// not supported yet.
+    #[error("[platforms.{0}] daily_quota (the app's daily quota) is not supported with the gates on a Redis Cluster yet: use one Redis or Sentinel, or leave it out (per-gate daily_quota works)")]
+    AppQuotaOnCluster(Platform),
     /// `set_rate` with a rate that is not a positive number.
     #[error("rate must be a positive number, got {0}")]
     BadRate(f64),

@@ -37,6 +37,7 @@ mod platform_sim;
 mod queue;
 mod queue_embedded;
 mod queue_heal;
+mod redis_cluster;
 mod redis_failover;
 mod redis_memory;
 mod redis_tls;
