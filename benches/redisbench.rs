@@ -1,10 +1,13 @@
-//! The fleet's Redis failing over mid-job, counted by the simulator, against a same-run
-//! baseline on the same Sentinel set without a failover.
+//! The fleet's Redis beyond one server, counted by the simulator, against a same-run baseline.
 //!
-//! `cargo bench --bench failoverbench -- [--items 5000] [--rate 100] [--kind fixed|sliding|bucket]
-//! [--ban-s 0] [--heal-s 60]`
+//! `cargo bench --bench redisbench -- [--mode failover|cluster] [--items 5000] [--rate 100]
+//! [--kind fixed|sliding|bucket] [--ban-s 0] [--heal-s 60] [--workers 3]`
 //!
-//! Each run starts a primary, a replica and three sentinels (private `redis-server`s on
+//! **cluster**: the same job (defaults for the economy run: `--items 6000 --workers 4`) on one
+//! Redis and on a three-primary Redis Cluster whose shards hold the two gates apart. Goal:
+//! duration within 1.02x of one Redis, 0 rejections with the gates set right.
+//!
+//! **failover** (the default): each run starts a primary, a replica and three sentinels (private `redis-server`s on
 //! loopback), a simulator whose `taobao.item_add` admits `--rate` calls per second counted the
 //! `--kind` way (with a ban of `--ban-s` seconds after each rejection, as TOP), and a listing
 //! job of `--items` items on 3 workers whose gates are set right (`--rate`, burst 20).
@@ -29,17 +32,19 @@ mod support;
 
 use jobs_harness::{arg, ClientOpts, Harness};
 use std::time::{Duration, Instant};
+use support::cluster::TestCluster;
 use support::ledger::Kind;
+use support::redis::TestRedis;
 use support::sentinel::SentinelSet;
 use syncfleet::platform::{Api, Platform};
 use syncfleet::sim::{LimitKind, SimConfig};
 
 const FROM: Platform = Platform::Alibaba;
 const TO: Platform = Platform::Taobao;
-const WORKERS: usize = 3;
 
 struct Settings {
     items: u64,
+    workers: usize,
     rate: u64,
     kind: LimitKind,
     ban_s: u64,
@@ -102,30 +107,63 @@ fn sim(s: &Settings) -> SimConfig {
     c
 }
 
-/// A connection to the primary the sentinels name now.
-fn primary(set: &SentinelSet) -> redis::Connection {
-    redis::Client::open(format!("redis://127.0.0.1:{}/", set.primary_port()))
-        .and_then(|c| c.get_connection())
-        .expect("the primary")
+/// Where the fleet's Redis is for one run.
+enum Where {
+    /// One private server.
+    One(TestRedis),
+    /// A primary, a replica and three sentinels; failed over twice when `true`.
+    Sentinel(SentinelSet, bool),
+    /// A three-primary cluster.
+    Cluster(TestCluster),
 }
 
-async fn run(s: &Settings, failover: bool) -> Run {
-    let mut set = SentinelSet::start();
+impl Where {
+    fn name(&self) -> &'static str {
+        match self {
+            Where::One(_) => "one redis",
+            Where::Sentinel(_, false) => "baseline",
+            Where::Sentinel(_, true) => "failover x2",
+            Where::Cluster(_) => "cluster x3",
+        }
+    }
+
+    fn test_redis(&self) -> TestRedis {
+        match self {
+            Where::One(r) => TestRedis::external(r.url.clone()),
+            Where::Sentinel(set, _) => set.as_test_redis(),
+            Where::Cluster(c) => c.as_test_redis(),
+        }
+    }
+
+    /// A connection to the node that holds `key` (the queue's or a gate's).
+    fn node_for(&self, key: &str) -> redis::Connection {
+        let url = match self {
+            Where::One(r) => r.url.clone(),
+            Where::Sentinel(set, _) => format!("redis://127.0.0.1:{}/", set.primary_port()),
+            Where::Cluster(c) => format!("redis://127.0.0.1:{}/", c.node_of(key)),
+        };
+        redis::Client::open(url)
+            .and_then(|c| c.get_connection())
+            .expect("a redis node")
+    }
+}
+
+async fn run(s: &Settings, mut at: Where) -> Run {
     let opts = ClientOpts {
         rate: s.rate as f64,
         burst: 20.0,
         heal_interval_s: s.heal_s,
         ..ClientOpts::default()
     };
-    let mut h = Harness::start_with_redis(Kind::Sqlite, sim(s), &opts, set.as_test_redis()).await;
+    let mut h = Harness::start_with_redis(Kind::Sqlite, sim(s), &opts, at.test_redis()).await;
     let job = h.enqueue_listing(s.items);
     let started = Instant::now();
     // Workers that stay up while the queue looks empty, as a fleet's do (a lost task comes
     // back only through a live worker's heal sweep); stopped once the job is done.
-    let workers: Vec<u32> = (0..WORKERS).map(|_| h.spawn_worker(8, 3_600)).collect();
+    let workers: Vec<u32> = (0..s.workers).map(|_| h.spawn_worker(8, 3_600)).collect();
     let bound = Duration::from_secs(1_800);
     let mut note = String::new();
-    if failover {
+    if let Where::Sentinel(set, true) = &mut at {
         h.wait_terminal(job, s.items / 3, bound).await;
         let at = started.elapsed().as_secs_f64();
         let t = Instant::now();
@@ -152,16 +190,16 @@ async fn run(s: &Settings, failover: bool) -> Run {
     h.wait_workers(Duration::from_secs(300));
     let add = h.stats(TO, Api::ItemAdd);
     let get = h.stats(FROM, Api::ItemGet);
-    let mut c = primary(&set);
     let dead: u64 = redis::cmd("XLEN")
         .arg("{syncfleet}:dead")
-        .query(&mut c)
+        .query(&mut at.node_for("{syncfleet}"))
         .unwrap_or(0);
     let now = chrono::Utc::now();
     let day = syncfleet::time::QuotaDay::PLATFORM.label(now);
+    let gate = format!("sf:{{{TO}:{}}}:quota:{day}", Api::ItemAdd);
     let counted: Option<u64> = redis::cmd("GET")
-        .arg(format!("sf:{{{TO}:{}}}:quota:{day}", Api::ItemAdd))
-        .query(&mut c)
+        .arg(&gate)
+        .query(&mut at.node_for(&gate))
         .unwrap_or(None);
     let ledger_calls = h
         .store
@@ -177,7 +215,7 @@ async fn run(s: &Settings, failover: bool) -> Run {
         .unwrap_or(0);
     let c = status.job.counts;
     Run {
-        name: if failover { "failover x2" } else { "baseline" },
+        name: at.name(),
         took,
         done: c.done,
         failed: c.failed,
@@ -196,7 +234,7 @@ async fn run(s: &Settings, failover: bool) -> Run {
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() {
     if !std::env::args().any(|a| a == "--bench") {
-        println!("failoverbench: run it with `cargo bench --bench failoverbench`");
+        println!("redisbench: run it with `cargo bench --bench redisbench`");
         return;
     }
     let kind = match arg("--kind", "fixed".to_string()).as_str() {
@@ -204,19 +242,33 @@ async fn main() {
         "bucket" => LimitKind::Bucket,
         _ => LimitKind::Fixed,
     };
+    let cluster = arg("--mode", "failover".to_string()) == "cluster";
     let s = Settings {
-        items: arg("--items", 5_000),
+        items: arg("--items", if cluster { 6_000 } else { 5_000 }),
+        workers: arg("--workers", if cluster { 4 } else { 3 }),
         rate: arg("--rate", 100),
         kind,
         ban_s: arg("--ban-s", 0),
         heal_s: arg("--heal-s", 60),
     };
     println!(
-        "failoverbench: {} items, {WORKERS} workers, taobao.item_add {}/s ({kind}, ban {} s), gates set right, heal every {} s",
-        s.items, s.rate, s.ban_s, s.heal_s
+        "redisbench {}: {} items, {} workers, taobao.item_add {}/s ({kind}, ban {} s), gates set right, heal every {} s",
+        if cluster { "cluster" } else { "failover" },
+        s.items, s.workers, s.rate, s.ban_s, s.heal_s
     );
-    let base = run(&s, false).await;
+    let (base, other) = if cluster {
+        (
+            Where::One(TestRedis::start()),
+            Where::Cluster(TestCluster::start()),
+        )
+    } else {
+        (
+            Where::Sentinel(SentinelSet::start(), false),
+            Where::Sentinel(SentinelSet::start(), true),
+        )
+    };
+    let base = run(&s, base).await;
     base.print(None);
-    let fo = run(&s, true).await;
-    fo.print(Some(&base));
+    let other = run(&s, other).await;
+    other.print(Some(&base));
 }
