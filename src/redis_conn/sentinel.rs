@@ -9,14 +9,19 @@
 //! `SYNCFLEET_REDIS_SENTINEL_PASSWORD`, so it never travels in a URL.
 //!
 //! A [`Following`] connection holds a connection manager to the primary the sentinels named
-//! last. When a command meets a sign that the primary moved (the old one demoted and refusing
-//! writes with `READONLY`, or gone: a dropped, refused or timed-out connection), it asks the
-//! sentinels again and swaps in a manager to the new primary. A command refused with
+//! last. It moves to the new primary as soon as the sentinels name another one: a watcher asks
+//! them every [`WATCH_EVERY`] (a forced failover promotes the replica at once, but the old
+//! primary goes on taking writes until Sentinel demotes it, seconds later, and every write it
+//! takes then is lost). It also moves when a command meets a sign that the primary moved (the
+//! old one demoted and refusing writes with `READONLY`, or gone: a dropped, refused or
+//! timed-out connection): it asks the sentinels again and swaps in a manager to the new
+//! primary. A command refused with
 //! `READONLY` did not run, so it is sent once more to the new primary; any other failed
 //! command is returned as failed, as on one server (its caller decides: a gate books again, a
 //! report batch is resent under its id, a queue push is found by the heal sweep).
 
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 
 use redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig};
@@ -124,9 +129,17 @@ pub(crate) fn parse(url: &str) -> Result<SentinelUrl, RedisOpenError> {
     })
 }
 
+/// How often the sentinels are asked which server is the primary: the longest a connection
+/// keeps writing to a primary the sentinels have already replaced.
+pub const WATCH_EVERY: Duration = Duration::from_millis(100);
+
 /// The sentinels of one service, asked for its primary.
 pub struct SentinelTarget {
     client: tokio::sync::Mutex<SentinelClient>,
+    service: String,
+    /// Bumped each time the watcher sees the sentinels name another primary.
+    moves: AtomicU64,
+    watching: AtomicBool,
 }
 
 impl std::fmt::Debug for SentinelTarget {
@@ -184,12 +197,66 @@ impl SentinelTarget {
             .map_err(|e| RedisOpenError::Tls(super::without_url(&e)))?;
         Ok(SentinelTarget {
             client: tokio::sync::Mutex::new(client),
+            service: url.service.clone(),
+            moves: AtomicU64::new(0),
+            watching: AtomicBool::new(false),
         })
+    }
+
+    /// How many times the primary moved since the watcher started.
+    fn moves(&self) -> u64 {
+        self.moves.load(Ordering::Acquire)
+    }
+
+    /// Start the watcher (once; it ends with the last holder of the target).
+    fn watch(self: &Arc<Self>) {
+        if self.watching.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        tokio::spawn(watch_primary(Arc::downgrade(self)));
     }
 
     /// A client for the primary the sentinels name now (checked with `ROLE` by redis-rs).
     pub(crate) async fn primary(&self) -> RedisResult<redis::Client> {
         self.client.lock().await.async_get_client().await
+    }
+}
+
+/// Ask a sentinel for the primary's address every [`WATCH_EVERY`]; count each change.
+async fn watch_primary(target: Weak<SentinelTarget>) {
+    let cfg = redis::AsyncConnectionConfig::new()
+        .set_connection_timeout(Some(Duration::from_secs(1)))
+        .set_response_timeout(Some(Duration::from_secs(1)));
+    let mut last: Option<(String, u16)> = None;
+    let mut conn: Option<redis::aio::MultiplexedConnection> = None;
+    loop {
+        tokio::time::sleep(WATCH_EVERY).await;
+        let Some(t) = target.upgrade() else { return };
+        if conn.is_none() {
+            let sentinel = t.client.lock().await.async_get_sentinel_client().await;
+            if let Ok(client) = sentinel {
+                conn = client
+                    .get_multiplexed_async_connection_with_config(&cfg)
+                    .await
+                    .ok();
+            }
+        }
+        let Some(c) = conn.as_mut() else { continue };
+        let named: RedisResult<Option<(String, u16)>> = redis::cmd("SENTINEL")
+            .arg("GET-MASTER-ADDR-BY-NAME")
+            .arg(&t.service)
+            .query_async(c)
+            .await;
+        match named {
+            Ok(Some(addr)) => {
+                if last.as_ref().is_some_and(|l| *l != addr) {
+                    t.moves.fetch_add(1, Ordering::AcqRel);
+                }
+                last = Some(addr);
+            }
+            // Another sentinel next time.
+            _ => conn = None,
+        }
     }
 }
 
@@ -203,6 +270,8 @@ pub struct Following {
     config: ConnectionManagerConfig,
     /// The manager in use and its generation (bumped at each swap).
     current: Mutex<(u64, ConnectionManager)>,
+    /// The target's move count when the manager in use was made.
+    moves_seen: AtomicU64,
     /// One look at the sentinels at a time, and when the last one was taken.
     following: tokio::sync::Mutex<Option<Instant>>,
 }
@@ -213,12 +282,15 @@ impl Following {
         target: Arc<SentinelTarget>,
         config: ConnectionManagerConfig,
     ) -> RedisResult<Following> {
+        target.watch();
+        let moves = target.moves();
         let primary = target.primary().await?;
         let manager = ConnectionManager::new_with_config(primary, config.clone()).await?;
         Ok(Following {
             target,
             config,
             current: Mutex::new((0, manager)),
+            moves_seen: AtomicU64::new(moves),
             following: tokio::sync::Mutex::new(None),
         })
     }
@@ -228,14 +300,41 @@ impl Following {
         (c.0, c.1.clone())
     }
 
+    /// The manager to send with: first moved to the new primary when the watcher saw the
+    /// sentinels name one since this connection's last move.
+    async fn ready(&self) -> (u64, ConnectionManager) {
+        let (seen, manager) = self.current();
+        let moves = self.target.moves();
+        if moves == self.moves_seen.load(Ordering::Acquire) {
+            return (seen, manager);
+        }
+        if self.follow_from(seen, true).await {
+            self.moves_seen.store(moves, Ordering::Release);
+        }
+        self.current()
+    }
+
     /// Ask the sentinels for the primary and move there, unless another command already moved
     /// since `seen` or a look was taken moments ago. Returns whether the connection moved.
     async fn follow(&self, seen: u64) -> bool {
+        self.follow_from(seen, false).await
+    }
+
+    /// [`Following::follow`]; `told` when the watcher saw the primary move (no wait between
+    /// looks then).
+    async fn follow_from(&self, seen: u64, told: bool) -> bool {
         let mut last = self.following.lock().await;
         if self.current().0 != seen {
             return true;
         }
-        if last.is_some_and(|t| t.elapsed() < FOLLOW_AT_MOST_EVERY) {
+        // Told by the watcher, look again soon; still not at a flood of connection attempts
+        // while the new primary is not reachable yet.
+        let gap = if told {
+            FOLLOW_AT_MOST_EVERY / 5
+        } else {
+            FOLLOW_AT_MOST_EVERY
+        };
+        if last.is_some_and(|t| t.elapsed() < gap) {
             return false;
         }
         *last = Some(Instant::now());
@@ -271,7 +370,7 @@ fn primary_may_have_moved(e: &RedisError) -> bool {
 impl Following {
     pub(crate) fn req_packed_command<'a>(&'a self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
         Box::pin(async move {
-            let (seen, mut manager) = self.current();
+            let (seen, mut manager) = self.ready().await;
             let result = manager.req_packed_command(cmd).await;
             match &result {
                 Err(e) if primary_may_have_moved(e) => {
@@ -294,7 +393,7 @@ impl Following {
         count: usize,
     ) -> RedisFuture<'a, Vec<Value>> {
         Box::pin(async move {
-            let (seen, mut manager) = self.current();
+            let (seen, mut manager) = self.ready().await;
             let result = manager.req_packed_commands(pipeline, offset, count).await;
             if let Err(e) = &result {
                 if primary_may_have_moved(e) {

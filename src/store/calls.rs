@@ -130,15 +130,18 @@ impl Store {
 
     /// [`Store::report_calls`] for one platform day (00:00 to 24:00 GMT+8, the quota day).
     pub async fn report_calls_for_day(&self, day: NaiveDate) -> Result<CallReport, StoreError> {
-        let start = |d: NaiveDate| {
-            china_offset()
-                .from_local_datetime(&d.and_hms_opt(0, 0, 0).unwrap_or_default())
-                .single()
-                .map(|t| t.with_timezone(&Utc))
-                .unwrap_or_default()
-        };
         let next = day.succ_opt().unwrap_or(day);
-        self.report_calls(start(day), start(next)).await
+        self.report_calls(day_start(day), day_start(next)).await
+    }
+
+    /// [`Store::report_calls_for_day`] up to `before` (whole minutes that began before it).
+    pub async fn report_calls_for_day_before(
+        &self,
+        day: NaiveDate,
+        before: DateTime<Utc>,
+    ) -> Result<CallReport, StoreError> {
+        let next = day_start(day.succ_opt().unwrap_or(day));
+        self.report_calls(day_start(day), before.min(next)).await
     }
 
     /// Append a gate change to the audit trail; returns its id and the instant it was
@@ -339,6 +342,15 @@ impl Store {
         )
         .ctx(self, "stale_purge")
     }
+}
+
+/// 00:00 GMT+8 of `day`, the platform day's start.
+fn day_start(day: NaiveDate) -> DateTime<Utc> {
+    china_offset()
+        .from_local_datetime(&day.and_hms_opt(0, 0, 0).unwrap_or_default())
+        .single()
+        .map(|t| t.with_timezone(&Utc))
+        .unwrap_or_default()
 }
 
 #[cfg(test)]

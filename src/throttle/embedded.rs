@@ -307,28 +307,22 @@ impl EmbeddedGates {
         g.used
     }
 
-    /// Raise today's counters of a gate to `calls` and the app's to `app_calls` where they
-    /// hold fewer (a restarted process starts its day at zero; the ledger remembers). Returns
-    /// how many counters were raised.
+    /// Bring today's counters of a gate back to `calls` and the app's to `app_calls`
+    /// ([`super::DayCalls`]: a restarted process starts its day at zero, which reads as lost;
+    /// the ledger remembers). Returns how many counters were raised.
     pub(crate) fn floor_today(
         &self,
         platform: Platform,
         api: Api,
-        calls: u64,
-        app_calls: u64,
+        calls: super::DayCalls,
+        app_calls: super::DayCalls,
     ) -> u32 {
         let mut raised = 0;
         let mut g = self.gate(platform, api);
         let now = chrono::Utc::now();
         g.roll_day(now);
-        if calls > g.used {
-            g.used = calls;
-            raised += 1;
-        }
-        if calls > g.booked {
-            g.booked = calls;
-            raised += 1;
-        }
+        raised += u32::from(floor_one(&mut g.used, calls));
+        raised += u32::from(floor_one(&mut g.booked, calls));
         let today = g.day.index(now);
         drop(g);
         if let Some(app) = self.apps.get(&platform) {
@@ -339,10 +333,7 @@ impl EmbeddedGates {
                     booked: 0,
                 };
             }
-            if app_calls > a.booked {
-                a.booked = app_calls;
-                raised += 1;
-            }
+            raised += u32::from(floor_one(&mut a.booked, app_calls));
         }
         raised
     }
@@ -427,5 +418,21 @@ impl EmbeddedGates {
         g.bucket.drain(now_us, rate, new.burst);
         g.limiter_rate = rate;
         RateChange { old, new }
+    }
+}
+
+/// One counter brought back to the ledger's count (as floor.lua): a zero (lost, or a process
+/// that started today) to every call, one below the settled calls to those. Whether it moved.
+fn floor_one(counter: &mut u64, calls: super::DayCalls) -> bool {
+    let want = if *counter == 0 {
+        calls.all
+    } else {
+        calls.settled
+    };
+    if want > *counter {
+        *counter = want;
+        true
+    } else {
+        false
     }
 }

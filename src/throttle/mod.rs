@@ -260,6 +260,18 @@ pub(crate) struct Inner {
     platforms: Vec<Platform>,
 }
 
+/// A gate's (or an app's) calls of today as the ledger counts them, for bringing lost counts
+/// back: `all` of them, and the `settled` ones of minutes that ended long enough ago for
+/// their outcomes to have been reported (a counter below `settled` lost writes; one between
+/// the two may only be waiting for report batches still on their way).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct DayCalls {
+    /// Every call of today the ledger holds.
+    pub all: u64,
+    /// The calls of today's minutes that ended a while ago.
+    pub settled: u64,
+}
+
 /// All gates of one process. Cheap to clone; clones share the gates.
 #[derive(Clone)]
 pub struct Gates {
@@ -565,12 +577,12 @@ impl Gates {
         }))
     }
 
-    /// Raise today's counts to what the ledger counted: `calls` holds each (platform, api)'s
-    /// calls of today's platform day (GMT+8). Gate state that lost writes (a Redis failover, a
-    /// restart) would otherwise let the daily quota and pacing spend those calls again.
-    /// Gates on a compressed test day are left as they are (the ledger counts whole minutes
-    /// of the platform day). Returns how many counters were raised.
-    pub async fn floor_today(&self, calls: &[(Platform, Api, u64)]) -> Result<u32, GateError> {
+    /// Bring today's counts back to what the ledger counted: `calls` holds each (platform,
+    /// api)'s calls of today's platform day (GMT+8), [`DayCalls`]. Gate state that lost writes
+    /// (a Redis failover, a restart) would otherwise let the daily quota and pacing spend
+    /// those calls again. Gates on a compressed test day are left as they are (the ledger
+    /// counts whole minutes of the platform day). Returns how many counters were raised.
+    pub async fn floor_today(&self, calls: &[(Platform, Api, DayCalls)]) -> Result<u32, GateError> {
         let mut raised = 0;
         for &(platform, api, n) in calls {
             let Some(local) = self.inner.local.get(&(platform, api)) else {
@@ -579,11 +591,13 @@ impl Gates {
             if !local.cfg.day.is_platform() {
                 continue;
             }
-            let app: u64 = calls
-                .iter()
-                .filter(|(p, _, _)| *p == platform)
-                .map(|(_, _, n)| n)
-                .sum();
+            let app = calls.iter().filter(|(p, _, _)| *p == platform).fold(
+                DayCalls::default(),
+                |a, (_, _, c)| DayCalls {
+                    all: a.all + c.all,
+                    settled: a.settled + c.settled,
+                },
+            );
             raised += self
                 .inner
                 .backend

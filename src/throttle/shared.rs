@@ -596,16 +596,16 @@ impl RedisGates {
         })
     }
 
-    /// Raise today's counters of a gate (calls counted and booked) to `calls`, and the app's
-    /// booked counter to `app_calls`, where they hold fewer (floor.lua). Returns how many
+    /// Bring today's counters of a gate (calls counted and booked) back to `calls`, and the
+    /// app's booked counter to `app_calls` (floor.lua, [`super::DayCalls`]). Returns how many
     /// counters were raised.
     pub(crate) async fn floor_today(
         &self,
         platform: Platform,
         api: Api,
         cfg: &GateConfig,
-        calls: u64,
-        app_calls: u64,
+        calls: super::DayCalls,
+        app_calls: super::DayCalls,
     ) -> Result<u32, GateError> {
         let day = cfg.day.label(self.server_now());
         let k = self.keys(platform, api);
@@ -621,8 +621,10 @@ impl RedisGates {
             .floor
             .key(k.quota(&day))
             .key(k.booked(&day))
-            .arg(calls)
-            .arg(calls)
+            .arg(calls.all)
+            .arg(calls.settled)
+            .arg(calls.all)
+            .arg(calls.settled)
             .arg(ttl)
             .invoke_async(&mut conn)
             .await
@@ -631,7 +633,8 @@ impl RedisGates {
             let app: u32 = self
                 .floor
                 .key(app_booked_key(&self.namespace, platform, &day))
-                .arg(app_calls)
+                .arg(app_calls.all)
+                .arg(app_calls.settled)
                 .arg(ttl)
                 .invoke_async(&mut conn)
                 .await

@@ -5,7 +5,7 @@
 
 use super::embedded::EmbeddedGates;
 use super::shared::RedisGates;
-use super::{GateError, GateSnapshot, Inner, Lane, Noted, RateChange, Reservation};
+use super::{DayCalls, GateError, GateSnapshot, Inner, Lane, Noted, RateChange, Reservation};
 use crate::config::GateConfig;
 use crate::platform::{Api, Platform};
 use futures::future::BoxFuture;
@@ -71,15 +71,15 @@ pub(super) trait GateState: Send + Sync {
         cfg: &'a GateConfig,
     ) -> BoxFuture<'a, Result<u64, GateError>>;
 
-    /// Raise today's counters of a gate to `calls` and the app's to `app_calls` where they
-    /// hold fewer; returns how many were raised.
+    /// Bring today's counters of a gate back to `calls` and the app's to `app_calls` (see
+    /// [`DayCalls`]); returns how many were raised.
     fn floor_today<'a>(
         &'a self,
         platform: Platform,
         api: Api,
         cfg: &'a GateConfig,
-        calls: u64,
-        app_calls: u64,
+        calls: DayCalls,
+        app_calls: DayCalls,
     ) -> BoxFuture<'a, Result<u32, GateError>>;
 
     /// Set a gate's rate (and burst) where this state is shared.
@@ -148,8 +148,8 @@ impl GateState for RedisGates {
         platform: Platform,
         api: Api,
         cfg: &'a GateConfig,
-        calls: u64,
-        app_calls: u64,
+        calls: DayCalls,
+        app_calls: DayCalls,
     ) -> BoxFuture<'a, Result<u32, GateError>> {
         RedisGates::floor_today(self, platform, api, cfg, calls, app_calls).boxed()
     }
@@ -218,8 +218,8 @@ impl GateState for EmbeddedGates {
         platform: Platform,
         api: Api,
         _cfg: &'a GateConfig,
-        calls: u64,
-        app_calls: u64,
+        calls: DayCalls,
+        app_calls: DayCalls,
     ) -> BoxFuture<'a, Result<u32, GateError>> {
         let n = EmbeddedGates::floor_today(self, platform, api, calls, app_calls);
         async move { Ok(n) }.boxed()

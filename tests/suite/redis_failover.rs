@@ -1,27 +1,30 @@
 //! The fleet's Redis behind Sentinel (a primary, a replica, three sentinels): a listing job with
 //! three workers meets a forced failover (`SENTINEL FAILOVER`) and then its new primary killed,
-//! and finishes with no operator: every item written once at the simulator, none failed, and
-//! the workers follow the primary each time.
+//! and finishes with no operator: every item made once at the simulator, none failed, the
+//! workers follow the primary each time, and today's quota count lost at most the moments of
+//! the moves.
 
 use crate::jobs_harness;
+use crate::support::ledger::Kind;
 use crate::support::sentinel::SentinelSet;
 
-use crate::support::ledger::Kind;
 use jobs_harness::{ClientOpts, Harness};
 use std::time::Duration;
 use syncfleet::platform::{Api, Platform};
 use syncfleet::store::JobState;
 
 const TO: Platform = Platform::Taobao;
-const ITEMS: u64 = 2_000;
+const ITEMS: u64 = 1_600;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_listing_survives_two_failovers_without_an_operator() {
     let _serial = jobs_harness::serial().await;
     let mut set = SentinelSet::start();
     let first_primary = set.primary_port();
+    // 40 s of work at the gate's rate, so both failovers come in the middle of the job (a
+    // forced failover settles in about 20 s: Sentinel demotes the old primary on its own clock).
     let opts = ClientOpts {
-        rate: 150.0,
+        rate: 40.0,
         chunk_size: 20,
         heal_interval_s: 2,
         ..ClientOpts::default()
@@ -38,10 +41,13 @@ async fn a_listing_survives_two_failovers_without_an_operator() {
         h.spawn_worker(4, 10);
     }
     let bound = Duration::from_secs(180);
+    let pending = |s: &syncfleet::store::JobStatus| s.job.counts.pending;
 
-    h.wait_terminal(job, ITEMS / 4, bound).await;
+    h.wait_terminal(job, ITEMS / 5, bound).await;
     let second_primary = set.force_failover();
     assert_ne!(second_primary, first_primary);
+    let at_first = h.store.job_status(job).await.expect("status");
+    assert!(pending(&at_first) > 0, "the first failover came mid-job");
     // The demoted primary replicates the new one before the next failover can promote it.
     set.wait_settled(Duration::from_secs(60));
 
@@ -51,6 +57,8 @@ async fn a_listing_survives_two_failovers_without_an_operator() {
         third_primary, first_primary,
         "the demoted first primary is the only replica left to promote"
     );
+    let at_second = h.store.job_status(job).await.expect("status");
+    let second_mid_job = pending(&at_second) > 0;
 
     let status = h.wait_job(job, bound).await;
     let logs = h.worker_logs();
@@ -63,13 +71,43 @@ async fn a_listing_survives_two_failovers_without_an_operator() {
             "worker {n} followed the primary:\n{err}"
         );
     }
+    assert!(second_mid_job, "the second failover came mid-job");
     let c = &status.job.counts;
     assert_eq!(status.job.state, JobState::Finished, "{c:?}\n{logs}");
     assert_eq!((c.done, c.failed), (ITEMS, 0), "{c:?}\n{logs}");
+    // Made once each. A key may be sent twice (a task fetched from the old primary in the
+    // moment before the move is fetched again from the new one); the platform answers a
+    // repeated key with the product it made.
     let add = h.stats(TO, Api::ItemAdd);
-    assert_eq!(
-        (add.ok - add.duplicate_writes, add.duplicate_writes),
-        (ITEMS, 0),
-        "each item written once at the platform, none twice: {add:?}"
+    assert_eq!(add.ok - add.duplicate_writes, ITEMS, "{add:?}");
+    assert!(add.duplicate_writes <= ITEMS / 10, "{add:?}");
+
+    // Today's count on the last primary lost at most the moments of the two moves (a
+    // connection that kept writing to a replaced primary would lose seconds of counts).
+    let now = chrono::Utc::now();
+    let key = format!(
+        "sf:{{{TO}:{}}}:quota:{}",
+        Api::ItemAdd,
+        syncfleet::time::QuotaDay::PLATFORM.label(now)
+    );
+    let calls = h
+        .store
+        .report_calls_for_day(syncfleet::time::platform_day(now))
+        .await
+        .expect("ledger calls")
+        .by_api
+        .iter()
+        .filter(|a| (a.platform, a.api) == (TO, Api::ItemAdd))
+        .map(|a| a.calls)
+        .sum::<u64>();
+    let mut c = redis::Client::open(format!("redis://127.0.0.1:{third_primary}/"))
+        .and_then(|c| c.get_connection())
+        .expect("the last primary");
+    let counted: Option<u64> = redis::cmd("GET").arg(&key).query(&mut c).expect("GET");
+    assert!(
+        counted.is_some_and(|n| n * 100 >= calls * 95)
+            || syncfleet::time::platform_day(now)
+                != syncfleet::time::platform_day(chrono::Utc::now()),
+        "{key}: {counted:?}, the ledger's {calls}"
     );
 }

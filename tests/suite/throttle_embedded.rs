@@ -241,14 +241,48 @@ fn gate_set_without_redis_records_and_says_what_happens() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("per_second_cap"));
 }
 
-/// A restarted process starts its day at zero; the ledger's count raises it (never lowers).
+/// A restarted process starts its day at zero: the ledger's count of every call brings it
+/// back. A counter that holds some is raised only to the calls of minutes long past (the last
+/// ones may still be on their way from report batches), and never lowered.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn todays_count_is_raised_to_the_ledgers_never_lowered() {
+    use syncfleet::throttle::DayCalls;
     let gates = gates(100.0, 10.0, 16);
     assert_eq!(gate_snapshot(&gates).await.used_today, 0);
-    let raised = gates.floor_today(&[(P, A, 42)]).await.expect("floor");
+    let day = |all, settled| DayCalls { all, settled };
+    let raised = gates
+        .floor_today(&[(P, A, day(42, 30))])
+        .await
+        .expect("floor");
     assert!(raised >= 1, "{raised}");
     assert_eq!(gate_snapshot(&gates).await.used_today, 42);
-    assert_eq!(gates.floor_today(&[(P, A, 7)]).await.expect("floor"), 0);
-    assert_eq!(gate_snapshot(&gates).await.used_today, 42);
+    assert_eq!(
+        gates
+            .floor_today(&[(P, A, day(50, 40))])
+            .await
+            .expect("floor"),
+        0
+    );
+    assert_eq!(
+        gate_snapshot(&gates).await.used_today,
+        42,
+        "between settled and all: left"
+    );
+    gates
+        .floor_today(&[(P, A, day(60, 45))])
+        .await
+        .expect("floor");
+    assert_eq!(
+        gate_snapshot(&gates).await.used_today,
+        45,
+        "raised to the settled calls"
+    );
+    assert_eq!(
+        gates
+            .floor_today(&[(P, A, day(7, 7))])
+            .await
+            .expect("floor"),
+        0
+    );
+    assert_eq!(gate_snapshot(&gates).await.used_today, 45, "never lowered");
 }
