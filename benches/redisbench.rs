@@ -1,7 +1,7 @@
 //! The fleet's Redis beyond one server, counted by the simulator, against a same-run baseline.
 //!
 //! `cargo bench --bench redisbench -- [--mode failover|cluster] [--items 5000] [--rate 100]
-//! [--kind fixed|sliding|bucket] [--ban-s 0] [--heal-s 60] [--workers 3]`
+//! [--kind fixed|sliding|bucket] [--ban-s 0] [--heal-s 60] [--workers 3] [--logs DIR]`
 //!
 //! **cluster**: the same job (defaults for the economy run: `--items 6000 --workers 4`) on one
 //! Redis and on a three-primary Redis Cluster whose shards hold the two gates apart. Goal:
@@ -188,6 +188,17 @@ async fn run(s: &Settings, mut at: Where) -> Run {
         h.terminate_worker(pid);
     }
     h.wait_workers(Duration::from_secs(300));
+    // `--logs DIR` keeps the workers' logs (run with SF_TEST_LOG=info for every call).
+    let logs: String = arg("--logs", String::new());
+    if !logs.is_empty() {
+        let _ = std::fs::create_dir_all(&logs);
+        for n in 0..s.workers {
+            let _ = std::fs::copy(
+                h.dir.path().join(format!("worker{n}.err")),
+                format!("{logs}/{}-worker{n}.err", at.name().replace(' ', "_")),
+            );
+        }
+    }
     let add = h.stats(TO, Api::ItemAdd);
     let get = h.stats(FROM, Api::ItemGet);
     let dead: u64 = redis::cmd("XLEN")
