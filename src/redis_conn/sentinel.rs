@@ -10,8 +10,9 @@
 //!
 //! A [`Following`] connection holds a connection manager to the primary the sentinels named
 //! last. It moves to the new primary as soon as the sentinels name another one: a watcher asks
-//! them every [`WATCH_EVERY`] (a forced failover promotes the replica at once, but the old
-//! primary goes on taking writes until Sentinel demotes it, seconds later, and every write it
+//! every sentinel every [`WATCH_EVERY`] and believes the highest configuration epoch (a forced
+//! failover promotes the replica at once, but the old primary goes on taking writes, and still
+//! answers `ROLE` as a primary, until Sentinel demotes it some 10-20 s later; every write it
 //! takes then is lost). It also moves when a command meets a sign that the primary moved (the
 //! old one demoted and refusing writes with `READONLY`, or gone: a dropped, refused or
 //! timed-out connection): it asks the sentinels again and swaps in a manager to the new
@@ -20,6 +21,7 @@
 //! command is returned as failed, as on one server (its caller decides: a gate books again, a
 //! report batch is resent under its id, a queue push is found by the heal sweep).
 
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
@@ -136,7 +138,12 @@ pub const WATCH_EVERY: Duration = Duration::from_millis(100);
 /// The sentinels of one service, asked for its primary.
 pub struct SentinelTarget {
     client: tokio::sync::Mutex<SentinelClient>,
-    service: String,
+    url: SentinelUrl,
+    certificates: Option<TlsCertificates>,
+    sentinel_password: Option<String>,
+    /// The primary the sentinels name with the highest configuration epoch, as the watcher
+    /// last saw it.
+    named: Mutex<Option<(String, u16)>>,
     /// Bumped each time the watcher sees the sentinels name another primary.
     moves: AtomicU64,
     watching: AtomicBool,
@@ -176,20 +183,20 @@ impl SentinelTarget {
         if let Some(password) = &url.password {
             b = b.set_client_to_redis_password(password);
         }
-        if let Some(password) = std::env::var(SENTINEL_PASSWORD_ENV)
+        let sentinel_password = std::env::var(SENTINEL_PASSWORD_ENV)
             .ok()
-            .filter(|p| !p.is_empty())
-        {
+            .filter(|p| !p.is_empty());
+        if let Some(password) = &sentinel_password {
             b = b.set_client_to_sentinel_password(password);
         }
         if url.tls {
             b = b
                 .set_client_to_redis_tls_mode(TlsMode::Secure)
                 .set_client_to_sentinel_tls_mode(TlsMode::Secure);
-            if let Some(certs) = certificates {
+            if let Some(certs) = &certificates {
                 b = b
                     .set_client_to_sentinel_certificates(certs.clone())
-                    .set_client_to_redis_certificates(certs);
+                    .set_client_to_redis_certificates(certs.clone());
             }
         }
         let client = b
@@ -197,10 +204,50 @@ impl SentinelTarget {
             .map_err(|e| RedisOpenError::Tls(super::without_url(&e)))?;
         Ok(SentinelTarget {
             client: tokio::sync::Mutex::new(client),
-            service: url.service.clone(),
+            url: url.clone(),
+            certificates,
+            sentinel_password,
+            named: Mutex::new(None),
             moves: AtomicU64::new(0),
             watching: AtomicBool::new(false),
         })
+    }
+
+    /// A client for the server at `host:port`: a data node (the URL's user, password and
+    /// database) or a sentinel (its own password, if any); TLS as the URL says.
+    fn client_at(&self, host: &str, port: u16, data_node: bool) -> RedisResult<redis::Client> {
+        let scheme = if self.url.tls { "rediss" } else { "redis" };
+        let mut settings = redis::RedisConnectionInfo::default();
+        if data_node {
+            settings = settings.set_db(self.url.db);
+            if let Some(user) = &self.url.username {
+                settings = settings.set_username(user);
+            }
+            if let Some(password) = &self.url.password {
+                settings = settings.set_password(password);
+            }
+        } else if let Some(password) = &self.sentinel_password {
+            settings = settings.set_password(password);
+        }
+        let info = format!("{scheme}://{host}:{port}/")
+            .as_str()
+            .into_connection_info()?
+            .set_redis_settings(settings);
+        match (&self.certificates, self.url.tls) {
+            (Some(certs), true) => redis::Client::build_with_tls(info, certs.clone()),
+            _ => redis::Client::open(info),
+        }
+    }
+
+    /// Record the primary the sentinels name now; a change counts as a move.
+    fn note_named(&self, addr: (String, u16)) {
+        let mut named = self.named.lock().unwrap_or_else(|e| e.into_inner());
+        if named.as_ref() != Some(&addr) {
+            if named.is_some() {
+                self.moves.fetch_add(1, Ordering::AcqRel);
+            }
+            *named = Some(addr);
+        }
     }
 
     /// How many times the primary moved since the watcher started.
@@ -216,46 +263,67 @@ impl SentinelTarget {
         tokio::spawn(watch_primary(Arc::downgrade(self)));
     }
 
-    /// A client for the primary the sentinels name now (checked with `ROLE` by redis-rs).
+    /// A client for the primary the sentinels name now: the watcher's answer (the highest
+    /// configuration epoch among the sentinels) once it has one, else redis-rs's (the first
+    /// sentinel's, checked with `ROLE`: during a forced failover the old primary still passes
+    /// that check for seconds).
     pub(crate) async fn primary(&self) -> RedisResult<redis::Client> {
-        self.client.lock().await.async_get_client().await
+        let named = self.named.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        match named {
+            Some((host, port)) => self.client_at(&host, port, true),
+            None => self.client.lock().await.async_get_client().await,
+        }
     }
 }
 
-/// Ask a sentinel for the primary's address every [`WATCH_EVERY`]; count each change.
+/// Ask every sentinel for the service's primary every [`WATCH_EVERY`] and keep the answer of
+/// the highest configuration epoch (sentinels that have not heard of a failover yet still name
+/// the old primary); count each change.
 async fn watch_primary(target: Weak<SentinelTarget>) {
     let cfg = redis::AsyncConnectionConfig::new()
         .set_connection_timeout(Some(Duration::from_secs(1)))
         .set_response_timeout(Some(Duration::from_secs(1)));
-    let mut last: Option<(String, u16)> = None;
-    let mut conn: Option<redis::aio::MultiplexedConnection> = None;
+    let mut conns: Vec<Option<redis::aio::MultiplexedConnection>> = Vec::new();
     loop {
         tokio::time::sleep(WATCH_EVERY).await;
         let Some(t) = target.upgrade() else { return };
-        if conn.is_none() {
-            let sentinel = t.client.lock().await.async_get_sentinel_client().await;
-            if let Ok(client) = sentinel {
-                conn = client
-                    .get_multiplexed_async_connection_with_config(&cfg)
-                    .await
-                    .ok();
+        conns.resize_with(t.url.sentinels.len(), || None);
+        let mut best: Option<(u64, String, u16)> = None;
+        for (i, (host, port)) in t.url.sentinels.iter().enumerate() {
+            if conns[i].is_none() {
+                if let Ok(client) = t.client_at(host, *port, false) {
+                    conns[i] = client
+                        .get_multiplexed_async_connection_with_config(&cfg)
+                        .await
+                        .ok();
+                }
+            }
+            let Some(c) = conns[i].as_mut() else { continue };
+            let answer: RedisResult<HashMap<String, String>> = redis::cmd("SENTINEL")
+                .arg("MASTER")
+                .arg(&t.url.service)
+                .query_async(c)
+                .await;
+            let Ok(fields) = answer else {
+                conns[i] = None;
+                continue;
+            };
+            let (Some(ip), Some(port), epoch) = (
+                fields.get("ip"),
+                fields.get("port").and_then(|p| p.parse::<u16>().ok()),
+                fields
+                    .get("config-epoch")
+                    .and_then(|e| e.parse::<u64>().ok())
+                    .unwrap_or(0),
+            ) else {
+                continue;
+            };
+            if best.as_ref().is_none_or(|(e, _, _)| epoch > *e) {
+                best = Some((epoch, ip.clone(), port));
             }
         }
-        let Some(c) = conn.as_mut() else { continue };
-        let named: RedisResult<Option<(String, u16)>> = redis::cmd("SENTINEL")
-            .arg("GET-MASTER-ADDR-BY-NAME")
-            .arg(&t.service)
-            .query_async(c)
-            .await;
-        match named {
-            Ok(Some(addr)) => {
-                if last.as_ref().is_some_and(|l| *l != addr) {
-                    t.moves.fetch_add(1, Ordering::AcqRel);
-                }
-                last = Some(addr);
-            }
-            // Another sentinel next time.
-            _ => conn = None,
+        if let Some((_, ip, port)) = best {
+            t.note_named((ip, port));
         }
     }
 }
