@@ -1,35 +1,14 @@
 //! A three-primary Redis Cluster on free loopback ports (private children, killed on drop;
 //! never the machine's Redis): the slots split in three even ranges, no replicas.
 
-use std::net::TcpListener;
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use super::redis::TestRedis;
+use super::redis::{connection_at as connection, free_port, wait_for, TestRedis};
 
 pub struct TestCluster {
     dir: tempfile::TempDir,
     nodes: Vec<(u16, Child)>,
-}
-
-fn free_port() -> u16 {
-    let l = TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1:0 to find a free port");
-    l.local_addr().expect("local addr").port()
-}
-
-fn connection(port: u16) -> Option<::redis::Connection> {
-    ::redis::Client::open(format!("redis://127.0.0.1:{port}/"))
-        .ok()?
-        .get_connection_with_timeout(Duration::from_millis(500))
-        .ok()
-}
-
-fn wait_for(what: &str, timeout: Duration, mut ok: impl FnMut() -> bool) {
-    let deadline = Instant::now() + timeout;
-    while !ok() {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(50));
-    }
 }
 
 /// The slot ranges of the three shards.

@@ -40,7 +40,8 @@ pub fn unique_prefix() -> String {
     )
 }
 
-fn free_port() -> u16 {
+/// A loopback port free a moment ago (the server started on it may still lose a race).
+pub fn free_port() -> u16 {
     let l = TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1:0 to find a free port");
     l.local_addr().expect("local addr").port()
 }
@@ -61,6 +62,23 @@ fn ping_with(url: &str, files: &syncfleet::redis_conn::TlsFiles) -> bool {
         .query::<String>(&mut con)
         .map(|r| r == "PONG")
         .unwrap_or(false)
+}
+
+/// A connection to the private server on loopback `port`, if it answers within 500 ms.
+pub fn connection_at(port: u16) -> Option<::redis::Connection> {
+    ::redis::Client::open(format!("redis://127.0.0.1:{port}/"))
+        .ok()?
+        .get_connection_with_timeout(Duration::from_millis(500))
+        .ok()
+}
+
+/// Wait (polling every 50 ms, at most `timeout`) until `ok`; panics naming `what`.
+pub fn wait_for(what: &str, timeout: Duration, mut ok: impl FnMut() -> bool) {
+    let deadline = Instant::now() + timeout;
+    while !ok() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
 }
 
 /// A plain private server on `port`: loopback only, nothing kept on disk.

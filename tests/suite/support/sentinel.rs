@@ -7,11 +7,10 @@
 //! in the set's temporary folder (sentinel rewrites it as it learns).
 
 use std::collections::HashMap;
-use std::net::TcpListener;
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use super::redis::TestRedis;
+use super::redis::{connection_at as connection, free_port, wait_for, TestRedis};
 
 /// The monitored service's name.
 pub const SERVICE: &str = "sf";
@@ -23,11 +22,6 @@ pub struct SentinelSet {
     sentinels: Vec<(u16, Child)>,
 }
 
-fn free_port() -> u16 {
-    let l = TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1:0 to find a free port");
-    l.local_addr().expect("local addr").port()
-}
-
 fn spawn(args: &[String]) -> Child {
     Command::new("redis-server")
         .args(args)
@@ -35,21 +29,6 @@ fn spawn(args: &[String]) -> Child {
         .stderr(Stdio::null())
         .spawn()
         .expect("redis-server is not installed (apt-get install redis-server)")
-}
-
-fn connection(port: u16) -> Option<::redis::Connection> {
-    ::redis::Client::open(format!("redis://127.0.0.1:{port}/"))
-        .ok()?
-        .get_connection_with_timeout(Duration::from_millis(500))
-        .ok()
-}
-
-fn wait_for(what: &str, timeout: Duration, mut ok: impl FnMut() -> bool) {
-    let deadline = Instant::now() + timeout;
-    while !ok() {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(50));
-    }
 }
 
 /// An array of flat field/value arrays (SENTINEL REPLICAS) as maps.
