@@ -193,6 +193,18 @@ pub enum Conn {
     Cluster(redis::cluster_async::ClusterConnection),
 }
 
+impl Conn {
+    /// Whether this connection moved to another primary within `span` (Sentinel only): what
+    /// the old primary took in its last moments may be missing from the new one, so state
+    /// read or measured across the move is suspect for a while.
+    pub fn moved_within(&self, span: Duration) -> bool {
+        match self {
+            Conn::Following(f) => f.moved_within(span),
+            Conn::Server(_) | Conn::Cluster(_) => false,
+        }
+    }
+}
+
 impl ConnectionLike for Conn {
     fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
         match self {

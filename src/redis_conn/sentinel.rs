@@ -342,6 +342,8 @@ pub struct Following {
     moves_seen: AtomicU64,
     /// One look at the sentinels at a time, and when the last one was taken.
     following: tokio::sync::Mutex<Option<Instant>>,
+    /// When the connection last moved to another primary.
+    moved_at: Mutex<Option<Instant>>,
 }
 
 impl Following {
@@ -360,6 +362,7 @@ impl Following {
             current: Mutex::new((0, manager)),
             moves_seen: AtomicU64::new(moves),
             following: tokio::sync::Mutex::new(None),
+            moved_at: Mutex::new(None),
         })
     }
 
@@ -413,11 +416,22 @@ impl Following {
         else {
             return false;
         };
-        let mut c = self.current.lock().unwrap_or_else(|e| e.into_inner());
-        c.0 += 1;
-        c.1 = manager;
+        {
+            let mut c = self.current.lock().unwrap_or_else(|e| e.into_inner());
+            c.0 += 1;
+            c.1 = manager;
+        }
+        *self.moved_at.lock().unwrap_or_else(|e| e.into_inner()) = Some(Instant::now());
         tracing::warn!("redis primary moved (sentinel): the connection follows it");
         true
+    }
+
+    /// Whether the connection moved to another primary within `span`.
+    pub(crate) fn moved_within(&self, span: Duration) -> bool {
+        self.moved_at
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .is_some_and(|t| t.elapsed() < span)
     }
 }
 

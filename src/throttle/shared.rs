@@ -25,6 +25,9 @@ pub const DEFAULT_NAMESPACE: &str = "sf";
 /// How long after a rejection the flusher keeps writing (empty batches if need be), so the
 /// measurement it opened settles on time although the gate is paused (settle_ms + margin).
 const SETTLE_FLUSH: Duration = Duration::from_millis(1_500);
+/// How long after a move to a new primary (Sentinel) a rejection is not taken as a reading of
+/// the platform's limit: the seconds whose bookings and reports may be missing there.
+const MOVE_SETTLE: Duration = Duration::from_secs(3);
 
 /// Successes by send slot as report.lua reads them: `slot:count,...`.
 fn slot_list(slots: &BTreeMap<u64, u32>) -> String {
@@ -349,6 +352,11 @@ impl RedisGates {
             hit,
             pause,
         } = outcome;
+        // A rejection just after the connection moved to a new primary measures nothing: the
+        // new primary may lack the old one's last bookings and reports (the burst that drew
+        // the rejection, and the successes of its second), so a limit read from it would be
+        // low and held for minutes. The ban still pauses the gate.
+        let hit = hit && !self.conn.moved_within(MOVE_SETTLE);
         let urgent = hit || pause.is_some();
         let offset = self.clock_offset_ms.load(Ordering::Relaxed);
         let sent_ms = crate::time::wall_ms(sent).saturating_add_signed(offset);
