@@ -14,15 +14,15 @@ use syncfleet::platform::{Api, Platform};
 use syncfleet::store::JobState;
 
 const TO: Platform = Platform::Taobao;
-const ITEMS: u64 = 1_600;
+const ITEMS: u64 = 2_400;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_listing_survives_two_failovers_without_an_operator() {
     let _serial = jobs_harness::serial().await;
     let mut set = SentinelSet::start();
     let first_primary = set.primary_port();
-    // 40 s of work at the gate's rate, so both failovers come in the middle of the job (a
-    // forced failover settles in about 20 s: Sentinel demotes the old primary on its own clock).
+    // 60 s of work at the gate's rate, so both failovers come in the middle of the job (a
+    // forced failover settles in 20-35 s: Sentinel demotes the old primary on its own clock).
     let opts = ClientOpts {
         rate: 40.0,
         chunk_size: 20,
@@ -49,7 +49,7 @@ async fn a_listing_survives_two_failovers_without_an_operator() {
     let at_first = h.store.job_status(job).await.expect("status");
     assert!(pending(&at_first) > 0, "the first failover came mid-job");
     // The demoted primary replicates the new one before the next failover can promote it.
-    set.wait_settled(Duration::from_secs(60));
+    set.wait_settled(Duration::from_secs(120));
 
     h.wait_terminal(job, ITEMS * 3 / 5, bound).await;
     let third_primary = set.kill_primary();

@@ -107,7 +107,7 @@ impl SentinelSet {
             data,
             sentinels,
         };
-        set.wait_settled(Duration::from_secs(60));
+        set.wait_settled(Duration::from_secs(120));
         set
     }
 
