@@ -412,6 +412,8 @@ impl Following {
         let Ok(primary) = self.target.primary().await else {
             return false;
         };
+        // host:port only (the address never carries the password).
+        let addr = primary.get_connection_info().addr().to_string();
         let Ok(manager) = ConnectionManager::new_with_config(primary, self.config.clone()).await
         else {
             return false;
@@ -422,7 +424,7 @@ impl Following {
             c.1 = manager;
         }
         *self.moved_at.lock().unwrap_or_else(|e| e.into_inner()) = Some(Instant::now());
-        tracing::warn!("redis primary moved (sentinel): the connection follows it");
+        tracing::warn!(primary = %addr, "redis primary moved (sentinel): the connection follows it");
         true
     }
 
