@@ -386,13 +386,8 @@ impl Following {
     }
 
     /// Ask the sentinels for the primary and move there, unless another command already moved
-    /// since `seen` or a look was taken moments ago. Returns whether the connection moved.
-    async fn follow(&self, seen: u64) -> bool {
-        self.follow_from(seen, false).await
-    }
-
-    /// [`Following::follow`]; `told` when the watcher saw the primary move (no wait between
-    /// looks then).
+    /// since `seen` or a look was taken moments ago; `told` when the watcher saw the primary
+    /// move (a shorter wait between looks then). Returns whether the connection moved.
     async fn follow_from(&self, seen: u64, told: bool) -> bool {
         let mut last = self.following.lock().await;
         if self.current().0 != seen {
@@ -458,7 +453,7 @@ impl Following {
             let result = manager.req_packed_command(cmd).await;
             match &result {
                 Err(e) if primary_may_have_moved(e) => {
-                    let moved = self.follow(seen).await;
+                    let moved = self.follow_from(seen, false).await;
                     if moved && refused_as_replica(e) {
                         let (_, mut manager) = self.current();
                         return manager.req_packed_command(cmd).await;
@@ -483,7 +478,7 @@ impl Following {
                 if primary_may_have_moved(e) {
                     // A pipeline refused part-way may have run its first commands: it is
                     // returned as failed, never sent twice.
-                    self.follow(seen).await;
+                    self.follow_from(seen, false).await;
                 }
             }
             result

@@ -4,7 +4,7 @@
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use super::redis::{connection_at as connection, free_port, wait_for, TestRedis};
+use super::redis::{connection_at as connection, free_port, plain_args, wait_for, TestRedis};
 
 pub struct TestCluster {
     dir: tempfile::TempDir,
@@ -24,12 +24,9 @@ impl TestCluster {
             let port = free_port();
             let own = dir.path().join(format!("node-{port}"));
             std::fs::create_dir_all(&own).expect("node folder");
-            let child = Command::new("redis-server")
-                .args([
-                    "--port",
-                    &port.to_string(),
-                    "--bind",
-                    "127.0.0.1",
+            let mut args = plain_args(port);
+            args.extend(
+                [
                     "--dir",
                     &own.display().to_string(),
                     "--cluster-enabled",
@@ -38,11 +35,11 @@ impl TestCluster {
                     "nodes.conf",
                     "--cluster-node-timeout",
                     "5000",
-                    "--save",
-                    "",
-                    "--appendonly",
-                    "no",
-                ])
+                ]
+                .map(String::from),
+            );
+            let child = Command::new("redis-server")
+                .args(&args)
                 .stdout(Stdio::null())
                 .stderr(Stdio::null())
                 .spawn()

@@ -82,7 +82,7 @@ pub fn wait_for(what: &str, timeout: Duration, mut ok: impl FnMut() -> bool) {
 }
 
 /// A plain private server on `port`: loopback only, nothing kept on disk.
-fn plain_args(port: u16) -> Vec<String> {
+pub fn plain_args(port: u16) -> Vec<String> {
     let port = port.to_string();
     [
         "--port",

@@ -10,7 +10,7 @@ use std::collections::HashMap;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use super::redis::{connection_at as connection, free_port, wait_for, TestRedis};
+use super::redis::{connection_at as connection, free_port, plain_args, wait_for, TestRedis};
 
 /// The monitored service's name.
 pub const SERVICE: &str = "sf";
@@ -48,20 +48,9 @@ fn records(v: Vec<Vec<String>>) -> Vec<HashMap<String, String>> {
 fn data_args(dir: &std::path::Path, port: u16) -> Vec<String> {
     let own = dir.join(format!("data-{port}"));
     std::fs::create_dir_all(&own).expect("data server folder");
-    [
-        "--dir",
-        &own.display().to_string(),
-        "--port",
-        &port.to_string(),
-        "--bind",
-        "127.0.0.1",
-        "--save",
-        "",
-        "--appendonly",
-        "no",
-    ]
-    .map(String::from)
-    .to_vec()
+    let mut args = plain_args(port);
+    args.extend(["--dir".to_string(), own.display().to_string()]);
+    args
 }
 
 impl SentinelSet {
