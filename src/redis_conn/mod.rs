@@ -114,16 +114,7 @@ pub fn target(url: &str) -> Result<RedisTarget, RedisOpenError> {
 /// [`target`] with these TLS files (used only for TLS URLs).
 pub fn target_with(url: &str, files: &TlsFiles) -> Result<RedisTarget, RedisOpenError> {
     if sentinel::is_sentinel_url(url) {
-        let parsed = sentinel::parse(url)?;
-        let certificates = if parsed.tls && !files.is_empty() {
-            Some(certificates(files)?)
-        } else {
-            None
-        };
-        return Ok(RedisTarget::Sentinel(Arc::new(SentinelTarget::new(
-            &parsed,
-            certificates,
-        )?)));
+        return sentinel_target(url, files).map(RedisTarget::Sentinel);
     }
     if cluster::is_cluster_url(url) {
         let certificates = if files.is_empty() {
@@ -137,6 +128,32 @@ pub fn target_with(url: &str, files: &TlsFiles) -> Result<RedisTarget, RedisOpen
         )?)));
     }
     client_with(url, files).map(|c| RedisTarget::Server(Box::new(c)))
+}
+
+/// The sentinels of `url`, shared by every part of the process that opens it (queue, gates,
+/// link layer): one watcher asks the sentinels, not one per part.
+fn sentinel_target(url: &str, files: &TlsFiles) -> Result<Arc<SentinelTarget>, RedisOpenError> {
+    type Opened = std::sync::Mutex<Vec<((String, TlsFiles), std::sync::Weak<SentinelTarget>)>>;
+    static OPENED: std::sync::OnceLock<Opened> = std::sync::OnceLock::new();
+    let opened = OPENED.get_or_init(Default::default);
+    let mut opened = opened.lock().unwrap_or_else(|e| e.into_inner());
+    opened.retain(|(_, t)| t.strong_count() > 0);
+    if let Some(t) = opened
+        .iter()
+        .find(|((u, f), _)| u == url && f == files)
+        .and_then(|(_, t)| t.upgrade())
+    {
+        return Ok(t);
+    }
+    let parsed = sentinel::parse(url)?;
+    let certificates = if parsed.tls && !files.is_empty() {
+        Some(certificates(files)?)
+    } else {
+        None
+    };
+    let target = Arc::new(SentinelTarget::new(&parsed, certificates)?);
+    opened.push(((url.to_string(), files.clone()), Arc::downgrade(&target)));
+    Ok(target)
 }
 
 impl RedisTarget {
