@@ -126,6 +126,11 @@ pub(crate) const CLOSE_IN: f64 = 0.95;
 /// sent: the rejection came from a token bucket's drained content, not from a count.
 pub(crate) const LENT_SHARE: f64 = 0.98;
 
+/// A ceiling read from a drained token bucket is capped by what the platform admitted between
+/// the two rejections, never below this share of the reading (the average counts the ban's
+/// second, which a window's limit does not refill in).
+pub(crate) const DRAIN_FLOOR: f64 = 0.85;
+
 /// The burst a gate at `rate` may keep: `scaled` (the configured burst scaled to the rate),
 /// never more than the headroom under a measured ceiling the rate runs under, at least one
 /// call. A burst after a lull on top of a rate at 99% of a sliding window's limit is a
@@ -151,6 +156,43 @@ pub(crate) struct Measuring {
     pub(crate) at: f64,
     /// Whether the gate was probing above a ceiling that had held.
     pub(crate) probing: bool,
+    /// What the platform admitted per second from the counted rejection before this one to
+    /// this one (calls that left in between), if that span was at least a second.
+    pub(crate) drained: Option<f64>,
+}
+
+/// What the platform admitted since the last counted rejection: a token bucket is empty at
+/// each rejection, so between two of them it admitted no more than its refill (plus a call).
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub(crate) struct SinceHit {
+    /// When the last counted rejection's call left.
+    pub(crate) from_ms: Option<u64>,
+    /// Successes of calls that left in its 100 ms slot or later.
+    pub(crate) admitted: f64,
+}
+
+impl SinceHit {
+    fn record(&mut self, sent_ms: u64, n: u32) {
+        // By the send slot's start, as report.lua sees it.
+        let slot_start = sent_ms / super::admitted::SLOT_MS * super::admitted::SLOT_MS;
+        if self.from_ms.is_some_and(|from| slot_start >= from) {
+            self.admitted += f64::from(n);
+        }
+    }
+
+    /// The average admitted rate from the last counted rejection to one that left at
+    /// `sent_ms` (`None` under a second: too short to say), and a new span from it.
+    fn restart(&mut self, sent_ms: u64) -> Option<f64> {
+        let avg = self
+            .from_ms
+            .filter(|&from| sent_ms >= from + 1000)
+            .map(|from| self.admitted * 1000.0 / (sent_ms - from) as f64);
+        *self = SinceHit {
+            from_ms: Some(sent_ms),
+            admitted: 0.0,
+        };
+        avg
+    }
 }
 
 /// The adaptive state of one gate.
@@ -179,6 +221,8 @@ pub struct AimdState {
     pub(crate) pause_until_ms: u64,
     /// What the platform admitted, by send time.
     pub(crate) admitted: Admitted,
+    /// What the platform admitted since the last counted rejection.
+    pub(crate) since_hit: SinceHit,
     /// Why the gate is paused.
     pub(crate) pause_reason: String,
 }
@@ -212,6 +256,7 @@ impl AimdState {
             pause_until_ms: 0,
             pause_reason: String::new(),
             admitted: Admitted::default(),
+            since_hit: SinceHit::default(),
         }
     }
 
@@ -253,6 +298,7 @@ impl AimdState {
             sent_ms,
             at,
             probing: self.probing(),
+            drained: self.since_hit.restart(sent_ms),
         });
         self.successes = 0;
         self.previous_hit_ms = self.last_hit_ms;
@@ -330,7 +376,13 @@ impl AimdState {
                     // lent its content; drained, it admits its refill, and this reads the
                     // refill give or take a call). The same call a second of margin at once,
                     // or the next ban comes when the rate's jitter crosses it again.
+                    let reading = ceiling;
                     ceiling = (ceiling - 1.0).max(ceiling * CLOSE_IN);
+                    // Drained twice: between the two rejections the bucket admitted its refill
+                    // and no more, which may be well under this reading.
+                    if let Some(avg) = m.drained {
+                        ceiling = ceiling.min(avg.max(reading * DRAIN_FLOOR));
+                    }
                 }
                 upper = ceiling;
             }
@@ -349,6 +401,7 @@ impl AimdState {
         }
         // Counted for the measurement even in a hit's cooldown: they were admitted.
         self.admitted.record(sent_ms, n);
+        self.since_hit.record(sent_ms, n);
         self.settle(params, now_ms);
         if self.in_cooldown(params, now_ms) {
             return;
@@ -787,6 +840,41 @@ mod tests {
             let mean = late.iter().map(|&n| f64::from(n)).sum::<f64>() / late.len() as f64;
             assert!(mean >= 0.95 * 30.0, "{mean}: {per_second:?} ({s:?})");
         }
+    }
+
+    #[test]
+    fn a_bucket_drained_twice_is_read_at_what_it_admitted_between_the_rejections() {
+        // TOP-like: a bucket of 30 refilled at 30/s read high at first (37: its content plus
+        // the refill); the gate then ran at 97% of that, 6-7/s over the refill, and the
+        // bucket, refilled during the one-second ban, drained in 4-5 s. The second rejection's
+        // second admitted all the gate sent (about 35): read alone it is a ceiling of 33, one
+        // more ban away from the limit. From one rejection to the next the platform admitted
+        // 30/s, which is the ceiling.
+        let p = AimdParams::new(300.0, 15.0, 20);
+        let mut s = AimdState::new(&p);
+        let t = 1_000_000;
+        for i in 0..37 {
+            s.on_successes(&p, 1, t + i * 25, t + i * 25 + 20);
+        }
+        s.on_rate_limited(&p, t + 930, t + 950);
+        s.settle(&p, t + 950 + p.settle_ms);
+        assert_eq!(s.ceiling, Some(37.0));
+        let rate = s.rate;
+        assert!((35.0..36.0).contains(&rate), "{rate}");
+        // The ban (the bucket refills to 30), then the gate's rate (37/s at whole
+        // milliseconds) until the bucket is empty: 30 / 7 s later.
+        let interval = (1000.0 / rate) as u64;
+        let mut sent = t + 1_930;
+        while sent < t + 6_230 {
+            s.on_successes(&p, 1, sent, sent + 20);
+            sent += interval;
+        }
+        s.on_rate_limited(&p, sent, sent + 20);
+        s.settle(&p, sent + 20 + p.settle_ms);
+        let c = s.ceiling.unwrap_or_default();
+        assert!((28.0..=30.5).contains(&c), "{c} {s:?}");
+        assert!(s.rate < 30.0, "under the refill: {}", s.rate);
+        assert_eq!(s.upper, s.ceiling, "the bracket closed");
     }
 
     #[test]

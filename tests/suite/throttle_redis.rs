@@ -626,6 +626,20 @@ fn report_script_matches_the_reference_aimd_type() {
     events.push((20_030, 0, 20_010, true)); // at a held ceiling: the next bracket 5% under
     events.push((20_500, 1, 20_450, false));
     events.push((700_000, 2_000, 699_990, false)); // past the hold
+                                                   // A token bucket of 30 at 30/s: read high at first (37 in a second), then drained at
+                                                   // 37/s after a one-second ban; the second rejection's reading is capped by what was
+                                                   // admitted between the two (AimdState::since_hit).
+    let b = 800_000;
+    for i in 0..37 {
+        events.push((b + i * 25 + 20, 1, b + i * 25, false));
+    }
+    events.push((b + 950, 0, b + 930, true));
+    events.push((b + 1_400, 1, b + 1_390, false)); // settles: 37
+    for ms in (b + 1_930..b + 6_230).step_by(27) {
+        events.push((ms + 20, 1, ms, false));
+    }
+    events.push((b + 6_255, 0, b + 6_235, true));
+    events.push((b + 6_700, 1, b + 6_690, false)); // settles at the drain's average
     for &(ms, successes, sent, hit) in &events {
         if hit {
             reference.on_rate_limited(&params, t0 + sent, t0 + ms);
@@ -700,8 +714,13 @@ fn report_script_matches_the_reference_aimd_type() {
         );
     }
     // The sequence went through every rule: a ramp measured exactly (30 in its second), an
-    // open bracket probed, a rejected probe, a rejection at a held ceiling.
-    assert!(reference.ceiling.is_some(), "measured");
+    // open bracket probed, a rejected probe, a rejection at a held ceiling, a bucket drained
+    // twice (its second reading, about 35, capped at the 30/s admitted in between).
+    assert!(
+        reference.ceiling.is_some_and(|c| (29.0..31.0).contains(&c)),
+        "{:?}",
+        reference.ceiling
+    );
 }
 
 /// The fleet's send-time check in acquire.lua: however many calls the bucket would let out,
