@@ -88,6 +88,16 @@ impl AimdParams {
         }
     }
 
+    /// The ceiling under which the gate runs at `rate`: the inverse of [`Self::under`].
+    pub(crate) fn over(&self, rate: f64) -> f64 {
+        let c = rate / self.ceiling_factor;
+        if rate >= 1.0 {
+            c.max(rate + 1.0)
+        } else {
+            c
+        }
+    }
+
     fn holds(&self, last_hit_ms: Option<u64>, now_ms: u64) -> bool {
         last_hit_ms.is_some_and(|t| now_ms.saturating_sub(t) < self.ceiling_hold_ms)
     }
@@ -126,9 +136,9 @@ pub(crate) const CLOSE_IN: f64 = 0.95;
 /// sent: the rejection came from a token bucket's drained content, not from a count.
 pub(crate) const LENT_SHARE: f64 = 0.98;
 
-/// A ceiling read from a drained token bucket is capped by what the platform admitted between
-/// the two rejections, never below this share of the reading (the average counts the ban's
-/// second, which a window's limit does not refill in).
+/// A ceiling read from a drained token bucket is capped so the gate runs at what the platform
+/// admitted between the two rejections, never below this share of the reading (the average
+/// counts the ban's second, in which a window admits nothing, so it can read low).
 pub(crate) const DRAIN_FLOOR: f64 = 0.85;
 
 /// The burst a gate at `rate` may keep: `scaled` (the configured burst scaled to the rate),
@@ -379,9 +389,12 @@ impl AimdState {
                     let reading = ceiling;
                     ceiling = (ceiling - 1.0).max(ceiling * CLOSE_IN);
                     // Drained twice: between the two rejections the bucket admitted its refill
-                    // and no more, which may be well under this reading.
+                    // and no more, which may be well under this reading. The gate runs at that
+                    // average, which is at or under the refill, with no call of margin under
+                    // it: a bucket's content absorbs the arrival jitter that margin is for.
                     if let Some(avg) = m.drained {
-                        ceiling = ceiling.min(avg.max(reading * DRAIN_FLOOR));
+                        let floor = params.under(reading * DRAIN_FLOOR);
+                        ceiling = ceiling.min(params.over(avg.max(floor)));
                     }
                 }
                 upper = ceiling;
@@ -390,7 +403,11 @@ impl AimdState {
         self.ceiling = Some(ceiling);
         self.upper = Some(upper);
         self.confirmed = None;
-        self.rate = (ceiling.min(m.at) * params.decrease_margin).max(params.min_rate);
+        // Never above what recovery may reach under it (`under`: at a low limit a call a second
+        // is more than the decrease margin).
+        self.rate = (ceiling.min(m.at) * params.decrease_margin)
+            .min(params.under(ceiling))
+            .max(params.min_rate);
         Some(HitEffect::Measured)
     }
 
@@ -871,9 +888,12 @@ mod tests {
         }
         s.on_rate_limited(&p, sent, sent + 20);
         s.settle(&p, sent + 20 + p.settle_ms);
+        // The gate runs at the average (about 30/s), with no call of margin under it.
         let c = s.ceiling.unwrap_or_default();
-        assert!((28.0..=30.5).contains(&c), "{c} {s:?}");
-        assert!(s.rate < 30.0, "under the refill: {}", s.rate);
+        assert!((29.0..=31.5).contains(&c), "{c} {s:?}");
+        let cap = p.recovery_cap(s.ceiling, s.last_hit_ms, sent + 1_000);
+        assert!((29.0..=30.2).contains(&cap), "the refill: {cap}");
+        assert!(s.rate <= cap, "{} over {cap}", s.rate);
         assert_eq!(s.upper, s.ceiling, "the bracket closed");
     }
 

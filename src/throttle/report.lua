@@ -122,6 +122,13 @@ local function between(from, to)
   return sum
 end
 
+-- AimdParams::under: ceiling_factor of the ceiling, at least one call a second under it.
+local function under(c)
+  local u = c * factor
+  if c >= 2 and c - 1 < u then u = c - 1 end
+  return u
+end
+
 local function holds()
   return last_hit ~= nil and (now_ms - last_hit) < hold
 end
@@ -178,15 +185,19 @@ if m_sent ~= nil and now_ms >= (last_hit or 0) + settle_ms then
       else
         local reading = c
         c = math.max(c - 1, c * CLOSE_IN)
-        -- Drained twice: capped by what was admitted between the two rejections.
+        -- Drained twice: capped so the gate runs at what was admitted between the two
+        -- rejections, with no call of margin under it (AimdParams::over).
         if m_drain ~= nil then
-          c = math.min(c, math.max(m_drain, reading * DRAIN_FLOOR))
+          local run = math.max(m_drain, under(reading * DRAIN_FLOOR))
+          local over = run / factor
+          if run >= 1 and over < run + 1 then over = run + 1 end
+          c = math.min(c, over)
         end
       end
       u = c
     end
     ceiling, upper, confirmed = c, u, nil
-    rate = math.max(math.min(c, m_at) * margin, min_rate)
+    rate = math.max(math.min(math.min(c, m_at) * margin, under(c)), min_rate)
     effect = 3
   end
 end
@@ -216,12 +227,6 @@ elseif succ_n > 0 and not in_cooldown() then
   local steps = math.floor(total / per_step)
   succ = total - steps * per_step
   local cap = base
-  -- AimdParams::under: ceiling_factor of the ceiling, at least one call a second under it.
-  local function under(c)
-    local u = c * factor
-    if c >= 2 and c - 1 < u then u = c - 1 end
-    return u
-  end
   if ceiling ~= nil and holds() and under(ceiling) < cap then cap = under(ceiling) end
   if steps > 0 and rate < cap then
     rate = math.min(rate + step * steps, cap)
