@@ -151,6 +151,14 @@ impl Command {
             _ => false,
         }
     }
+
+    /// Whether the command runs on one thread: a worker waits on replies most of the time, and
+    /// on a multi-thread runtime each reply woke one thread from another, which cost the worker
+    /// more CPU than its own work did; a fleet scales with processes (`docs/design.md`, "What a
+    /// call costs the worker").
+    pub fn single_threaded(&self) -> bool {
+        matches!(self, Command::Work(_))
+    }
 }
 
 impl From<ConfigError> for CliError {

@@ -1,7 +1,7 @@
 -- Outcomes of one gate, batched: daily quota count, limit discovery (the rules of the reference
 -- type throttle::aimd, on the Redis server's clock; docs/design.md, "Limit discovery"), pause.
 -- KEYS: 1 aimd (hash: rate, ceiling, upper, confirmed, last_hit, prev_hit, m_sent, m_at,
---       m_probe, m_drain, d_from, d_n, last_change, succ, p95_ms, w0..w31), 2 pause (hash: until, reason),
+--       m_probe, m_dfrom, m_dn, d_from, d_n, last_change, succ, p95_ms, w0..w31), 2 pause (hash: until, reason),
 --       3 conf (hash: rate, burst), 4 quota counter of the day (GMT+8), 5 bucket (hash: tat, iv),
 --       6 this batch's applied marker (optional): a batch sent again because its reply was
 --         lost (a timeout, a broken connection) is applied once.
@@ -60,7 +60,8 @@ else
 end
 
 local st = redis.call('HMGET', KEYS[1], 'rate', 'ceiling', 'upper', 'confirmed', 'last_hit',
-  'm_sent', 'm_at', 'm_probe', 'last_change', 'succ', 'prev_hit', 'm_drain', 'd_from', 'd_n')
+  'm_sent', 'm_at', 'm_probe', 'last_change', 'succ', 'prev_hit', 'm_dfrom', 'd_from', 'd_n',
+  'm_dn')
 local rate = tonumber(st[1]) or base
 local ceiling = tonumber(st[2])
 local upper = tonumber(st[3])
@@ -72,17 +73,25 @@ local m_probe = st[8] == '1'
 local last_change = tonumber(st[9]) or 0
 local succ = tonumber(st[10]) or 0
 local previous_hit = tonumber(st[11])
-local m_drain = tonumber(st[12])
--- What the platform admitted since the last counted rejection left (AimdState::since_hit).
+-- What the platform admitted since the last counted rejection left (AimdState::since_hit),
+-- and over the span the open measurement's rejection ended (m_dfrom to m_sent: its late
+-- answers still count until it settles).
+local m_dfrom = tonumber(st[12])
 local d_from = tonumber(st[13])
 local d_n = tonumber(st[14]) or 0
+local m_dn = tonumber(st[15]) or 0
 local effect = 0
 
 -- Successes by the slot their call left in (throttle::admitted).
 if ARGV[9] ~= '' then
   for s, c in string.gmatch(ARGV[9], '(%d+):(%d+)') do
     local slot, n = tonumber(s), tonumber(c)
-    if d_from ~= nil and slot * SLOT_MS >= d_from then d_n = d_n + n end
+    local start = slot * SLOT_MS
+    if m_sent ~= nil and m_dfrom ~= nil and start >= m_dfrom and start < m_sent then
+      m_dn = m_dn + n
+    elseif d_from ~= nil and start >= d_from then
+      d_n = d_n + n
+    end
     local f = 'w' .. fmt(slot % SLOTS)
     local cell = redis.call('HGET', KEYS[1], f)
     local cs, cc
@@ -141,6 +150,12 @@ if m_sent ~= nil and now_ms >= (last_hit or 0) + settle_ms then
   local sent = m_sent
   local second = math.floor(sent / 1000) * 1000
   m_sent = nil
+  -- Admitted per second from the counted rejection before this one to this one.
+  local m_drain = nil
+  if m_dfrom ~= nil and sent >= m_dfrom + 1000 then
+    m_drain = m_dn * 1000 / (sent - m_dfrom)
+  end
+  m_dfrom, m_dn = nil, 0
   succ = 0
   last_change = now_ms
   local admitted = between(second, second + 1000)
@@ -212,10 +227,7 @@ if hit_sent ~= nil then
     end
     rate = math.max(math.min(so_far, at) * margin, min_rate)
     m_sent, m_at, m_probe = hit_sent, at, confirmed ~= nil
-    m_drain = nil
-    if d_from ~= nil and hit_sent >= d_from + 1000 then
-      m_drain = d_n * 1000 / (hit_sent - d_from)
-    end
+    m_dfrom, m_dn = d_from, d_n
     d_from, d_n = hit_sent, 0
     succ = 0
     previous_hit = last_hit
@@ -265,7 +277,8 @@ put('prev_hit', previous_hit and fmt(previous_hit))
 put('m_sent', m_sent and fmt(m_sent))
 put('m_at', m_sent and tostring(m_at))
 put('m_probe', m_sent and (m_probe and '1' or '0'))
-put('m_drain', m_sent and m_drain and string.format('%.17g', m_drain))
+put('m_dfrom', m_sent and m_dfrom and fmt(m_dfrom))
+put('m_dn', m_sent and m_dfrom and fmt(m_dn))
 put('d_from', d_from and fmt(d_from))
 put('d_n', fmt(d_n))
 put('last_change', fmt(last_change))

@@ -635,10 +635,17 @@ fn report_script_matches_the_reference_aimd_type() {
     }
     events.push((b + 950, 0, b + 930, true));
     events.push((b + 1_400, 1, b + 1_390, false)); // settles: 37
-    for ms in (b + 1_930..b + 6_230).step_by(27) {
-        events.push((ms + 20, 1, ms, false));
+                                                   // Answered 300 ms late: the calls of the last 300 ms before the second rejection answer
+                                                   // after it, and still count toward the average (the span closes when it settles).
+    let drain: Vec<u64> = (b + 1_930..b + 6_230).step_by(27).collect();
+    let hit = (b + 6_255, 0, b + 6_235, true);
+    for &ms in drain.iter().filter(|&&ms| ms + 300 <= hit.0) {
+        events.push((ms + 300, 1, ms, false));
     }
-    events.push((b + 6_255, 0, b + 6_235, true));
+    events.push(hit);
+    for &ms in drain.iter().filter(|&&ms| ms + 300 > hit.0) {
+        events.push((ms + 300, 1, ms, false));
+    }
     events.push((b + 6_700, 1, b + 6_690, false)); // settles at the drain's average
     for &(ms, successes, sent, hit) in &events {
         if hit {
