@@ -16,6 +16,9 @@
 //! (the rest of the run's excess over its baseline). `--embedded` runs the baseline once more
 //! with one worker process and no Redis (the embedded gates). Under `cargo test` it does
 //! nothing (a bench target because it needs the built binary for its worker processes).
+//! `SF_TRACE=1` prints what the simulator admitted every 500 ms during each job;
+//! `DISCOVERY_LOGS=1` (with `SF_TEST_LOG=info`) the workers' last log lines, the gate's
+//! measurements among them.
 
 #[path = "../tests/suite/jobs_harness/mod.rs"]
 mod jobs_harness;
@@ -130,7 +133,10 @@ async fn job(h: &mut Harness, config: &Path, items: u64, workers: usize) -> Run 
     for _ in 0..workers {
         h.spawn_worker_with(config, 8, 2);
     }
-    let status = h.wait_job(job, Duration::from_secs(900)).await;
+    let status = tokio::select! {
+        s = h.wait_job(job, Duration::from_secs(900)) => s,
+        _ = trace(h) => unreachable!("the trace never ends"),
+    };
     let took = started.elapsed();
     h.wait_workers(Duration::from_secs(120));
     if std::env::var_os("DISCOVERY_LOGS").is_some() {
@@ -141,6 +147,36 @@ async fn job(h: &mut Harness, config: &Path, items: u64, workers: usize) -> Run 
         took,
         get: h.stats(FROM, Api::ItemGet),
         add: h.stats(TO, Api::ItemAdd),
+    }
+}
+
+/// With `SF_TRACE` set: what the simulator admitted on `item_add` every 500 ms (calls/s, `R`
+/// where it refused one), printed until the job is done (runs forever; the caller drops it).
+async fn trace(h: &Harness) {
+    if std::env::var_os("SF_TRACE").is_none() {
+        return std::future::pending().await;
+    }
+    let started = Instant::now();
+    let (mut ok, mut rejected) = (0, 0);
+    let mut line = String::new();
+    loop {
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let st = h.stats(TO, Api::ItemAdd);
+        let mark = if st.rejected_limit > rejected {
+            "R"
+        } else {
+            ""
+        };
+        line.push_str(&format!(
+            " {:.1}:{}{mark}",
+            started.elapsed().as_secs_f64(),
+            (st.ok - ok) * 2
+        ));
+        (ok, rejected) = (st.ok, st.rejected_limit);
+        if line.len() > 150 {
+            println!("trace{line}");
+            line.clear();
+        }
     }
 }
 
