@@ -413,6 +413,17 @@ async fn bare(items: u64, workers: usize, pace: f64) -> Run {
     let mut cpu: BTreeMap<u32, f64> = BTreeMap::new();
     while calls() < 2 * items {
         sample_cpu(&mut cpu, children.iter().map(std::process::Child::id));
+        // A bare worker that exits (its apalis worker stopped) would leave this loop waiting
+        // for calls that never come.
+        for c in &mut children {
+            if let Ok(Some(status)) = c.try_wait() {
+                panic!(
+                    "a bare worker exited ({status}) after {} of {} platform calls",
+                    calls(),
+                    2 * items
+                );
+            }
+        }
         assert!(
             started.elapsed() < Duration::from_secs(1800),
             "the bare workers hang"
