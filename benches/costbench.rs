@@ -236,6 +236,25 @@ struct Run {
     worker_cpu_s: f64,
 }
 
+impl Run {
+    fn worker_cpu_per_call(&self) -> f64 {
+        self.worker_cpu_s / self.calls as f64
+    }
+
+    /// Calls, duration, and Redis and worker CPU in all and per 1,000 calls.
+    fn figures(&self) -> String {
+        format!(
+            "{} platform calls in {:.1} s; Redis CPU {:.2} s ({:.1} ms per 1,000 calls); workers' CPU {:.2} s ({:.1} ms per 1,000 calls)",
+            self.calls,
+            self.took.as_secs_f64(),
+            self.redis_cpu_s,
+            1e6 * self.redis_cpu_s / self.calls as f64,
+            self.worker_cpu_s,
+            1e6 * self.worker_cpu_per_call(),
+        )
+    }
+}
+
 async fn run(items: u64, rate: u64, workers: usize, counts: Option<Arc<Mutex<Counts>>>) -> Run {
     let opts = ClientOpts {
         rate: rate as f64,
@@ -488,30 +507,16 @@ async fn main() {
     }
 
     let plain = run(items, rate, workers, None).await;
-    println!(
-        "without MONITOR: {} platform calls in {:.1} s; Redis CPU {:.2} s ({:.1} ms per 1,000 calls); workers' CPU {:.2} s ({:.1} ms per 1,000 calls)",
-        plain.calls,
-        plain.took.as_secs_f64(),
-        plain.redis_cpu_s,
-        1e6 * plain.redis_cpu_s / plain.calls as f64,
-        plain.worker_cpu_s,
-        1e6 * plain.worker_cpu_s / plain.calls as f64,
-    );
+    println!("without MONITOR: {}", plain.figures());
     for (name, pace) in [
         ("unpaced", 0.0),
         ("paced to the fleet's rate", rate as f64 / workers as f64),
     ] {
         let base = bare(items, workers, pace).await;
         println!(
-            "bare apalis-redis workers, {name} (baseline): {} platform calls in {:.1} s; Redis CPU {:.2} s ({:.1} ms per 1,000 calls); workers' CPU {:.2} s ({:.1} ms per 1,000 calls); syncfleet's worker CPU per call {:.2}x the baseline's",
-            base.calls,
-            base.took.as_secs_f64(),
-            base.redis_cpu_s,
-            1e6 * base.redis_cpu_s / base.calls as f64,
-            base.worker_cpu_s,
-            1e6 * base.worker_cpu_s / base.calls as f64,
-            (plain.worker_cpu_s / plain.calls as f64)
-                / (base.worker_cpu_s / base.calls as f64).max(1e-12),
+            "bare apalis-redis workers, {name} (baseline): {}; syncfleet's worker CPU per call {:.2}x the baseline's",
+            base.figures(),
+            plain.worker_cpu_per_call() / base.worker_cpu_per_call().max(1e-12),
         );
     }
 }

@@ -882,14 +882,9 @@ mod tests {
         }
     }
 
-    #[test]
-    fn a_bucket_drained_twice_is_read_at_what_it_admitted_between_the_rejections() {
-        // TOP-like: a bucket of 30 refilled at 30/s read high at first (37: its content plus
-        // the refill); the gate then ran at 97% of that, 6-7/s over the refill, and the
-        // bucket, refilled during the one-second ban, drained in 4-5 s. The second rejection's
-        // second admitted all the gate sent (about 35): read alone it is a ceiling of 33, one
-        // more ban away from the limit. From one rejection to the next the platform admitted
-        // 30/s, which is the ceiling.
+    /// A TOP-like bucket of 30 at 30/s after its first rejection: 37 calls admitted 25 ms
+    /// apart (its content plus the refill), the rejection at 930 ms into the second, settled.
+    fn a_bucket_read_high_at_first() -> (AimdParams, AimdState, u64) {
         let p = AimdParams::new(300.0, 15.0, 20);
         let mut s = AimdState::new(&p);
         let t = 1_000_000;
@@ -898,6 +893,18 @@ mod tests {
         }
         s.on_rate_limited(&p, t + 930, t + 950);
         s.settle(&p, t + 950 + p.settle_ms);
+        (p, s, t)
+    }
+
+    #[test]
+    fn a_bucket_drained_twice_is_read_at_what_it_admitted_between_the_rejections() {
+        // TOP-like: a bucket of 30 refilled at 30/s read high at first (37: its content plus
+        // the refill); the gate then ran at 97% of that, 6-7/s over the refill, and the
+        // bucket, refilled during the one-second ban, drained in 4-5 s. The second rejection's
+        // second admitted all the gate sent (about 35): read alone it is a ceiling of 33, one
+        // more ban away from the limit. From one rejection to the next the platform admitted
+        // 30/s, which is the ceiling.
+        let (p, mut s, t) = a_bucket_read_high_at_first();
         assert_eq!(s.ceiling, Some(37.0));
         let rate = s.rate;
         assert!((35.0..36.0).contains(&rate), "{rate}");
@@ -925,14 +932,7 @@ mod tests {
         // As above, but every answer takes 300 ms: the calls that left in the 300 ms before
         // the second rejection answer after it. Counted when the rejection came, the average
         // missed them (28.3 for 30.3 here, a ceiling 7% low for the rest of the job).
-        let p = AimdParams::new(300.0, 15.0, 20);
-        let mut s = AimdState::new(&p);
-        let t = 1_000_000;
-        for i in 0..37 {
-            s.on_successes(&p, 1, t + i * 25, t + i * 25 + 20);
-        }
-        s.on_rate_limited(&p, t + 930, t + 950);
-        s.settle(&p, t + 950 + p.settle_ms);
+        let (p, mut s, t) = a_bucket_read_high_at_first();
         let interval = (1000.0 / s.rate) as u64;
         let mut sent_times = Vec::new();
         let mut sent = t + 1_930;
