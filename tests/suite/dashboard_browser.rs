@@ -14,7 +14,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 use syncfleet::platform::{Api, Platform};
 use syncfleet::sim::SimConfig;
-use syncfleet::store::JobControl;
+use syncfleet::store::{ControlAction, ControlChange, JobControl};
 
 const TOKEN: &str = "test-dashboard-token";
 
@@ -82,7 +82,11 @@ async fn dashboard_shows_live_progress_and_guards_its_actions() {
     };
     let mut h = Harness::start(sim, &opts).await;
     let job = h.enqueue_listing(3_000);
-    h.spawn_worker(8, 5);
+    // The job is held until the page is up: a browser that starts slowly on a loaded machine
+    // must not find the job already finished (it would see no progress advance).
+    control(&h, job, ControlAction::Pause).await;
+    // Idle long enough that the held job's deferred tasks keep it working.
+    h.spawn_worker(8, 30);
 
     let port = free_port();
     let _dashboard = Kid(h
@@ -130,22 +134,26 @@ async fn dashboard_shows_live_progress_and_guards_its_actions() {
         .await
         .expect("open the page");
 
-    // Progress advances on the page while the job runs.
+    // Progress advances on the page, without a reload, once the held job runs; the job is
+    // held again while the rest of the page is checked, so it cannot end meanwhile.
     let done_cell = format!("tr[data-job='{job}'] td.done");
     let read_done = || async {
         let el = browser.find(Locator::Css(&done_cell)).await.ok()?;
         let text = el.text().await.ok()?;
         text.replace([',', '\u{a0}', ' '], "").parse::<u64>().ok()
     };
-    let first = eventually("a done count on the page", || async {
-        read_done().await.filter(|n| *n > 0)
+    let held = eventually("the held job's done count on the page", || async {
+        read_done().await
     })
     .await;
-    let later = eventually("the done count to advance", || async {
-        read_done().await.filter(|n| *n > first)
+    assert_eq!(held, 0, "the job ran while paused");
+    control(&h, job, ControlAction::Resume).await;
+    let advanced = eventually("the done count to advance", || async {
+        read_done().await.filter(|n| *n > held)
     })
     .await;
-    assert!(later > first);
+    control(&h, job, ControlAction::Pause).await;
+    assert!(advanced < 3_000, "the job ended before it was held again");
     // The job's row names its shop and lane.
     let row = browser
         .find(Locator::Css(&format!("tr[data-job='{job}']")))
@@ -259,8 +267,13 @@ async fn dashboard_shows_live_progress_and_guards_its_actions() {
         (change.who.as_str(), change.why.as_str(), change.new_rate),
         ("dashboard", "dashboard test", 120.0)
     );
-    // Job control from the page: pause, then resume, seen in the ledger.
-    for (action, expect) in [("pause", Some(JobControl::Paused)), ("resume", None)] {
+    // Job control from the page: resume the held job, pause it, resume it, each seen in the
+    // ledger.
+    for (action, expect) in [
+        ("resume", None),
+        ("pause", Some(JobControl::Paused)),
+        ("resume", None),
+    ] {
         browser
             .execute(
                 &format!(
@@ -310,6 +323,15 @@ async fn dashboard_shows_live_progress_and_guards_its_actions() {
     let shot = browser.screenshot().await.expect("screenshot");
     std::fs::write(artifacts().join("dashboard-done.png"), shot).expect("save screenshot");
     browser.close().await.expect("close the browser");
+}
+
+/// Pause or resume `job` as an operator would, asserting that it took.
+async fn control(h: &Harness, job: i64, action: ControlAction) {
+    let change = h.store.control_job(job, action).await.expect("job control");
+    assert!(
+        matches!(change, ControlChange::Done { .. }),
+        "{action:?} job {job}: {change:?}"
+    );
 }
 
 /// The digits of a number as the page formats it (`3,000`).
