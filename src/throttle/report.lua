@@ -1,7 +1,7 @@
 -- Outcomes of one gate, batched: daily quota count, limit discovery (the rules of the reference
 -- type throttle::aimd, on the Redis server's clock; docs/design.md, "Limit discovery"), pause.
 -- KEYS: 1 aimd (hash: rate, ceiling, upper, confirmed, last_hit, prev_hit, m_sent, m_at,
---       m_probe, m_dfrom, m_dn, d_from, d_n, last_change, succ, p95_ms, w0..w31), 2 pause (hash: until, reason),
+--       m_probe, m_oth, m_dfrom, m_dn, d_from, d_n, last_change, succ, p95_ms, w0..w31), 2 pause (hash: until, reason),
 --       3 conf (hash: rate, burst), 4 quota counter of the day (GMT+8), 5 bucket (hash: tat, iv),
 --       6 this batch's applied marker (optional): a batch sent again because its reply was
 --         lost (a timeout, a broken connection) is applied once.
@@ -14,7 +14,8 @@
 --       15 the reporting process's measured p95 latency in ms ('' = not yet known),
 --       16 pause channel ('' = none), 17 gate id "platform:api" for the pause message,
 --       18 decrease margin, 19 ceiling hold ms, 20 fewest successes that measure a limit,
---       21 settle ms, 22 probe every ms.
+--       21 settle ms, 22 probe every ms, 23 rejected calls in the batch (ARGV[3] is the
+--       first's send time; '' = one if ARGV[3] is set).
 -- Times in the aimd hash are ms; the pause and the bucket keep us (acquire.lua reads them).
 -- Returns {calls today, rate, ceiling or '', effect (0 none, 1 measuring, 2 halved, 3 measured)}.
 if redis.replicate_commands then pcall(redis.replicate_commands) end
@@ -34,7 +35,7 @@ end
 local function fmt(x) return string.format('%.0f', x) end
 
 local SLOTS, SLOT_MS, EXACT_SHARE, PROBE_GAP, CLOSE_IN, LENT_SHARE = 32, 100, 0.02, 0.01, 0.95, 0.98
-local DRAIN_FLOOR = 0.85
+local DRAIN_FLOOR, JITTER_SHARE = 0.85, 0.02
 local succ_n = tonumber(ARGV[1])
 local calls = tonumber(ARGV[2])
 local hit_sent = tonumber(ARGV[3])
@@ -50,6 +51,7 @@ local hold = tonumber(ARGV[19])
 local min_measured = tonumber(ARGV[20])
 local settle_ms = tonumber(ARGV[21])
 local probe_every = tonumber(ARGV[22])
+local hits = tonumber(ARGV[23]) or (hit_sent and 1 or 0)
 
 local used = 0
 if calls > 0 then
@@ -61,7 +63,7 @@ end
 
 local st = redis.call('HMGET', KEYS[1], 'rate', 'ceiling', 'upper', 'confirmed', 'last_hit',
   'm_sent', 'm_at', 'm_probe', 'last_change', 'succ', 'prev_hit', 'm_dfrom', 'd_from', 'd_n',
-  'm_dn')
+  'm_dn', 'm_oth')
 local rate = tonumber(st[1]) or base
 local ceiling = tonumber(st[2])
 local upper = tonumber(st[3])
@@ -80,6 +82,8 @@ local m_dfrom = tonumber(st[12])
 local d_from = tonumber(st[13])
 local d_n = tonumber(st[14]) or 0
 local m_dn = tonumber(st[15]) or 0
+-- Rejections absorbed while the measurement is open (Measuring::others).
+local m_oth = tonumber(st[16]) or 0
 local effect = 0
 
 -- Successes by the slot their call left in (throttle::admitted).
@@ -149,7 +153,10 @@ end
 if m_sent ~= nil and now_ms >= (last_hit or 0) + settle_ms then
   local sent = m_sent
   local second = math.floor(sent / 1000) * 1000
-  m_sent = nil
+  -- Few rejections while it was measured, against the calls admitted meanwhile
+  -- (throttle::aimd::JITTER_SHARE).
+  local lone = m_oth <= math.max(between(sent, now_ms) * JITTER_SHARE, 2)
+  m_sent, m_oth = nil, 0
   -- Admitted per second from the counted rejection before this one to this one.
   local m_drain = nil
   if m_dfrom ~= nil and sent >= m_dfrom + 1000 then
@@ -195,7 +202,13 @@ if m_sent ~= nil and now_ms >= (last_hit or 0) + settle_ms then
       -- it; one call a second more of margin, down to CLOSE_IN of it. Lower than it: the
       -- limit was read high (a drained token bucket reads its refill): a call of margin under
       -- the new reading. Either way the bracket closes.
-      if c >= ceiling - 1 then
+      -- So too when it reads lower but the platform refused that call (and few beside it)
+      -- and, since the last rejection, admitted what the gate sent: a window crossed by
+      -- jitter.
+      local jitter = lone and m_drain ~= nil and m_drain >= m_at * LENT_SHARE
+      if jitter then
+        c = math.max(ceiling - 1, ceiling * CLOSE_IN)
+      elseif c >= ceiling - 1 then
         c = math.min(math.max(ceiling - 1, ceiling * CLOSE_IN), c)
       else
         local reading = c
@@ -227,12 +240,15 @@ if hit_sent ~= nil then
     end
     rate = math.max(math.min(so_far, at) * margin, min_rate)
     m_sent, m_at, m_probe = hit_sent, at, confirmed ~= nil
+    m_oth = math.max(hits - 1, 0)
     m_dfrom, m_dn = d_from, d_n
     d_from, d_n = hit_sent, 0
     succ = 0
     previous_hit = last_hit
     last_hit = now_ms
     effect = 1
+  elseif m_sent ~= nil then
+    m_oth = m_oth + hits
   end
 elseif succ_n > 0 and not in_cooldown() then
   local total = succ + succ_n
@@ -277,6 +293,7 @@ put('prev_hit', previous_hit and fmt(previous_hit))
 put('m_sent', m_sent and fmt(m_sent))
 put('m_at', m_sent and tostring(m_at))
 put('m_probe', m_sent and (m_probe and '1' or '0'))
+put('m_oth', m_sent and fmt(m_oth))
 put('m_dfrom', m_sent and m_dfrom and fmt(m_dfrom))
 put('m_dn', m_sent and m_dfrom and fmt(m_dn))
 put('d_from', d_from and fmt(d_from))

@@ -123,6 +123,8 @@ struct Pending {
     slots: BTreeMap<u64, u32>,
     /// When the first rejected call of the batch left (ms, server clock).
     hit_sent_ms: Option<u64>,
+    /// Rejected calls in the batch (the gate tells a lone rejection from a run of them).
+    hits: u32,
     /// Pause deadline (local clock) and reason.
     pause: Option<(Instant, String)>,
     /// A measurement may be open in Redis until then: flush even with nothing to say, so it
@@ -143,6 +145,7 @@ impl Pending {
         for (slot, n) in other.slots {
             *self.slots.entry(slot).or_default() += n;
         }
+        self.hits = self.hits.saturating_add(other.hits);
         self.hit_sent_ms = match (self.hit_sent_ms, other.hit_sent_ms) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
@@ -370,6 +373,7 @@ impl RedisGates {
             }
             p.merge(Pending {
                 hit_sent_ms: hit.then_some(sent_ms),
+                hits: u32::from(hit),
                 pause: pause.map(|(d, r)| (Instant::now() + d, r)),
                 settle_by: hit.then(|| Instant::now() + SETTLE_FLUSH),
                 ..Pending::default()
@@ -504,7 +508,8 @@ impl RedisGates {
             .arg(params.ceiling_hold_ms)
             .arg(super::aimd::MIN_MEASURED)
             .arg(params.settle_ms)
-            .arg(params.probe_every_ms);
+            .arg(params.probe_every_ms)
+            .arg(p.hits);
         let mut conn = self.conn.clone();
         let (used, rate, ceiling, effect): (i64, String, String, i64) =
             inv.invoke_async(&mut conn).await?;

@@ -594,12 +594,11 @@ fn report_script_matches_the_reference_aimd_type() {
     let redis = TestRedis::start();
     let mut con = redis.connection();
     let k = gate_keys(&redis.prefix, P, A);
-    let script = Script::new(include_str!("../../src/throttle/report.lua"));
     let params = AimdParams::new(300.0, 15.0, 20);
     let mut reference = AimdState::new(&params);
     let t0: u64 = 1_700_000_000_000; // ms, on a second boundary
                                      // (reported at, successes, sent at, rejected), ms after t0.
-    let mut events: Vec<(u64, u32, u64, bool)> = Vec::new();
+    let mut events: Vec<GateEvent> = Vec::new();
     // A ramp: 3 admitted every 10 ms from 0.5 s, answered 50 ms later; rejected at 0.6 s.
     for i in 0..10 {
         events.push((550 + i * 10, 3, 500 + i * 10, false));
@@ -647,11 +646,39 @@ fn report_script_matches_the_reference_aimd_type() {
         events.push((ms + 300, 1, ms, false));
     }
     events.push((b + 6_700, 1, b + 6_690, false)); // settles at the drain's average
-    for &(ms, successes, sent, hit) in &events {
+    replay(&mut con, &k, &params, &mut reference, t0, &events);
+    // The sequence went through every rule: a ramp measured exactly (30 in its second), an
+    // open bracket probed, a rejected probe, a rejection at a held ceiling, a bucket drained
+    // twice (its second reading, about 35, capped so the gate runs at the 30/s admitted in
+    // between).
+    // The gate runs a call a second under its ceiling.
+    assert!(
+        reference.ceiling.is_some_and(|c| (30.5..32.0).contains(&c)),
+        "{:?}",
+        reference.ceiling
+    );
+}
+
+/// One event of a gate's life for [`replay`]: (reported at, successes, sent at, rejected), ms
+/// after t0.
+type GateEvent = (u64, u32, u64, bool);
+
+/// Feed `events` to report.lua and to the reference type alike; after each, the rate, the
+/// ceiling and the bracket's top must agree.
+fn replay(
+    con: &mut redis::Connection,
+    k: &syncfleet::throttle::GateKeys,
+    params: &AimdParams,
+    reference: &mut AimdState,
+    t0: u64,
+    events: &[GateEvent],
+) {
+    let script = Script::new(include_str!("../../src/throttle/report.lua"));
+    for &(ms, successes, sent, hit) in events {
         if hit {
-            reference.on_rate_limited(&params, t0 + sent, t0 + ms);
+            reference.on_rate_limited(params, t0 + sent, t0 + ms);
         } else {
-            reference.on_successes(&params, successes, t0 + sent, t0 + ms);
+            reference.on_successes(params, successes, t0 + sent, t0 + ms);
         }
         let slots = if successes > 0 {
             format!("{}:{successes}", (t0 + sent) / 100)
@@ -690,14 +717,14 @@ fn report_script_matches_the_reference_aimd_type() {
             .arg(syncfleet::throttle::aimd::MIN_MEASURED)
             .arg(params.settle_ms)
             .arg(params.probe_every_ms)
-            .invoke(&mut con)
+            .invoke(con)
             .unwrap();
         let rate: f64 = rate.parse().unwrap();
         let ceiling: Option<f64> = ceiling.parse().ok();
         let upper: Option<f64> = redis::cmd("HGET")
             .arg(&k.aimd)
             .arg("upper")
-            .query::<Option<String>>(&mut con)
+            .query::<Option<String>>(con)
             .unwrap()
             .and_then(|u| u.parse().ok());
         let close = |a: Option<f64>, b: Option<f64>| match (a, b) {
@@ -720,16 +747,53 @@ fn report_script_matches_the_reference_aimd_type() {
             reference.upper
         );
     }
-    // The sequence went through every rule: a ramp measured exactly (30 in its second), an
-    // open bracket probed, a rejected probe, a rejection at a held ceiling, a bucket drained
-    // twice (its second reading, about 35, capped so the gate runs at the 30/s admitted in
-    // between).
-    // The gate runs a call a second under its ceiling.
-    assert!(
-        reference.ceiling.is_some_and(|c| (30.5..32.0).contains(&c)),
-        "{:?}",
-        reference.ceiling
-    );
+}
+
+/// A sliding window crossed by arrival jitter at a held ceiling (AimdState::settle): measured
+/// exactly at 200, then 198/s for 21 s, then one call refused 300 ms into a second. Read
+/// alone that second says 188; the platform refused that call alone and had admitted all the
+/// gate sent since the last rejection, so the gate keeps one call of margin (199). The same
+/// rejection followed by more (a drained bucket) keeps the lower reading.
+#[test]
+fn report_script_tells_a_lone_jitter_rejection_from_a_drain() {
+    let redis = TestRedis::start();
+    let mut con = redis.connection();
+    let params = AimdParams::new(300.0, 15.0, 20);
+    let t0: u64 = 1_700_000_000_000;
+    for (others, gate) in [(0u64, Api::ItemGet), (3, Api::ItemAdd)] {
+        let k = gate_keys(&redis.prefix, P, gate);
+        let mut reference = AimdState::new(&params);
+        let mut events: Vec<GateEvent> = Vec::new();
+        for slot in 0..9 {
+            events.push((slot * 100 + 20, 20, slot * 100, false));
+        }
+        events.push((870, 20, 850, false));
+        events.push((910, 0, 905, true));
+        // The gate runs on (the measurement settles at 1.32 s: exactly 200).
+        for second in 1..23 {
+            for slot in 0..10 {
+                let n = if slot == 9 { 18 } else { 20 };
+                let sent = second * 1000 + slot * 100;
+                events.push((sent + 20, n, sent, false));
+            }
+        }
+        let second = 23_000;
+        for slot in 0..3 {
+            events.push((second + slot * 100 + 20, 20, second + slot * 100, false));
+        }
+        events.push((second + 305, 0, second + 300, true));
+        for i in 0..others {
+            events.push((second + 315 + i * 5, 0, second + 310 + i * 5, true));
+        }
+        events.push((second + 750, 19, second + 700, false)); // settles
+        replay(&mut con, &k, &params, &mut reference, t0, &events);
+        let c = reference.ceiling.unwrap_or_default();
+        if others == 0 {
+            assert_eq!(c, 199.0, "{reference:?}");
+        } else {
+            assert!((185.0..190.0).contains(&c), "{c}: {reference:?}");
+        }
+    }
 }
 
 /// The fleet's send-time check in acquire.lua: however many calls the bucket would let out,
