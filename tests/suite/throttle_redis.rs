@@ -601,51 +601,51 @@ fn report_script_matches_the_reference_aimd_type() {
     let mut events: Vec<GateEvent> = Vec::new();
     // A ramp: 3 admitted every 10 ms from 0.5 s, answered 50 ms later; rejected at 0.6 s.
     for i in 0..10 {
-        events.push((550 + i * 10, 3, 500 + i * 10, false));
+        events.push((550 + i * 10, 3, 500 + i * 10, 0));
     }
-    events.push((605, 0, 600, true)); // opens a measurement, before most answers are in
-    events.push((640, 0, 610, true)); // an echo: absorbed
-    events.push((660, 3, 595, false)); // a late answer, sent before the rejection
-    events.push((1_100, 2, 1_090, false)); // settles the measurement (> 605 + 400)
-                                           // Steady under the ceiling from 2 s; a rejection early in 5 s with 4 s still in the window.
+    events.push((605, 0, 600, 1)); // opens a measurement, before most answers are in
+    events.push((640, 0, 610, 1)); // an echo: absorbed
+    events.push((660, 3, 595, 0)); // a late answer, sent before the rejection
+    events.push((1_100, 2, 1_090, 0)); // settles the measurement (> 605 + 400)
+                                       // Steady under the ceiling from 2 s; a rejection early in 5 s with 4 s still in the window.
     for ms in (2_000..5_000).step_by(100) {
-        events.push((ms + 20, 3, ms, false));
+        events.push((ms + 20, 3, ms, 0));
     }
-    events.push((5_045, 0, 5_040, true));
-    events.push((5_500, 1, 5_450, false)); // settles: the bracket is open
-                                           // Probes half-way up the bracket once a second.
+    events.push((5_045, 0, 5_040, 1));
+    events.push((5_500, 1, 5_450, 0)); // settles: the bracket is open
+                                       // Probes half-way up the bracket once a second.
     for ms in (5_600..9_000).step_by(100) {
-        events.push((ms + 20, 4, ms, false));
+        events.push((ms + 20, 4, ms, 0));
     }
-    events.push((9_030, 0, 9_010, true)); // while probing: the bracket closes
-    events.push((9_500, 1, 9_450, false));
+    events.push((9_030, 0, 9_010, 1)); // while probing: the bracket closes
+    events.push((9_500, 1, 9_450, 0));
     for ms in (9_600..20_000).step_by(100) {
-        events.push((ms + 20, 3, ms, false));
+        events.push((ms + 20, 3, ms, 0));
     }
-    events.push((20_030, 0, 20_010, true)); // at a held ceiling: the next bracket 5% under
-    events.push((20_500, 1, 20_450, false));
-    events.push((700_000, 2_000, 699_990, false)); // past the hold
-                                                   // A token bucket of 30 at 30/s: read high at first (37 in a second), then drained at
-                                                   // 37/s after a one-second ban; the second rejection's reading is capped by what was
-                                                   // admitted between the two (AimdState::since_hit).
+    events.push((20_030, 0, 20_010, 1)); // at a held ceiling: the next bracket 5% under
+    events.push((20_500, 1, 20_450, 0));
+    events.push((700_000, 2_000, 699_990, 0)); // past the hold
+                                               // A token bucket of 30 at 30/s: read high at first (37 in a second), then drained at
+                                               // 37/s after a one-second ban; the second rejection's reading is capped by what was
+                                               // admitted between the two (AimdState::since_hit).
     let b = 800_000;
     for i in 0..37 {
-        events.push((b + i * 25 + 20, 1, b + i * 25, false));
+        events.push((b + i * 25 + 20, 1, b + i * 25, 0));
     }
-    events.push((b + 950, 0, b + 930, true));
-    events.push((b + 1_400, 1, b + 1_390, false)); // settles: 37
-                                                   // Answered 300 ms late: the calls of the last 300 ms before the second rejection answer
-                                                   // after it, and still count toward the average (the span closes when it settles).
+    events.push((b + 950, 0, b + 930, 1));
+    events.push((b + 1_400, 1, b + 1_390, 0)); // settles: 37
+                                               // Answered 300 ms late: the calls of the last 300 ms before the second rejection answer
+                                               // after it, and still count toward the average (the span closes when it settles).
     let drain: Vec<u64> = (b + 1_930..b + 6_230).step_by(27).collect();
-    let hit = (b + 6_255, 0, b + 6_235, true);
+    let hit = (b + 6_255, 0, b + 6_235, 1);
     for &ms in drain.iter().filter(|&&ms| ms + 300 <= hit.0) {
-        events.push((ms + 300, 1, ms, false));
+        events.push((ms + 300, 1, ms, 0));
     }
     events.push(hit);
     for &ms in drain.iter().filter(|&&ms| ms + 300 > hit.0) {
-        events.push((ms + 300, 1, ms, false));
+        events.push((ms + 300, 1, ms, 0));
     }
-    events.push((b + 6_700, 1, b + 6_690, false)); // settles at the drain's average
+    events.push((b + 6_700, 1, b + 6_690, 0)); // settles at the drain's average
     replay(&mut con, &k, &params, &mut reference, t0, &events);
     // The sequence went through every rule: a ramp measured exactly (30 in its second), an
     // open bracket probed, a rejected probe, a rejection at a held ceiling, a bucket drained
@@ -659,9 +659,10 @@ fn report_script_matches_the_reference_aimd_type() {
     );
 }
 
-/// One event of a gate's life for [`replay`]: (reported at, successes, sent at, rejected), ms
-/// after t0.
-type GateEvent = (u64, u32, u64, bool);
+/// One event of a gate's life for [`replay`]: (reported at, successes, sent at, rejected
+/// calls), ms after t0. Rejected calls come in one report (a batch), the first sent at "sent
+/// at"; the reference type is told of each.
+type GateEvent = (u64, u32, u64, u32);
 
 /// Feed `events` to report.lua and to the reference type alike; after each, the rate, the
 /// ceiling and the bracket's top must agree.
@@ -674,9 +675,12 @@ fn replay(
     events: &[GateEvent],
 ) {
     let script = Script::new(include_str!("../../src/throttle/report.lua"));
-    for &(ms, successes, sent, hit) in events {
+    for &(ms, successes, sent, hits) in events {
+        let hit = hits > 0;
         if hit {
-            reference.on_rate_limited(params, t0 + sent, t0 + ms);
+            for _ in 0..hits {
+                reference.on_rate_limited(params, t0 + sent, t0 + ms);
+            }
         } else {
             reference.on_successes(params, successes, t0 + sent, t0 + ms);
         }
@@ -692,7 +696,7 @@ fn replay(
             .key(k.quota("20260101"))
             .key(&k.bucket)
             .arg(successes)
-            .arg(successes as u64 + u64::from(hit))
+            .arg(successes as u64 + u64::from(hits))
             .arg(if hit {
                 (t0 + sent).to_string()
             } else {
@@ -717,6 +721,7 @@ fn replay(
             .arg(syncfleet::throttle::aimd::MIN_MEASURED)
             .arg(params.settle_ms)
             .arg(params.probe_every_ms)
+            .arg(hits)
             .invoke(con)
             .unwrap();
         let rate: f64 = rate.parse().unwrap();
@@ -753,39 +758,49 @@ fn replay(
 /// exactly at 200, then 198/s for 21 s, then one call refused 300 ms into a second. Read
 /// alone that second says 188; the platform refused that call alone and had admitted all the
 /// gate sent since the last rejection, so the gate keeps one call of margin (199). The same
-/// rejection followed by more (a drained bucket) keeps the lower reading.
+/// rejection followed by more (a drained bucket) keeps the lower reading, whether the fleet
+/// reports them one by one or in one batch (ARGV 23 of report.lua).
 #[test]
 fn report_script_tells_a_lone_jitter_rejection_from_a_drain() {
     let redis = TestRedis::start();
     let mut con = redis.connection();
     let params = AimdParams::new(300.0, 15.0, 20);
     let t0: u64 = 1_700_000_000_000;
-    for (others, gate) in [(0u64, Api::ItemGet), (3, Api::ItemAdd)] {
+    // (refused beside it, sent as separate reports or as one batch, gate)
+    for (others, batched, gate) in [
+        (0u64, false, Api::ItemGet),
+        (3, false, Api::ItemAdd),
+        (3, true, Api::OrderList),
+    ] {
         let k = gate_keys(&redis.prefix, P, gate);
         let mut reference = AimdState::new(&params);
         let mut events: Vec<GateEvent> = Vec::new();
         for slot in 0..9 {
-            events.push((slot * 100 + 20, 20, slot * 100, false));
+            events.push((slot * 100 + 20, 20, slot * 100, 0));
         }
-        events.push((870, 20, 850, false));
-        events.push((910, 0, 905, true));
+        events.push((870, 20, 850, 0));
+        events.push((910, 0, 905, 1));
         // The gate runs on (the measurement settles at 1.32 s: exactly 200).
         for second in 1..23 {
             for slot in 0..10 {
                 let n = if slot == 9 { 18 } else { 20 };
                 let sent = second * 1000 + slot * 100;
-                events.push((sent + 20, n, sent, false));
+                events.push((sent + 20, n, sent, 0));
             }
         }
         let second = 23_000;
         for slot in 0..3 {
-            events.push((second + slot * 100 + 20, 20, second + slot * 100, false));
+            events.push((second + slot * 100 + 20, 20, second + slot * 100, 0));
         }
-        events.push((second + 305, 0, second + 300, true));
-        for i in 0..others {
-            events.push((second + 315 + i * 5, 0, second + 310 + i * 5, true));
+        if batched {
+            events.push((second + 305, 0, second + 300, 1 + others as u32));
+        } else {
+            events.push((second + 305, 0, second + 300, 1));
+            for i in 0..others {
+                events.push((second + 315 + i * 5, 0, second + 310 + i * 5, 1));
+            }
         }
-        events.push((second + 750, 19, second + 700, false)); // settles
+        events.push((second + 750, 19, second + 700, 0)); // settles
         replay(&mut con, &k, &params, &mut reference, t0, &events);
         let c = reference.ceiling.unwrap_or_default();
         if others == 0 {
