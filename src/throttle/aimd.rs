@@ -419,16 +419,16 @@ impl AimdState {
                 // One call a second more of margin per such rejection, down to CLOSE_IN of it.
                 // So too when the reading is lower but the platform refused that call (give or
                 // take the few sent beside it) and, since the last rejection, admitted what the
-                // gate sent: a sliding
-                // window's count crossed by jitter, read low because the rejected second was
-                // not over when it settled (or by CLOSE_IN). A drained bucket refuses on, or
-                // admitted less than was sent (its refill, over a ban).
+                // gate sent: a sliding window's count crossed by jitter, read low because the
+                // rejected second was not over when it settled (or by CLOSE_IN). A drained
+                // bucket refuses on, or admitted less than was sent (its refill, over a ban).
                 let lone = f64::from(m.others)
                     <= (self.admitted.between(m.sent_ms, now_ms) * JITTER_SHARE).max(2.0);
                 let jitter = lone && drained.is_some_and(|avg| avg >= m.at * LENT_SHARE);
-                if ceiling >= last - 1.0 || jitter {
-                    let reading = if jitter { last } else { ceiling };
-                    ceiling = (last - 1.0).max(last * CLOSE_IN).min(reading);
+                if jitter {
+                    ceiling = (last - 1.0).max(last * CLOSE_IN);
+                } else if ceiling >= last - 1.0 {
+                    ceiling = (last - 1.0).max(last * CLOSE_IN).min(ceiling);
                 } else {
                     // Lower than the ceiling that held: the limit was read high (a token bucket
                     // lent its content; drained, it admits its refill, and this reads the

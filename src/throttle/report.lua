@@ -153,9 +153,7 @@ end
 if m_sent ~= nil and now_ms >= (last_hit or 0) + settle_ms then
   local sent = m_sent
   local second = math.floor(sent / 1000) * 1000
-  -- Few rejections while it was measured, against the calls admitted meanwhile
-  -- (throttle::aimd::JITTER_SHARE).
-  local lone = m_oth <= math.max(between(sent, now_ms) * JITTER_SHARE, 2)
+  local others = m_oth
   m_sent, m_oth = nil, 0
   -- Admitted per second from the counted rejection before this one to this one.
   local m_drain = nil
@@ -205,6 +203,9 @@ if m_sent ~= nil and now_ms >= (last_hit or 0) + settle_ms then
       -- So too when it reads lower but the platform refused that call (and few beside it)
       -- and, since the last rejection, admitted what the gate sent: a window crossed by
       -- jitter.
+      -- Few rejections while it was measured, against the calls admitted meanwhile
+      -- (throttle::aimd::JITTER_SHARE).
+      local lone = others <= math.max(between(sent, now_ms) * JITTER_SHARE, 2)
       local jitter = lone and m_drain ~= nil and m_drain >= m_at * LENT_SHARE
       if jitter then
         c = math.max(ceiling - 1, ceiling * CLOSE_IN)
