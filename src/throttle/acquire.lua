@@ -9,7 +9,9 @@
 --       7 1 for a bulk call (paced by the daily budgets), 0 for an interactive one,
 --       8 pacing (0 spend, 1 even), 9 the gate's daily quota (0 = none),
 --       10 the app's daily quota (0 = none), 11 the day's length (ms), 12 the interactive share,
---       13 booked-counter ttl (s).
+--       13 booked-counter ttl (s),
+--       14 '1' when the call was booked and counted already (a late waker booking again:
+--          throttle::Gates::acquire): neither the daily budgets nor their counters again.
 -- KEYS: 5 the gate's calls counted today (report.lua), 6 the gate's calls booked today,
 --       7 the app's calls booked today (every gate of the platform; only with an app quota).
 -- The day as a budget (throttle::pacing, docs/design.md, "Pacing"): a bulk call under a spent
@@ -100,7 +102,8 @@ local function turn(quota, used)
   if due >= day_ms then return 2, left end
   return 1, due - elapsed
 end
-if bulk and (gate_quota > 0 or app_quota > 0) then
+local counted_already = ARGV[14] == '1'
+if bulk and not counted_already and (gate_quota > 0 or app_quota > 0) then
   local pace = nil
   local budgets = {}
   if gate_quota > 0 then
@@ -194,8 +197,10 @@ local ttl = tonumber(ARGV[13]) or 0
 local function book(key)
   if redis.call('INCR', key) == 1 and ttl > 0 then redis.call('EXPIRE', key, ttl) end
 end
-if gate_quota > 0 and KEYS[6] then book(KEYS[6]) end
-if app_quota > 0 and KEYS[7] then book(KEYS[7]) end
+if not counted_already then
+  if gate_quota > 0 and KEYS[6] then book(KEYS[6]) end
+  if app_quota > 0 and KEYS[7] then book(KEYS[7]) end
+end
 -- An idle bucket is full anyway: let the key go once its debt is paid, plus a margin.
 redis.call('PEXPIRE', KEYS[1], math.ceil((new_tat - now) / 1000) + 60000)
 if wait == 0 then

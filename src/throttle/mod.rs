@@ -164,6 +164,15 @@ pub(crate) struct Noted {
     pause: Option<(Duration, String)>,
 }
 
+/// Whether a reservation is a call's first, or a late waker's booking again: the call was
+/// counted in the day's budgets when it was first booked, and must not be counted twice
+/// (nor refused by a budget its own first booking spent).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Booking {
+    First,
+    Again,
+}
+
 /// Internal answer of a backend's token step.
 #[derive(Debug, Clone, PartialEq)]
 enum Reservation {
@@ -405,12 +414,13 @@ impl Gates {
         // A fleet call that wakes too late for the second it was booked in books again (at
         // most a few times; each is a round trip only for such a late waker).
         let mut rebooks = 0;
+        let mut booking = Booking::First;
         loop {
             let left = max_wait.saturating_sub(start.elapsed());
             let answer = self
                 .inner
                 .backend
-                .reserve(platform, api, &local.cfg, lane, left)
+                .reserve(platform, api, &local.cfg, lane, left, booking)
                 .await;
             match answer {
                 Reservation::Now => break,
@@ -430,6 +440,7 @@ impl Gates {
                         break;
                     }
                     rebooks += 1;
+                    booking = Booking::Again;
                 }
                 Reservation::Refused(retry) => return Err(GateRefusal::RetryAt(retry)),
                 Reservation::Paused(remaining, reason) => {

@@ -7,8 +7,8 @@
 use super::admitted::SLOT_MS;
 use super::aimd::AimdParams;
 use super::{
-    bulk_rate, GateError, GateLimits, GateSnapshot, Inner, Lane, Noted, RateChange, Reservation,
-    FLUSH_BATCH, FLUSH_INTERVAL,
+    bulk_rate, Booking, GateError, GateLimits, GateSnapshot, Inner, Lane, Noted, RateChange,
+    Reservation, FLUSH_BATCH, FLUSH_INTERVAL,
 };
 use crate::config::GateConfig;
 use crate::platform::{Api, Platform};
@@ -275,6 +275,7 @@ impl RedisGates {
         cfg: &GateConfig,
         lane: Lane,
         max_wait: Duration,
+        booking: Booking,
     ) -> Reservation {
         let k = self.keys(platform, api);
         let share = cfg.interactive_share;
@@ -310,7 +311,8 @@ impl RedisGates {
             .arg(cfg.app_quota.unwrap_or(0))
             .arg(u64::from(cfg.day.seconds()) * 1000)
             .arg(share)
-            .arg(QUOTA_TTL_S.max(2 * u64::from(cfg.day.seconds())));
+            .arg(QUOTA_TTL_S.max(2 * u64::from(cfg.day.seconds())))
+            .arg(u8::from(booking == Booking::Again));
         let mut conn = self.conn.clone();
         match inv
             .invoke_async::<(i64, i64, String, String, u64)>(&mut conn)

@@ -5,7 +5,9 @@
 
 use super::embedded::EmbeddedGates;
 use super::shared::RedisGates;
-use super::{DayCalls, GateError, GateSnapshot, Inner, Lane, Noted, RateChange, Reservation};
+use super::{
+    Booking, DayCalls, GateError, GateSnapshot, Inner, Lane, Noted, RateChange, Reservation,
+};
 use crate::config::GateConfig;
 use crate::platform::{Api, Platform};
 use futures::future::BoxFuture;
@@ -18,6 +20,7 @@ pub(super) trait GateState: Send + Sync {
     fn mode(&self) -> &'static str;
 
     /// Reserve a token for one call of (platform, api) in `lane`, waiting at most `max_wait`.
+    /// `booking` says whether the call was booked (and counted in the day's budgets) already.
     fn reserve<'a>(
         &'a self,
         platform: Platform,
@@ -25,6 +28,7 @@ pub(super) trait GateState: Send + Sync {
         cfg: &'a GateConfig,
         lane: Lane,
         max_wait: Duration,
+        booking: Booking,
     ) -> BoxFuture<'a, Reservation>;
 
     /// After sleeping for a reservation booked in clock second `booked` (server clock): did
@@ -105,8 +109,9 @@ impl GateState for RedisGates {
         cfg: &'a GateConfig,
         lane: Lane,
         max_wait: Duration,
+        booking: Booking,
     ) -> BoxFuture<'a, Reservation> {
-        RedisGates::reserve(self, platform, api, cfg, lane, max_wait).boxed()
+        RedisGates::reserve(self, platform, api, cfg, lane, max_wait, booking).boxed()
     }
 
     fn woke_late(&self, booked: Option<u64>, band_ms: u64) -> bool {
@@ -178,7 +183,9 @@ impl GateState for EmbeddedGates {
         _cfg: &'a GateConfig,
         lane: Lane,
         max_wait: Duration,
+        _booking: Booking,
     ) -> BoxFuture<'a, Reservation> {
+        // In one process a call is booked once: only fleet calls wake late and book again.
         EmbeddedGates::reserve(self, platform, api, lane, max_wait).boxed()
     }
 

@@ -814,6 +814,67 @@ fn report_script_tells_a_lone_jitter_rejection_from_a_drain() {
 /// The fleet's send-time check in acquire.lua: however many calls the bucket would let out,
 /// at most rate + burst are booked in one clock second of the server, and none in the last
 /// `boundary_band_ms` of a second.
+/// A fleet call that woke too late for its booked second books again (acquire.lua ARGV 14):
+/// that booking is neither counted in the day's budget again nor refused by it, so a loaded
+/// worker never spends two of the day's calls on one call, nor loses the last one.
+#[test]
+fn a_late_waker_booking_again_counts_once_in_the_daily_budget() {
+    let redis = TestRedis::start();
+    let mut con = redis.connection();
+    let k = gate_keys(&redis.prefix, P, A);
+    let script = Script::new(include_str!("../../src/throttle/acquire.lua"));
+    let day = "20260101";
+    let t0: u64 = 1_700_000_000_000_000;
+    let mut book = |again: bool| -> i64 {
+        let (code, _wait, _reason, _rate, _second): (i64, i64, String, String, u64) = script
+            .key(&k.bucket)
+            .key(&k.aimd)
+            .key(&k.pause)
+            .key(&k.conf)
+            .key(k.quota(day))
+            .key(k.booked(day))
+            .arg(10.0) // rate
+            .arg(5.0) // burst
+            .arg(10_000_000) // max wait (us)
+            .arg(t0)
+            .arg(0) // band
+            .arg(1) // the lane's part
+            .arg(1) // bulk
+            .arg(0) // pacing: spend
+            .arg(2) // the gate's daily quota
+            .arg(0) // no app quota
+            .arg(86_400_000)
+            .arg(0) // no interactive share
+            .arg(60)
+            .arg(if again { "1" } else { "0" })
+            .invoke(&mut con)
+            .unwrap();
+        code
+    };
+    let booked = |con: &mut redis::Connection| -> i64 {
+        redis::cmd("GET")
+            .arg(k.booked(day))
+            .query::<Option<i64>>(con)
+            .unwrap()
+            .unwrap_or(0)
+    };
+    assert!(book(false) <= 1, "first call booked");
+    let mut check = redis.connection();
+    assert_eq!(booked(&mut check), 1);
+    assert!(book(true) <= 1, "booked again");
+    assert_eq!(booked(&mut check), 1, "a booking again is not counted");
+    assert!(book(false) <= 1, "second call booked");
+    assert_eq!(booked(&mut check), 2);
+    // The budget is spent by the calls themselves: the second call's booking again still goes.
+    assert!(book(true) <= 1, "not refused by its own first booking");
+    assert_eq!(
+        book(false),
+        3,
+        "a third call is paused: the budget is spent"
+    );
+    assert_eq!(booked(&mut check), 2);
+}
+
 #[test]
 fn acquire_script_keeps_the_fleet_inside_each_clock_second() {
     let redis = TestRedis::start();
