@@ -1,4 +1,4 @@
-//! A backlog of 20,000 tasks in fleet mode, end to end: a real Redis, a real SQLite ledger in a
+//! A backlog of 6,000 tasks in fleet mode, end to end: a real Redis, a real SQLite ledger in a
 //! temp dir, the simulator in this process over loopback, and `syncfleet work` worker processes
 //! started from the built binary. (Apart from `jobs_fleet` so the two heavy runs are processes
 //! of their own, side by side.)
@@ -11,13 +11,16 @@ use syncfleet::platform::Platform;
 use syncfleet::queue::{QueueOptions, RedisQueue};
 
 const TO: Platform = Platform::Taobao;
+/// Far more tasks than the workers hold at once (3 x 16), in more than one push batch.
+const BACKLOG: u64 = 6_000;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn backlog_of_20k_tasks_is_processed_once_workers_start() {
+async fn a_backlog_of_6k_tasks_is_processed_once_workers_start() {
     let _serial = jobs_harness::serial().await;
     let mut h = Harness::start(jobs_harness::listing_sim(), &ClientOpts::default()).await;
-    let items = h.item_file(20_000);
-    // One item per task: 20,000 tasks wait in Redis while no worker runs.
+    let items = h.item_file(BACKLOG);
+    // One item per task: 6,000 tasks (two of the producer's push batches) wait in Redis
+    // while no worker runs.
     let job = h.enqueue(&[
         "--chunk-size",
         "1",
@@ -33,23 +36,23 @@ async fn backlog_of_20k_tasks_is_processed_once_workers_start() {
         .await
         .expect("connect queue");
     let len = queue.len().await.expect("queue length");
-    assert_eq!(len.total(), 20_000, "{len:?}");
+    assert_eq!(len.total(), BACKLOG, "{len:?}");
     tokio::time::sleep(Duration::from_secs(1)).await;
     assert_eq!(
         h.store.job_status(job).await.unwrap().job.counts.pending,
-        20_000
+        BACKLOG
     );
 
     for _ in 0..3 {
         h.spawn_worker(16, 3);
     }
-    // ~40 s on a quiet 2-core machine; the bound is for a loaded one.
+    // ~12 s on a quiet 2-core machine; the bound is for a loaded one.
     let status = h.wait_job(job, Duration::from_secs(400)).await;
     let exits = h.wait_workers(Duration::from_secs(30));
     println!("{}", exits.join("\n"));
-    assert_eq!(status.job.counts.done, 20_000, "{:?}", status.job.counts);
+    assert_eq!(status.job.counts.done, BACKLOG, "{:?}", status.job.counts);
     assert_eq!(queue.len().await.expect("queue length").total(), 0);
-    assert_eq!(h.distinct_writes(TO), 20_000);
+    assert_eq!(h.distinct_writes(TO), BACKLOG);
     for line in &exits {
         assert!(line.contains("exit status: 0"), "{line}");
     }

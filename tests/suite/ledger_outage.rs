@@ -19,9 +19,12 @@ const ITEMS: u64 = 3_000;
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_ledger_cut_and_stalled_mid_job_is_waited_out() {
     let _serial = jobs_harness::serial().await;
-    // 3,000 items at 100/s: about 30 s of work around the outages.
+    // 3,000 items at 100/s: about 30 s of work around the outages. A task's attempts back
+    // off from 200 ms (0.2 + 0.4 + 0.8 + 1.6 s for five), so a cut of a few seconds outlasts
+    // them.
     let opts = ClientOpts {
         rate: 100.0,
+        retry_base_ms: 200,
         ..ClientOpts::default()
     };
     let mut h = Harness::start_on(Kind::Postgres, jobs_harness::listing_sim(), &opts).await;
@@ -34,10 +37,10 @@ async fn a_ledger_cut_and_stalled_mid_job_is_waited_out() {
     }
     h.wait_terminal(job, ITEMS / 5, Duration::from_secs(120))
         .await;
-    // Cut for 20 s: longer than a task's five attempts take at the default backoff
-    // (1 + 2 + 4 + 8 s), so a store error counted as the task's failure dead-letters it.
+    // Cut for 8 s: more than twice what a task's five attempts take, so a store error
+    // counted as the task's failure dead-letters it.
     proxy.cut();
-    tokio::time::sleep(Duration::from_secs(20)).await;
+    tokio::time::sleep(Duration::from_secs(8)).await;
     proxy.restore();
     h.wait_terminal(job, ITEMS / 2, Duration::from_secs(120))
         .await;

@@ -62,8 +62,10 @@ pub struct ClientOpts {
     pub concurrency: u32,
     pub chunk_size: usize,
     pub logistics_min_interval_s: u64,
-    /// `[queue]` attempts per task, shutdown grace, unreachable exit.
+    /// `[queue]` attempts per task, the backoff after the first failed one (it doubles per
+    /// attempt), shutdown grace, unreachable exit.
     pub max_attempts: u32,
+    pub retry_base_ms: u64,
     pub shutdown_grace_s: u64,
     pub unreachable_exit_s: u64,
     /// `[jobs] item_retry_rounds`.
@@ -86,6 +88,7 @@ impl Default for ClientOpts {
             chunk_size: 100,
             logistics_min_interval_s: 3600,
             max_attempts: 5,
+            retry_base_ms: 1000,
             shutdown_grace_s: 5,
             unreachable_exit_s: 120,
             item_retry_rounds: 4,
@@ -176,13 +179,14 @@ pub fn client_toml(sim: &SimHandle, o: &ClientOpts) -> String {
     t.push_str(&format!(
         "[gates.default]\nrate = {}\nburst = {}\nconcurrency = {}\np95_ms = 20\nmax_wait_ms = 5000\n\n\
          [queue]\nchunk_size = {}\npoll_interval_ms = 20\nheartbeat_s = 1\nmissed_heartbeats = 2\n\
-         max_attempts = {}\nshutdown_grace_s = {}\nunreachable_exit_s = {}\nheal_interval_s = {}\n\n\
+         max_attempts = {}\nretry_base_ms = {}\nshutdown_grace_s = {}\nunreachable_exit_s = {}\nheal_interval_s = {}\n\n\
          [jobs]\nlogistics_min_interval_s = {}\nitem_retry_rounds = {}\norder_page_size = {}\n\n[probe]\ninterval_s = 0\n",
         o.rate,
         o.burst,
         o.concurrency,
         o.chunk_size,
         o.max_attempts,
+        o.retry_base_ms,
         o.shutdown_grace_s,
         o.unreachable_exit_s,
         o.heal_interval_s,
