@@ -6,7 +6,7 @@
 //! the tracing subscriber and the metrics recorder are process-wide and installed once, so
 //! "off" must be a process that never installed them.
 //!
-//! `flock /tmp/bench.lock cargo run --release --bin metricsbench [-- --items N --target-s S --rounds R]`
+//! `flock /tmp/bench.lock cargo run --release --example metricsbench [-- --items N --target-s S --rounds R]`
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};

@@ -10,7 +10,7 @@
 //!
 //! Prints calls/s of both and their ratio, and cross-checks the count the simulator saw.
 //!
-//! Usage: `target/release/simload [--connections 64] [--seconds 10] [--sim-bin PATH]`
+//! Usage: `target/release/examples/simload [--connections 64] [--seconds 10] [--sim-bin PATH]`
 
 use axum::body::Bytes;
 use chrono::Utc;
@@ -49,9 +49,13 @@ fn parse_args() -> Result<Args, String> {
     let mut args = Args {
         connections: 64,
         seconds: 10,
+        // An example lives in `target/<profile>/examples/`, the program one directory up.
         sim_bin: std::env::current_exe()
             .map_err(|e| format!("cannot find this executable: {e}"))?
-            .with_file_name("syncfleet"),
+            .parent()
+            .and_then(|examples| examples.parent())
+            .ok_or("cannot find the target directory")?
+            .join("syncfleet"),
     };
     let mut it = std::env::args().skip(1);
     while let Some(a) = it.next() {
