@@ -1,7 +1,12 @@
 //! Fair shares: a big job enqueued first does not hold back the small jobs of other shops.
 //!
 //! `cargo bench --bench fairbench -- [--shops 10] [--big 20000] [--small 1000] [--workers 3]
-//!  [--configs fixed:400,sliding:200] [--weight1 1] [--no-baseline]`
+//!  [--configs fixed:400,sliding:200] [--weight1 1] [--no-baseline] [--sliding-gate F]`
+//!
+//! `--sliding-gate F` sets the item_add gate on a sliding window as an operator who knows a
+//! sliding grant would (docs/design.md, "Limit discovery"): F x the limit, burst one, so the
+//! burst and the arrival jitter do not cross the window. Utilisation is still counted against
+//! the limit.
 //!
 //! `--weight1 W` gives shop 1 the weight W (the others 1): its fair share is then W / (sum of
 //! the weights) of the gate.
@@ -48,6 +53,8 @@ struct Setup {
     small: u64,
     workers: usize,
     weight1: u32,
+    /// On a sliding window: the item_add gate at this share of the limit, burst one.
+    sliding_gate: Option<f64>,
 }
 
 /// Enqueue a listing of items `first..first+n` for `shop`.
@@ -91,11 +98,14 @@ async fn run(s: &Setup, fair: bool) {
     };
     let mut h = Harness::start(sim, &opts).await;
     let config = h.dir.path().join("fair.toml");
+    let (add_rate, add_burst) = match (s.kind, s.sliding_gate) {
+        (LimitKind::Sliding, Some(share)) => (s.rate as f64 * share, 1.0),
+        _ => (s.rate as f64, 20.0),
+    };
     let text = format!(
-        "{}\n[gates.\"alibaba.item_get\"]\nrate = {}\nburst = 20\n\n[gates.\"taobao.item_add\"]\nrate = {}\nburst = 20\nmax_wait_ms = 2000\n",
+        "{}\n[gates.\"alibaba.item_get\"]\nrate = {}\nburst = 20\n\n[gates.\"taobao.item_add\"]\nrate = {add_rate}\nburst = {add_burst}\nmax_wait_ms = 2000\n",
         client_toml(&h.sim, &opts),
         4 * s.rate,
-        s.rate
     );
     std::fs::write(&config, text).expect("config");
     let shop_of = |i: usize| if fair { shop_name(i) } else { shop_name(0) };
@@ -211,6 +221,10 @@ async fn main() {
     let configs: String = arg("--configs", "fixed:400,sliding:200".to_string());
     let weight1: u32 = arg("--weight1", 1);
     let baseline = !std::env::args().any(|a| a == "--no-baseline");
+    let sliding_gate: Option<f64> = std::env::args()
+        .skip_while(|a| a != "--sliding-gate")
+        .nth(1)
+        .and_then(|v| v.parse().ok());
     println!(
         "fairbench: {shops} shops, one {big}-item job first then {} jobs of {small}, {workers} workers",
         shops - 1
@@ -230,6 +244,7 @@ async fn main() {
             small,
             workers,
             weight1,
+            sliding_gate,
         };
         if baseline {
             run(&setup, false).await;
