@@ -1,12 +1,12 @@
 //! Fair shares: a big job enqueued first does not hold back the small jobs of other shops.
 //!
 //! `cargo bench --bench fairbench -- [--shops 10] [--big 20000] [--small 1000] [--workers 3]
-//!  [--configs fixed:400,sliding:200] [--weight1 1] [--no-baseline] [--sliding-gate F]`
+//!  [--configs fixed:400,sliding:200] [--weight1 1] [--no-baseline] [--sliding-gate F [--sliding-burst B]]`
 //!
 //! `--sliding-gate F` sets the item_add gate on a sliding window as an operator who knows a
 //! sliding grant would (docs/design.md, "Limit discovery"): F x the limit, burst one, so the
-//! burst and the arrival jitter do not cross the window. Utilisation is still counted against
-//! the limit.
+//! burst and the arrival jitter do not cross the window (`--sliding-burst B`: another burst).
+//! Utilisation is still counted against the limit.
 //!
 //! `--weight1 W` gives shop 1 the weight W (the others 1): its fair share is then W / (sum of
 //! the weights) of the gate.
@@ -53,8 +53,9 @@ struct Setup {
     small: u64,
     workers: usize,
     weight1: u32,
-    /// On a sliding window: the item_add gate at this share of the limit, burst one.
+    /// On a sliding window: the item_add gate at this share of the limit, and its burst.
     sliding_gate: Option<f64>,
+    sliding_burst: f64,
 }
 
 /// Enqueue a listing of items `first..first+n` for `shop`.
@@ -99,7 +100,7 @@ async fn run(s: &Setup, fair: bool) {
     let mut h = Harness::start(sim, &opts).await;
     let config = h.dir.path().join("fair.toml");
     let (add_rate, add_burst) = match (s.kind, s.sliding_gate) {
-        (LimitKind::Sliding, Some(share)) => (s.rate as f64 * share, 1.0),
+        (LimitKind::Sliding, Some(share)) => (s.rate as f64 * share, s.sliding_burst),
         _ => (s.rate as f64, 20.0),
     };
     let text = format!(
@@ -225,6 +226,7 @@ async fn main() {
         .skip_while(|a| a != "--sliding-gate")
         .nth(1)
         .and_then(|v| v.parse().ok());
+    let sliding_burst: f64 = arg("--sliding-burst", 1.0);
     println!(
         "fairbench: {shops} shops, one {big}-item job first then {} jobs of {small}, {workers} workers",
         shops - 1
@@ -245,6 +247,7 @@ async fn main() {
             workers,
             weight1,
             sliding_gate,
+            sliding_burst,
         };
         if baseline {
             run(&setup, false).await;
