@@ -222,10 +222,7 @@ async fn main() {
     let configs: String = arg("--configs", "fixed:400,sliding:200".to_string());
     let weight1: u32 = arg("--weight1", 1);
     let baseline = !std::env::args().any(|a| a == "--no-baseline");
-    let sliding_gate: Option<f64> = std::env::args()
-        .skip_while(|a| a != "--sliding-gate")
-        .nth(1)
-        .and_then(|v| v.parse().ok());
+    let sliding_gate = Some(arg("--sliding-gate", 0.0)).filter(|share| *share > 0.0);
     let sliding_burst: f64 = arg("--sliding-burst", 1.0);
     println!(
         "fairbench: {shops} shops, one {big}-item job first then {} jobs of {small}, {workers} workers",

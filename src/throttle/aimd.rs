@@ -425,10 +425,11 @@ impl AimdState {
                 let lone = f64::from(m.others)
                     <= (self.admitted.between(m.sent_ms, now_ms) * JITTER_SHARE).max(2.0);
                 let jitter = lone && drained.is_some_and(|avg| avg >= m.at * LENT_SHARE);
+                let call_under_last = (last - 1.0).max(last * CLOSE_IN);
                 if jitter {
-                    ceiling = (last - 1.0).max(last * CLOSE_IN);
+                    ceiling = call_under_last;
                 } else if ceiling >= last - 1.0 {
-                    ceiling = (last - 1.0).max(last * CLOSE_IN).min(ceiling);
+                    ceiling = call_under_last.min(ceiling);
                 } else {
                     // Lower than the ceiling that held: the limit was read high (a token bucket
                     // lent its content; drained, it admits its refill, and this reads the

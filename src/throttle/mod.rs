@@ -414,9 +414,13 @@ impl Gates {
         // A fleet call that wakes too late for the second it was booked in books again (at
         // most a few times; each is a round trip only for such a late waker).
         let mut rebooks = 0;
-        let mut booking = Booking::First;
         loop {
             let left = max_wait.saturating_sub(start.elapsed());
+            let booking = if rebooks == 0 {
+                Booking::First
+            } else {
+                Booking::Again
+            };
             let answer = self
                 .inner
                 .backend
@@ -440,7 +444,6 @@ impl Gates {
                         break;
                     }
                     rebooks += 1;
-                    booking = Booking::Again;
                 }
                 Reservation::Refused(retry) => return Err(GateRefusal::RetryAt(retry)),
                 Reservation::Paused(remaining, reason) => {

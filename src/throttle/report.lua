@@ -207,10 +207,11 @@ if m_sent ~= nil and now_ms >= (last_hit or 0) + settle_ms then
       -- (throttle::aimd::JITTER_SHARE).
       local lone = others <= math.max(between(sent, now_ms) * JITTER_SHARE, 2)
       local jitter = lone and m_drain ~= nil and m_drain >= m_at * LENT_SHARE
+      local call_under_last = math.max(ceiling - 1, ceiling * CLOSE_IN)
       if jitter then
-        c = math.max(ceiling - 1, ceiling * CLOSE_IN)
+        c = call_under_last
       elseif c >= ceiling - 1 then
-        c = math.min(math.max(ceiling - 1, ceiling * CLOSE_IN), c)
+        c = math.min(call_under_last, c)
       else
         local reading = c
         c = math.max(c - 1, c * CLOSE_IN)
