@@ -1,11 +1,13 @@
 //! Fair shares: a big job enqueued first does not hold back the small jobs of other shops.
 //!
 //! `cargo bench --bench fairbench -- [--shops 10] [--big 20000] [--small 1000] [--workers 3]
-//!  [--configs fixed:400,sliding:200] [--weight1 1] [--no-baseline] [--sliding-gate F [--sliding-burst B]]`
+//!  [--configs fixed:400,sliding:200] [--weight1 1] [--no-baseline]
+//!  [--sliding-gate F [--sliding-burst B] [--sliding-band MS]]`
 //!
 //! `--sliding-gate F` sets the item_add gate on a sliding window as an operator who knows a
 //! sliding grant would (docs/design.md, "Limit discovery"): F x the limit, burst one, so the
-//! burst and the arrival jitter do not cross the window (`--sliding-burst B`: another burst).
+//! burst and the arrival jitter do not cross the window (`--sliding-burst B`: another burst;
+//! `--sliding-band MS`: the gate's `boundary_band_ms`, which only a clock-aligned window needs).
 //! Utilisation is still counted against the limit.
 //!
 //! `--weight1 W` gives shop 1 the weight W (the others 1): its fair share is then W / (sum of
@@ -56,6 +58,8 @@ struct Setup {
     /// On a sliding window: the item_add gate at this share of the limit, and its burst.
     sliding_gate: Option<f64>,
     sliding_burst: f64,
+    /// On a sliding window with `sliding_gate`: the gate's boundary band (ms), when given.
+    sliding_band_ms: Option<u64>,
 }
 
 /// Enqueue a listing of items `first..first+n` for `shop`.
@@ -99,12 +103,18 @@ async fn run(s: &Setup, fair: bool) {
     };
     let mut h = Harness::start(sim, &opts).await;
     let config = h.dir.path().join("fair.toml");
-    let (add_rate, add_burst) = match (s.kind, s.sliding_gate) {
-        (LimitKind::Sliding, Some(share)) => (s.rate as f64 * share, s.sliding_burst),
-        _ => (s.rate as f64, 20.0),
+    let (add_rate, add_burst, band) = match (s.kind, s.sliding_gate) {
+        (LimitKind::Sliding, Some(share)) => (
+            s.rate as f64 * share,
+            s.sliding_burst,
+            s.sliding_band_ms
+                .map(|ms| format!("boundary_band_ms = {ms}\n"))
+                .unwrap_or_default(),
+        ),
+        _ => (s.rate as f64, 20.0, String::new()),
     };
     let text = format!(
-        "{}\n[gates.\"alibaba.item_get\"]\nrate = {}\nburst = 20\n\n[gates.\"taobao.item_add\"]\nrate = {add_rate}\nburst = {add_burst}\nmax_wait_ms = 2000\n",
+        "{}\n[gates.\"alibaba.item_get\"]\nrate = {}\nburst = 20\n\n[gates.\"taobao.item_add\"]\nrate = {add_rate}\nburst = {add_burst}\nmax_wait_ms = 2000\n{band}",
         client_toml(&h.sim, &opts),
         4 * s.rate,
     );
@@ -224,6 +234,7 @@ async fn main() {
     let baseline = !std::env::args().any(|a| a == "--no-baseline");
     let sliding_gate = Some(arg("--sliding-gate", 0.0)).filter(|share| *share > 0.0);
     let sliding_burst: f64 = arg("--sliding-burst", 1.0);
+    let sliding_band_ms = Some(arg("--sliding-band", u64::MAX)).filter(|ms| *ms != u64::MAX);
     println!(
         "fairbench: {shops} shops, one {big}-item job first then {} jobs of {small}, {workers} workers",
         shops - 1
@@ -245,6 +256,7 @@ async fn main() {
             weight1,
             sliding_gate,
             sliding_burst,
+            sliding_band_ms,
         };
         if baseline {
             run(&setup, false).await;

@@ -1,9 +1,10 @@
 //! Lanes: interactive work while a bulk job saturates the gate.
 //!
-//! `cargo bench --bench lanebench -- [--items 4000] [--rate 100] [--share 0.1] [--asks 30]`
+//! `cargo bench --bench lanebench -- [--items 4000] [--rate 100] [--share 0.1] [--asks 30] [--embedded]`
 //!
 //! A bulk listing (1688 -> Taobao) of `--items` items saturates the item_add gate, set to the
-//! simulator's limit `--rate`; 2 worker processes (work --concurrency 8). Runs, each on a
+//! simulator's limit `--rate`; 2 worker processes (work --concurrency 8), or with `--embedded`
+//! one worker process with no Redis (the embedded queue and gates). Runs, each on a
 //! fresh simulator, Redis and ledger:
 //! - **bulk alone** (baseline): no interactive share;
 //! - **no share**: `--asks` one-item interactive jobs for shop `vip`, one a second, with no
@@ -36,7 +37,7 @@ struct Out {
     rejected: u64,
 }
 
-async fn run(items: u64, rate: u64, share: f64, asks: usize) -> Out {
+async fn run(items: u64, rate: u64, share: f64, asks: usize, embedded: bool) -> Out {
     let sim = SimConfig::demo()
         .with_limit(FROM, Api::ItemGet, 10 * rate, 100_000_000)
         .with_limit(TO, Api::ItemAdd, rate, 100_000_000)
@@ -48,6 +49,9 @@ async fn run(items: u64, rate: u64, share: f64, asks: usize) -> Out {
         ..ClientOpts::default()
     };
     let mut h = Harness::start(sim, &opts).await;
+    if embedded {
+        h.use_embedded();
+    }
     let config = h.dir.path().join("lanes.toml");
     let text = format!(
         "{}\n[gates.\"alibaba.item_get\"]\nrate = {}\nburst = 20\n\n[gates.\"taobao.item_add\"]\nrate = {rate}\nburst = 5\nmax_wait_ms = 2000\ninteractive_share = {share}\n",
@@ -76,7 +80,8 @@ async fn run(items: u64, rate: u64, share: f64, asks: usize) -> Out {
         ],
     );
     let started = Instant::now();
-    for _ in 0..2 {
+    // Embedded: one process (the embedded queue admits one worker).
+    for _ in 0..if embedded { 1 } else { 2 } {
         h.spawn_worker_with(&config, 8, 3);
     }
     // Let the bulk job reach its pace first.
@@ -172,16 +177,18 @@ async fn main() {
     let rate: u64 = arg("--rate", 100);
     let share: f64 = arg("--share", 0.1);
     let asks: usize = arg("--asks", 30);
+    let embedded = std::env::args().any(|a| a == "--embedded");
     println!(
-        "lanebench: bulk listing of {items} items, item_add limit {rate}/s, interactive share {share}, {asks} interactive asks"
+        "lanebench: bulk listing of {items} items, item_add limit {rate}/s, interactive share {share}, {asks} interactive asks, {}",
+        if embedded { "one embedded worker (no Redis)" } else { "2 fleet workers" }
     );
-    let base = run(items, rate, 0.0, 0).await;
+    let base = run(items, rate, 0.0, 0, embedded).await;
     println!(
         "bulk alone (baseline)   bulk {:.1} items/s  rejected {}",
         base.bulk_per_s, base.rejected
     );
     for (name, s) in [("no share", 0.0), ("share", share)] {
-        let out = run(items, rate, s, asks).await;
+        let out = run(items, rate, s, asks, embedded).await;
         println!(
             "{name:<8} ({s:.2})         bulk {:.1} items/s ({:.3} of baseline)  interactive latency p50 {:?} p95 {:?} max {:?} ({} asks)  rejected {}",
             out.bulk_per_s,

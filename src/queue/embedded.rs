@@ -15,6 +15,12 @@
 //! apalis-sqlite priority is its start tag, and the clock lives in a table of our own in the
 //! same file (`syncfleet_fair`).
 //!
+//! Interactive tasks have a queue of their own in the same file (`<name>:interactive`) and a
+//! second apalis worker, of as many slots as the first, that takes only those: with every slot
+//! of the bulk worker held by bulk tasks, an interactive one still starts at once
+//! (docs/design.md, "Lanes"). apalis-sqlite fetches one queue in priority order and cannot
+//! fetch by lane, so the slots cannot be kept inside one worker as the fleet's are.
+//!
 //! apalis-sqlite schedules in whole seconds: a `RetryAfter` shorter than 1 s waits up to 1 s.
 //! A second embedded worker process is refused through the ledger's embedded-worker lock
 //! ([`EmbeddedQueue::with_ledger_lock`]).
@@ -38,8 +44,8 @@ use tracing::{info, warn};
 
 use super::fair;
 use super::{
-    run_caught, worker_name, DeadEntry, DeadHook, QueueError, QueueLen, QueueOptions, Shutdown,
-    TaskCtx, TaskMsg, TaskResult, WorkerOptions, WorkerReport, WorkerStats,
+    run_caught, worker_name, DeadEntry, DeadHook, Lane, QueueError, QueueLen, QueueOptions,
+    Shutdown, TaskCtx, TaskMsg, TaskResult, WorkerOptions, WorkerReport, WorkerStats,
 };
 use crate::store::{Store, EMBEDDED_LOCK_STALE_AFTER};
 
@@ -131,9 +137,25 @@ impl EmbeddedQueue {
         }
     }
 
-    fn storage(&self) -> SqliteStorage<Stored> {
+    /// The queue (apalis-sqlite's `job_type`) holding a lane's tasks.
+    fn queue_name(&self, lane: Lane) -> String {
+        match lane {
+            Lane::Bulk => self.opts.name.clone(),
+            Lane::Interactive => format!("{}:interactive", self.opts.name),
+        }
+    }
+
+    /// Both lanes' queue names, for the reads that span them.
+    fn queue_names(&self) -> (String, String) {
+        (
+            self.queue_name(Lane::Bulk),
+            self.queue_name(Lane::Interactive),
+        )
+    }
+
+    fn storage(&self, lane: Lane) -> SqliteStorage<Stored> {
         let cfg = SqliteConfig::default()
-            .queue(&self.opts.name)
+            .queue(self.queue_name(lane))
             // Rows fetched but not started when a worker stops are re-enqueued as orphans
             // with an attempt charged: fetch one at a time, only when a slot is free.
             .batch_size(1)
@@ -237,27 +259,29 @@ impl EmbeddedQueue {
 
     /// Push fresh tasks in batches of `push_batch`; returns the number pushed.
     pub async fn push_bulk(&self, tasks: &[TaskMsg]) -> Result<usize, QueueError> {
-        let mut st = self.storage();
+        let (mut bulk_st, mut interactive_st) =
+            (self.storage(Lane::Bulk), self.storage(Lane::Interactive));
         let mut pushed = 0;
         for batch in tasks.chunks(self.opts.push_batch.max(1)) {
             let priorities = self.priorities(&batch.iter().collect::<Vec<_>>()).await?;
-            let all: Vec<_> = batch
-                .iter()
-                .zip(priorities)
-                .map(|(m, priority)| {
-                    self.task(
-                        Stored {
-                            msg: m.clone(),
-                            prior_attempts: 0,
-                        },
-                        None,
-                        priority,
-                    )
-                })
-                .collect();
-            st.push_all(futures::stream::iter(all))
-                .await
-                .map_err(|e| self.err(e))?;
+            let (mut bulk, mut interactive) = (Vec::new(), Vec::new());
+            for (m, priority) in batch.iter().zip(priorities) {
+                let stored = Stored {
+                    msg: m.clone(),
+                    prior_attempts: 0,
+                };
+                match m.lane {
+                    Lane::Bulk => bulk.push(self.task(stored, None, priority)),
+                    Lane::Interactive => interactive.push(self.task(stored, None, priority)),
+                }
+            }
+            for (st, tasks) in [(&mut bulk_st, bulk), (&mut interactive_st, interactive)] {
+                if !tasks.is_empty() {
+                    st.push_all(futures::stream::iter(tasks))
+                        .await
+                        .map_err(|e| self.err(e))?;
+                }
+            }
             pushed += batch.len();
         }
         Ok(pushed)
@@ -285,23 +309,32 @@ impl EmbeddedQueue {
             .first()
             .copied()
             .unwrap_or(0);
+        let lane = s.msg.lane;
         let t = self.task(s, Some(delay), priority);
-        self.storage().push_task(t).await.map_err(|e| self.err(e))
+        self.storage(lane)
+            .push_task(t)
+            .await
+            .map_err(|e| self.err(e))
     }
 
-    /// Ready + delayed are both `Pending` rows in apalis-sqlite: reported as `ready`.
+    /// Ready + delayed are both `Pending` rows in apalis-sqlite: reported as `ready`. Both
+    /// lanes' queues together.
     pub(crate) async fn len(&self) -> Result<QueueLen, QueueError> {
-        let stats = self
-            .storage()
-            .fetch_by_queue()
-            .await
-            .map_err(|e| self.err(e))?;
+        let mut stats = Vec::new();
+        for lane in [Lane::Bulk, Lane::Interactive] {
+            let of_lane = self
+                .storage(lane)
+                .fetch_by_queue()
+                .await
+                .map_err(|e| self.err(e))?;
+            stats.extend(of_lane);
+        }
         let get = |t: &str| {
             stats
                 .iter()
-                .find(|s| s.title == t)
-                .and_then(|s| s.value.parse::<f64>().ok())
-                .unwrap_or(0.0) as u64
+                .filter(|s| s.title == t)
+                .filter_map(|s| s.value.parse::<f64>().ok())
+                .sum::<f64>() as u64
         };
         Ok(QueueLen {
             ready: get("PENDING_JOBS"),
@@ -319,9 +352,11 @@ impl EmbeddedQueue {
     /// Pending, fetched and running rows (see [`super::Queue::live_tasks`]).
     pub(crate) async fn live_tasks(&self) -> Result<Vec<TaskMsg>, QueueError> {
         let rows: Vec<Vec<u8>> = sqlx::query_scalar(
-            "SELECT job FROM Jobs WHERE job_type = ? AND status IN ('Pending', 'Queued', 'Running')",
+            "SELECT job FROM Jobs WHERE job_type IN (?, ?)
+             AND status IN ('Pending', 'Queued', 'Running')",
         )
-        .bind(&self.opts.name)
+        .bind(self.queue_names().0)
+        .bind(self.queue_names().1)
         .fetch_all(&self.pool)
         .await
         .map_err(|e| self.err(e))?;
@@ -337,9 +372,11 @@ impl EmbeddedQueue {
     pub(crate) async fn dead_entries(&self, limit: usize) -> Result<Vec<DeadEntry>, QueueError> {
         let rows: Vec<DeadRow> = sqlx::query_as(
             "SELECT id, job, attempts, last_result, lock_by FROM Jobs
-             WHERE job_type = ? AND status IN ('Failed', 'Killed') ORDER BY done_at LIMIT ?",
+             WHERE job_type IN (?, ?) AND status IN ('Failed', 'Killed')
+             ORDER BY done_at LIMIT ?",
         )
-        .bind(&self.opts.name)
+        .bind(self.queue_names().0)
+        .bind(self.queue_names().1)
         .bind(i64::try_from(limit).unwrap_or(i64::MAX))
         .fetch_all(&self.pool)
         .await
@@ -430,34 +467,72 @@ impl EmbeddedQueue {
             .boxed()
         };
         // Finished rows are only deleted by vacuum; do it at start and exit.
-        let _ = apalis_core::backend::Vacuum::vacuum(&mut self.storage()).await;
-        let worker = WorkerBuilder::new(name.clone())
-            // Without an interval an idle worker only fetches on heartbeat.
-            .backend(self.storage().poll_with_interval(self.opts.poll_interval))
-            .concurrency(wopts.concurrency.max(1))
-            .build(service);
+        self.vacuum().await;
+        // A worker per lane, each of `concurrency` slots (apalis-sqlite cannot fetch by lane;
+        // docs/design.md, "Lanes").
+        let slots = wopts.concurrency.max(1);
+        let lanes = [
+            (Lane::Bulk, name.clone()),
+            (Lane::Interactive, format!("{name}:interactive")),
+        ];
+        let mut runs = Vec::new();
+        for (lane, apalis_name) in lanes {
+            let worker = WorkerBuilder::new(apalis_name.clone())
+                // Without an interval an idle worker only fetches on heartbeat.
+                .backend(
+                    self.storage(lane)
+                        .poll_with_interval(self.opts.poll_interval),
+                )
+                .concurrency(slots)
+                .build(service.clone());
+            let stop = shutdown.clone();
+            // Boxed here, where the types are concrete: spawning the unboxed future trips a
+            // rustc higher-ranked `Send` inference bug on apalis's worker stream.
+            let run = worker
+                .run_until(async move {
+                    stop.wait().await;
+                    Ok::<(), std::io::Error>(())
+                })
+                .map(move |r| {
+                    r.map_err(|e| QueueError::Worker {
+                        worker: apalis_name,
+                        msg: e.to_string(),
+                    })
+                })
+                .boxed();
+            runs.push(run);
+        }
         info!(worker = %name, "embedded queue worker starting");
-        let stop = shutdown.clone();
-        // Boxed here, where the types are concrete: spawning the unboxed future trips a
-        // rustc higher-ranked `Send` inference bug on apalis's worker stream.
-        let run = worker
-            .run_until(async move {
-                stop.wait().await;
-                Ok::<(), std::io::Error>(())
+        // Both run until the stop; the first to fail stops the other.
+        let stop_all = shutdown.clone();
+        let both = futures::future::join_all(runs.into_iter().map(|run| {
+            let stop_all = stop_all.clone();
+            run.inspect(move |r| {
+                if r.is_err() {
+                    stop_all.trigger();
+                }
             })
-            .boxed();
+        }))
+        .map(|results| results.into_iter().collect::<Result<Vec<()>, QueueError>>());
         let lock_loop = self.lock_heartbeat(&name, shutdown.clone());
         let res = tokio::select! {
-            r = run => r.map_err(|e| QueueError::Worker { worker: name.clone(), msg: e.to_string() }),
+            r = both => r.map(|_| ()),
             e = lock_loop => Err(e),
         };
-        let _ = apalis_core::backend::Vacuum::vacuum(&mut self.storage()).await;
+        self.vacuum().await;
         if let Some(store) = &self.lock {
             if let Err(e) = store.release_embedded_lock(&name).await {
                 warn!(worker = %name, error = %e, "releasing the embedded-worker lock failed");
             }
         }
         res.map(|_| stats.report(&name))
+    }
+
+    /// Delete finished rows of both lanes' queues (apalis keeps them until a vacuum).
+    async fn vacuum(&self) {
+        for lane in [Lane::Bulk, Lane::Interactive] {
+            let _ = apalis_core::backend::Vacuum::vacuum(&mut self.storage(lane)).await;
+        }
     }
 
     /// Keep the ledger lock; if it is lost (another process took it over), stop working.

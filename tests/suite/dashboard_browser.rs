@@ -6,8 +6,8 @@
 //! Needs Debian's `chromium` and `chromium-driver` (scripts/test installs them).
 
 use crate::jobs_harness;
+use crate::support::webdriver::Browser;
 
-use fantoccini::{ClientBuilder, Locator};
 use jobs_harness::{ClientOpts, Harness};
 use std::net::TcpListener;
 use std::process::{Child, Command, Stdio};
@@ -109,10 +109,8 @@ async fn dashboard_shows_live_progress_and_guards_its_actions() {
         .expect("start chromedriver"));
     wait_port(driver_port, "chromedriver");
     let profile = tempfile::tempdir().expect("profile dir");
-    let mut caps = serde_json::Map::new();
-    caps.insert(
-        "goog:chromeOptions".into(),
-        serde_json::json!({
+    let caps = serde_json::json!({
+        "goog:chromeOptions": {
             "binary": "/usr/bin/chromium",
             "args": [
                 "--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
@@ -120,13 +118,9 @@ async fn dashboard_shows_live_progress_and_guards_its_actions() {
                 "--disable-component-update", "--disable-sync", "--window-size=1400,1000",
                 format!("--user-data-dir={}", profile.path().display()),
             ]
-        }),
-    );
-    // chromedriver listens on loopback over plain HTTP: no TLS in the test build.
-    let connector = hyper_util::client::legacy::connect::HttpConnector::new();
-    let browser = ClientBuilder::new(connector)
-        .capabilities(caps)
-        .connect(&format!("http://127.0.0.1:{driver_port}"))
+        }
+    });
+    let browser = Browser::connect(&format!("http://127.0.0.1:{driver_port}"), caps)
         .await
         .expect("a browser session");
     browser
@@ -138,7 +132,7 @@ async fn dashboard_shows_live_progress_and_guards_its_actions() {
     // held again while the rest of the page is checked, so it cannot end meanwhile.
     let done_cell = format!("tr[data-job='{job}'] td.done");
     let read_done = || async {
-        let el = browser.find(Locator::Css(&done_cell)).await.ok()?;
+        let el = browser.find_css(&done_cell).await.ok()?;
         let text = el.text().await.ok()?;
         text.replace([',', '\u{a0}', ' '], "").parse::<u64>().ok()
     };
@@ -156,7 +150,7 @@ async fn dashboard_shows_live_progress_and_guards_its_actions() {
     assert!(advanced < 3_000, "the job ended before it was held again");
     // The job's row names its shop and lane.
     let row = browser
-        .find(Locator::Css(&format!("tr[data-job='{job}']")))
+        .find_css(&format!("tr[data-job='{job}']"))
         .await
         .expect("the job's row")
         .text()
@@ -202,7 +196,7 @@ async fn dashboard_shows_live_progress_and_guards_its_actions() {
         ("why", "dashboard test"),
     ] {
         browser
-            .find(Locator::Id(id))
+            .find_id(id)
             .await
             .expect(id)
             .send_keys(value)
@@ -220,7 +214,7 @@ async fn dashboard_shows_live_progress_and_guards_its_actions() {
         v.as_str().filter(|s| !s.is_empty()).map(str::to_string)
     };
     browser
-        .find(Locator::Id("setgate"))
+        .find_id("setgate")
         .await
         .expect("button")
         .click()
@@ -245,14 +239,14 @@ async fn dashboard_shows_live_progress_and_guards_its_actions() {
         .await
         .expect("reset");
     browser
-        .find(Locator::Id("token"))
+        .find_id("token")
         .await
         .expect("token field")
         .send_keys(TOKEN)
         .await
         .expect("type token");
     browser
-        .find(Locator::Id("setgate"))
+        .find_id("setgate")
         .await
         .expect("button")
         .click()
@@ -286,7 +280,7 @@ async fn dashboard_shows_live_progress_and_guards_its_actions() {
             .await
             .expect("fill the job action");
         browser
-            .find(Locator::Id("jobctl"))
+            .find_id("jobctl")
             .await
             .expect("button")
             .click()
@@ -341,7 +335,7 @@ fn digits(v: &serde_json::Value) -> Option<u64> {
 }
 
 /// (calls, useful) of `api` (`platform.api`) in the page's calls table.
-async fn calls_row(browser: &fantoccini::Client, api: &str) -> Option<(u64, u64)> {
+async fn calls_row(browser: &Browser, api: &str) -> Option<(u64, u64)> {
     let v = browser
         .execute(
             "for (const r of document.getElementById('calls').tBodies[0].rows) {                if (r.cells[0].textContent === arguments[0])                  return [r.cells[1].textContent, r.cells[2].textContent]; } return null;",
@@ -354,7 +348,7 @@ async fn calls_row(browser: &fantoccini::Client, api: &str) -> Option<(u64, u64)
 }
 
 /// The "calls today" of gate `api` in the page's gates table.
-async fn gate_calls_today(browser: &fantoccini::Client, api: &str) -> Option<u64> {
+async fn gate_calls_today(browser: &Browser, api: &str) -> Option<u64> {
     let v = browser
         .execute(
             "for (const r of document.getElementById('gates').tBodies[0].rows) {                if (r.cells[0].textContent.startsWith(arguments[0]))                  return r.cells[6].textContent; } return null;",
@@ -367,7 +361,7 @@ async fn gate_calls_today(browser: &fantoccini::Client, api: &str) -> Option<u64
 
 /// The last point of the gate's burn chart, from the chart's own title
 /// ("taobao.item_add: N calls today"), fetched as the page's image is.
-async fn chart_total(browser: &fantoccini::Client, platform: &str, api: &str) -> Option<u64> {
+async fn chart_total(browser: &Browser, platform: &str, api: &str) -> Option<u64> {
     let v = browser
         .execute(
             "const x = new XMLHttpRequest();              x.open('GET', `/chart/burn.svg?platform=${arguments[0]}&api=${arguments[1]}`, false);              x.send(); return x.responseText;",

@@ -149,9 +149,49 @@ async fn bulk_stops_at_its_part_of_the_daily_quota_and_interactive_goes_on() {
     }
 }
 
-/// One interactive task pushed after 100 bulk ones is handed out first, on both queues.
+/// Interactive tasks pushed after 100 bulk ones are handed out first by the fleet's queue.
+/// (The embedded queue runs them on a worker of their own: the next test.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_queue_hands_out_interactive_tasks_before_bulk_ones() {
+    let redis = TestRedis::start();
+    let opts = QueueOptions {
+        name: redis.prefix.clone(),
+        poll_interval: Duration::from_millis(20),
+        ..QueueOptions::default()
+    };
+    let q: Queue = RedisQueue::connect(&redis.url, opts)
+        .await
+        .expect("queue")
+        .into();
+    let bulk: Vec<TaskMsg> = support::queue::msgs(1, "b", 0..100);
+    let interactive: Vec<TaskMsg> = support::queue::msgs(2, "i", 0..3)
+        .into_iter()
+        .map(|m| TaskMsg {
+            lane: TaskLane::Interactive,
+            ..m
+        })
+        .collect();
+    q.push_bulk(&bulk).await.expect("push");
+    q.push_bulk(&interactive).await.expect("push");
+    let order: Arc<std::sync::Mutex<Vec<i64>>> = Arc::default();
+    let o = order.clone();
+    let w = spawn_worker(&q, 1, move |m, _| {
+        o.lock().unwrap().push(m.job_id);
+        async { TaskResult::Done }
+    });
+    wait_for(30, "the first tasks", || order.lock().unwrap().len() >= 5).await;
+    stop(w).await;
+    let first: Vec<i64> = order.lock().unwrap().iter().take(3).copied().collect();
+    assert_eq!(first, vec![2, 2, 2], "{:?}", order.lock().unwrap());
+}
+
+/// A worker whose every slot holds a bulk task still starts an interactive task, and no bulk
+/// task takes the place kept for it. On both queues: the fleet's worker keeps one slot beyond
+/// its concurrency, for an interactive task only; the embedded queue runs a worker of its own
+/// on the interactive tasks' queue.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_busy_worker_keeps_a_slot_for_an_interactive_task() {
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
     let redis = TestRedis::start();
     let opts = QueueOptions {
         name: redis.prefix.clone(),
@@ -168,91 +208,58 @@ async fn the_queue_hands_out_interactive_tasks_before_bulk_ones() {
         .expect("queue")
         .into();
     for (name, q) in [("redis", fleet), ("embedded", embedded)] {
-        let bulk: Vec<TaskMsg> = support::queue::msgs(1, "b", 0..100);
-        let interactive: Vec<TaskMsg> = support::queue::msgs(2, "i", 0..3)
+        let release = Arc::new(AtomicBool::new(false));
+        let bulk_running = Arc::new(AtomicUsize::new(0));
+        let interactive_started = Arc::new(AtomicBool::new(false));
+        let (r, b, i) = (
+            release.clone(),
+            bulk_running.clone(),
+            interactive_started.clone(),
+        );
+        let w = spawn_worker(&q, 2, move |m, _| {
+            let (r, b, i) = (r.clone(), b.clone(), i.clone());
+            async move {
+                if m.lane == TaskLane::Interactive {
+                    i.store(true, Ordering::SeqCst);
+                } else {
+                    b.fetch_add(1, Ordering::SeqCst);
+                    while !r.load(Ordering::SeqCst) {
+                        tokio::time::sleep(Duration::from_millis(10)).await;
+                    }
+                    b.fetch_sub(1, Ordering::SeqCst);
+                }
+                TaskResult::Done
+            }
+        });
+        q.push_bulk(&support::queue::msgs(1, "b", 0..5))
+            .await
+            .expect("push");
+        wait_for(30, "both slots held by bulk tasks", || {
+            bulk_running.load(Ordering::SeqCst) == 2
+        })
+        .await;
+        let interactive: Vec<TaskMsg> = support::queue::msgs(2, "i", 0..1)
             .into_iter()
             .map(|m| TaskMsg {
                 lane: TaskLane::Interactive,
                 ..m
             })
             .collect();
-        q.push_bulk(&bulk).await.expect("push");
         q.push_bulk(&interactive).await.expect("push");
-        let order: Arc<std::sync::Mutex<Vec<i64>>> = Arc::default();
-        let o = order.clone();
-        let w = spawn_worker(&q, 1, move |m, _| {
-            o.lock().unwrap().push(m.job_id);
-            async { TaskResult::Done }
-        });
-        wait_for(30, "the first tasks", || order.lock().unwrap().len() >= 5).await;
-        stop(w).await;
-        let first: Vec<i64> = order.lock().unwrap().iter().take(3).copied().collect();
-        assert_eq!(first, vec![2, 2, 2], "{name}: {:?}", order.lock().unwrap());
-    }
-}
-
-/// A fleet worker whose every slot holds a bulk task still starts an interactive task: one
-/// slot is kept for interactive work, and it takes nothing else.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_busy_fleet_worker_keeps_a_slot_for_an_interactive_task() {
-    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-    let redis = TestRedis::start();
-    let opts = QueueOptions {
-        name: redis.prefix.clone(),
-        poll_interval: Duration::from_millis(20),
-        ..QueueOptions::default()
-    };
-    let q: Queue = RedisQueue::connect(&redis.url, opts)
-        .await
-        .expect("queue")
-        .into();
-    let release = Arc::new(AtomicBool::new(false));
-    let bulk_running = Arc::new(AtomicUsize::new(0));
-    let interactive_started = Arc::new(AtomicBool::new(false));
-    let (r, b, i) = (
-        release.clone(),
-        bulk_running.clone(),
-        interactive_started.clone(),
-    );
-    let w = spawn_worker(&q, 2, move |m, _| {
-        let (r, b, i) = (r.clone(), b.clone(), i.clone());
-        async move {
-            if m.lane == TaskLane::Interactive {
-                i.store(true, Ordering::SeqCst);
-            } else {
-                b.fetch_add(1, Ordering::SeqCst);
-                while !r.load(Ordering::SeqCst) {
-                    tokio::time::sleep(Duration::from_millis(10)).await;
-                }
-                b.fetch_sub(1, Ordering::SeqCst);
-            }
-            TaskResult::Done
-        }
-    });
-    q.push_bulk(&support::queue::msgs(1, "b", 0..5))
-        .await
-        .expect("push");
-    wait_for(30, "both slots held by bulk tasks", || {
-        bulk_running.load(Ordering::SeqCst) == 2
-    })
-    .await;
-    let interactive: Vec<TaskMsg> = support::queue::msgs(2, "i", 0..1)
-        .into_iter()
-        .map(|m| TaskMsg {
-            lane: TaskLane::Interactive,
-            ..m
+        wait_for(30, "the interactive task to start", || {
+            interactive_started.load(Ordering::SeqCst)
         })
-        .collect();
-    q.push_bulk(&interactive).await.expect("push");
-    wait_for(30, "the interactive task to start", || {
-        interactive_started.load(Ordering::SeqCst)
-    })
-    .await;
-    assert_eq!(
-        bulk_running.load(Ordering::SeqCst),
-        2,
-        "no third bulk task took the kept slot"
-    );
-    release.store(true, Ordering::SeqCst);
-    stop(w).await;
+        .await;
+        assert_eq!(
+            bulk_running.load(Ordering::SeqCst),
+            2,
+            "{name}: no third bulk task took the kept slot"
+        );
+        release.store(true, Ordering::SeqCst);
+        wait_for(30, "the bulk tasks to finish", || {
+            bulk_running.load(Ordering::SeqCst) == 0
+        })
+        .await;
+        stop(w).await;
+    }
 }

@@ -9,3 +9,4 @@ pub mod queue;
 pub mod redis;
 pub mod sentinel;
 pub mod tls;
+pub mod webdriver;
