@@ -10,6 +10,7 @@ pub(crate) mod config_cmd;
 pub(crate) mod dashboard;
 pub(crate) mod db;
 pub(crate) mod demo;
+pub mod entry;
 pub(crate) mod gate;
 pub(crate) mod hooks;
 pub mod jobs;

@@ -55,11 +55,15 @@ async fn messages_with_drills(kind: Kind) {
     h.assert_caught_up(TB, watermark, 6).await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+// Four threads: each leg runs blocking commands (the CLI) on one while its simulator serves.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn messages_lost_repeated_or_late_leave_no_order_behind() {
     let _serial = jobs_harness::serial().await;
-    messages_with_drills(Kind::Sqlite).await;
-    messages_with_drills(Kind::Postgres).await;
+    // The two ledgers side by side: each leg waits on its schedule's clock, not the CPU.
+    tokio::join!(
+        messages_with_drills(Kind::Sqlite),
+        messages_with_drills(Kind::Postgres)
+    );
 }
 
 /// One listener takes the whole app's messages: a shop whose seller name differs from its own
@@ -127,11 +131,15 @@ async fn one_listener_takes_the_whole_apps_messages_each_to_its_shop() {
 /// 1688 pushes: the simulator POSTs each change of its 1688 app to the worker's receiver
 /// (`work --receive`), 10% lost, 20% sent twice; the receiver records each message once and
 /// answers only after recording; the sweep brings what was lost.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+// Four threads: each leg runs blocking commands (the CLI) on one while its simulator serves.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn pushed_messages_from_1688_are_taken_once_and_the_sweep_brings_the_lost() {
     let _serial = jobs_harness::serial().await;
-    pushed_messages(Kind::Sqlite).await;
-    pushed_messages(Kind::Postgres).await;
+    // The two ledgers side by side: each leg waits on its schedule's clock, not the CPU.
+    tokio::join!(
+        pushed_messages(Kind::Sqlite),
+        pushed_messages(Kind::Postgres)
+    );
 }
 
 async fn pushed_messages(kind: Kind) {

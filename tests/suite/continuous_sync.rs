@@ -148,11 +148,15 @@ async fn scheduled_sync_through_a_killed_worker(kind: Kind) {
     h.assert_caught_up(TB, watermark, 6).await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+// Four threads: each leg runs blocking commands (the CLI) on one while its simulator serves.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn each_tick_runs_once_and_coverage_is_contiguous_through_a_killed_worker() {
     let _serial = jobs_harness::serial().await;
-    scheduled_sync_through_a_killed_worker(Kind::Sqlite).await;
-    scheduled_sync_through_a_killed_worker(Kind::Postgres).await;
+    // The two ledgers side by side: each leg waits on its schedule's clock, not the CPU.
+    tokio::join!(
+        scheduled_sync_through_a_killed_worker(Kind::Sqlite),
+        scheduled_sync_through_a_killed_worker(Kind::Postgres)
+    );
 }
 
 /// A run reads up to now and vouches only for up to now - lag: with a lag of an hour (every

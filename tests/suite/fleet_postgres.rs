@@ -21,7 +21,7 @@ async fn listing_10k_on_separate_hosts_writes_each_item_once() {
     let mut h = Harness::start_on(
         Kind::Postgres,
         jobs_harness::listing_sim(),
-        &ClientOpts::default(),
+        &ClientOpts::default().steady_leases(),
     )
     .await;
     assert_eq!(h.store.backend(), Backend::Postgres);

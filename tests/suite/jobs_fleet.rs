@@ -14,7 +14,8 @@ const TO: Platform = Platform::Taobao;
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn listing_10k_across_three_workers_writes_each_item_once() {
     let _serial = jobs_harness::serial().await;
-    let mut h = Harness::start(jobs_harness::listing_sim(), &ClientOpts::default()).await;
+    let opts = ClientOpts::default().steady_leases();
+    let mut h = Harness::start(jobs_harness::listing_sim(), &opts).await;
     let job = h.enqueue_listing(10_000);
     for _ in 0..3 {
         h.spawn_worker(8, 3);

@@ -77,6 +77,11 @@ pub struct ClientOpts {
     pub heal_interval_s: u64,
     /// `[jobs] order_page_size`.
     pub order_page_size: u32,
+    /// `[queue] heartbeat_s` and `missed_heartbeats`: 1 s and 2 (a killed worker's tasks are
+    /// claimed after 2 s). A run with no faults that asserts no repeated write uses
+    /// [`ClientOpts::steady_leases`]: on a loaded machine a heartbeat can be that late.
+    pub heartbeat_s: u64,
+    pub missed_heartbeats: u32,
 }
 
 impl Default for ClientOpts {
@@ -95,6 +100,20 @@ impl Default for ClientOpts {
             shops: Vec::new(),
             heal_interval_s: 60,
             order_page_size: 100,
+            heartbeat_s: 1,
+            missed_heartbeats: 2,
+        }
+    }
+}
+
+impl ClientOpts {
+    /// Leases for a run in which no worker is lost: claimed only after 3 heartbeats of 2 s
+    /// missed, so a worker that a loaded machine holds up for a second keeps its tasks.
+    pub fn steady_leases(self) -> ClientOpts {
+        ClientOpts {
+            heartbeat_s: 2,
+            missed_heartbeats: 3,
+            ..self
         }
     }
 }
@@ -178,13 +197,15 @@ pub fn client_toml(sim: &SimHandle, o: &ClientOpts) -> String {
     }
     t.push_str(&format!(
         "[gates.default]\nrate = {}\nburst = {}\nconcurrency = {}\np95_ms = 20\nmax_wait_ms = 5000\n\n\
-         [queue]\nchunk_size = {}\npoll_interval_ms = 20\nheartbeat_s = 1\nmissed_heartbeats = 2\n\
+         [queue]\nchunk_size = {}\npoll_interval_ms = 20\nheartbeat_s = {}\nmissed_heartbeats = {}\n\
          max_attempts = {}\nretry_base_ms = {}\nshutdown_grace_s = {}\nunreachable_exit_s = {}\nheal_interval_s = {}\n\n\
          [jobs]\nlogistics_min_interval_s = {}\nitem_retry_rounds = {}\norder_page_size = {}\n\n[probe]\ninterval_s = 0\n",
         o.rate,
         o.burst,
         o.concurrency,
         o.chunk_size,
+        o.heartbeat_s,
+        o.missed_heartbeats,
         o.max_attempts,
         o.retry_base_ms,
         o.shutdown_grace_s,
