@@ -1,6 +1,6 @@
 //! Lanes: interactive work while a bulk job saturates the gate.
 //!
-//! `cargo bench --bench lanebench -- [--items 4000] [--rate 100] [--share 0.1] [--asks 30] [--embedded]`
+//! `cargo bench --bench lanebench -- [--items 4000] [--rate 100] [--share 0.1] [--asks 30] [--embedded] [--band MS]`
 //!
 //! A bulk listing (1688 -> Taobao) of `--items` items saturates the item_add gate, set to the
 //! simulator's limit `--rate`; 2 worker processes (work --concurrency 8), or with `--embedded`
@@ -37,7 +37,7 @@ struct Out {
     rejected: u64,
 }
 
-async fn run(items: u64, rate: u64, share: f64, asks: usize, embedded: bool) -> Out {
+async fn run(items: u64, rate: u64, share: f64, asks: usize, embedded: bool, band: &str) -> Out {
     let sim = SimConfig::demo()
         .with_limit(FROM, Api::ItemGet, 10 * rate, 100_000_000)
         .with_limit(TO, Api::ItemAdd, rate, 100_000_000)
@@ -54,7 +54,7 @@ async fn run(items: u64, rate: u64, share: f64, asks: usize, embedded: bool) -> 
     }
     let config = h.dir.path().join("lanes.toml");
     let text = format!(
-        "{}\n[gates.\"alibaba.item_get\"]\nrate = {}\nburst = 20\n\n[gates.\"taobao.item_add\"]\nrate = {rate}\nburst = 5\nmax_wait_ms = 2000\ninteractive_share = {share}\n",
+        "{}\n[gates.\"alibaba.item_get\"]\nrate = {}\nburst = 20\n\n[gates.\"taobao.item_add\"]\nrate = {rate}\nburst = 5\nmax_wait_ms = 2000\ninteractive_share = {share}\n{band}",
         client_toml(&h.sim, &opts),
         10 * rate
     );
@@ -178,17 +178,22 @@ async fn main() {
     let share: f64 = arg("--share", 0.1);
     let asks: usize = arg("--asks", 30);
     let embedded = std::env::args().any(|a| a == "--embedded");
+    // The item_add gate's boundary band (ms), when given.
+    let band = Some(arg("--band", u64::MAX))
+        .filter(|ms| *ms != u64::MAX)
+        .map(|ms| format!("boundary_band_ms = {ms}\n"))
+        .unwrap_or_default();
     println!(
         "lanebench: bulk listing of {items} items, item_add limit {rate}/s, interactive share {share}, {asks} interactive asks, {}",
         if embedded { "one embedded worker (no Redis)" } else { "2 fleet workers" }
     );
-    let base = run(items, rate, 0.0, 0, embedded).await;
+    let base = run(items, rate, 0.0, 0, embedded, &band).await;
     println!(
         "bulk alone (baseline)   bulk {:.1} items/s  rejected {}",
         base.bulk_per_s, base.rejected
     );
     for (name, s) in [("no share", 0.0), ("share", share)] {
-        let out = run(items, rate, s, asks, embedded).await;
+        let out = run(items, rate, s, asks, embedded, &band).await;
         println!(
             "{name:<8} ({s:.2})         bulk {:.1} items/s ({:.3} of baseline)  interactive latency p50 {:?} p95 {:?} max {:?} ({} asks)  rejected {}",
             out.bulk_per_s,
