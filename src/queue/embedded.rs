@@ -55,6 +55,9 @@ const FAIR_TABLE: &str =
     "CREATE TABLE IF NOT EXISTS syncfleet_fair (shop TEXT PRIMARY KEY, finish REAL NOT NULL)";
 const FAIR_CLOCK_ROW: &str = "\u{1}virtual_time";
 
+/// Each lane has a queue of its own in the file.
+const LANES: [Lane; 2] = [Lane::Bulk, Lane::Interactive];
+
 /// What the SQLite queue stores: the task and the attempts consumed before this row.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub(crate) struct Stored {
@@ -145,7 +148,7 @@ impl EmbeddedQueue {
         }
     }
 
-    /// Both lanes' queue names, for the reads that span them.
+    /// Both lanes' queue names (bulk, interactive), for the reads that span them.
     fn queue_names(&self) -> (String, String) {
         (
             self.queue_name(Lane::Bulk),
@@ -321,7 +324,7 @@ impl EmbeddedQueue {
     /// lanes' queues together.
     pub(crate) async fn len(&self) -> Result<QueueLen, QueueError> {
         let mut stats = Vec::new();
-        for lane in [Lane::Bulk, Lane::Interactive] {
+        for lane in LANES {
             let of_lane = self
                 .storage(lane)
                 .fetch_by_queue()
@@ -351,12 +354,13 @@ impl EmbeddedQueue {
 
     /// Pending, fetched and running rows (see [`super::Queue::live_tasks`]).
     pub(crate) async fn live_tasks(&self) -> Result<Vec<TaskMsg>, QueueError> {
+        let (bulk, interactive) = self.queue_names();
         let rows: Vec<Vec<u8>> = sqlx::query_scalar(
             "SELECT job FROM Jobs WHERE job_type IN (?, ?)
              AND status IN ('Pending', 'Queued', 'Running')",
         )
-        .bind(self.queue_names().0)
-        .bind(self.queue_names().1)
+        .bind(bulk)
+        .bind(interactive)
         .fetch_all(&self.pool)
         .await
         .map_err(|e| self.err(e))?;
@@ -370,13 +374,14 @@ impl EmbeddedQueue {
     /// Failed rows (the dead letters) not yet removed by the worker's vacuum at start and
     /// exit; the ledger keeps their items as `failed` with class `dead` either way.
     pub(crate) async fn dead_entries(&self, limit: usize) -> Result<Vec<DeadEntry>, QueueError> {
+        let (bulk, interactive) = self.queue_names();
         let rows: Vec<DeadRow> = sqlx::query_as(
             "SELECT id, job, attempts, last_result, lock_by FROM Jobs
              WHERE job_type IN (?, ?) AND status IN ('Failed', 'Killed')
              ORDER BY done_at LIMIT ?",
         )
-        .bind(self.queue_names().0)
-        .bind(self.queue_names().1)
+        .bind(bulk)
+        .bind(interactive)
         .bind(i64::try_from(limit).unwrap_or(i64::MAX))
         .fetch_all(&self.pool)
         .await
@@ -530,7 +535,7 @@ impl EmbeddedQueue {
 
     /// Delete finished rows of both lanes' queues (apalis keeps them until a vacuum).
     async fn vacuum(&self) {
-        for lane in [Lane::Bulk, Lane::Interactive] {
+        for lane in LANES {
             let _ = apalis_core::backend::Vacuum::vacuum(&mut self.storage(lane)).await;
         }
     }
