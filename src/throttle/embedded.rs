@@ -90,6 +90,15 @@ impl Gate {
         }
     }
 
+    /// The bucket `lane` books in: interactive work's own when a share is kept for it.
+    fn lane_bucket(&mut self, lane: Lane) -> &mut Gcra {
+        if self.part(lane) < 1.0 && lane == Lane::Interactive {
+            &mut self.interactive
+        } else {
+            &mut self.bucket
+        }
+    }
+
     /// The burst follows the adaptive rate (as in acquire.lua), at least one call; one while
     /// probing above a measured ceiling.
     fn effective_burst(&self) -> f64 {
@@ -240,12 +249,18 @@ impl EmbeddedGates {
             // Ahead of the `even` line: the budget's pace, no burst (the lead is used up).
             (rate, burst) = (p, 1.0);
         }
-        let bucket = if part < 1.0 && lane == Lane::Interactive {
-            &mut g.interactive
-        } else {
-            &mut g.bucket
-        };
-        let answer = match bucket.reserve(now_us, rate, burst, max_wait.as_secs_f64() * 1e6) {
+        // A call due in the last `boundary_band_ms` of a wall-clock second is booked at the
+        // next second's start, in its own lane's bucket (as acquire.lua books it): the
+        // send-time check would hold it there anyway, and a lane with a share must not lose
+        // the band's time every second (docs/design.md, "Gates").
+        let band = g.boundary_band_ms;
+        let wall_now_ms = wall_ms_f64();
+        let leave =
+            |due_us: f64| due_us + second_guard::past_band(wall_now_ms + due_us / 1e3, band) * 1e3;
+        let bucket = g.lane_bucket(lane);
+        let reserved =
+            bucket.reserve_leaving(now_us, rate, burst, max_wait.as_secs_f64() * 1e6, leave);
+        let answer = match reserved {
             Ok(wait) if wait <= 0.0 => Reservation::Now,
             Ok(wait) => Reservation::After(Duration::from_secs_f64(wait / 1e6), None),
             Err(wait) => return Reservation::Refused(Duration::from_secs_f64(wait / 1e6)),
@@ -261,7 +276,7 @@ impl EmbeddedGates {
     /// At the moment a reserved call leaves: `None` if it may go now (it is counted), or how
     /// long to wait for the next clock second, because as many calls as the bucket admits in
     /// a second already left in this one (late wakers bunched; [`SecondGuard`]).
-    pub(crate) fn send_wait(&self, platform: Platform, api: Api) -> Option<Duration> {
+    pub(crate) fn send_wait(&self, platform: Platform, api: Api, lane: Lane) -> Option<Duration> {
         let mut g = self.gate(platform, api);
         let budget = second_guard::budget_for(g.limiter_rate, g.effective_burst(), g.state.ceiling);
         let now_ms = self.now_ms();
@@ -269,9 +284,11 @@ impl EmbeddedGates {
         let rate = g.limiter_rate;
         let spacing_ms = (1000.0 / rate.max(1e-3)).floor() as u64;
         let held_ms = g.sent.admit(now_ms, budget, band, spacing_ms)?;
-        // The bucket runs on from where the held call leaves (as acquire.lua does).
+        // The held call's lane runs on from where it leaves, at its part of the rate (as
+        // acquire.lua does); the other lane's bookings are not its to move.
         let leaves_us = self.epoch.elapsed().as_secs_f64() * 1e6 + held_ms as f64 * 1e3;
-        g.bucket.defer(leaves_us, rate);
+        let lane_rate = rate * g.part(lane);
+        g.lane_bucket(lane).defer(leaves_us, lane_rate);
         Some(Duration::from_millis(held_ms))
     }
 
@@ -419,6 +436,13 @@ impl EmbeddedGates {
         g.limiter_rate = rate;
         RateChange { old, new }
     }
+}
+
+/// The wall clock in ms with its fractions: where in its second a booking falls.
+fn wall_ms_f64() -> f64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0.0, |d| d.as_secs_f64() * 1e3)
 }
 
 /// One counter brought back to the ledger's count (as floor.lua): a zero (lost, or a process

@@ -461,7 +461,7 @@ impl Gates {
         // In one process, late wakers must not put more than a second's worth of calls into
         // one clock second (second_guard.rs). A fleet gate made the same check when
         // acquire.lua booked the call, on the Redis server's clock.
-        while let Some(wait) = self.inner.backend.send_wait(platform, api) {
+        while let Some(wait) = self.inner.backend.send_wait(platform, api, lane) {
             tokio::time::sleep(wait).await;
             if let Some(refusal) = local.held() {
                 return Err(refusal);

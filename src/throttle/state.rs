@@ -40,8 +40,8 @@ pub(super) trait GateState: Send + Sync {
 
     /// At the moment a reserved call leaves: how long to hold it for the next clock second
     /// when this second's calls are spent, if the state checks at send time.
-    fn send_wait(&self, platform: Platform, api: Api) -> Option<Duration> {
-        let _ = (platform, api);
+    fn send_wait(&self, platform: Platform, api: Api, lane: Lane) -> Option<Duration> {
+        let _ = (platform, api, lane);
         None
     }
 
@@ -189,8 +189,8 @@ impl GateState for EmbeddedGates {
         EmbeddedGates::reserve(self, platform, api, lane, max_wait).boxed()
     }
 
-    fn send_wait(&self, platform: Platform, api: Api) -> Option<Duration> {
-        EmbeddedGates::send_wait(self, platform, api)
+    fn send_wait(&self, platform: Platform, api: Api, lane: Lane) -> Option<Duration> {
+        EmbeddedGates::send_wait(self, platform, api, lane)
     }
 
     fn note(&self, platform: Platform, api: Api, noted: Noted, sent: SystemTime) -> Option<u64> {

@@ -101,7 +101,10 @@ async fn redis_flushed_mid_job_is_restored_by_reconcile() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigterm_finishes_in_flight_tasks_and_repeats_nothing() {
     let _serial = jobs_harness::serial().await;
-    let mut h = Harness::start(jobs_harness::listing_sim(), &ClientOpts::default()).await;
+    // No worker is lost here: leases that a loaded machine's late heartbeat cannot break
+    // (a broken lease abandons calls on the wire, and they repeat).
+    let opts = ClientOpts::default().steady_leases();
+    let mut h = Harness::start(jobs_harness::listing_sim(), &opts).await;
     let job = h.enqueue_listing(8_000);
     let leaving = h.spawn_worker(8, 3);
     h.spawn_worker(8, 3);
@@ -124,7 +127,12 @@ async fn sigterm_finishes_in_flight_tasks_and_repeats_nothing() {
     let add = h.stats(TO, Api::ItemAdd);
     assert_eq!(h.distinct_writes(TO), 8_000);
     // Nothing was abandoned mid-task, so nothing was written twice.
-    assert_eq!(add.duplicate_writes, 0, "repeats after a graceful stop");
+    assert_eq!(
+        add.duplicate_writes,
+        0,
+        "repeats after a graceful stop; the workers warned:\n{}",
+        h.worker_warnings()
+    );
     assert!(
         exits.iter().all(|l| l.contains(", 0 recovered")),
         "a graceful stop left orphans: {exits:?}"

@@ -508,6 +508,24 @@ impl Harness {
         s
     }
 
+    /// The warnings and errors every worker started so far logged (for failure messages: a
+    /// lost lease or an abandoned call shows there, long before a log's last lines).
+    pub fn worker_warnings(&self) -> String {
+        let mut s = String::new();
+        for (name, _) in &self.workers {
+            let path = self.dir.path().join(format!("{name}.err"));
+            let text = std::fs::read_to_string(&path).unwrap_or_default();
+            for line in text
+                .lines()
+                .filter(|l| l.contains("WARN") || l.contains("ERROR"))
+                .take(40)
+            {
+                s.push_str(&format!("{name}: {line}\n"));
+            }
+        }
+        s
+    }
+
     /// Wait (bounded) for every started worker to exit; asserts each exited with success.
     pub fn wait_workers(&mut self, timeout: Duration) -> Vec<String> {
         let deadline = Instant::now() + timeout;
