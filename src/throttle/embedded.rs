@@ -249,17 +249,8 @@ impl EmbeddedGates {
             // Ahead of the `even` line: the budget's pace, no burst (the lead is used up).
             (rate, burst) = (p, 1.0);
         }
-        // A call due in the last `boundary_band_ms` of a wall-clock second is booked at the
-        // next second's start, in its own lane's bucket (as acquire.lua books it): the
-        // send-time check would hold it there anyway, and a lane with a share must not lose
-        // the band's time every second (docs/design.md, "Gates").
-        let band = g.boundary_band_ms;
-        let wall_now_ms = wall_ms_f64();
-        let leave =
-            |due_us: f64| due_us + second_guard::past_band(wall_now_ms + due_us / 1e3, band) * 1e3;
         let bucket = g.lane_bucket(lane);
-        let reserved =
-            bucket.reserve_leaving(now_us, rate, burst, max_wait.as_secs_f64() * 1e6, leave);
+        let reserved = bucket.reserve(now_us, rate, burst, max_wait.as_secs_f64() * 1e6);
         let answer = match reserved {
             Ok(wait) if wait <= 0.0 => Reservation::Now,
             Ok(wait) => Reservation::After(Duration::from_secs_f64(wait / 1e6), None),
@@ -436,13 +427,6 @@ impl EmbeddedGates {
         g.limiter_rate = rate;
         RateChange { old, new }
     }
-}
-
-/// The wall clock in ms with its fractions: where in its second a booking falls.
-fn wall_ms_f64() -> f64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0.0, |d| d.as_secs_f64() * 1e3)
 }
 
 /// One counter brought back to the ledger's count (as floor.lua): a zero (lost, or a process

@@ -30,7 +30,6 @@ impl Gcra {
     /// Reserve one cell at `now_us` for a bucket of `rate`/s and `burst` cells. `Ok(wait)`:
     /// the cell is the caller's after `wait` µs (0 = now). `Err(wait)`: the first free cell is
     /// further than `max_wait_us` away; nothing was taken.
-    #[cfg(test)]
     pub(crate) fn reserve(
         &mut self,
         now_us: f64,
@@ -38,32 +37,12 @@ impl Gcra {
         burst: f64,
         max_wait_us: f64,
     ) -> Result<f64, f64> {
-        self.reserve_leaving(now_us, rate, burst, max_wait_us, |wait| wait)
-    }
-
-    /// Reserve one cell at `now_us` for a call that leaves `leave(due)` µs from now rather
-    /// than when its cell is due (never earlier): the send-time rules move a call due in a
-    /// second's last milliseconds to the next second (docs/design.md, "Gates"). `Ok(wait)`: it
-    /// leaves after `wait` µs, and the bucket runs on from there, as acquire.lua books it.
-    /// `Err(wait)`: that is further than `max_wait_us` away; nothing was taken.
-    pub(crate) fn reserve_leaving(
-        &mut self,
-        now_us: f64,
-        rate: f64,
-        burst: f64,
-        max_wait_us: f64,
-        leave: impl FnOnce(f64) -> f64,
-    ) -> Result<f64, f64> {
         let tat = self.tat_us.max(now_us);
-        let due = (tat - Self::tolerance_us(rate, burst) - now_us).max(0.0);
-        let wait = leave(due).max(due);
+        let wait = (tat - Self::tolerance_us(rate, burst) - now_us).max(0.0);
         if wait > max_wait_us {
             return Err(wait);
         }
         self.tat_us = tat + Self::interval_us(rate);
-        if wait > due {
-            self.defer(now_us + wait, rate);
-        }
         Ok(wait)
     }
 
@@ -140,27 +119,6 @@ mod tests {
         // A deferral to before the next cell changes nothing.
         g.defer(0.0, 10.0);
         assert_eq!(g.reserve(100_000.0, 10.0, 1.0, 1e9), Ok(1_050_000.0));
-    }
-
-    #[test]
-    fn a_call_that_leaves_later_than_its_cell_moves_the_bucket_on() {
-        let mut g = Gcra::new();
-        // Due at once, leaves 30 ms later: the next cell is one interval after that.
-        assert_eq!(
-            g.reserve_leaving(0.0, 10.0, 1.0, 1e9, |w| w + 30_000.0),
-            Ok(30_000.0)
-        );
-        // Leaving past the bound is refused and takes nothing.
-        assert_eq!(
-            g.reserve_leaving(0.0, 10.0, 1.0, 140_000.0, |w| w + 20_000.0),
-            Err(150_000.0)
-        );
-        assert_eq!(g.reserve(0.0, 10.0, 1.0, 1e9), Ok(130_000.0));
-        // A rule that would send a call before its cell changes nothing.
-        assert_eq!(
-            g.reserve_leaving(0.0, 10.0, 1.0, 1e9, |_| 0.0),
-            Ok(230_000.0)
-        );
     }
 
     #[test]

@@ -74,21 +74,6 @@ impl SecondGuard {
     }
 }
 
-/// How much later (ms) a call due at `due_ms` (wall clock, fractions allowed) leaves so that
-/// it is clear of the `band_ms` before a second's end: to the next boundary when it falls in
-/// the band, else 0. An embedded gate applies it when it books a call, in the call's own
-/// lane's bucket (as acquire.lua does for the fleet); [`SecondGuard::admit`] applies the band
-/// again at send time for a call that woke late into it.
-pub(crate) fn past_band(due_ms: f64, band_ms: u64) -> f64 {
-    let band = band_ms.min(999) as f64;
-    let into = due_ms.rem_euclid(1000.0);
-    if band > 0.0 && into >= 1000.0 - band {
-        1000.0 - into
-    } else {
-        0.0
-    }
-}
-
 /// The guard's budget for a bucket running at `rate` with `burst`: a second's worth of calls
 /// (the burst if it is larger), at least one, and never more than a measured limit
 /// (`ceiling`) the rate runs under. GCRA alone lets `rate + burst` out in the second after a
@@ -147,15 +132,6 @@ mod tests {
         assert_eq!(g.admit(5_300, 1, BAND, 40), Some(740));
         // A call held from the band of a later second goes at that boundary again.
         assert_eq!(g.admit(8_990, 100, BAND, 40), Some(10));
-    }
-
-    #[test]
-    fn a_call_due_in_the_band_is_booked_at_the_boundary() {
-        assert_eq!(past_band(6_974.0, BAND), 0.0);
-        assert_eq!(past_band(6_975.0, BAND), 25.0);
-        assert_eq!(past_band(6_999.5, BAND), 0.5);
-        assert_eq!(past_band(7_000.0, BAND), 0.0);
-        assert_eq!(past_band(6_999.0, 0), 0.0);
     }
 
     #[test]
