@@ -92,7 +92,7 @@ impl Gate {
 
     /// The bucket `lane` books in: interactive work's own when a share is kept for it.
     fn lane_bucket(&mut self, lane: Lane) -> &mut Gcra {
-        if self.part(lane) < 1.0 && lane == Lane::Interactive {
+        if lane == Lane::Interactive && self.interactive_share > 0.0 {
             &mut self.interactive
         } else {
             &mut self.bucket
@@ -250,8 +250,7 @@ impl EmbeddedGates {
             (rate, burst) = (p, 1.0);
         }
         let bucket = g.lane_bucket(lane);
-        let reserved = bucket.reserve(now_us, rate, burst, max_wait.as_secs_f64() * 1e6);
-        let answer = match reserved {
+        let answer = match bucket.reserve(now_us, rate, burst, max_wait.as_secs_f64() * 1e6) {
             Ok(wait) if wait <= 0.0 => Reservation::Now,
             Ok(wait) => Reservation::After(Duration::from_secs_f64(wait / 1e6), None),
             Err(wait) => return Reservation::Refused(Duration::from_secs_f64(wait / 1e6)),
@@ -276,7 +275,7 @@ impl EmbeddedGates {
         let spacing_ms = (1000.0 / rate.max(1e-3)).floor() as u64;
         let held_ms = g.sent.admit(now_ms, budget, band, spacing_ms)?;
         // The held call's lane runs on from where it leaves, at its part of the rate (as
-        // acquire.lua does); the other lane's bookings are not its to move.
+        // acquire.lua moves a lane's bucket); the other lane's bookings are not its to move.
         let leaves_us = self.epoch.elapsed().as_secs_f64() * 1e6 + held_ms as f64 * 1e3;
         let lane_rate = rate * g.part(lane);
         g.lane_bucket(lane).defer(leaves_us, lane_rate);

@@ -491,8 +491,7 @@ impl Harness {
         let mut s = String::new();
         for (name, _) in &self.workers {
             for ext in ["out", "err"] {
-                let path = self.dir.path().join(format!("{name}.{ext}"));
-                let text = std::fs::read_to_string(&path).unwrap_or_default();
+                let text = self.worker_log(name, ext);
                 let tail: String = text
                     .lines()
                     .rev()
@@ -508,14 +507,19 @@ impl Harness {
         s
     }
 
+    /// What worker `name` wrote to its stdout (`out`) or stderr (`err`) so far; empty if
+    /// nothing.
+    fn worker_log(&self, name: &str, ext: &str) -> String {
+        std::fs::read_to_string(self.dir.path().join(format!("{name}.{ext}"))).unwrap_or_default()
+    }
+
     /// The warnings and errors every worker started so far logged (for failure messages: a
     /// lost lease or an abandoned call shows there, long before a log's last lines).
     pub fn worker_warnings(&self) -> String {
         let mut s = String::new();
         for (name, _) in &self.workers {
-            let path = self.dir.path().join(format!("{name}.err"));
-            let text = std::fs::read_to_string(&path).unwrap_or_default();
-            for line in text
+            for line in self
+                .worker_log(name, "err")
                 .lines()
                 .filter(|l| l.contains("WARN") || l.contains("ERROR"))
                 .take(40)
@@ -535,8 +539,7 @@ impl Harness {
                 let status = self.workers[i].1.try_wait().expect("try_wait");
                 if let Some(status) = status {
                     let name = self.workers[i].0.clone();
-                    let out = std::fs::read_to_string(self.dir.path().join(format!("{name}.out")))
-                        .unwrap_or_default();
+                    let out = self.worker_log(&name, "out");
                     lines.push(format!("{name}: {status} {}", out.trim()));
                     break;
                 }
