@@ -47,6 +47,10 @@ pub fn request(api: Api) -> ApiRequest {
         },
         Api::LogisticsTrace => ApiRequest::LogisticsTrace {
             order_id: "1001".into(),
+            tracking: Some("JDVA00000001001".into()),
+        },
+        Api::LogisticsInfo => ApiRequest::LogisticsInfo {
+            order_id: "1001".into(),
         },
         Api::MessageConsume => ApiRequest::MessageConsume { quantity: 100 },
         Api::MessageConfirm => ApiRequest::MessageConfirm { ids: vec![1, 2] },
@@ -132,6 +136,7 @@ fn check_judged(
                     | (Api::ItemAdd, ApiResponse::ItemAdded { .. })
                     | (Api::OrderList, ApiResponse::OrderPage(_))
                     | (Api::LogisticsTrace, ApiResponse::Trace(_))
+                    | (Api::LogisticsInfo, ApiResponse::Parcels(_))
             );
             if !matches {
                 return Err(format!("{}: answer of another API: {resp:?}", at()));

@@ -123,6 +123,16 @@ pub struct Config {
 }
 
 impl Config {
+    /// Orders asked per order-list page on `platform`: its own `order_page_size`, else
+    /// `jobs.order_page_size`, else the platform's largest page.
+    pub(crate) fn order_page_size(&self, platform: Platform) -> u32 {
+        self.platforms
+            .get(&platform)
+            .and_then(|pc| pc.order_page_size)
+            .or(self.jobs.order_page_size)
+            .unwrap_or_else(|| crate::platform::wire::order_page_size_max(platform))
+    }
+
     /// Read, parse and validate a config file. Errors name the file, key and line.
     pub fn load(path: &Path) -> Result<Config, ConfigError> {
         let text = std::fs::read_to_string(path).map_err(|e| {

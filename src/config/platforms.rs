@@ -34,6 +34,10 @@ pub struct PlatformConfig {
     /// platform books against it and paces by it (docs/design.md, "Pacing").
     #[serde(default)]
     pub(crate) daily_quota: Option<u64>,
+    /// Orders asked per order-list page on this platform (at most its largest page: TOP
+    /// 100, JD 50, 1688 20); unset: `jobs.order_page_size`, else the largest page.
+    #[serde(default)]
+    pub(crate) order_page_size: Option<u32>,
     #[serde(default = "PlatformConfig::default_connect_ms")]
     pub(crate) connect_timeout_ms: u64,
     /// Idle keep-alive of pooled connections: must stay below the platform's idle close.

@@ -118,6 +118,24 @@ impl Config {
         }
         for (&platform, pc) in &self.platforms {
             let pkey = |field: &str| format!("platforms.{platform}.{field}");
+            // A page over the platform's cap is refused (TOP, JD) or cut short without a word
+            // (1688): never sent.
+            let max = crate::platform::wire::order_page_size_max(platform);
+            let size = self.order_page_size(platform);
+            if !(1..=max).contains(&size) {
+                let key = if pc.order_page_size.is_some() {
+                    pkey("order_page_size")
+                } else {
+                    "jobs.order_page_size".to_string()
+                };
+                push(
+                    key,
+                    format!(
+                        "must be between 1 and {max} for {platform} (its order list serves at most {max} a page; docs/wire-formats.md), got {size}"
+                    ),
+                    false,
+                );
+            }
             if pc.idle_keepalive_s >= pc.platform_idle_close_s {
                 push(
                     pkey("idle_keepalive_s"),

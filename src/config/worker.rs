@@ -65,7 +65,9 @@ pub(crate) struct JobsConfig {
     pub(crate) logistics_min_interval_s: u64,
     /// Order sync slices: the platform's maximum window (1 day on TOP).
     pub(crate) order_slice_s: u64,
-    pub(crate) order_page_size: u32,
+    /// Orders asked per page on every platform without its own `order_page_size`; unset: each
+    /// platform's largest page (TOP 100, JD 50, 1688 20).
+    pub(crate) order_page_size: Option<u32>,
     /// An item whose call failed with a transient class (retry, or a write whose outcome is
     /// unknown) goes back to the queue with backoff up to this many times before it ends
     /// `failed` (0 = fail at once, the operator runs `retry`).
@@ -92,7 +94,7 @@ impl Default for JobsConfig {
         JobsConfig {
             logistics_min_interval_s: 1800,
             order_slice_s: 86_400,
-            order_page_size: 100,
+            order_page_size: None,
             item_retry_rounds: 4,
             schedule_check_ms: 1000,
             sync_slice_s: 1800,
@@ -112,8 +114,11 @@ pub struct ProbeConfig {
     pub interval_s: u64,
     /// Fixed sample ids used by probes (item id for item_get, order id for logistics).
     pub(crate) sample_item_id: String,
-    /// Order id of the `logistics_trace` probe's sample call.
+    /// Order id of the logistics probe's sample call.
     pub sample_order_id: String,
+    /// JD: the carrier's waybill number of the sample order (JD's trace is asked by waybill);
+    /// without one, JD's logistics API is not probed.
+    pub(crate) sample_waybill: Option<String>,
 }
 
 impl Default for ProbeConfig {
@@ -122,6 +127,7 @@ impl Default for ProbeConfig {
             interval_s: 30,
             sample_item_id: "1".into(),
             sample_order_id: "1".into(),
+            sample_waybill: None,
         }
     }
 }

@@ -3,9 +3,13 @@
 //! steps count as useful data; a signed parcel is never queried again. An order is marked
 //! queried in the same transaction that stores its trace, so a trace that failed to store is
 //! queried again by the next run instead of being skipped as "queried recently".
+//!
+//! Each platform's trace is asked by its own id (docs/wire-formats.md): TOP's by the order
+//! id, JD's by the carrier's waybill number that the order list gave, 1688's by the parcel's
+//! `logisticsId`, which one logistics info call learns and the ledger keeps.
 
 use super::item::{ledger_write, HandlerCtx, ItemRun, Stop, Useful};
-use crate::platform::model::{ApiRequest, ApiResponse};
+use crate::platform::model::{ApiRequest, ApiResponse, Parcel};
 use crate::platform::{Api, ErrorClass, Platform};
 use crate::store::{ItemOutcome, LogisticsEvent, StoreError};
 use futures::StreamExt;
@@ -41,6 +45,10 @@ pub(crate) async fn run_chunk(
             {
                 Some("queried recently")
             }
+            // JD's trace is asked by the waybill its order list gives once the order ships.
+            Some(o) if platform == Platform::Jd && o.order.tracking.is_none() => {
+                Some("no waybill yet (the order list gave none)")
+            }
             _ => None,
         };
         match skip {
@@ -48,13 +56,13 @@ pub(crate) async fn run_chunk(
                 key.clone(),
                 ItemRun::Outcome(ItemOutcome::skipped(key, reason)),
             )),
-            None => to_call.push(key.clone()),
+            None => to_call.push((key.clone(), order.and_then(|o| o.order.tracking))),
         }
     }
     // Each trace marks its order queried when (and only when) it is stored: see trace_one.
     let traced: Vec<(String, ItemRun)> = futures::stream::iter(to_call)
-        .map(|key| async move {
-            let run = trace_one(runner, platform, &key, useful, stop).await;
+        .map(|(key, tracking)| async move {
+            let run = trace_one(runner, platform, &key, tracking, useful, stop).await;
             (key, run)
         })
         .buffer_unordered(super::item::ITEM_PARALLELISM)
@@ -64,13 +72,72 @@ pub(crate) async fn run_chunk(
     Ok(out)
 }
 
+/// 1688: the order's first parcel, from its logistics info call (a call like any other,
+/// through its gate), its `logisticsId` kept in the ledger so later runs trace it at once.
+/// `Ok(None)`: the order has no parcel yet.
+async fn learn_parcel(
+    runner: &HandlerCtx,
+    platform: Platform,
+    key: &str,
+    stop: &Stop,
+) -> Result<Option<Parcel>, ItemRun> {
+    let ctx = runner.shop_call_context_until(stop);
+    let req = ApiRequest::LogisticsInfo {
+        order_id: key.to_string(),
+    };
+    let reply = match runner.gateway.call(platform, req, &ctx).await {
+        Ok(r) => r,
+        Err(e) => return Err(ItemRun::from_link_error(key, &e)),
+    };
+    let ApiResponse::Parcels(parcels) = reply.response else {
+        return Err(ItemRun::Outcome(ItemOutcome::failed(
+            key,
+            ErrorClass::Unknown,
+            "logistics_info answered with something else",
+        )));
+    };
+    let Some(parcel) = parcels.into_iter().next() else {
+        return Ok(None);
+    };
+    let kept = ledger_write("set_order_tracking", || {
+        runner
+            .store
+            .set_order_tracking(platform, key, &parcel.tracking)
+    })
+    .await;
+    if let Err(e) = kept {
+        return Err(ItemRun::Outcome(ItemOutcome::attempted(
+            key,
+            ErrorClass::Retry,
+            e.to_string(),
+        )));
+    }
+    Ok(Some(parcel))
+}
+
 async fn trace_one(
     runner: &HandlerCtx,
     platform: Platform,
     key: &str,
+    tracking: Option<String>,
     useful: &Useful,
     stop: &Stop,
 ) -> ItemRun {
+    // 1688 without the parcel's id: learn it first; its state may already say signed.
+    let mut signed_by_parcel = false;
+    let tracking = match (platform, tracking) {
+        (Platform::Alibaba, None) => match learn_parcel(runner, platform, key, stop).await {
+            Ok(Some(parcel)) => {
+                signed_by_parcel = parcel.signed;
+                Some(parcel.tracking)
+            }
+            Ok(None) => {
+                return ItemRun::Outcome(ItemOutcome::skipped(key, "no parcel yet"));
+            }
+            Err(run) => return run,
+        },
+        (_, tracking) => tracking,
+    };
     // A paused or cancelled job's trace waiting at its gate gives up.
     let ctx = runner.shop_call_context_until(stop);
     let reply = match runner
@@ -79,6 +146,7 @@ async fn trace_one(
             platform,
             ApiRequest::LogisticsTrace {
                 order_id: key.to_string(),
+                tracking,
             },
             &ctx,
         )
@@ -103,12 +171,11 @@ async fn trace_one(
             description: e.description.clone(),
         })
         .collect();
+    let signed = trace.signed || signed_by_parcel;
     // Events, last status and the "queried" mark in one transaction: a failure leaves the
     // order as it was (un-marked), so the item's re-run queries it again.
     let stored = ledger_write("record_trace", || {
-        runner
-            .store
-            .record_trace(platform, key, &events, trace.signed)
+        runner.store.record_trace(platform, key, &events, signed)
     })
     .await;
     match stored {
@@ -116,7 +183,7 @@ async fn trace_one(
             if new > 0 {
                 useful.add(platform, Api::LogisticsTrace, 1);
             }
-            let result = format!("new_events={new} signed={}", trace.signed);
+            let result = format!("new_events={new} signed={signed}");
             match reply.stale {
                 Some(info) => ItemRun::Outcome(ItemOutcome::stale(key, Some(result), info.reason)),
                 None => ItemRun::Outcome(ItemOutcome::done(key, Some(result))),

@@ -4,6 +4,7 @@
 
 use super::item::{ledger_write, HandlerCtx, ItemRun, Stop, Useful};
 use crate::platform::model::{ApiRequest, ApiResponse, Order as PlatformOrder};
+use crate::platform::wire::{lists_newest_first, order_page_size_max};
 use crate::platform::{Api, ErrorClass, Platform};
 use crate::store::{ItemOutcome, Order};
 use chrono::{DateTime, Duration as ChronoDuration, Utc};
@@ -50,7 +51,10 @@ pub(crate) fn is_shipped(platform: Platform, status: &str) -> bool {
     match platform {
         Platform::Taobao => matches!(status, "WAIT_BUYER_CONFIRM_GOODS" | "SELLER_CONSIGNED_PART"),
         Platform::Jd => matches!(status, "WAIT_GOODS_RECEIVE_CONFIRM"),
-        Platform::Alibaba => matches!(status, "waitbuyerreceive" | "waitlogisticstakein"),
+        Platform::Alibaba => matches!(
+            status,
+            "waitbuyerreceive" | "waitlogisticstakein" | "waitbuyersign"
+        ),
     }
 }
 
@@ -96,6 +100,7 @@ pub(crate) fn to_ledger(
         shipped: is_shipped(platform, &o.status),
         modified: o.modified,
         amount_cents: amount_cents(&o.amount).ok_or_else(|| o.amount.clone())?,
+        tracking: o.tracking.clone(),
     })
 }
 
@@ -136,28 +141,47 @@ struct SliceProgress {
     pages: u32,
     seen: u64,
     changed: u64,
-    /// The window's total when its first page was read. Set: the walk goes from the last
-    /// page back to page 2 (see [`Walk`]).
+    /// The window's total as last read. Set: the walk goes from the last page back to page 2
+    /// (see [`Walk`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     total: Option<u64>,
+    /// Set while a page is read again after the window grew: the walk then goes on back from
+    /// this page.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    resume: Option<u32>,
+    /// The window lost orders during the walk: page 1 is read again at its end.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    shrunk: bool,
 }
 
-/// The order a window's pages are read in (docs/design.md, "Continuous sync").
+/// The order a window's pages are read in (docs/design.md, "Order walks").
 ///
 /// Page 1 first, for the window's total; then, when the platform gives a total, from the
-/// last page back to page 2, as TOP's documentation asks: an order that changes while the
-/// window is walked leaves it (its new `modified` is later than the window's end), and every
-/// order behind it moves one place forward. Walking forward, the order that moves from the
-/// next page onto the page just read is never seen; walking back, it moves onto a page not
-/// read yet. One gap remains: an order that moves from page 2 onto page 1 after page 1 was
-/// read. A walk that ends with a smaller total than it began with reads page 1 again. A
-/// platform that gives no total is walked forward while it says more follow.
+/// last page back to page 2, as TOP's documentation asks. An order that changes while the
+/// window is walked leaves it (its new `modified` is later than the window's end) and every
+/// order behind it moves one place forward: walking back, the order that moves crosses onto a
+/// page not read yet. Every answer carries the window's total, so the walk sees the window
+/// change under it and pays one page for it:
+/// - it shrank: page 1 once more at the end (an order may have moved from page 2 onto it);
+/// - it grew (an order came into the window late): the page the newcomer pushed an order onto
+///   is read again: the page after this one when the platform lists newest first (the order at
+///   this page's end was pushed onto the page read before it), the last page when it lists
+///   oldest first (the newcomer sits at the end).
+///
+/// A platform that gives no total is walked forward while it says more follow.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Walk {
     /// Forward from this page while the platform says more follow.
     Forward(u32),
-    /// Back from this page to page 2; the window held `total` orders at the start.
-    Back { page: u32, total: u64 },
+    /// Back from this page to page 2; the window held `total` orders at the last answer.
+    Back { page: u32, total: u64, shrunk: bool },
+    /// This page again, after the window grew; then back from `resume`.
+    Recheck {
+        page: u32,
+        resume: u32,
+        total: u64,
+        shrunk: bool,
+    },
     /// Page 1 once more, after the window lost orders during the walk.
     Reread,
 }
@@ -165,57 +189,114 @@ enum Walk {
 impl Walk {
     /// Where a walk with this progress goes next.
     fn resume(p: &SliceProgress) -> Walk {
-        match p.total {
-            Some(total) if p.next_page >= 2 => Walk::Back {
+        match (p.total, p.resume) {
+            (Some(total), Some(resume)) if p.next_page >= 1 => Walk::Recheck {
+                page: p.next_page,
+                resume,
+                total,
+                shrunk: p.shrunk,
+            },
+            (Some(total), None) if p.next_page >= 2 => Walk::Back {
                 page: p.next_page,
                 total,
+                shrunk: p.shrunk,
             },
-            Some(_) => Walk::Reread,
-            None => Walk::Forward(p.next_page.max(1)),
+            (Some(_), _) => Walk::Reread,
+            (None, _) => Walk::Forward(p.next_page.max(1)),
         }
     }
 
     fn page(self) -> u32 {
         match self {
-            Walk::Forward(p) | Walk::Back { page: p, .. } => p,
+            Walk::Forward(p) | Walk::Back { page: p, .. } | Walk::Recheck { page: p, .. } => p,
             Walk::Reread => 1,
+        }
+    }
+
+    /// The back walk after a page: on to `page` while it is 2 or more, then page 1 again if
+    /// the window shrank, else the end.
+    fn back_from(page: u32, total: u64, shrunk: bool) -> Option<Walk> {
+        if page >= 2 {
+            Some(Walk::Back {
+                page,
+                total,
+                shrunk,
+            })
+        } else {
+            shrunk.then_some(Walk::Reread)
         }
     }
 
     /// After reading this walk's page, which reported `total` and `has_next`: the next step,
     /// or `None` when the window is read.
-    fn next(self, page_size: u32, total: Option<u64>, has_next: bool) -> Option<Walk> {
+    fn next(
+        self,
+        page_size: u32,
+        newest_first: bool,
+        total: Option<u64>,
+        has_next: bool,
+    ) -> Option<Walk> {
+        let last_page =
+            |t: u64| u32::try_from(t.div_ceil(u64::from(page_size.max(1)))).unwrap_or(u32::MAX);
         match self {
             Walk::Forward(1) => match total {
-                Some(t) => {
-                    let last =
-                        u32::try_from(t.div_ceil(u64::from(page_size.max(1)))).unwrap_or(u32::MAX);
-                    (last >= 2).then_some(Walk::Back {
-                        page: last,
-                        total: t,
-                    })
-                }
+                Some(t) => Walk::back_from(last_page(t), t, false),
                 None => has_next.then_some(Walk::Forward(2)),
             },
             Walk::Forward(p) => has_next.then_some(Walk::Forward(p + 1)),
             Walk::Back {
-                page: 2,
-                total: first,
-            } => total.is_some_and(|t| t < first).then_some(Walk::Reread),
-            Walk::Back { page, total: first } => Some(Walk::Back {
-                page: page - 1,
-                total: first,
-            }),
+                page,
+                total: before,
+                shrunk,
+            } => {
+                let now = total.unwrap_or(before);
+                let shrunk = shrunk || now < before;
+                if now > before {
+                    let again = if newest_first {
+                        page + 1
+                    } else {
+                        last_page(now)
+                    };
+                    if again != page && again <= last_page(now) {
+                        return Some(Walk::Recheck {
+                            page: again,
+                            resume: page - 1,
+                            total: now,
+                            shrunk,
+                        });
+                    }
+                }
+                Walk::back_from(page - 1, now, shrunk)
+            }
+            Walk::Recheck {
+                resume,
+                total: before,
+                shrunk,
+                ..
+            } => {
+                let now = total.unwrap_or(before);
+                Walk::back_from(resume, now, shrunk || now < before)
+            }
             Walk::Reread => None,
         }
     }
 
     /// The progress that resumes at this step.
     fn progress(self, pages: u32, seen: u64, changed: u64) -> SliceProgress {
-        let (next_page, total) = match self {
-            Walk::Forward(p) => (p, None),
-            Walk::Back { page, total } => (page, Some(total)),
-            Walk::Reread => (1, Some(0)),
+        let (next_page, total, resume, shrunk) = match self {
+            Walk::Forward(p) => (p, None, None, false),
+            Walk::Back {
+                page,
+                total,
+                shrunk,
+            } => (page, Some(total), None, shrunk),
+            Walk::Recheck {
+                page,
+                resume,
+                total,
+                shrunk,
+            } => (page, Some(total), Some(resume), shrunk),
+            Walk::Reread => (1, Some(0), None, false),
         };
         SliceProgress {
             next_page,
@@ -223,6 +304,8 @@ impl Walk {
             seen,
             changed,
             total,
+            resume,
+            shrunk,
         }
     }
 }
@@ -269,7 +352,11 @@ async fn sync_slice(
             format!("bad slice key `{key}`"),
         ));
     };
-    let page_size = runner.cfg.jobs.order_page_size.clamp(1, 100);
+    let page_size = runner
+        .cfg
+        .order_page_size(platform)
+        .clamp(1, order_page_size_max(platform));
+    let newest_first = lists_newest_first(platform);
     let (mut pages, mut seen, mut changed) = (from.pages, from.seen, from.changed);
     // Orders of this walk's forward pages, to notice a platform that serves the same page
     // again while saying more follow (it would burn the page cap).
@@ -370,7 +457,7 @@ async fn sync_slice(
         }
         // An empty forward page ends the walk whatever it says about more.
         let has_next = p.has_next && !p.orders.is_empty();
-        step = walk.next(page_size, p.total, has_next);
+        step = walk.next(page_size, newest_first, p.total, has_next);
         if let Some(next) = step {
             slice
                 .checkpoint(runner, next.progress(pages, seen, changed))
@@ -418,6 +505,15 @@ mod tests {
         page_size: u32,
         has_next: impl Fn(u32) -> bool,
     ) -> Vec<u32> {
+        pages_read_listing(totals, page_size, true, has_next)
+    }
+
+    fn pages_read_listing(
+        totals: &[Option<u64>],
+        page_size: u32,
+        newest_first: bool,
+        has_next: impl Fn(u32) -> bool,
+    ) -> Vec<u32> {
         let mut out = Vec::new();
         let mut step = Some(Walk::resume(&SliceProgress::default()));
         let mut i = 0;
@@ -425,7 +521,7 @@ mod tests {
             out.push(w.page());
             let total = totals[i.min(totals.len() - 1)];
             i += 1;
-            step = w.next(page_size, total, has_next(w.page()));
+            step = w.next(page_size, newest_first, total, has_next(w.page()));
             // Resuming from the kept progress goes the same way.
             if let Some(n) = step {
                 assert_eq!(Walk::resume(&n.progress(0, 0, 0)), n);
@@ -448,6 +544,40 @@ mod tests {
         );
         // No total: forward while more follow.
         assert_eq!(pages_read(&[None], 100, |p| p < 3), vec![1, 2, 3]);
+    }
+
+    #[test]
+    fn a_window_that_grows_under_the_walk_costs_one_page() {
+        // Newest first (TOP, JD): 250 orders; one arrives before page 2 is read. The order at
+        // page 2's end was pushed onto page 3, read before: page 3 once more, then on.
+        assert_eq!(
+            pages_read_listing(&[Some(250), Some(250), Some(251)], 100, true, |_| true),
+            vec![1, 3, 2, 3]
+        );
+        // ... while page 4 of 5 is read: page 5 again, then 3 and 2.
+        assert_eq!(
+            pages_read_listing(
+                &[Some(450), Some(450), Some(451), Some(451)],
+                100,
+                true,
+                |_| true
+            ),
+            vec![1, 5, 4, 5, 3, 2]
+        );
+        // Oldest first: the newcomer is at the end; its page is read again.
+        assert_eq!(
+            pages_read_listing(&[Some(250), Some(250), Some(251)], 100, false, |_| true),
+            vec![1, 3, 2, 3]
+        );
+        assert_eq!(
+            pages_read_listing(&[Some(300), Some(301)], 100, false, |_| true),
+            vec![1, 3, 4, 2]
+        );
+        // Grown and shrunk in one walk: one page for each.
+        assert_eq!(
+            pages_read_listing(&[Some(250), Some(249), Some(250)], 100, true, |_| true),
+            vec![1, 3, 2, 3, 1]
+        );
     }
 
     #[test]

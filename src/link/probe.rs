@@ -68,9 +68,31 @@ impl ProbeReport {
 }
 
 /// The fixed sample of each API class on `platform` at `now` (list: page 1 of the last day,
-/// one order; detail: the sample item; logistics: the sample order).
-pub(crate) fn samples(cfg: &ProbeConfig, now: DateTime<Utc>) -> Vec<(ApiClass, ApiRequest)> {
-    vec![
+/// one order; detail: the sample item; logistics: the sample order's trace on TOP, its
+/// parcels on 1688, and on JD the trace of the sample waybill when one is configured: JD's
+/// trace is asked by waybill, not order).
+pub(crate) fn samples(
+    cfg: &ProbeConfig,
+    platform: Platform,
+    now: DateTime<Utc>,
+) -> Vec<(ApiClass, ApiRequest)> {
+    let logistics = match platform {
+        Platform::Taobao => Some(ApiRequest::LogisticsTrace {
+            order_id: cfg.sample_order_id.clone(),
+            tracking: None,
+        }),
+        Platform::Jd => cfg
+            .sample_waybill
+            .clone()
+            .map(|waybill| ApiRequest::LogisticsTrace {
+                order_id: cfg.sample_order_id.clone(),
+                tracking: Some(waybill),
+            }),
+        Platform::Alibaba => Some(ApiRequest::LogisticsInfo {
+            order_id: cfg.sample_order_id.clone(),
+        }),
+    };
+    let mut out = vec![
         (
             ApiClass::List,
             ApiRequest::OrderList {
@@ -86,13 +108,9 @@ pub(crate) fn samples(cfg: &ProbeConfig, now: DateTime<Utc>) -> Vec<(ApiClass, A
                 item_id: cfg.sample_item_id.clone(),
             },
         ),
-        (
-            ApiClass::Logistics,
-            ApiRequest::LogisticsTrace {
-                order_id: cfg.sample_order_id.clone(),
-            },
-        ),
-    ]
+    ];
+    out.extend(logistics.map(|req| (ApiClass::Logistics, req)));
+    out
 }
 
 /// Whether a platform error is about identity: session / token / signature / app key.
@@ -189,7 +207,7 @@ pub async fn run_probes(gw: &Gateway, cfg: &ProbeConfig) -> Vec<ProbeReport> {
     let mut out = Vec::new();
     let now = Utc::now();
     for platform in gw.platforms() {
-        for (class, req) in samples(cfg, now) {
+        for (class, req) in samples(cfg, platform, now) {
             let api = req.api();
             let read_timeout = gw.read_timeout(api);
             // Half the read timeout: a probe that slow means real calls are near timing out.

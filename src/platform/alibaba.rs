@@ -5,8 +5,11 @@ use super::classify::{
     alibaba_known, alibaba_quota_spent, alibaba_session_refused, keyword_class, or_keywords,
     CallError,
 };
+use super::delivery::text_says_signed;
 use super::json::{array, boolean, joined, text, text_or_empty, uint};
+use super::model::Parcel;
 use super::sign::alibaba_sign;
+use super::wire::ALIBABA_WEBSITE;
 use super::{
     Api, ApiRequest, ApiResponse, Credentials, Item, Message, Order, OrderPage, Platform, Trace,
     TraceEvent,
@@ -39,7 +42,10 @@ pub(crate) fn url_path(api: Api, app_key: &str) -> String {
 pub(crate) fn business_params(req: &ApiRequest) -> Vec<(String, String)> {
     let p = |k: &str, v: String| (k.to_string(), v);
     match req {
-        ApiRequest::ItemGet { item_id } => vec![p("productID", item_id.clone())],
+        ApiRequest::ItemGet { item_id } => vec![
+            p("productID", item_id.clone()),
+            p("webSite", ALIBABA_WEBSITE.into()),
+        ],
         ApiRequest::ItemAdd {
             title,
             price,
@@ -62,7 +68,17 @@ pub(crate) fn business_params(req: &ApiRequest) -> Vec<(String, String)> {
             p("page", page.to_string()),
             p("pageSize", page_size.to_string()),
         ],
-        ApiRequest::LogisticsTrace { order_id } => vec![p("orderId", order_id.clone())],
+        // The parcel's `logisticsId` (from the order list's `nativeLogistics`), the order and
+        // the site: all three required.
+        ApiRequest::LogisticsTrace { order_id, tracking } => vec![
+            p("logisticsId", tracking.clone().unwrap_or_default()),
+            p("orderId", order_id.clone()),
+            p("webSite", ALIBABA_WEBSITE.into()),
+        ],
+        ApiRequest::LogisticsInfo { order_id } => vec![
+            p("orderId", order_id.clone()),
+            p("webSite", ALIBABA_WEBSITE.into()),
+        ],
         // Not offered (`Api::offered_by`): 1688 pushes its messages; the client refuses first.
         ApiRequest::MessageConsume { .. } | ApiRequest::MessageConfirm { .. } => Vec::new(),
     }
@@ -173,15 +189,21 @@ pub(crate) fn parse_response(req: &ApiRequest, body: &Value) -> Result<ApiRespon
     let api = req.api();
     match req {
         ApiRequest::ItemGet { .. } => {
+            // `productInfo{productID, subject, saleInfo{amountOnSale, priceRanges[{price}]}}`.
             let p = body
-                .get("result")
-                .and_then(|r| r.get("toReturn"))
-                .ok_or_else(|| missing(api, "result.toReturn"))?;
+                .get("productInfo")
+                .ok_or_else(|| missing(api, "productInfo"))?;
+            let sale = p.get("saleInfo");
+            let price = sale
+                .and_then(|s| array(s, "priceRanges").first())
+                .and_then(|r| text(r, "price"))
+                .unwrap_or_default();
+            let quantity = sale.and_then(|s| uint(s, "amountOnSale")).unwrap_or(0);
             Ok(ApiResponse::Item(Item {
-                id: text(p, "productID").ok_or_else(|| missing(api, "toReturn.productID"))?,
+                id: text(p, "productID").ok_or_else(|| missing(api, "productInfo.productID"))?,
                 title: text_or_empty(p, "subject"),
-                price: text_or_empty(p, "price"),
-                quantity: uint(p, "amount").unwrap_or(0).min(u32::MAX as u64) as u32,
+                price,
+                quantity: quantity.min(u32::MAX as u64) as u32,
             }))
         }
         ApiRequest::ItemAdd { .. } => {
@@ -207,6 +229,8 @@ pub(crate) fn parse_response(req: &ApiRequest, body: &Value) -> Result<ApiRespon
                     status: text_or_empty(b, "status"),
                     modified,
                     amount: text_or_empty(b, "totalAmount"),
+                    // The list gives no parcel ids: the logistics info call does.
+                    tracking: None,
                 });
             }
             let total = uint(body, "totalRecord");
@@ -217,23 +241,42 @@ pub(crate) fn parse_response(req: &ApiRequest, body: &Value) -> Result<ApiRespon
                 total,
             }))
         }
-        ApiRequest::LogisticsTrace { order_id } => {
-            // One entry per parcel; their steps in order.
+        ApiRequest::LogisticsTrace { order_id, .. } => {
+            // One entry per parcel; their steps in order. A step has no status, only its
+            // time and the carrier's remark: delivery is read from the last remark.
             let events: Vec<TraceEvent> = array(body, "logisticsTrace")
                 .iter()
                 .flat_map(|t| array(t, "logisticsSteps"))
                 .map(|s| TraceEvent {
                     time: text_or_empty(s, "acceptTime"),
-                    status: text_or_empty(s, "status"),
+                    status: String::new(),
                     description: text_or_empty(s, "remark"),
                 })
                 .collect();
-            let signed = events.last().is_some_and(|e| e.status == "SIGNED");
+            let signed = events
+                .last()
+                .is_some_and(|e| text_says_signed(&e.description));
             Ok(ApiResponse::Trace(Trace {
                 order_id: order_id.clone(),
                 events,
                 signed,
             }))
+        }
+        ApiRequest::LogisticsInfo { .. } => {
+            // `result[]{logisticsId, logisticsBillNo, status}`; `SIGN` is signed for.
+            let mut parcels = Vec::new();
+            for r in array(body, "result") {
+                let Some(tracking) = text(r, "logisticsId").filter(|t| !t.trim().is_empty()) else {
+                    return Err(missing(api, "result.logisticsId"));
+                };
+                let status = text_or_empty(r, "status");
+                parcels.push(Parcel {
+                    tracking,
+                    signed: status == "SIGN",
+                    status,
+                });
+            }
+            Ok(ApiResponse::Parcels(parcels))
         }
         ApiRequest::MessageConsume { .. } | ApiRequest::MessageConfirm { .. } => {
             Err(CallError::not_offered(P, api))
@@ -279,6 +322,7 @@ pub fn parse_push(secret: &str, form: &[(String, String)]) -> Result<Message, Pu
             status: text(d, "currentStatus")?,
             modified: born,
             amount: text_or_empty(d, "totalAmount"),
+            tracking: None,
         })
     });
     Ok(Message {
@@ -453,7 +497,7 @@ mod tests {
         };
         let item = ok(
             Api::ItemGet,
-            r#"{"result":{"success":true,"toReturn":{"productID":123,"subject":"Mug","price":"12.50","amount":7}}}"#,
+            r#"{"productInfo":{"productID":123,"subject":"Mug","saleInfo":{"amountOnSale":7,"priceRanges":[{"startQuantity":1,"price":12.5}]}}}"#,
         );
         assert_eq!(
             parse_response(
@@ -466,7 +510,7 @@ mod tests {
             ApiResponse::Item(Item {
                 id: "123".into(),
                 title: "Mug".into(),
-                price: "12.50".into(),
+                price: "12.5".into(),
                 quantity: 7
             })
         );
@@ -511,11 +555,12 @@ mod tests {
         );
         let trace = ok(
             Api::LogisticsTrace,
-            r#"{"success":true,"logisticsTrace":[{"logisticsSteps":[{"acceptTime":"2026-01-01 10:00:00","remark":"揽收","status":"TRANSPORT"},{"acceptTime":"2026-01-02 10:00:00","remark":"签收","status":"SIGNED"}]}]}"#,
+            r#"{"success":true,"logisticsTrace":[{"logisticsId":"BX1001","orderId":1001,"logisticsSteps":[{"acceptTime":"2026-01-01 10:00:00","remark":"快件已揽收"},{"acceptTime":"2026-01-02 10:00:00","remark":"快件已被 已签收 签收"}]}]}"#,
         );
         let ApiResponse::Trace(t) = parse_response(
             &ApiRequest::LogisticsTrace {
                 order_id: "1001".into(),
+                tracking: Some("BX1001".into()),
             },
             &trace,
         )

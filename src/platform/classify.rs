@@ -318,7 +318,8 @@ pub(crate) fn top_known(code: i64, sub_code: &str) -> Option<ErrorClass> {
     Some(match code {
         4..=8 => ErrorClass::Slow,
         10 => ErrorClass::Retry,
-        15 if sub_code.starts_with("isp.") => ErrorClass::Retry,
+        // `isp.*`: a fault of the service behind TOP, to retry after a while, under any code.
+        _ if sub_code.starts_with("isp.") => ErrorClass::Retry,
         15 if sub_code.starts_with("isv.") => ErrorClass::Fatal,
         9 | 11..=13 | 21..=34 | 40..=43 | 47 | 53 => ErrorClass::Fatal,
         _ => return None,
@@ -335,20 +336,26 @@ pub(crate) fn jd_session_refused(code: &str) -> bool {
     code.trim() == "19"
 }
 
-/// 1688's codes of an invalid or expired `access_token`.
+/// 1688's codes of an invalid or expired `access_token`: an expired token answers
+/// `error_code "401"` ("Request need user authorized").
 pub(crate) fn alibaba_session_refused(error_code: &str) -> bool {
     matches!(
         error_code,
-        "gw.InvalidAccessToken" | "gw.AccessTokenExpired" | "gw.AccessTokenInvalid"
+        "401" | "gw.InvalidAccessToken" | "gw.AccessTokenExpired" | "gw.AccessTokenInvalid"
     )
 }
 
-/// JD JOS `error_response.code` → class, when the code is mapped.
+/// JD JOS `error_response.code` → class, when the code is mapped (JOS's system error table,
+/// docs/wire-formats.md): 1 service unavailable, 43 system error, 65-67 the backend timed
+/// out, is unavailable or failed, 69 data not read: retry; 2 App Call Limited: slow; the
+/// rest are the caller's (versions, timestamp 7-8, signature 11-12, method 14-15, token 18-19,
+/// app key 20-21, not a merchant 22, no permission 23-25, parameters 60-64, optional fields
+/// 68, order state 70, not this vendor's 71-72, a paid API 73).
 pub(crate) fn jd_known(code: &str) -> Option<ErrorClass> {
     Some(match code.trim().parse::<i64>() {
         Ok(2) => ErrorClass::Slow,
         Ok(1 | 43 | 65 | 66 | 67 | 69) => ErrorClass::Retry,
-        Ok(3..=8 | 11..=15 | 18..=25 | 60..=64 | 73) => ErrorClass::Fatal,
+        Ok(3..=27 | 50 | 60..=64 | 68 | 70..=73) => ErrorClass::Fatal,
         _ => return None,
     })
 }
@@ -364,6 +371,16 @@ pub(crate) fn alibaba_known(http_status: u16, error_code: &str) -> Option<ErrorC
         return Some(ErrorClass::Slow);
     }
     if FATAL_PREFIXES.iter().any(|p| error_code.starts_with(p)) || FATAL.contains(&error_code) {
+        return Some(ErrorClass::Fatal);
+    }
+    // The gateway could not reach or hear back from the service behind it.
+    if matches!(
+        error_code,
+        "gw.ISPInvokeError" | "gw.ISPConnectError" | "gw.ISPInvokeTimeout"
+    ) {
+        return Some(ErrorClass::Retry);
+    }
+    if alibaba_session_refused(error_code) {
         return Some(ErrorClass::Fatal);
     }
     match http_status {

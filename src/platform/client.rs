@@ -17,6 +17,18 @@ pub struct RawResponse {
     pub(crate) body: Value,
 }
 
+impl RawResponse {
+    /// The answer's HTTP status.
+    pub fn http_status(&self) -> u16 {
+        self.http_status
+    }
+
+    /// The answer's body as JSON (a body that is not JSON is a JSON string of its text).
+    pub fn body(&self) -> &Value {
+        &self.body
+    }
+}
+
 /// Why a platform client could not be built.
 #[derive(Debug, thiserror::Error)]
 pub enum ClientError {
@@ -147,6 +159,21 @@ impl PlatformClient {
         let raw = self.exchange(api, &params, read_timeout).await?;
         check_body(self.platform, api, raw.http_status, &raw.body, Utc::now())?;
         parse_response(self.platform, req, &raw.body)
+    }
+
+    /// One signed call of a typed request, its answer as sent: for holding a platform's (or
+    /// the simulator's) answers to recorded ones. Only transport failures are errors.
+    pub async fn call_raw(
+        &self,
+        req: &ApiRequest,
+        read_timeout: Duration,
+    ) -> Result<RawResponse, CallError> {
+        let api = req.api();
+        if !api.offered_by(self.platform) {
+            return Err(CallError::not_offered(self.platform, api));
+        }
+        let params = business_params(self.platform, req);
+        self.exchange(api, &params, read_timeout).await
     }
 
     /// Sign and send; only transport failures are errors here (the body is not judged).

@@ -4,9 +4,11 @@
 use super::classify::{
     http_class, jd_known, jd_session_refused, keyword_class, or_keywords, CallError,
 };
+use super::delivery::text_says_signed;
 use super::json::{array, boolean, find_key, joined, text, text_or_empty, uint};
 use super::model::{format_china_time, parse_china_time};
 use super::sign::jd_sign;
+use super::wire::{JD_ORDER_FIELDS, JD_ORDER_STATES};
 use super::{
     Api, ApiRequest, ApiResponse, Credentials, Item, Order, OrderPage, Platform, Trace, TraceEvent,
 };
@@ -39,12 +41,21 @@ pub(crate) fn business_params(req: &ApiRequest) -> Vec<(String, String)> {
         } => json!({
             "start_date": format_china_time(*start),
             "end_date": format_china_time(*end),
+            // Both required: without them JD refuses the call.
+            "order_state": JD_ORDER_STATES,
+            "optional_fields": JD_ORDER_FIELDS,
+            // 0: the window is of modification times; 1: newest first, as the walk reads it.
+            "dateType": "0",
+            "sortType": "1",
             "page": page.to_string(),
             "page_size": page_size.to_string(),
         }),
-        ApiRequest::LogisticsTrace { order_id } => json!({ "waybillCode": order_id }),
+        // The carrier's waybill number, which the order list gave; never the order id.
+        ApiRequest::LogisticsTrace { tracking, .. } => json!({ "waybillCode": tracking }),
         // Not offered (`Api::offered_by`): the client refuses before building it.
-        ApiRequest::MessageConsume { .. } | ApiRequest::MessageConfirm { .. } => json!({}),
+        ApiRequest::LogisticsInfo { .. }
+        | ApiRequest::MessageConsume { .. }
+        | ApiRequest::MessageConfirm { .. } => json!({}),
     };
     vec![(PARAM_JSON.to_string(), obj.to_string())]
 }
@@ -61,7 +72,8 @@ fn param_json(business: &[(String, String)]) -> String {
     Value::Object(obj).to_string()
 }
 
-/// System params + `360buy_param_json` + `sign`, ready to post as a form.
+/// System params + `360buy_param_json` + `sign`, ready to post as a form. Exactly what JD's
+/// SDK sends, all of it signed: `format` and `sign_method` are not sent (md5 is the default).
 pub(crate) fn signed_form(
     creds: &Credentials,
     api: Api,
@@ -78,8 +90,6 @@ pub(crate) fn signed_form(
                 .to_string(),
         ),
         ("v".into(), "2.0".into()),
-        ("format".into(), "json".into()),
-        ("sign_method".into(), "md5".into()),
         (PARAM_JSON.into(), param_json(business)),
     ];
     if let Some(token) = &creds.session {
@@ -150,10 +160,14 @@ pub(crate) fn check_body(
     if text(r, "code").is_some_and(|c| c != "0") {
         return Err(platform_error(api, r, status, now));
     }
+    // A business failure: `apiResult{success:false, englishErrCode, chineseErrCode,
+    // numberCode}` inside the answer.
     if let Some(result) = find_key(r, "apiResult", 2) {
         if boolean(result, "success") == Some(false) {
-            let code = text(result, "resultCode").unwrap_or_else(|| "apiResult".into());
-            let msg = text_or_empty(result, "resultDescribe");
+            let code = text(result, "numberCode")
+                .or_else(|| text(result, "englishErrCode"))
+                .unwrap_or_else(|| "apiResult".into());
+            let msg = joined(result, &["englishErrCode", "chineseErrCode"]);
             let class = keyword_class(&msg);
             return Err(
                 CallError::platform(P, api, class, code, &msg, &msg, Some(status), now)
@@ -207,6 +221,7 @@ pub(crate) fn parse_response(req: &ApiRequest, body: &Value) -> Result<ApiRespon
                     status: text_or_empty(o, "orderState"),
                     modified,
                     amount: text_or_empty(o, "orderTotalPrice"),
+                    tracking: text(o, "waybill").filter(|w| !w.trim().is_empty()),
                 });
             }
             let total = uint(result, "orderTotal");
@@ -218,11 +233,8 @@ pub(crate) fn parse_response(req: &ApiRequest, body: &Value) -> Result<ApiRespon
                 total,
             }))
         }
-        ApiRequest::LogisticsTrace { order_id } => {
-            let data = r
-                .get("querytrace_result")
-                .map(|q| array(q, "data"))
-                .unwrap_or(&[]);
+        ApiRequest::LogisticsTrace { order_id, .. } => {
+            let data = array(r, "trace_api_dtos");
             let events: Vec<TraceEvent> = data
                 .iter()
                 .map(|d| TraceEvent {
@@ -231,16 +243,19 @@ pub(crate) fn parse_response(req: &ApiRequest, body: &Value) -> Result<ApiRespon
                     description: text_or_empty(d, "ope_remark"),
                 })
                 .collect();
-            let signed = events.last().is_some_and(|e| e.status == "妥投");
+            // Delivery by the last step's title (妥投) or remark; JD documents no list of titles.
+            let signed = events
+                .last()
+                .is_some_and(|e| text_says_signed(&e.status) || text_says_signed(&e.description));
             Ok(ApiResponse::Trace(Trace {
                 order_id: order_id.clone(),
                 events,
                 signed,
             }))
         }
-        ApiRequest::MessageConsume { .. } | ApiRequest::MessageConfirm { .. } => {
-            Err(CallError::not_offered(P, api))
-        }
+        ApiRequest::LogisticsInfo { .. }
+        | ApiRequest::MessageConsume { .. }
+        | ApiRequest::MessageConfirm { .. } => Err(CallError::not_offered(P, api)),
     }
 }
 
@@ -355,12 +370,12 @@ mod tests {
         }
         let e = class_of(
             200,
-            r#"{"jingdong_pop_order_search_responce":{"code":"0","searchorderinfo_result":{"apiResult":{"success":false,"resultCode":"E100","resultDescribe":"shop closed"},"orderTotal":0}}}"#,
+            r#"{"jingdong_pop_order_search_responce":{"code":"0","searchorderinfo_result":{"apiResult":{"success":false,"englishErrCode":"shop closed","chineseErrCode":"店铺已关闭","numberCode":100},"orderTotal":0}}}"#,
         );
-        assert_eq!((e.class, e.code.as_str()), (ErrorClass::Unknown, "E100"));
+        assert_eq!((e.class, e.code.as_str()), (ErrorClass::Unknown, "100"));
         let e = class_of(
             200,
-            r#"{"jingdong_pop_order_search_responce":{"code":"0","searchorderinfo_result":{"apiResult":{"success":false,"resultCode":"E7","resultDescribe":"查询过于频繁"}}}}"#,
+            r#"{"jingdong_pop_order_search_responce":{"code":"0","searchorderinfo_result":{"apiResult":{"success":false,"englishErrCode":"too frequent","chineseErrCode":"查询过于频繁","numberCode":7}}}}"#,
         );
         assert_eq!(e.class, ErrorClass::Slow);
         let e = class_of(
@@ -443,11 +458,12 @@ mod tests {
         assert!(!p.has_next, "300 >= 250");
         let trace = ok(
             Api::LogisticsTrace,
-            r#"{"jingdong_etms_trace_get_responce":{"code":"0","querytrace_result":{"data":[{"ope_time":"2026-01-01 10:00:00","ope_remark":"到达","ope_title":"运输中"},{"ope_time":"2026-01-02 10:00:00","ope_remark":"本人签收","ope_title":"妥投"}]}}}"#,
+            r#"{"jingdong_etms_trace_get_responce":{"code":"0","trace_api_dtos":[{"ope_time":"2026-01-01 10:00:00","ope_remark":"到达","ope_title":"运输中","ope_name":"张三"},{"ope_time":"2026-01-02 10:00:00","ope_remark":"本人签收","ope_title":"妥投","ope_name":"张三"}]}}"#,
         );
         let ApiResponse::Trace(t) = parse_response(
             &ApiRequest::LogisticsTrace {
                 order_id: "1001".into(),
+                tracking: Some("JDVA00000001001".into()),
             },
             &trace,
         )

@@ -4,16 +4,21 @@
 pub(crate) mod alibaba;
 pub(crate) mod classify;
 pub(crate) mod client;
+mod delivery;
 pub(crate) mod jd;
 mod json;
 pub(crate) mod model;
 pub mod sign;
 pub(crate) mod taobao;
 pub(crate) mod webhook;
+pub(crate) mod wire;
 
 pub use classify::{CallError, TransportError};
 pub use client::{PlatformClient, RawResponse};
-pub use model::{ApiRequest, ApiResponse, Item, Message, Order, OrderPage, Trace, TraceEvent};
+pub use model::{
+    ApiRequest, ApiResponse, Item, Message, Order, OrderPage, Parcel, Trace, TraceEvent,
+};
+pub use wire::order_page_size_max;
 
 use crate::secret::Secret;
 use serde::{Deserialize, Serialize};
@@ -113,6 +118,9 @@ pub enum Api {
     OrderList,
     /// The logistics trace of one order.
     LogisticsTrace,
+    /// The parcels of one order with their ids and states (1688's only: its trace is asked by
+    /// a parcel id that its order list does not give).
+    LogisticsInfo,
     /// Pull the app's change messages (TOP's message service, TMC).
     MessageConsume,
     /// Acknowledge consumed messages (unacknowledged ones are delivered again).
@@ -121,11 +129,12 @@ pub enum Api {
 
 impl Api {
     /// Every API, in declaration order.
-    pub const ALL: [Api; 6] = [
+    pub const ALL: [Api; 7] = [
         Api::ItemGet,
         Api::ItemAdd,
         Api::OrderList,
         Api::LogisticsTrace,
+        Api::LogisticsInfo,
         Api::MessageConsume,
         Api::MessageConfirm,
     ];
@@ -137,6 +146,7 @@ impl Api {
             Api::ItemAdd => "item_add",
             Api::OrderList => "order_list",
             Api::LogisticsTrace => "logistics_trace",
+            Api::LogisticsInfo => "logistics_info",
             Api::MessageConsume => "message_consume",
             Api::MessageConfirm => "message_confirm",
         }
@@ -148,14 +158,14 @@ impl Api {
             Api::ItemGet => ApiClass::Detail,
             Api::ItemAdd => ApiClass::Detail,
             Api::OrderList => ApiClass::List,
-            Api::LogisticsTrace => ApiClass::Logistics,
+            Api::LogisticsTrace | Api::LogisticsInfo => ApiClass::Logistics,
             Api::MessageConsume => ApiClass::List,
             Api::MessageConfirm => ApiClass::Detail,
         }
     }
 
     /// Whether `platform` offers this API: the pulled change messages are TOP's (1688 pushes
-    /// its messages over HTTP; JD has no such queue for an ISV app).
+    /// its messages over HTTP; JD has no such queue for an ISV app); the parcel lookup is 1688's.
     pub fn offered_by(self, platform: Platform) -> bool {
         !self.method(platform).is_empty()
     }
@@ -166,29 +176,10 @@ impl Api {
         matches!(self, Api::ItemAdd)
     }
 
-    /// The platform's method name (TOP / JOS) or `namespace/apiName` (1688).
+    /// The platform's method name (TOP / JOS) or `namespace/apiName` (1688), from the
+    /// platform's table ([`wire`]); empty when the platform does not offer the API.
     pub fn method(self, platform: Platform) -> &'static str {
-        match (platform, self) {
-            (Platform::Taobao, Api::ItemGet) => "taobao.item.seller.get",
-            (Platform::Taobao, Api::ItemAdd) => "taobao.item.add",
-            (Platform::Taobao, Api::OrderList) => "taobao.trades.sold.increment.get",
-            (Platform::Taobao, Api::LogisticsTrace) => "taobao.logistics.trace.search",
-            (Platform::Jd, Api::ItemGet) => "jingdong.ware.read.findWareById",
-            (Platform::Jd, Api::ItemAdd) => "jingdong.ware.write.add",
-            (Platform::Jd, Api::OrderList) => "jingdong.pop.order.search",
-            (Platform::Jd, Api::LogisticsTrace) => "jingdong.etms.trace.get",
-            (Platform::Alibaba, Api::ItemGet) => "com.alibaba.product/alibaba.product.get",
-            (Platform::Alibaba, Api::ItemAdd) => "com.alibaba.product/alibaba.product.add",
-            (Platform::Alibaba, Api::OrderList) => {
-                "com.alibaba.trade/alibaba.trade.getSellerOrderList"
-            }
-            (Platform::Alibaba, Api::LogisticsTrace) => {
-                "com.alibaba.logistics/alibaba.trade.getLogisticsTraceInfo.sellerView"
-            }
-            (Platform::Taobao, Api::MessageConsume) => "taobao.tmc.messages.consume",
-            (Platform::Taobao, Api::MessageConfirm) => "taobao.tmc.messages.confirm",
-            (Platform::Jd | Platform::Alibaba, Api::MessageConsume | Api::MessageConfirm) => "",
-        }
+        wire::spec(platform, self).map_or("", |s| s.method)
     }
 
     /// The logical API behind a platform method name, if it is one syncfleet knows.
@@ -215,7 +206,7 @@ impl FromStr for Api {
                 UnknownName::new(
                     "api",
                     s,
-                    "item_get, item_add, order_list, logistics_trace, message_consume or message_confirm",
+                    "item_get, item_add, order_list, logistics_trace, logistics_info, message_consume or message_confirm",
                 )
             })
     }

@@ -41,6 +41,15 @@ pub enum ApiRequest {
     LogisticsTrace {
         /// The platform's order id.
         order_id: String,
+        /// The parcel's id as the order list gave it ([`Order::tracking`]): JD's trace takes
+        /// the carrier's waybill number and 1688's the `logisticsId`; TOP's takes the order id.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        tracking: Option<String>,
+    },
+    /// The parcels of one order (1688: their `logisticsId` and state).
+    LogisticsInfo {
+        /// The platform's order id.
+        order_id: String,
     },
     /// Pull up to `quantity` change messages.
     MessageConsume {
@@ -61,6 +70,7 @@ impl ApiRequest {
             ApiRequest::ItemAdd { .. } => Api::ItemAdd,
             ApiRequest::OrderList { .. } => Api::OrderList,
             ApiRequest::LogisticsTrace { .. } => Api::LogisticsTrace,
+            ApiRequest::LogisticsInfo { .. } => Api::LogisticsInfo,
             ApiRequest::MessageConsume { .. } => Api::MessageConsume,
             ApiRequest::MessageConfirm { .. } => Api::MessageConfirm,
         }
@@ -82,6 +92,8 @@ pub enum ApiResponse {
     OrderPage(OrderPage),
     /// Answer to [`ApiRequest::LogisticsTrace`].
     Trace(Trace),
+    /// Answer to [`ApiRequest::LogisticsInfo`]: the order's parcels (none before it ships).
+    Parcels(Vec<Parcel>),
     /// Answer to [`ApiRequest::MessageConsume`].
     Messages(Vec<Message>),
     /// Answer to [`ApiRequest::MessageConfirm`].
@@ -139,6 +151,12 @@ pub struct Order {
     pub modified: DateTime<Utc>,
     /// Decimal string as the platform gives it.
     pub amount: String,
+    /// The id the platform's logistics trace is asked by, when the order list gives one:
+    /// JD's `waybill` (the carrier's waybill number), 1688's
+    /// `nativeLogistics.logisticsItems[].logisticsCode` (its `logisticsId`). None on TOP,
+    /// whose trace takes the order id (docs/wire-formats.md).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tracking: Option<String>,
 }
 
 /// The logistics trace of one order.
@@ -152,6 +170,17 @@ pub struct Trace {
     pub signed: bool,
 }
 
+/// One parcel of an order, as 1688's logistics info gives it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Parcel {
+    /// The id its trace is asked by (1688's `logisticsId`).
+    pub tracking: String,
+    /// The platform's state of the parcel (1688: `SIGN` once signed for).
+    pub status: String,
+    /// The state says the parcel was signed for.
+    pub signed: bool,
+}
+
 /// One step of a logistics trace.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TraceEvent {
@@ -160,7 +189,8 @@ pub struct TraceEvent {
     pub time: String,
     /// The step's status as the platform gives it (e.g. TOP's `SIGNED`).
     pub status: String,
-    pub(crate) description: String,
+    /// The step's text as the platform gives it (the carrier's remark on 1688).
+    pub description: String,
 }
 
 impl TraceEvent {
@@ -177,11 +207,13 @@ pub(crate) fn format_china_time(t: DateTime<Utc>) -> String {
         .to_string()
 }
 
-/// Parse `yyyy-MM-dd HH:mm:ss` (optionally with `.SSS`) read as GMT+8.
+/// Parse `yyyy-MM-dd HH:mm:ss` (optionally with `.SSS`) read as GMT+8; JD's traces write
+/// the date with slashes (`yyyy/MM/dd HH:mm:ss`).
 pub(crate) fn parse_china_time(s: &str) -> Option<DateTime<Utc>> {
     let s = s.trim();
     let naive = NaiveDateTime::parse_from_str(s, "%Y-%m-%d %H:%M:%S%.f")
         .or_else(|_| NaiveDateTime::parse_from_str(s, "%Y-%m-%d %H:%M:%S"))
+        .or_else(|_| NaiveDateTime::parse_from_str(s, "%Y/%m/%d %H:%M:%S"))
         .ok()?;
     china_offset()
         .from_local_datetime(&naive)

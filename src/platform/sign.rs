@@ -86,14 +86,10 @@ pub fn top_sign<'a>(
     }
 }
 
-/// JD JOS signature: `MD5(secret + sorted key+value + secret)` over the system params and
-/// `360buy_param_json`; `format`, `sign_method` and `sign` are not signed.
+/// JD JOS signature: `MD5(secret + sorted key+value + secret)` over every param sent but
+/// `sign` itself, as JD's SDKs sign what they send.
 pub fn jd_sign<'a>(secret: &str, params: impl IntoIterator<Item = (&'a str, &'a str)>) -> String {
-    let s = concat_sorted(
-        params
-            .into_iter()
-            .filter(|(k, _)| !matches!(*k, "sign" | "format" | "sign_method")),
-    );
+    let s = concat_sorted(params.into_iter().filter(|(k, _)| *k != "sign"));
     let mut h = Md5::new();
     h.update(secret.as_bytes());
     h.update(s.as_bytes());
@@ -185,11 +181,16 @@ mod tests {
             ("method", "jingdong.pop.order.search"),
             ("timestamp", "2021-05-07 09:20:39.683+0800"),
             ("v", "2.0"),
-            ("format", "json"),
-            ("sign_method", "md5"),
         ];
         assert_eq!(
             jd_sign("yourappSecret", params),
+            "D70825340F4084360B9362B60DFD7930"
+        );
+        // Whatever is sent is signed: a `format` sent along changes the signature.
+        let mut with_format = params.to_vec();
+        with_format.push(("format", "json"));
+        assert_ne!(
+            jd_sign("yourappSecret", with_format),
             "D70825340F4084360B9362B60DFD7930"
         );
     }

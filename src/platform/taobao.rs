@@ -3,9 +3,11 @@
 use super::classify::{
     http_class, or_keywords, top_app_quota_spent, top_known, top_session_refused, CallError,
 };
+use super::delivery::top_step_signed;
 use super::json::{array, boolean, joined, text, text_or_empty, uint};
 use super::model::{format_china_time, parse_china_time};
 use super::sign::top_sign;
+use super::wire::TOP_TRADE_FIELDS;
 use super::{
     Api, ApiRequest, ApiResponse, Credentials, ErrorClass, Item, Message, Order, OrderPage,
     Platform, Trace, TraceEvent,
@@ -48,11 +50,15 @@ pub(crate) fn business_params(req: &ApiRequest) -> Vec<(String, String)> {
         } => vec![
             p("start_modified", format_china_time(*start)),
             p("end_modified", format_china_time(*end)),
+            // Only the fields named come back. No `use_has_next`: with it TOP drops
+            // `total_results`, and the walk from the last page back needs the total.
+            p("fields", TOP_TRADE_FIELDS.into()),
             p("page_no", page.to_string()),
             p("page_size", page_size.to_string()),
-            p("use_has_next", "true".into()),
         ],
-        ApiRequest::LogisticsTrace { order_id } => vec![p("tid", order_id.clone())],
+        ApiRequest::LogisticsTrace { order_id, .. } => vec![p("tid", order_id.clone())],
+        // Not offered (`Api::offered_by`): the client refuses before building it.
+        ApiRequest::LogisticsInfo { .. } => Vec::new(),
         ApiRequest::MessageConsume { quantity } => {
             vec![p("quantity", quantity.clamp(&10, &200).to_string())]
         }
@@ -193,7 +199,9 @@ pub(crate) fn parse_response(req: &ApiRequest, body: &Value) -> Result<ApiRespon
                 .ok_or_else(|| missing(api, "item.num_iid"))?;
             Ok(ApiResponse::ItemAdded { item_id: id })
         }
-        ApiRequest::OrderList { .. } => {
+        ApiRequest::OrderList {
+            page, page_size, ..
+        } => {
             let trades = r.get("trades").map(|t| array(t, "trade")).unwrap_or(&[]);
             let mut orders = Vec::with_capacity(trades.len());
             for t in trades {
@@ -205,15 +213,22 @@ pub(crate) fn parse_response(req: &ApiRequest, body: &Value) -> Result<ApiRespon
                     status: text_or_empty(t, "status"),
                     modified,
                     amount: text_or_empty(t, "payment"),
+                    tracking: None,
                 });
             }
+            // Without `use_has_next` TOP answers the total, and more follow while this page
+            // ends before it; `has_next` is read when an answer carries it.
+            let total = uint(r, "total_results");
+            let seen = u64::from(*page) * u64::from(*page_size);
+            let has_next =
+                boolean(r, "has_next").unwrap_or_else(|| total.is_some_and(|t| seen < t));
             Ok(ApiResponse::OrderPage(OrderPage {
                 orders,
-                has_next: boolean(r, "has_next").unwrap_or(false),
-                total: uint(r, "total_results"),
+                has_next,
+                total,
             }))
         }
-        ApiRequest::LogisticsTrace { order_id } => {
+        ApiRequest::LogisticsTrace { order_id, .. } => {
             let steps = r
                 .get("trace_list")
                 .map(|t| array(t, "transit_step_info"))
@@ -226,8 +241,11 @@ pub(crate) fn parse_response(req: &ApiRequest, body: &Value) -> Result<ApiRespon
                     description: text_or_empty(s, "status_desc"),
                 })
                 .collect();
-            let signed = events.last().is_some_and(|e| e.status == "SIGNED")
-                || text(r, "status").is_some_and(|s| s == "对方已签收");
+            // Signed only by a signing step: the trace's `status` reads "对方已签收" from the
+            // moment an offline-shipped parcel ships (docs/wire-formats.md).
+            let signed = events
+                .last()
+                .is_some_and(|e| top_step_signed(&e.status, &e.description));
             Ok(ApiResponse::Trace(Trace {
                 order_id: text(r, "tid").unwrap_or_else(|| order_id.clone()),
                 events,
@@ -246,6 +264,7 @@ pub(crate) fn parse_response(req: &ApiRequest, body: &Value) -> Result<ApiRespon
             Ok(ApiResponse::Messages(out))
         }
         ApiRequest::MessageConfirm { .. } => Ok(ApiResponse::Confirmed),
+        ApiRequest::LogisticsInfo { .. } => Err(CallError::not_offered(P, api)),
     }
 }
 
@@ -261,6 +280,7 @@ fn tmc_message(m: &Value) -> Option<Message> {
             status: text(c, "status")?,
             modified: born,
             amount: text_or_empty(c, "payment"),
+            tracking: None,
         })
     });
     Some(Message {
@@ -350,7 +370,9 @@ mod tests {
         assert_eq!(get(&p, "start_modified"), Some("2026-01-01 08:00:00"));
         assert_eq!(get(&p, "end_modified"), Some("2026-01-02 08:00:00"));
         assert_eq!(get(&p, "page_no"), Some("2"));
-        assert_eq!(get(&p, "use_has_next"), Some("true"));
+        // No `use_has_next`: TOP would drop the total the walk needs.
+        assert_eq!(get(&p, "use_has_next"), None);
+        assert_eq!(get(&p, "fields"), Some(TOP_TRADE_FIELDS));
         let add = ApiRequest::ItemAdd {
             title: "t".into(),
             price: "12.50".into(),
@@ -507,6 +529,7 @@ mod tests {
         let ApiResponse::Trace(t) = parse_response(
             &ApiRequest::LogisticsTrace {
                 order_id: "1001".into(),
+                tracking: None,
             },
             &trace,
         )
@@ -524,6 +547,7 @@ mod tests {
         let ApiResponse::Trace(t) = parse_response(
             &ApiRequest::LogisticsTrace {
                 order_id: "1002".into(),
+                tracking: None,
             },
             &moving,
         )

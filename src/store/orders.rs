@@ -9,11 +9,12 @@ use std::time::Duration;
 // Instants written here come from the database's clock (`NOW`), never the host's.
 const UPSERT_ORDER: Sql = sql!(
     "INSERT INTO orders
-        (platform, order_id, shop, status, shipped, modified, amount_cents, updated_at)
-    VALUES ($1, $2, $3, $4, $5, $6, $7, " NOW ")
+        (platform, order_id, shop, status, shipped, modified, amount_cents, tracking, updated_at)
+    VALUES ($1, $2, $3, $4, $5, $6, $7, $8, " NOW ")
     ON CONFLICT (platform, order_id) DO UPDATE SET
         shop = excluded.shop, status = excluded.status, shipped = excluded.shipped,
         modified = excluded.modified, amount_cents = excluded.amount_cents,
+        tracking = COALESCE(excluded.tracking, orders.tracking),
         updated_at = excluded.updated_at
     WHERE excluded.modified > orders.modified"
 );
@@ -52,6 +53,7 @@ type OrderRow = (
     Option<String>,
     bool,
     Option<i64>,
+    Option<String>,
 );
 
 impl Store {
@@ -85,7 +87,8 @@ impl Store {
                 &order.status,
                 order.shipped,
                 to_ms(order.modified),
-                order.amount_cents
+                order.amount_cents,
+                order.tracking.as_deref()
             )
             .ctx(self, "upsert_orders_if_advanced: upsert")?;
         }
@@ -107,14 +110,15 @@ impl Store {
             c.on(),
             sql!(
                 "SELECT platform, order_id, shop, status, shipped, modified, amount_cents,
-                        last_status, signed, last_queried_at
+                        last_status, signed, last_queried_at, tracking
                  FROM orders WHERE platform = $1 AND order_id = $2"
             ),
             platform.as_str(),
             order_id
         )
         .ctx(self, "get_order")?;
-        let Some((p, id, shop, status, shipped, modified, amount, last, signed, queried)) = row
+        let Some((p, id, shop, status, shipped, modified, amount, last, signed, queried, tracking)) =
+            row
         else {
             return Ok(None);
         };
@@ -127,11 +131,32 @@ impl Store {
                 shipped,
                 modified: from_ms(modified),
                 amount_cents: amount,
+                tracking,
             },
             last_status: last,
             signed,
             last_queried_at: queried.map(from_ms),
         }))
+    }
+
+    /// Keep the id an order's logistics trace is asked by (1688's `logisticsId`, learnt from
+    /// its logistics info call). True when the order exists.
+    pub async fn set_order_tracking(
+        &self,
+        platform: Platform,
+        order_id: &str,
+        tracking: &str,
+    ) -> Result<bool, StoreError> {
+        let mut c = self.conn("set_order_tracking").await?;
+        let updated = execute!(
+            c.on(),
+            sql!("UPDATE orders SET tracking = $1 WHERE platform = $2 AND order_id = $3"),
+            tracking,
+            platform.as_str(),
+            order_id
+        )
+        .ctx(self, "set_order_tracking")?;
+        Ok(updated == 1)
     }
 
     /// Orders of `shop` on `platform` worth a logistics query now: shipped, not signed, and
@@ -377,6 +402,7 @@ impl Store {
                     r.last_status,
                     r.signed,
                     r.last_queried_at.map(to_ms),
+                    r.order.tracking,
                 ])
             })
             .collect();
@@ -388,19 +414,20 @@ impl Store {
                 sqlite: concat!(
                     "INSERT OR REPLACE INTO orders
                         (platform, order_id, shop, status, shipped, modified, amount_cents,
-                         last_status, signed, last_queried_at, updated_at)
+                         last_status, signed, last_queried_at, tracking, updated_at)
                      SELECT value ->> 0, value ->> 1, value ->> 2, value ->> 3, value ->> 4,
-                            value ->> 5, value ->> 6, value ->> 7, value ->> 8, value ->> 9, ",
+                            value ->> 5, value ->> 6, value ->> 7, value ->> 8, value ->> 9,
+                            value ->> 10, ",
                     sql!(@sqlite NOW),
                     " FROM json_each($1)"
                 ),
                 postgres: concat!(
                     "INSERT INTO orders
                         (platform, order_id, shop, status, shipped, modified, amount_cents,
-                         last_status, signed, last_queried_at, updated_at)
+                         last_status, signed, last_queried_at, tracking, updated_at)
                      SELECT v ->> 0, v ->> 1, v ->> 2, v ->> 3, CAST(v ->> 4 AS BOOLEAN),
                             CAST(v ->> 5 AS BIGINT), CAST(v ->> 6 AS BIGINT), v ->> 7,
-                            CAST(v ->> 8 AS BOOLEAN), CAST(v ->> 9 AS BIGINT), ",
+                            CAST(v ->> 8 AS BOOLEAN), CAST(v ->> 9 AS BIGINT), v ->> 10, ",
                     sql!(@postgres NOW),
                     " FROM json_array_elements(CAST($1 AS json)) AS v
                      ON CONFLICT (platform, order_id) DO UPDATE SET
@@ -408,7 +435,7 @@ impl Store {
                          shipped = excluded.shipped, modified = excluded.modified,
                          amount_cents = excluded.amount_cents, last_status = excluded.last_status,
                          signed = excluded.signed, last_queried_at = excluded.last_queried_at,
-                         updated_at = excluded.updated_at"
+                         tracking = excluded.tracking, updated_at = excluded.updated_at"
                 ),
             ),
             payload

@@ -439,6 +439,9 @@ pub struct Order {
     pub modified: DateTime<Utc>,
     /// Order amount in the smallest currency unit (fen).
     pub amount_cents: i64,
+    /// The id the platform's logistics trace is asked by, when it is not the order id (JD's
+    /// waybill number, 1688's `logisticsId`); None until the platform gave one.
+    pub tracking: Option<String>,
 }
 
 /// An order row with its logistics state.

@@ -235,7 +235,7 @@ async fn an_order_walk_skips_nothing_while_orders_change_under_it() {
         ..LiveOrders::default()
     };
     let opts = ClientOpts {
-        order_page_size: 5,
+        order_page_size: Some(5),
         ..ClientOpts::default()
     };
     let mut h = Harness::start(sim, &opts).await;

@@ -90,7 +90,13 @@ async fn naive_baseline(h: &Harness, windows: &[(&str, &str)]) -> u64 {
     let traced = futures::stream::iter(rows)
         .map(|order_id| async move {
             client
-                .call(&ApiRequest::LogisticsTrace { order_id }, timeout)
+                .call(
+                    &ApiRequest::LogisticsTrace {
+                        order_id,
+                        tracking: None,
+                    },
+                    timeout,
+                )
                 .await
                 .expect("trace")
         })
@@ -310,6 +316,7 @@ async fn failed_event_store_leaves_order_unmarked_and_rerun_stores_it() {
                 shipped: true,
                 modified: chrono::Utc::now(),
                 amount_cents: 100,
+                tracking: None,
             },
             last_status: None,
             signed: false,

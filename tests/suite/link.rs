@@ -107,6 +107,7 @@ async fn shipped_order(gw: &Gateway) -> String {
         let id = (syncfleet::sim::data::ORDER_ID_BASE + i).to_string();
         let req = ApiRequest::LogisticsTrace {
             order_id: id.clone(),
+            tracking: None,
         };
         if gw.call(TB, req, &ctx()).await.is_ok() {
             return id;
@@ -599,6 +600,7 @@ async fn read_returns_stale_during_outage_embedded_sqlite_and_old_data_is_refuse
     sim.clear_drills();
     let trace = ApiRequest::LogisticsTrace {
         order_id: shipped_order(&gw).await,
+        tracking: None,
     };
     gw.call(TB, trace.clone(), &ctx())
         .await

@@ -47,3 +47,4 @@ mod sim;
 mod store;
 mod throttle_embedded;
 mod throttle_redis;
+mod wire_fixtures;

@@ -672,6 +672,7 @@ fn order(id: &str, modified_s: i64, status: &str) -> Order {
         shipped: true,
         modified: Utc.timestamp_opt(1_767_225_600 + modified_s, 0).unwrap(),
         amount_cents: 9900,
+        tracking: None,
     }
 }
 

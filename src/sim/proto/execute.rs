@@ -1,8 +1,12 @@
 //! The business side of a verified call: the platforms' parameter names, reading and checking
 //! the params, running the call against the generated data, and the empty-field drill.
 
-use super::render::{render_added, render_item, render_messages, render_orders, render_trace};
+use super::parcel;
+use super::render::{
+    render_added, render_item, render_messages, render_orders, render_parcels, render_trace,
+};
 use super::{parse_gmt8, Call, Failure, Params, TOP_TIME};
+use crate::platform::wire;
 use crate::platform::{Api, Platform};
 use crate::sim::data::{self, ItemData};
 use crate::sim::state::Sim;
@@ -10,7 +14,7 @@ use chrono::{DateTime, Utc};
 use serde_json::{json, Value};
 
 /// Business parameter names per platform: (item id, title, price, quantity, idempotency key,
-/// window start, window end, page, page size, order id).
+/// window start, window end, page, page size).
 struct Names {
     item_id: &'static str,
     title: &'static str,
@@ -21,7 +25,6 @@ struct Names {
     end: &'static str,
     page: &'static str,
     page_size: &'static str,
-    order: &'static str,
 }
 
 const TOP_NAMES: Names = Names {
@@ -34,7 +37,6 @@ const TOP_NAMES: Names = Names {
     end: "end_modified",
     page: "page_no",
     page_size: "page_size",
-    order: "tid",
 };
 const JD_NAMES: Names = Names {
     item_id: "wareId",
@@ -46,7 +48,6 @@ const JD_NAMES: Names = Names {
     end: "end_date",
     page: "page",
     page_size: "page_size",
-    order: "waybillCode",
 };
 const ALIBABA_NAMES: Names = Names {
     item_id: "productID",
@@ -58,7 +59,6 @@ const ALIBABA_NAMES: Names = Names {
     end: "modifyEndTime",
     page: "page",
     page_size: "pageSize",
-    order: "orderId",
 };
 
 fn names(p: Platform) -> &'static Names {
@@ -130,6 +130,14 @@ pub(super) fn execute(
     let app = &sim.apps[call.app];
     let rid = || sim.request_id();
     let empty = sim.with_drill(|d| d.empty_field.clone());
+    // Every parameter the platform's SDK requires, refused with the platform's own error when
+    // missing or empty. The writes' full product models are not held to theirs yet: the
+    // listing job still sends the four-field product (docs/wire-formats.md, "Writes").
+    if call.api != Api::ItemAdd {
+        for key in wire::spec(p, call.api).map_or(&[][..], |s| s.required) {
+            required(params, key)?;
+        }
+    }
     let mut body = match call.api {
         Api::ItemGet => {
             let id: u64 = number(params, n.item_id)?;
@@ -179,17 +187,27 @@ pub(super) fn execute(
             if end < start {
                 return Err(Failure::Invalid(format!("{} before {}", n.end, n.start)));
             }
-            if p == Platform::Taobao && end - start > 86_400 {
-                return Err(Failure::Invalid(format!(
-                    "{} - {} exceeds one day",
-                    n.end, n.start
-                )));
+            let spec = wire::spec(p, Api::OrderList);
+            if let Some(max) = spec.and_then(|s| s.window_max_s) {
+                if end - start > max as i64 {
+                    return Err(Failure::Invalid(format!(
+                        "{} - {} exceeds {} s",
+                        n.end, n.start, max
+                    )));
+                }
             }
             let page = optional_number(params, n.page, 1)?.max(1);
-            let size = optional_number(params, n.page_size, 40)?;
-            if size == 0 || size > 100 {
-                return Err(Failure::Invalid(format!("{} must be 1..=100", n.page_size)));
+            let size = optional_number(params, n.page_size, 20)?;
+            // TOP and JD refuse a page over their cap; 1688 serves at most 20 whatever is
+            // asked, without a word (docs/wire-formats.md).
+            let cap = u64::from(wire::order_page_size_max(p));
+            if size == 0 || (size > cap && p != Platform::Alibaba) {
+                return Err(Failure::Invalid(format!(
+                    "{} must be 1..={cap}",
+                    n.page_size
+                )));
             }
+            let served = size.min(cap);
             // The generated orders and the shop's live ones (docs/design.md, "Continuous
             // sync"). TOP sorts newest first (its documentation says so, and tells clients to
             // page from the last page back); the others oldest first.
@@ -198,13 +216,24 @@ pub(super) fn execute(
                 sim.live_shop(call.app, shop)
                     .window(start, end, now.timestamp()),
             );
-            if p == Platform::Taobao {
+            // TOP lists newest first; JD when asked with `sortType=1`; 1688 oldest first.
+            let newest_first = match p {
+                Platform::Taobao => true,
+                Platform::Jd => params.get("sortType").is_some_and(|v| v == "1"),
+                Platform::Alibaba => false,
+            };
+            if newest_first {
                 all.sort_by_key(|o| std::cmp::Reverse((o.modified, o.id)));
             }
+            // JD lists the orders in the states asked for, and only the fields asked for.
+            let asked = Asked::of(p, params);
+            if let Some(states) = &asked.states {
+                all.retain(|o| states.iter().any(|s| s == super::order_status(p, o.state)));
+            }
             let from = ((page - 1) * size).min(all.len() as u64) as usize;
-            let to = (from + size as usize).min(all.len());
+            let to = (from + served as usize).min(all.len());
             let has_next = page * size < all.len() as u64;
-            render_orders(p, &all[from..to], all.len(), has_next, rid)
+            render_orders(p, &all[from..to], all.len(), has_next, &asked, rid)
         }
         Api::MessageConsume => {
             let quantity = optional_number(params, "quantity", 100)?;
@@ -235,8 +264,18 @@ pub(super) fn execute(
                 .confirm(&ids);
             json!({"tmc_messages_confirm_response": {"is_success": true, "request_id": rid()}})
         }
+        Api::LogisticsInfo => {
+            let id: u64 = number(params, "orderId")?;
+            let live = sim.live_shop(call.app, shop).get(id, now.timestamp());
+            let order = live
+                .as_ref()
+                .or_else(|| app.shop.get(id))
+                .ok_or_else(|| Failure::NotFound("order", id.to_string()))?;
+            let steps = data::trace(order, &sim.cfg.orders, sim.started, now.timestamp());
+            render_parcels(order, &steps)
+        }
         Api::LogisticsTrace => {
-            let id: u64 = number(params, n.order)?;
+            let id = traced_order(p, params)?;
             let live = sim.live_shop(call.app, shop).get(id, now.timestamp());
             let order = live
                 .as_ref()
@@ -250,6 +289,68 @@ pub(super) fn execute(
         blank_field(&mut body, &empty, p);
     }
     Ok(body)
+}
+
+/// What a list call asked for beyond its window: TOP's `fields`, JD's `optional_fields` and
+/// `order_state`, TOP's `use_has_next`.
+pub(super) struct Asked {
+    /// The fields of each order to answer with; None: all of them.
+    pub(super) fields: Option<Vec<String>>,
+    /// The order states to list; None: every state.
+    pub(super) states: Option<Vec<String>>,
+    /// TOP: answer `has_next` instead of `total_results`.
+    pub(super) use_has_next: bool,
+}
+
+impl Asked {
+    fn of(p: Platform, params: &Params) -> Asked {
+        let list = |key: &str| {
+            params.get(key).map(|v| {
+                v.split(',')
+                    .map(|f| f.trim().to_string())
+                    .filter(|f| !f.is_empty())
+                    .collect()
+            })
+        };
+        match p {
+            Platform::Taobao => Asked {
+                fields: list("fields"),
+                states: None,
+                use_has_next: params.get("use_has_next").is_some_and(|v| v == "true"),
+            },
+            Platform::Jd => Asked {
+                fields: list("optional_fields"),
+                states: list("order_state"),
+                use_has_next: false,
+            },
+            Platform::Alibaba => Asked {
+                fields: None,
+                states: None,
+                use_has_next: false,
+            },
+        }
+    }
+}
+
+/// The order a trace asks about: TOP names it (`tid`); JD names the carrier's waybill; 1688
+/// names the parcel (`logisticsId`) and the order, which must agree.
+fn traced_order(p: Platform, params: &Params) -> Result<u64, Failure> {
+    match p {
+        Platform::Taobao => number(params, "tid"),
+        Platform::Jd => {
+            let waybill = required(params, "waybillCode")?;
+            parcel::order_of_jd_waybill(&waybill)
+                .ok_or_else(|| Failure::NotFound("waybill", waybill))
+        }
+        Platform::Alibaba => {
+            let order: u64 = number(params, "orderId")?;
+            let id = required(params, "logisticsId")?;
+            match parcel::order_of_alibaba_logistics_id(&id) {
+                Some(of) if of == order => Ok(order),
+                _ => Err(Failure::NotFound("logistics", id)),
+            }
+        }
+    }
 }
 
 /// Empty-field drill: set the named field to "" in every record of the body. `title`,

@@ -10,6 +10,7 @@
 //! the data they ask for; `render` the platforms' success and error bodies.
 
 mod execute;
+mod parcel;
 mod render;
 mod verify;
 pub(crate) use render::order_status;

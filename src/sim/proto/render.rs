@@ -1,7 +1,8 @@
 //! The platforms' answers: success bodies of each API and the error body of every failure
 //! (docs/wire-formats.md).
 
-use super::{gmt8, Answer, Failure, TOP_TIME};
+use super::execute::Asked;
+use super::{gmt8, parcel, Answer, Failure, TOP_TIME};
 use crate::platform::{Api, Platform};
 use crate::sim::data::{self, AddOutcome, ItemData, OrderData, OrderState, StepKind, TraceStep};
 use crate::sim::live::{self, Delivery};
@@ -21,8 +22,9 @@ pub(super) fn render_item(p: Platform, item: &ItemData, rid: impl Fn() -> String
             "request_id": rid()}}),
         Platform::Jd => json!({jd_key(Api::ItemGet): {"code": "0",
             "ware": {"wareId": item.id, "title": item.title, "jdPrice": price, "stockNum": item.quantity}}}),
-        Platform::Alibaba => json!({"result": {"success": true,
-            "toReturn": {"productID": item.id, "subject": item.title, "price": price, "amount": item.quantity}}}),
+        Platform::Alibaba => json!({"success": true, "productInfo": {"productID": item.id,
+            "subject": item.title, "status": "published",
+            "saleInfo": {"amountOnSale": item.quantity, "priceRanges": [{"startQuantity": 1, "price": price}]}}}),
     }
 }
 
@@ -62,43 +64,89 @@ pub(super) fn render_orders(
     page: &[OrderData],
     total: usize,
     has_next: bool,
+    asked: &Asked,
     rid: impl Fn() -> String,
 ) -> Value {
+    let shipped = |o: &OrderData| matches!(o.state, OrderState::Shipped | OrderState::Signed);
     match p {
         Platform::Taobao => {
             let trades: Vec<Value> = page
                 .iter()
                 .map(|o| {
-                    json!({"tid": o.id, "status": order_status(p, o.state),
-                        "modified": gmt8(o.modified, TOP_TIME), "payment": data::format_price(o.amount_cents)})
+                    only(asked, json!({"tid": o.id, "status": order_status(p, o.state),
+                        "modified": gmt8(o.modified, TOP_TIME), "payment": data::format_price(o.amount_cents),
+                        "type": "fixed", "shipping_type": "express"}))
                 })
                 .collect();
-            json!({"trades_sold_increment_get_response": {"total_results": total, "has_next": has_next,
-                "trades": {"trade": trades}, "request_id": rid()}})
+            // `use_has_next=true` answers `has_next` and drops `total_results`; an empty list
+            // is a missing key.
+            let mut r = if asked.use_has_next {
+                json!({"has_next": has_next, "request_id": rid()})
+            } else {
+                json!({"total_results": total, "request_id": rid()})
+            };
+            if !trades.is_empty() {
+                r["trades"] = json!({"trade": trades});
+            }
+            json!({"trades_sold_increment_get_response": r})
         }
         Platform::Jd => {
             let list: Vec<Value> = page
                 .iter()
                 .map(|o| {
-                    json!({"orderId": o.id.to_string(), "orderState": order_status(p, o.state),
-                        "modified": gmt8(o.modified, TOP_TIME), "orderTotalPrice": data::format_price(o.amount_cents)})
+                    let mut v = json!({"orderId": o.id.to_string(), "orderState": order_status(p, o.state),
+                        "modified": gmt8(o.modified, TOP_TIME), "orderTotalPrice": data::format_price(o.amount_cents),
+                        "venderId": "10001", "orderType": "22"});
+                    if shipped(o) {
+                        v["waybill"] = json!(parcel::jd_waybill(o.id));
+                        v["logisticsId"] = json!("2087");
+                    }
+                    only(asked, v)
                 })
                 .collect();
             json!({jd_key(Api::OrderList): {"code": "0", "searchorderinfo_result": {
-                "apiResult": {"success": true}, "orderTotal": total, "orderInfoList": list}}})
+                "apiResult": {"success": true},
+                "orderTotal": total, "orderInfoList": list}}})
         }
         Platform::Alibaba => {
             let list: Vec<Value> = page
                 .iter()
                 .map(|o| {
-                    json!({"baseInfo": {"id": o.id, "status": order_status(p, o.state),
+                    // Basic order data only: no parcel ids (1688's own words: for logistics,
+                    // call another API). Amounts are JSON numbers in yuan.
+                    json!({"baseInfo": {"id": o.id, "idOfStr": o.id.to_string(),
+                        "status": order_status(p, o.state),
                         "modifyTime": gmt8(o.modified, "%Y%m%d%H%M%S000+0800"),
-                        "totalAmount": data::format_price(o.amount_cents)}})
+                        "totalAmount": o.amount_cents as f64 / 100.0},
+                        "nativeLogistics": {"province": "浙江省", "city": "杭州市"}})
                 })
                 .collect();
             json!({"result": list, "totalRecord": total})
         }
     }
+}
+
+/// Keep only the fields a list call asked for (all of them when it named none).
+fn only(asked: &Asked, mut record: Value) -> Value {
+    if let (Some(fields), Some(m)) = (&asked.fields, record.as_object_mut()) {
+        m.retain(|k, _| fields.iter().any(|f| f == k));
+    }
+    record
+}
+
+/// 1688's `getLogisticsInfos.sellerView`: the order's parcel with its state (`SIGN` once
+/// signed for); none before it ships.
+pub(super) fn render_parcels(order: &OrderData, steps: &[TraceStep]) -> Value {
+    let status = match steps.last().map(|s| s.kind) {
+        None => return json!({"result": []}),
+        Some(StepKind::Signed) => "SIGN",
+        Some(StepKind::Got) => "ACCEPT",
+        Some(StepKind::Transport) => "TRANSPORT",
+    };
+    json!({"result": [{
+        "logisticsId": parcel::alibaba_logistics_id(order.id),
+        "orderEntryIds": format!("{}", order.id),
+        "status": status}]})
 }
 
 /// TOP's answer to `taobao.tmc.messages.consume`: each message's `content` is a JSON text.
@@ -137,7 +185,8 @@ pub(super) fn render_trace(
                     json!({"status_time": gmt8(s.at, TOP_TIME), "status_desc": s.remark, "action": action})
                 })
                 .collect();
-            let status = if signed {
+            // An offline-shipped parcel reads "对方已签收" from the moment it ships.
+            let status = if signed || (!steps.is_empty() && parcel::top_offline_shipped(order.id)) {
                 "对方已签收"
             } else if steps.is_empty() {
                 "等待揽收"
@@ -156,29 +205,29 @@ pub(super) fn render_trace(
                         StepKind::Transport => "运输中",
                         StepKind::Signed => "妥投",
                     };
-                    json!({"ope_time": gmt8(s.at, TOP_TIME), "ope_remark": s.remark, "ope_title": title})
+                    json!({"ope_time": gmt8(s.at, TOP_TIME), "ope_remark": s.remark,
+                        "ope_title": title, "ope_name": "配送员"})
                 })
                 .collect();
-            json!({jd_key(Api::LogisticsTrace): {"code": "0", "querytrace_result": {"data": list}}})
+            let mut r = json!({"code": "0"});
+            if !list.is_empty() {
+                r["trace_api_dtos"] = json!(list);
+            }
+            json!({jd_key(Api::LogisticsTrace): r})
         }
         Platform::Alibaba => {
+            // A step is its time and the carrier's remark, nothing more.
             let list: Vec<Value> = steps
                 .iter()
-                .map(|s| {
-                    let status = match s.kind {
-                        StepKind::Got => "GOT",
-                        StepKind::Transport => "TRANSPORT",
-                        StepKind::Signed => "SIGNED",
-                    };
-                    json!({"acceptTime": gmt8(s.at, TOP_TIME), "remark": s.remark, "status": status})
-                })
+                .map(|s| json!({"acceptTime": gmt8(s.at, TOP_TIME), "remark": s.remark}))
                 .collect();
             let traces = if list.is_empty() {
                 json!([])
             } else {
-                json!([{"logisticsSteps": list}])
+                json!([{"logisticsId": parcel::alibaba_logistics_id(order.id),
+                    "orderId": order.id, "logisticsSteps": list}])
             };
-            json!({"success": true, "logisticsTrace": traces})
+            json!({"logisticsTrace": traces})
         }
     }
 }
@@ -288,25 +337,25 @@ pub(crate) fn render_failure(sim: &Sim, p: Platform, api: Option<Api>, f: &Failu
                     format!("App call limited, this ban will last for {s} more seconds"),
                 ),
                 Failure::Busy => ("66", "服务繁忙", "Service busy, please retry".into()),
-                Failure::Signature => ("14", "签名无效", "Invalid signature".into()),
-                Failure::AppKey => ("20", "app_key无效", "Invalid app_key".into()),
-                Failure::Session => ("19", "access_token无效", "Invalid access_token".into()),
-                Failure::Timestamp => ("22", "时间戳无效", "Invalid timestamp".into()),
+                Failure::Signature => ("12", "无效签名", "Invalid signature".into()),
+                Failure::AppKey => ("21", "无效的app_key", "Invalid app_key".into()),
+                Failure::Session => ("19", "无效access_token", "Invalid access_token".into()),
+                Failure::Timestamp => ("8", "无效的时间戳", "Invalid timestamp".into()),
                 Failure::Missing(k) => ("60", "缺少参数", format!("Missing parameter: {k}")),
                 Failure::Invalid(k) => ("60", "参数无效", format!("Invalid parameter: {k}")),
                 Failure::TooLarge(n) => {
                     ("60", "请求过大", format!("Request body exceeds {n} bytes"))
                 }
-                Failure::Method => ("24", "方法不存在", "Invalid method".into()),
+                Failure::Method => ("15", "无效的方法名", "Invalid method".into()),
                 Failure::WordedLimit => {
                     let key = jd_key(api.unwrap_or(Api::ItemGet));
                     return Answer::ok(json!({key: {"code": "0", "apiResult": {"success": false,
-                        "resultCode": "STOCK_INVALID", "resultDescribe": "库存超限"}}}));
+                        "englishErrCode": "stock exceeds the limit", "chineseErrCode": "库存超限", "numberCode": 10100017}}}));
                 }
                 Failure::NotFound(what, id) => {
                     let key = jd_key(api.unwrap_or(Api::ItemGet));
                     return Answer::ok(json!({key: {"code": "0", "apiResult": {"success": false,
-                        "resultCode": "NOT_FOUND", "resultDescribe": format!("{what} {id} does not exist")}}}));
+                        "englishErrCode": format!("{what} {id} does not exist"), "chineseErrCode": "不存在", "numberCode": 10100001}}}));
                 }
             };
             Answer::ok(json!({"error_response": {"code": code, "zh_desc": zh, "en_desc": en}}))
@@ -332,18 +381,14 @@ pub(crate) fn render_failure(sim: &Sim, p: Platform, api: Option<Api>, f: &Failu
                 ),
                 Failure::Signature => (400, "gw.SignatureInvalid", "Signature invalid".into()),
                 Failure::AppKey => (400, "gw.AppKeyNotExist", "App key does not exist".into()),
-                Failure::Session => (
-                    401,
-                    "gw.InvalidAccessToken",
-                    "Access token invalid or expired".into(),
-                ),
+                Failure::Session => (401, "401", "Request need user authorized".into()),
                 // 1688 has no timestamp code of its own in the contract: a caller error.
                 Failure::Timestamp => (
                     400,
                     "gw.ParamMissing",
                     "_aop_timestamp malformed or out of the allowed skew".into(),
                 ),
-                Failure::Missing(k) => (400, "gw.ParamMissing", format!("Missing parameter: {k}")),
+                Failure::Missing(k) => (400, "gw.ParamMissing", format!("Required argument {k}")),
                 Failure::Invalid(k) => (400, "gw.ParamMissing", format!("Invalid parameter: {k}")),
                 Failure::TooLarge(n) => (
                     413,
@@ -367,7 +412,7 @@ pub(crate) fn render_failure(sim: &Sim, p: Platform, api: Option<Api>, f: &Failu
             };
             Answer {
                 status: StatusCode::from_u16(status).unwrap_or(StatusCode::BAD_REQUEST),
-                body: json!({"error_code": code, "error_message": msg}),
+                body: json!({"error_code": code, "error_message": msg, "exception": msg}),
             }
         }
     }

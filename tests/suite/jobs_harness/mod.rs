@@ -75,8 +75,8 @@ pub struct ClientOpts {
     pub shops: Vec<(String, u32)>,
     /// `[queue] heal_interval_s`.
     pub heal_interval_s: u64,
-    /// `[jobs] order_page_size`.
-    pub order_page_size: u32,
+    /// `[jobs] order_page_size` (unset: each platform's largest page).
+    pub order_page_size: Option<u32>,
     /// `[queue] heartbeat_s` and `missed_heartbeats`: 1 s and 2 (a killed worker's tasks are
     /// claimed after 2 s). A run with no faults that asserts no repeated write uses
     /// [`ClientOpts::steady_leases`]: on a loaded machine a heartbeat can be that late.
@@ -99,7 +99,7 @@ impl Default for ClientOpts {
             item_retry_rounds: 4,
             shops: Vec::new(),
             heal_interval_s: 60,
-            order_page_size: 100,
+            order_page_size: None,
             heartbeat_s: 1,
             missed_heartbeats: 2,
         }
@@ -199,7 +199,7 @@ pub fn client_toml(sim: &SimHandle, o: &ClientOpts) -> String {
         "[gates.default]\nrate = {}\nburst = {}\nconcurrency = {}\np95_ms = 20\nmax_wait_ms = 5000\n\n\
          [queue]\nchunk_size = {}\npoll_interval_ms = 20\nheartbeat_s = {}\nmissed_heartbeats = {}\n\
          max_attempts = {}\nretry_base_ms = {}\nshutdown_grace_s = {}\nunreachable_exit_s = {}\nheal_interval_s = {}\n\n\
-         [jobs]\nlogistics_min_interval_s = {}\nitem_retry_rounds = {}\norder_page_size = {}\n\n[probe]\ninterval_s = 0\n",
+         [jobs]\nlogistics_min_interval_s = {}\nitem_retry_rounds = {}\n{}\n[probe]\ninterval_s = 0\n",
         o.rate,
         o.burst,
         o.concurrency,
@@ -214,6 +214,8 @@ pub fn client_toml(sim: &SimHandle, o: &ClientOpts) -> String {
         o.logistics_min_interval_s,
         o.item_retry_rounds,
         o.order_page_size
+            .map(|n| format!("order_page_size = {n}\n"))
+            .unwrap_or_default()
     ));
     for (name, weight) in &o.shops {
         let app = sim

@@ -1,0 +1,292 @@
+//! The platforms' APIs as their SDKs and documentation define them: one declarative row per
+//! (platform, API) with its method, required parameters, limits and answer path. The adapters
+//! build their requests from these rows, config validation reads their limits, and
+//! `docs/wire-formats.md` cites the source of every fact.
+
+use super::{Api, Platform};
+
+/// One API of one platform, as its SDK's request class checks it and its response class reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct ApiSpec {
+    /// The method name (TOP, JOS) or `namespace/apiName` (1688).
+    pub(crate) method: &'static str,
+    /// Business parameters the request class's `check()` / `Validate()` requires.
+    pub(crate) required: &'static [&'static str],
+    /// The largest page a list API serves (`page_size` / `pageSize`).
+    pub(crate) page_size_max: Option<u32>,
+    /// The longest window a list API accepts between its start and end, in seconds.
+    pub(crate) window_max_s: Option<u64>,
+    /// Where the answer sits in a success body.
+    pub(crate) answer: &'static str,
+    /// Where the facts of this row come from (the full citation is in docs/wire-formats.md).
+    pub(crate) source: &'static str,
+}
+
+const DAY_S: u64 = 86_400;
+
+/// TOP's fields asked of `taobao.trades.sold.increment.get`: only the fields named come back,
+/// and these are what the order sync reads (`Trade`: tid, status, modified, payment).
+pub(crate) const TOP_TRADE_FIELDS: &str = "tid,status,modified,payment";
+
+/// JD's `optional_fields` of `jingdong.pop.order.search` (required: "不填或者为空则请求被拒绝"):
+/// the order's id, state, modification time, total, and the carrier's waybill number its
+/// logistics trace is asked by.
+pub(crate) const JD_ORDER_FIELDS: &str = "orderId,orderState,modified,orderTotalPrice,waybill";
+
+/// JD's `order_state` of `jingdong.pop.order.search` (required): every state an order moves
+/// through, so a window's modified orders are all listed whatever their state.
+pub(crate) const JD_ORDER_STATES: &str = "WAIT_SELLER_STOCK_OUT,WAIT_GOODS_RECEIVE_CONFIRM,WAIT_SELLER_DELIVERY,PAUSE,FINISHED_L,TRADE_CANCELED,LOCKED,POP_ORDER_PAUSE";
+
+/// 1688's `webSite` parameter for the 1688 site (as opposed to `alibaba`, the international one).
+pub(crate) const ALIBABA_WEBSITE: &str = "1688";
+
+const TOP_TRADES: ApiSpec = ApiSpec {
+    method: "taobao.trades.sold.increment.get",
+    required: &["fields", "start_modified", "end_modified"],
+    page_size_max: Some(100),
+    window_max_s: Some(DAY_S),
+    answer: "trades_sold_increment_get_response.{total_results, trades.trade[]}",
+    source:
+        "TOP SDK TradesSoldIncrementGetRequest check(); API doc taobao.trades.sold.increment.get",
+};
+
+const TABLE: [(Platform, Api, ApiSpec); 15] = [
+    (
+        Platform::Taobao,
+        Api::ItemGet,
+        ApiSpec {
+            method: "taobao.item.seller.get",
+            required: &["fields", "num_iid"],
+            page_size_max: None,
+            window_max_s: None,
+            answer: "item_seller_get_response.item",
+            source: "TOP SDK ItemSellerGetRequest check()",
+        },
+    ),
+    (
+        Platform::Taobao,
+        Api::ItemAdd,
+        ApiSpec {
+            method: "taobao.item.add",
+            required: &[
+                "num",
+                "price",
+                "type",
+                "stuff_status",
+                "title",
+                "desc",
+                "location.state",
+                "location.city",
+                "cid",
+            ],
+            page_size_max: None,
+            window_max_s: None,
+            answer: "item_add_response.item",
+            source: "TOP SDK ItemAddRequest check()",
+        },
+    ),
+    (Platform::Taobao, Api::OrderList, TOP_TRADES),
+    (
+        Platform::Taobao,
+        Api::LogisticsTrace,
+        ApiSpec {
+            method: "taobao.logistics.trace.search",
+            required: &["tid"],
+            page_size_max: None,
+            window_max_s: None,
+            answer: "logistics_trace_search_response.{status, trace_list.transit_step_info[]}",
+            source: "TOP SDK LogisticsTraceSearchRequest; TaobaoLogisticsTraceSearchAPIResponse",
+        },
+    ),
+    (
+        Platform::Taobao,
+        Api::MessageConsume,
+        ApiSpec {
+            method: "taobao.tmc.messages.consume",
+            required: &[],
+            page_size_max: Some(200),
+            window_max_s: None,
+            answer: "tmc_messages_consume_response.messages.tmc_message[]",
+            source: "TOP SDK TmcMessagesConsumeRequest (quantity 10..=200)",
+        },
+    ),
+    (
+        Platform::Taobao,
+        Api::MessageConfirm,
+        ApiSpec {
+            method: "taobao.tmc.messages.confirm",
+            required: &["s_message_ids"],
+            page_size_max: None,
+            window_max_s: None,
+            answer: "tmc_messages_confirm_response.is_success",
+            source: "TOP SDK TmcMessagesConfirmRequest",
+        },
+    ),
+    (
+        Platform::Jd,
+        Api::ItemGet,
+        ApiSpec {
+            method: "jingdong.ware.read.findWareById",
+            required: &["wareId"],
+            page_size_max: None,
+            window_max_s: None,
+            answer: "jingdong_ware_read_findWareById_responce.ware",
+            source: "JD SDK WareReadFindWareByIdRequest",
+        },
+    ),
+    (
+        Platform::Jd,
+        Api::ItemAdd,
+        ApiSpec {
+            method: "jingdong.ware.write.add",
+            required: &["ware", "skus"],
+            page_size_max: None,
+            window_max_s: None,
+            answer: "jingdong_ware_write_add_responce.ware",
+            source: "JD SDK WareWriteAddRequest",
+        },
+    ),
+    (
+        Platform::Jd,
+        Api::OrderList,
+        ApiSpec {
+            method: "jingdong.pop.order.search",
+            required: &["order_state", "optional_fields", "start_date", "end_date"],
+            // JD's own page says 100 in its SDK's doc text, 50 in its current copies: 50.
+            page_size_max: Some(50),
+            window_max_s: Some(30 * DAY_S),
+            answer: "jingdong_pop_order_search_responce.searchorderinfo_result.{apiResult, orderTotal, orderInfoList[]}",
+            source: "JD API doc jingdong.pop.order.search; JD SDK PopOrderSearchRequest",
+        },
+    ),
+    (
+        Platform::Jd,
+        Api::LogisticsTrace,
+        ApiSpec {
+            method: "jingdong.etms.trace.get",
+            required: &["waybillCode"],
+            page_size_max: None,
+            window_max_s: None,
+            answer: "jingdong_etms_trace_get_responce.trace_api_dtos[]",
+            source: "JD SDK EtmsTraceGetRequest / EtmsTraceGetResponse",
+        },
+    ),
+    (
+        Platform::Alibaba,
+        Api::ItemGet,
+        ApiSpec {
+            method: "com.alibaba.product/alibaba.product.get",
+            required: &["productID", "webSite"],
+            page_size_max: None,
+            window_max_s: None,
+            answer: "productInfo",
+            source: "1688 ocean SDK AlibabaProductGetParam / AlibabaProductGetResult",
+        },
+    ),
+    (
+        Platform::Alibaba,
+        Api::ItemAdd,
+        ApiSpec {
+            method: "com.alibaba.product/alibaba.product.add",
+            required: &["productType", "categoryID", "subject", "webSite"],
+            page_size_max: None,
+            window_max_s: None,
+            answer: "{productID, errorMsg}",
+            source: "1688 ocean SDK AlibabaProductAddParam",
+        },
+    ),
+    (
+        Platform::Alibaba,
+        Api::OrderList,
+        ApiSpec {
+            method: "com.alibaba.trade/alibaba.trade.getSellerOrderList",
+            required: &["modifyStartTime", "modifyEndTime", "page", "pageSize"],
+            page_size_max: Some(20),
+            window_max_s: None,
+            answer: "{result[].{baseInfo, nativeLogistics.logisticsItems[]}, totalRecord}",
+            source: "1688 API doc alibaba.trade.getSellerOrderList (pageSize 最高20)",
+        },
+    ),
+    (
+        Platform::Alibaba,
+        Api::LogisticsTrace,
+        ApiSpec {
+            method: "com.alibaba.logistics/alibaba.trade.getLogisticsTraceInfo.sellerView",
+            required: &["logisticsId", "orderId", "webSite"],
+            page_size_max: None,
+            window_max_s: None,
+            answer: "logisticsTrace[].logisticsSteps[].{acceptTime, remark}",
+            source: "1688 API doc alibaba.trade.getLogisticsTraceInfo.sellerView",
+        },
+    ),
+    (
+        Platform::Alibaba,
+        Api::LogisticsInfo,
+        ApiSpec {
+            method: "com.alibaba.logistics/alibaba.trade.getLogisticsInfos.sellerView",
+            required: &["orderId", "webSite"],
+            page_size_max: None,
+            window_max_s: None,
+            answer: "result[].{logisticsId, logisticsBillNo, status}",
+            source: "1688 API doc alibaba.trade.getLogisticsInfos.sellerView",
+        },
+    ),
+];
+
+/// The row of `api` on `platform`; None when the platform does not offer it.
+pub(crate) fn spec(platform: Platform, api: Api) -> Option<&'static ApiSpec> {
+    TABLE
+        .iter()
+        .find(|(p, a, _)| *p == platform && *a == api)
+        .map(|(_, _, s)| s)
+}
+
+/// Whether `platform`'s order list comes newest first, as the walk asks it: TOP's answer is
+/// "以订单的修改时间倒序排列"; JD's when `sortType=1` ("降序"), which the adapter sends; 1688's
+/// order is not documented, and the walk is correct either way (jobs/orders.rs, `Walk`) as
+/// long as it is told the truth: the simulator lists 1688's oldest first.
+pub(crate) fn lists_newest_first(platform: Platform) -> bool {
+    match platform {
+        Platform::Taobao | Platform::Jd => true,
+        Platform::Alibaba => false,
+    }
+}
+
+/// The largest order page `platform` serves.
+pub fn order_page_size_max(platform: Platform) -> u32 {
+    spec(platform, Api::OrderList)
+        .and_then(|s| s.page_size_max)
+        .unwrap_or(20)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_offered_api_has_one_row() {
+        for p in Platform::ALL {
+            for a in Api::ALL {
+                let rows = TABLE
+                    .iter()
+                    .filter(|(tp, ta, _)| *tp == p && *ta == a)
+                    .count();
+                let offered = !matches!(
+                    (p, a),
+                    (
+                        Platform::Jd | Platform::Alibaba,
+                        Api::MessageConsume | Api::MessageConfirm
+                    ) | (Platform::Taobao | Platform::Jd, Api::LogisticsInfo)
+                );
+                assert_eq!(rows, usize::from(offered), "{p} {a}");
+            }
+        }
+    }
+
+    #[test]
+    fn page_caps_are_the_platforms() {
+        assert_eq!(order_page_size_max(Platform::Taobao), 100);
+        assert_eq!(order_page_size_max(Platform::Jd), 50);
+        assert_eq!(order_page_size_max(Platform::Alibaba), 20);
+    }
+}
