@@ -136,7 +136,7 @@ fn check_judged(
                     | (Api::ItemAdd, ApiResponse::ItemAdded { .. })
                     | (Api::OrderList, ApiResponse::OrderPage(_))
                     | (Api::LogisticsTrace, ApiResponse::Trace(_))
-                    | (Api::LogisticsInfo, ApiResponse::Parcels(_))
+                    | (Api::LogisticsInfo, ApiResponse::Parcels { .. })
             );
             if !matches {
                 return Err(format!("{}: answer of another API: {resp:?}", at()));

@@ -89,7 +89,7 @@ async fn learn_parcel(
         Ok(r) => r,
         Err(e) => return Err(ItemRun::from_link_error(key, &e)),
     };
-    let ApiResponse::Parcels(parcels) = reply.response else {
+    let ApiResponse::Parcels { parcels } = reply.response else {
         return Err(ItemRun::Outcome(ItemOutcome::failed(
             key,
             ErrorClass::Unknown,

@@ -154,7 +154,7 @@ struct SliceProgress {
     shrunk: bool,
 }
 
-/// The order a window's pages are read in (docs/design.md, "Order walks").
+/// The order a window's pages are read in (docs/design.md, "Continuous sync").
 ///
 /// Page 1 first, for the window's total; then, when the platform gives a total, from the
 /// last page back to page 2, as TOP's documentation asks. An order that changes while the

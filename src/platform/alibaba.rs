@@ -276,7 +276,7 @@ pub(crate) fn parse_response(req: &ApiRequest, body: &Value) -> Result<ApiRespon
                     status,
                 });
             }
-            Ok(ApiResponse::Parcels(parcels))
+            Ok(ApiResponse::Parcels { parcels })
         }
         ApiRequest::MessageConsume { .. } | ApiRequest::MessageConfirm { .. } => {
             Err(CallError::not_offered(P, api))

@@ -93,7 +93,10 @@ pub enum ApiResponse {
     /// Answer to [`ApiRequest::LogisticsTrace`].
     Trace(Trace),
     /// Answer to [`ApiRequest::LogisticsInfo`]: the order's parcels (none before it ships).
-    Parcels(Vec<Parcel>),
+    Parcels {
+        /// The parcels, first shipped first.
+        parcels: Vec<Parcel>,
+    },
     /// Answer to [`ApiRequest::MessageConsume`].
     Messages(Vec<Message>),
     /// Answer to [`ApiRequest::MessageConfirm`].

@@ -37,6 +37,7 @@ mod platform_sim;
 mod queue;
 mod queue_embedded;
 mod queue_heal;
+mod real_clients;
 mod redis_cluster;
 mod redis_failover;
 mod redis_memory;

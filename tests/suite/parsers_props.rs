@@ -187,7 +187,7 @@ proptest! {
     fn a_failed_status_is_never_a_success(platform in platform(), status in 300u16..600, ok in select(vec![
         r#"{"item_seller_get_response":{"item":{"num_iid":1}}}"#,
         r#"{"jingdong_ware_read_findWareById_responce":{"code":"0","ware":{"wareId":1}}}"#,
-        r#"{"result":{"success":true,"toReturn":{"productID":1}}}"#,
+        r#"{"productInfo":{"productID":1}}"#,
     ])) {
         for (api, r) in all_results(platform, status, ok.as_bytes()) {
             prop_assert!(r.is_err(), "{platform} {api} {status}: {r:?}");
@@ -276,7 +276,7 @@ proptest! {
         let item = match platform {
             Platform::Taobao => json!({"item_seller_get_response": {"item": {"num_iid": id, "title": title, "num": num}}}),
             Platform::Jd => json!({"jingdong_ware_read_findWareById_responce": {"code": "0", "ware": {"wareId": id, "title": title, "stockNum": num}}}),
-            Platform::Alibaba => json!({"result": {"success": true, "toReturn": {"productID": id, "subject": title, "amount": num}}}),
+            Platform::Alibaba => json!({"productInfo": {"productID": id, "subject": title, "saleInfo": {"amountOnSale": num}}}),
         };
         let r = fuzzing::response(platform, Api::ItemGet, 200, item.to_string().as_bytes());
         let Ok(ApiResponse::Item(got)) = r else {

@@ -103,7 +103,7 @@ async fn trace_request(
                 )
                 .await
                 .unwrap_or_else(|e| panic!("{p}: {e}"));
-            let ApiResponse::Parcels(parcels) = info else {
+            let ApiResponse::Parcels { parcels } = info else {
                 panic!("{p}: not parcels")
             };
             parcels.first().map(|x| x.tracking.clone())
@@ -421,8 +421,9 @@ async fn a_spent_daily_quota_is_flagged() {
                 order_id: "1001".into(),
                 tracking: Some("JDVA00000001001".into()),
             },
-            Platform::Alibaba => ApiRequest::LogisticsInfo {
+            Platform::Alibaba => ApiRequest::LogisticsTrace {
                 order_id: "1001".into(),
+                tracking: Some("BX1001".into()),
             },
         };
         for _ in 0..2 {
@@ -717,7 +718,8 @@ async fn call_subcommand_exit_codes() {
     .unwrap();
     let mut saw_slow = false;
     for _ in 0..6 {
-        let (code, out, _) = run(&["alibaba", "item_get", "productID=1"], &[]).await;
+        let (code, out, _) =
+            run(&["alibaba", "item_get", "productID=1", "webSite=1688"], &[]).await;
         if code == Some(1) {
             assert!(out.trim_end().ends_with("class: slow (ban 1 s)"), "{out}");
             saw_slow = true;

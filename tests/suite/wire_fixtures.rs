@@ -157,7 +157,7 @@ fn alibaba_answers_read_as_1688_means_them() {
     assert!(o.amount.parse::<f64>().is_ok(), "{o:?}");
     assert_eq!(o.tracking, None, "the list gives no parcel ids");
 
-    let Ok(ApiResponse::Parcels(parcels)) = read(
+    let Ok(ApiResponse::Parcels { parcels }) = read(
         p,
         Api::LogisticsInfo,
         200,
@@ -288,7 +288,7 @@ async fn shipped_order(c: &PlatformClient, p: Platform) -> (String, Option<Strin
         .unwrap_or_else(|| panic!("{p}: a shipped order on page 1"));
     let tracking = match p {
         Platform::Alibaba => {
-            let Ok(ApiResponse::Parcels(ps)) = c
+            let Ok(ApiResponse::Parcels { parcels: ps }) = c
                 .call(
                     &ApiRequest::LogisticsInfo {
                         order_id: o.order_id.clone(),

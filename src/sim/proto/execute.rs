@@ -339,8 +339,10 @@ fn traced_order(p: Platform, params: &Params) -> Result<u64, Failure> {
         Platform::Taobao => number(params, "tid"),
         Platform::Jd => {
             let waybill = required(params, "waybillCode")?;
-            parcel::order_of_jd_waybill(&waybill)
-                .ok_or_else(|| Failure::NotFound("waybill", waybill))
+            match parcel::order_of_jd_waybill(&waybill) {
+                Some(order) => Ok(order),
+                None => Err(Failure::NotFound("waybill", waybill)),
+            }
         }
         Platform::Alibaba => {
             let order: u64 = number(params, "orderId")?;
