@@ -22,6 +22,7 @@ pub(crate) mod metric_names;
 pub mod platform;
 pub mod queue;
 pub mod redis_conn;
+pub(crate) mod seal;
 pub(crate) mod secret;
 pub mod shutdown;
 pub mod sim;

@@ -4,6 +4,7 @@
 
 use crate::config::Config;
 use crate::jobs::runner::JobRunner;
+use crate::jobs::tokens::TokenKeeper;
 use crate::link::gateway::Gateway;
 use crate::link::shared::FleetLink;
 use crate::queue::{Queue, QueueError, QueueOptions, Shutdown, WorkerOptions, WorkerReport};
@@ -183,11 +184,24 @@ impl Runtime {
         concurrency: usize,
         shutdown: Shutdown,
     ) -> Result<WorkerReport, QueueError> {
+        self.work_renewing(gateway, concurrency, shutdown, None)
+            .await
+    }
+
+    /// [`Runtime::work`] signing renewable shops' calls with the tokens `tokens` keeps.
+    pub(crate) async fn work_renewing(
+        &self,
+        gateway: Gateway,
+        concurrency: usize,
+        shutdown: Shutdown,
+        tokens: Option<Arc<TokenKeeper>>,
+    ) -> Result<WorkerReport, QueueError> {
         let queue = self.queue.for_worker(&self.store);
         let runner = Arc::new(JobRunner::new(
             self.store.clone(),
             gateway.clone(),
             self.cfg.clone(),
+            tokens,
         ));
         let opts = WorkerOptions {
             concurrency: concurrency.max(1),

@@ -4,6 +4,7 @@
 use super::runtime::{GatewayError, Runtime, RuntimeError};
 use crate::jobs::secrets::SecretsError;
 use crate::queue::{QueueError, Shutdown, WorkerReport};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// Time the stop may take beyond the shutdown grace: recording outcomes, acks, give-backs.
@@ -36,6 +37,9 @@ pub(crate) enum WorkerError {
     /// not set.
     #[error("the push receiver: {0}")]
     Receive(String),
+    /// The client that renews shops' tokens could not be built.
+    #[error("token renewal: {0}")]
+    Tokens(#[source] reqwest::Error),
     /// `[hooks] url` is set and its signing key's variable is not.
     #[error("completion hooks: {0}")]
     HookSecret(#[from] crate::config::MissingSecret),
@@ -78,7 +82,9 @@ impl WorkerError {
             WorkerError::Queue(e) => RuntimeError::is_queue_input_error(e),
             WorkerError::Metrics(e) => e.is_input_error(),
             WorkerError::Gateway(e) => e.is_input_error(),
-            WorkerError::Unreachable { .. } | WorkerError::GraceExceeded { .. } => false,
+            WorkerError::Unreachable { .. }
+            | WorkerError::GraceExceeded { .. }
+            | WorkerError::Tokens(_) => false,
         }
     }
 }
@@ -182,6 +188,24 @@ pub(crate) async fn run_worker(
         }
         None => None,
     };
+    // Shops' tokens renewed before they end, once for the fleet (docs/design.md, "Token
+    // lifetimes"); the first look before the first task.
+    let tokens = if rt.cfg.renewable_shops().is_empty() {
+        None
+    } else {
+        let keeper = Arc::new(
+            crate::jobs::tokens::TokenKeeper::new(rt.cfg.clone(), rt.store.clone())
+                .map_err(WorkerError::Tokens)?,
+        );
+        keeper.look().await;
+        Some(keeper)
+    };
+    let token_loop = tokens.clone().map(|keeper| {
+        tokio::spawn(crate::jobs::tokens::run_token_loop(
+            keeper,
+            shutdown.clone(),
+        ))
+    });
     // Change messages (docs/design.md, "Continuous sync").
     let listeners: Vec<_> = opts
         .listen
@@ -201,7 +225,7 @@ pub(crate) async fn run_worker(
     // worker still busy past that exits anyway: its tasks are recovered as orphans.
     let grace = Duration::from_secs(rt.cfg.queue.shutdown_grace_s) + STOP_MARGIN;
     let stopping = shutdown.clone();
-    let work = rt.work(gateway, opts.concurrency, shutdown);
+    let work = rt.work_renewing(gateway, opts.concurrency, shutdown, tokens);
     tokio::pin!(work);
     let report = tokio::select! {
         r = &mut work => Some(r),
@@ -213,7 +237,7 @@ pub(crate) async fn run_worker(
     // it rolls back whole); a message batch is acknowledged only once recorded; a hook
     // delivery cut off keeps its claim until it lapses and the next worker sends it again.
     stopping.trigger();
-    for mut task in [probes, heal, schedules, hooks, receiver]
+    for mut task in [probes, heal, schedules, hooks, receiver, token_loop]
         .into_iter()
         .flatten()
         .chain(listeners)

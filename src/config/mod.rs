@@ -22,6 +22,7 @@ pub(crate) use gates::MAX_INTERACTIVE_SHARE;
 pub use gates::{GateConfig, Pacing, UnknownPacing};
 pub use hooks::HooksConfig;
 pub use link::{BreakerConfig, ClassTimeouts, LinkConfig, RetryConfig, TimeoutsConfig};
+pub(crate) use platforms::read_secret_env;
 pub use platforms::{ClientSetupError, MissingSecret, PlatformConfig};
 pub(crate) use shops::{valid_shop_name, DEFAULT_WEIGHT, MAX_WEIGHT};
 pub use shops::{ShopConfig, ShopError};

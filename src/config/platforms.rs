@@ -34,6 +34,10 @@ pub struct PlatformConfig {
     /// platform books against it and paces by it (docs/design.md, "Pacing").
     #[serde(default)]
     pub(crate) daily_quota: Option<u64>,
+    /// The platform's OAuth endpoint that renews a shop's access token with its refresh
+    /// token; default: the platform's own (docs/wire-formats.md).
+    #[serde(default)]
+    pub(crate) token_endpoint: Option<String>,
     /// Orders asked per order-list page on this platform (at most its largest page: TOP
     /// 100, JD 50, 1688 20); unset: `jobs.order_page_size`, else the largest page.
     #[serde(default)]

@@ -25,6 +25,11 @@ pub struct ShopConfig {
     pub platform: Platform,
     /// Name of the environment variable holding this shop's session / access token.
     pub session_env: String,
+    /// Name of the environment variable holding this shop's refresh token: with it, the
+    /// shop's access token is renewed before it expires, once for the fleet, and every worker
+    /// signs with the renewed one (docs/design.md, "Token lifetimes").
+    #[serde(default)]
+    pub refresh_env: Option<String>,
     /// Share among the shops with work waiting (1 to 1000).
     #[serde(default = "ShopConfig::default_weight")]
     pub weight: u32,
@@ -96,6 +101,19 @@ impl Config {
                 shop: shop.to_string(),
                 missing,
             })
+    }
+
+    /// The shops whose tokens are renewed (those naming a `refresh_env`): (platform, shop,
+    /// the variable of its refresh token).
+    pub(crate) fn renewable_shops(&self) -> Vec<(Platform, String, String)> {
+        self.shops
+            .iter()
+            .filter_map(|(name, s)| {
+                s.refresh_env
+                    .as_ref()
+                    .map(|var| (s.platform, name.clone(), var.clone()))
+            })
+            .collect()
     }
 
     /// Check that `shop` may be used on `platform` (a named shop's platform matches),

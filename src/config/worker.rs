@@ -79,6 +79,9 @@ pub(crate) struct JobsConfig {
     pub(crate) sync_slice_s: u64,
     /// Change messages pulled per call (TOP: 10..=200).
     pub(crate) listen_batch: u32,
+    /// How often a worker looks at the renewable shops' tokens: renews the ones near their
+    /// end (one worker of the fleet does), and picks up the ones another renewed.
+    pub(crate) token_check_ms: u64,
     /// A pull of change messages this often while changes flow (at once after a full batch):
     /// each pull is a call; this bounds how late a change is seen.
     pub(crate) listen_every_ms: u64,
@@ -99,6 +102,7 @@ impl Default for JobsConfig {
             schedule_check_ms: 1000,
             sync_slice_s: 1800,
             listen_batch: 100,
+            token_check_ms: 5000,
             listen_every_ms: 4000,
             listen_idle_max_ms: 4000,
             listen_confirm_within_ms: 4000,

@@ -3,7 +3,8 @@
 //! that ride out a busy SQLite. Its own module so the handlers (listing, orders, logistics)
 //! depend on it and not on the runner that calls them.
 
-use crate::config::{Config, Secret};
+use super::tokens::SessionCell;
+use crate::config::Config;
 use crate::link::backoff::Backoff;
 use crate::link::gateway::{CallContext, Gateway, LinkError, LinkErrorKind};
 use crate::platform::{Api, ErrorClass, Platform};
@@ -22,15 +23,16 @@ pub(crate) struct HandlerCtx {
     pub(crate) store: Store,
     pub(crate) gateway: Gateway,
     pub(crate) cfg: Arc<Config>,
-    /// The task's shop's session (`None`: the platform's own; docs/design.md, "Shops").
-    pub(crate) shop_session: Option<Secret>,
+    /// The task's shop's session (`None`: the platform's own; docs/design.md, "Shops"), read
+    /// at each call: a renewed token is used from the next call on.
+    pub(crate) shop_session: Option<SessionCell>,
     /// The task's job's lane: every call of the task books its gate token in it.
     pub(crate) lane: Lane,
 }
 
 impl HandlerCtx {
     /// This context for a task of a shop whose calls carry `session`, in `lane`.
-    pub(crate) fn for_task(&self, session: Option<Secret>, lane: Lane) -> HandlerCtx {
+    pub(crate) fn for_task(&self, session: Option<SessionCell>, lane: Lane) -> HandlerCtx {
         HandlerCtx {
             shop_session: session,
             lane,
@@ -42,7 +44,7 @@ impl HandlerCtx {
     /// write, an order or logistics read): it carries the shop's session.
     pub(crate) fn shop_call_context_until(&self, stop: &Stop) -> CallContext {
         self.call_context_until(stop)
-            .with_session(self.shop_session.clone())
+            .with_session(self.shop_session.as_ref().map(SessionCell::get))
     }
 
     /// A fresh call context whose budget is the configured per-item budget.

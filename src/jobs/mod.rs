@@ -18,3 +18,4 @@ pub mod secrets;
 pub(crate) mod shops;
 pub mod spec;
 pub(crate) mod tick;
+pub(crate) mod tokens;

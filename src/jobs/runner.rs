@@ -16,6 +16,7 @@ use super::item::{
 };
 use super::shops::{ShopAccess, ShopCheck};
 use super::spec::{JobSpec, DEFAULT_SHOP};
+use super::tokens::TokenKeeper;
 use super::{listing, logistics, orders};
 use crate::config::Config;
 use crate::link::gateway::Gateway;
@@ -68,10 +69,15 @@ pub(crate) struct JobRunner {
 }
 
 impl JobRunner {
-    pub(crate) fn new(store: Store, gateway: Gateway, cfg: Arc<Config>) -> JobRunner {
+    pub(crate) fn new(
+        store: Store,
+        gateway: Gateway,
+        cfg: Arc<Config>,
+        tokens: Option<Arc<TokenKeeper>>,
+    ) -> JobRunner {
         JobRunner {
             controls: Arc::new(JobControls::new(store.clone())),
-            shops: Arc::new(ShopAccess::new(cfg.clone(), store.clone())),
+            shops: Arc::new(ShopAccess::new(cfg.clone(), store.clone(), tokens)),
             ctx: HandlerCtx {
                 store,
                 gateway,

@@ -8,7 +8,8 @@
 //! looks: the pause keeps a keyed fingerprint of the refused session, never the session.
 
 use super::control::CONTROL_FRESH;
-use crate::config::{Config, Secret, ShopError};
+use super::tokens::{SessionCell, TokenKeeper};
+use crate::config::{Config, ShopError};
 use crate::platform::Platform;
 use crate::store::{Store, StoreError};
 use std::collections::HashMap;
@@ -18,10 +19,9 @@ use std::time::Instant;
 /// What this process knows of one shop.
 #[derive(Clone)]
 struct Known {
-    /// The session its calls carry (`None`: the platform's own).
-    session: Option<Secret>,
-    /// Fingerprint of the session this worker holds for it.
-    mark: String,
+    /// The session its calls carry (`None`: the platform's own); a renewable shop's follows
+    /// its renewals.
+    session: Option<SessionCell>,
     /// When the ledger's pause was last read, and whether the shop was paused then.
     seen: Option<(Instant, bool)>,
 }
@@ -31,14 +31,21 @@ pub(crate) struct ShopAccess {
     cfg: Arc<Config>,
     store: Store,
     known: Mutex<HashMap<(Platform, String), Known>>,
+    /// The renewable shops' sessions (docs/design.md, "Token lifetimes").
+    tokens: Option<Arc<TokenKeeper>>,
 }
 
 impl ShopAccess {
-    pub(crate) fn new(cfg: Arc<Config>, store: Store) -> ShopAccess {
+    pub(crate) fn new(
+        cfg: Arc<Config>,
+        store: Store,
+        tokens: Option<Arc<TokenKeeper>>,
+    ) -> ShopAccess {
         ShopAccess {
             cfg,
             store,
             known: Mutex::new(HashMap::new()),
+            tokens,
         }
     }
 
@@ -50,16 +57,15 @@ impl ShopAccess {
         if let Some(k) = self.lock().get(&(platform, shop.to_string())) {
             return Ok(k.clone());
         }
-        let session = self.cfg.shop_session(platform, shop)?;
-        let pc = self.cfg.platform(platform);
-        let held = session
-            .clone()
-            .or_else(|| pc.and_then(|pc| pc.session().ok().flatten()));
-        let key = pc.and_then(|pc| pc.secret().ok()).unwrap_or_default();
-        let mark = held.map_or_else(|| "none".to_string(), |s| s.mark(&key));
+        let given = self.cfg.shop_session(platform, shop)?;
+        let renewed = self
+            .tokens
+            .as_ref()
+            .filter(|t| t.renews(platform, shop))
+            .and_then(|t| t.cell(platform, shop));
+        let session = renewed.or_else(|| given.map(SessionCell::new));
         let k = Known {
             session,
-            mark,
             seen: None,
         };
         self.lock().insert((platform, shop.to_string()), k.clone());
@@ -71,8 +77,20 @@ impl ShopAccess {
         &self,
         platform: Platform,
         shop: &str,
-    ) -> Result<Option<Secret>, ShopError> {
+    ) -> Result<Option<SessionCell>, ShopError> {
         Ok(self.known(platform, shop)?.session)
+    }
+
+    /// Keyed fingerprint of the session this worker holds for the shop now.
+    fn mark(&self, platform: Platform, known: &Known) -> String {
+        let pc = self.cfg.platform(platform);
+        let held = known
+            .session
+            .as_ref()
+            .map(SessionCell::get)
+            .or_else(|| pc.and_then(|pc| pc.session().ok().flatten()));
+        let key = pc.and_then(|pc| pc.secret().ok()).unwrap_or_default();
+        held.map_or_else(|| "none".to_string(), |s| s.mark(&key))
     }
 
     /// Whether `shop` is paused, as the ledger said at most [`CONTROL_FRESH`] ago. A pause
@@ -87,7 +105,7 @@ impl ShopAccess {
         }
         let mut paused = false;
         if let Some(pause) = self.store.shop_pause(platform, shop).await? {
-            if pause.session_mark == known.mark {
+            if pause.session_mark == self.mark(platform, &known) {
                 paused = true;
             } else {
                 let lifted = self
@@ -118,7 +136,7 @@ impl ShopAccess {
         let known = self.known(platform, shop)?;
         if self
             .store
-            .pause_shop(platform, shop, reason, &known.mark)
+            .pause_shop(platform, shop, reason, &self.mark(platform, &known))
             .await?
         {
             tracing::warn!(

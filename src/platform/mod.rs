@@ -8,6 +8,7 @@ mod delivery;
 pub(crate) mod jd;
 mod json;
 pub(crate) mod model;
+pub(crate) mod oauth;
 pub mod sign;
 pub(crate) mod taobao;
 pub(crate) mod webhook;

@@ -35,6 +35,14 @@ pub struct SimApp {
 }
 
 impl SimApp {
+    /// The refresh token the simulator gives shop `name` of this app: it renews the shop's
+    /// access token at the platform's token endpoint.
+    pub fn shop_refresh(&self, name: &str) -> Option<Secret> {
+        self.shops
+            .contains_key(name)
+            .then(|| Secret::new(format!("sim-{}-refresh-{name}", self.platform)))
+    }
+
     /// The session the simulator gives shop `name` of this app (tests and benchmarks sign
     /// with it).
     pub fn shop_session(&self, name: &str) -> Option<&Secret> {
@@ -172,6 +180,10 @@ pub struct SimConfig {
     pub(crate) max_body_bytes: usize,
     /// Idle-close drill: how long a request on a dropped connection is held before the close.
     pub idle_hold_s: u64,
+    /// How long a shop's access token lives: its configured session from the simulator's
+    /// start, a renewed one from its renewal (`idle_hold_s`-style knob; 0: they never end).
+    /// The app's own session never ends.
+    pub token_lifetime_s: u64,
     /// The apps accepted; each gets its own shop of generated orders.
     pub apps: Vec<SimApp>,
     /// Catalog item ids are 1..=catalog_items.
@@ -211,6 +223,7 @@ impl SimConfig {
             timestamp_skew_s: 600,
             max_body_bytes: 1 << 20,
             idle_hold_s: 60,
+            token_lifetime_s: 0,
             apps: vec![
                 app(
                     Platform::Taobao,
@@ -300,6 +313,12 @@ impl SimConfig {
             l.per_second = per_second;
             l.daily = daily;
         }
+        self
+    }
+
+    /// Shops' access tokens live `seconds` (builder style, for tests and benchmarks).
+    pub fn with_token_lifetime(mut self, seconds: u64) -> Self {
+        self.token_lifetime_s = seconds;
         self
     }
 

@@ -87,6 +87,11 @@ pub struct Drill {
     pub(crate) huge_answer_items: Vec<u64>,
     pub(crate) huge_answer_bytes: u64,
     pub(crate) huge_answer_declared: bool,
+    /// An order window changes under its walk, once per app: at the first order-list call
+    /// for a page after the first, the first order of page 1 changes (it leaves the window);
+    /// at the next, a new order comes into the window at its newest end (docs/design.md,
+    /// "Continuous sync"; `sim/walk_shift.rs`).
+    pub(crate) walk_shift: bool,
     /// Changed limits, in the order they were set (later ones win).
     pub(crate) limits: Vec<LimitOverride>,
     /// Changed limit kinds / bucket sizes, in the order they were set (later ones win).
@@ -184,6 +189,10 @@ pub struct DrillPatch {
     /// Whether a huge answer declares its length (Content-Length) or just runs (chunked).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub huge_answer_declared: Option<bool>,
+    /// An order window changes under its walk: an order of page 1 leaves it, then a new one
+    /// comes in (once per app; turning it on again arms it again).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub walk_shift: Option<bool>,
     /// A changed limit; replaces an earlier one for the same (api, platform).
     pub limit: Option<LimitOverride>,
     /// A changed limit kind / bucket size; replaces an earlier one for the same
@@ -210,6 +219,7 @@ struct PatchWire {
     huge_answer_items: Option<Vec<u64>>,
     huge_answer_bytes: Option<u64>,
     huge_answer_declared: Option<bool>,
+    walk_shift: Option<bool>,
     limit: Option<LimitWire>,
     limit_kind: Option<LimitKindOverride>,
 }
@@ -274,6 +284,7 @@ impl TryFrom<PatchWire> for DrillPatch {
             huge_answer_items: w.huge_answer_items,
             huge_answer_bytes: w.huge_answer_bytes,
             huge_answer_declared: w.huge_answer_declared,
+            walk_shift: w.walk_shift,
             limit,
             limit_kind,
         })
@@ -329,6 +340,9 @@ impl DrillPatch {
         }
         if let Some(v) = self.huge_answer_declared {
             d.huge_answer_declared = v;
+        }
+        if let Some(v) = self.walk_shift {
+            d.walk_shift = v;
         }
         if let Some(l) = &self.limit {
             // One override per (api, platform): a new one replaces the old.

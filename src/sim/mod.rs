@@ -30,11 +30,14 @@ pub(crate) mod proto;
 pub(crate) mod push;
 pub(crate) mod server;
 pub(crate) mod state;
+pub(crate) mod tokens;
+pub(crate) mod walk_shift;
 
 pub use config::{Limit, LimitKind, OrdersConfig, SimApp, SimConfig};
 pub use drill::{Drill, DrillError, DrillPatch, LimitKindOverride, LimitOverride};
 pub use live::LiveOrders;
 pub use state::{ApiStats, ErrorCounts, ShopStats, SimStats, Totals};
+pub use tokens::TokenStats;
 
 use crate::platform::client::ClientError;
 use crate::platform::Platform;

@@ -125,6 +125,10 @@ fn router(sim: Arc<Sim>) -> Router {
         .route("/router/rest", post(top).get(top))
         .route("/routerjson", post(jd).get(jd))
         .route("/openapi/{*rest}", post(alibaba).get(alibaba))
+        // The platforms' token endpoints (TOP's oauth.taobao.com/token, JD's
+        // open-oauth.jd.com/oauth2/refresh_token; 1688's is under /openapi, below).
+        .route("/token", post(top_token))
+        .route("/oauth2/refresh_token", post(jd_token).get(jd_token))
         .route("/admin/stats", get(stats))
         .route("/admin/reset", post(reset))
         .route("/admin/drill", get(drill_get).post(drill_post))
@@ -189,6 +193,26 @@ fn form_pairs(query: Option<&str>, body: &[u8]) -> Option<Vec<(String, String)>>
         pairs.extend(more);
     }
     Some(pairs)
+}
+
+/// A token endpoint's call: renew a shop's token (src/sim/tokens.rs).
+async fn token_call(sim: Arc<Sim>, platform: Platform, req: Request) -> Response {
+    let (parts, body) = req.into_parts();
+    let bytes = read_body(body, sim.cfg.max_body_bytes)
+        .await
+        .unwrap_or_default();
+    let params = form_pairs(parts.uri.query(), &bytes).unwrap_or_default();
+    let (status, body) =
+        crate::sim::tokens::refresh(&sim, platform, &params, Utc::now().timestamp_millis());
+    json_response(status, &body)
+}
+
+async fn top_token(State(sim): State<Arc<Sim>>, req: Request) -> Response {
+    token_call(sim, Platform::Taobao, req).await
+}
+
+async fn jd_token(State(sim): State<Arc<Sim>>, req: Request) -> Response {
+    token_call(sim, Platform::Jd, req).await
 }
 
 async fn platform_call(sim: Arc<Sim>, platform: Platform, req: Request) -> Response {
@@ -277,6 +301,14 @@ async fn jd(State(sim): State<Arc<Sim>>, req: Request) -> Response {
 }
 
 async fn alibaba(State(sim): State<Arc<Sim>>, req: Request) -> Response {
+    // 1688's token endpoint: param2/1/system.oauth2/getToken/{appKey}.
+    if req
+        .uri()
+        .path()
+        .starts_with("/openapi/param2/1/system.oauth2/getToken/")
+    {
+        return token_call(sim, Platform::Alibaba, req).await;
+    }
     platform_call(sim, Platform::Alibaba, req).await
 }
 

@@ -30,6 +30,7 @@ mod postgres;
 mod schedules;
 mod shops;
 mod sqlite;
+mod tokens;
 mod types;
 
 pub use backend::Backend;
@@ -44,6 +45,7 @@ pub(crate) use schedules::StartRun;
 pub use schedules::{NewSchedule, Schedule, ScheduleRun, ScheduleView};
 pub use shops::ShopPause;
 pub use sqlite::{Pragmas, BUSY_TIMEOUT};
+pub use tokens::ShopToken;
 pub use types::*;
 
 use backend::{Pool, Pooled, Tx};

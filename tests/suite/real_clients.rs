@@ -49,6 +49,9 @@ async fn run_script(sim: &SimHandle, sdks: &Path) -> Vec<Value> {
     cmd.arg(&script)
         .env("PYTHONPATH", sdks)
         .env("PYTHONDONTWRITEBYTECODE", "1")
+        // China Standard Time (POSIX form, no tzdata needed), as where the SDKs run: JD's
+        // SDK stamps its local time with its offset.
+        .env("TZ", "CST-8")
         .env("SIM_HOST", host)
         .env("SIM_PORT", port)
         .kill_on_drop(true);
@@ -70,6 +73,8 @@ async fn run_script(sim: &SimHandle, sdks: &Path) -> Vec<Value> {
         script.display(),
         out.status
     );
+    // Shown with --nocapture, and by the harness when the test fails.
+    eprintln!("{stdout}{stderr}");
     stdout
         .lines()
         .filter(|l| !l.trim().is_empty())

@@ -434,3 +434,104 @@ async fn the_simulator_refuses_a_missing_required_parameter() {
     assert_eq!(e.code, "gw.ParamMissing", "{e:?}");
     assert!(e.to_string().contains("logisticsId"), "{e}");
 }
+
+/// The simulator's token endpoints answer in the platforms' shapes, and a shop's token ends
+/// when its lifetime is over: the platform's own session error, counted.
+#[tokio::test]
+async fn the_simulator_renews_and_ends_tokens_as_the_platforms_do() {
+    let shops = [
+        (Platform::Taobao, "t1", "/token", "taobao_refresh_ok.json"),
+        (
+            Platform::Jd,
+            "j1",
+            "/oauth2/refresh_token",
+            "jd_refresh_ok.json",
+        ),
+        (Platform::Alibaba, "a1", "", "alibaba_refresh_ok.json"),
+    ];
+    let mut cfg = SimConfig::demo()
+        .with_all_limits(10_000, 10_000_000)
+        .with_token_lifetime(1);
+    for (p, shop, _, _) in shops {
+        cfg = cfg.with_shops(p, &[shop]);
+    }
+    let sim = sim::spawn(cfg, "127.0.0.1:0".parse().expect("addr"))
+        .await
+        .expect("simulator starts");
+    let http = reqwest::Client::new();
+    for (p, shop, path, fixture_name) in shops {
+        let app = sim.config().app(p).expect("app").clone();
+        let url = match p {
+            Platform::Alibaba => format!(
+                "{}/openapi/param2/1/system.oauth2/getToken/{}",
+                sim.base_url(),
+                app.app_key
+            ),
+            _ => format!("{}{path}", sim.base_url()),
+        };
+        let (id, secret) = match p {
+            Platform::Jd => ("app_key", "app_secret"),
+            _ => ("client_id", "client_secret"),
+        };
+        let refresh = app.shop_refresh(shop).expect("refresh token");
+        let form = [
+            ("grant_type", "refresh_token"),
+            (id, app.app_key.as_str()),
+            (secret, app.secret.expose()),
+            ("refresh_token", refresh.expose()),
+        ];
+        let body: Value = http
+            .post(&url)
+            .form(&form)
+            .send()
+            .await
+            .expect("answered")
+            .json()
+            .await
+            .expect("json");
+        same_shape(
+            &format!("{p} token refresh"),
+            &body,
+            &[fixture(&format!("tokens/{fixture_name}"))],
+        );
+        assert!(body["access_token"].as_str().is_some(), "{p}: {body}");
+        // A wrong refresh token is refused.
+        let bad = [
+            ("grant_type", "refresh_token"),
+            (id, app.app_key.as_str()),
+            (secret, app.secret.expose()),
+            ("refresh_token", "not-it"),
+        ];
+        let body: Value = http
+            .post(&url)
+            .form(&bad)
+            .send()
+            .await
+            .expect("answered")
+            .json()
+            .await
+            .expect("json");
+        assert!(body.get("access_token").is_none(), "{p}: {body}");
+        // The shop's configured token ends after its second: the platform's session error.
+        let c = sim_client(&sim, p).with_session(app.shop_session(shop).expect("session").clone());
+        let item = ApiRequest::ItemGet {
+            item_id: "1".into(),
+        };
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        let e = loop {
+            match c.call(&item, T).await {
+                Err(e) => break e,
+                Ok(_) => {
+                    assert!(
+                        std::time::Instant::now() < deadline,
+                        "{p}: the token never ended"
+                    );
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+            }
+        };
+        assert!(e.session_refused, "{p}: {e:?}");
+        let t = sim.stats().tokens_of(p, shop);
+        assert!(t.expired_refused >= 1 && t.refreshes == 1, "{p}: {t:?}");
+    }
+}

@@ -209,21 +209,35 @@ pub(super) fn execute(
             }
             let served = size.min(cap);
             // The generated orders and the shop's live ones (docs/design.md, "Continuous
-            // sync"). TOP sorts newest first (its documentation says so, and tells clients to
-            // page from the last page back); the others oldest first.
-            let mut all: Vec<data::OrderData> = app.shop.window(start, end).to_vec();
-            all.extend(
-                sim.live_shop(call.app, shop)
-                    .window(start, end, now.timestamp()),
-            );
-            // TOP lists newest first; JD when asked with `sortType=1`; 1688 oldest first.
+            // sync"), with what the walk-shift drill changed laid over them. TOP lists newest
+            // first (its documentation says so, and tells clients to page from the last page
+            // back); JD when asked with `sortType=1`; 1688 oldest first.
             let newest_first = match p {
                 Platform::Taobao => true,
                 Platform::Jd => params.get("sortType").is_some_and(|v| v == "1"),
                 Platform::Alibaba => false,
             };
-            if newest_first {
-                all.sort_by_key(|o| std::cmp::Reverse((o.modified, o.id)));
+            let window = || {
+                let mut all: Vec<data::OrderData> = app.shop.window(start, end).to_vec();
+                all.extend(
+                    sim.live_shop(call.app, shop)
+                        .window(start, end, now.timestamp()),
+                );
+                sim.walk_shift.lay_over(call.app, start, end, &mut all);
+                if newest_first {
+                    all.sort_by_key(|o| std::cmp::Reverse((o.modified, o.id)));
+                } else if sim.walk_shift.touched(call.app) {
+                    all.sort_by_key(|o| (o.modified, o.id));
+                }
+                all
+            };
+            let mut all = window();
+            if sim.with_drill(|d| d.walk_shift)
+                && sim
+                    .walk_shift
+                    .step(call.app, page, end, now.timestamp(), all.first())
+            {
+                all = window();
             }
             // JD lists the orders in the states asked for, and only the fields asked for.
             let asked = Asked::of(p, params);
@@ -267,9 +281,10 @@ pub(super) fn execute(
         Api::LogisticsInfo => {
             let id: u64 = number(params, "orderId")?;
             let live = sim.live_shop(call.app, shop).get(id, now.timestamp());
+            let drilled = sim.walk_shift.get(call.app, id, app.shop.get(id));
             let order = live
                 .as_ref()
-                .or_else(|| app.shop.get(id))
+                .or(drilled.as_ref())
                 .ok_or_else(|| Failure::NotFound("order", id.to_string()))?;
             let steps = data::trace(order, &sim.cfg.orders, sim.started, now.timestamp());
             render_parcels(order, &steps)
@@ -277,9 +292,10 @@ pub(super) fn execute(
         Api::LogisticsTrace => {
             let id = traced_order(p, params)?;
             let live = sim.live_shop(call.app, shop).get(id, now.timestamp());
+            let drilled = sim.walk_shift.get(call.app, id, app.shop.get(id));
             let order = live
                 .as_ref()
-                .or_else(|| app.shop.get(id))
+                .or(drilled.as_ref())
                 .ok_or_else(|| Failure::NotFound("order", id.to_string()))?;
             let steps = data::trace(order, &sim.cfg.orders, sim.started, now.timestamp());
             render_trace(p, order, &steps, rid)

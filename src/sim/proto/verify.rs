@@ -5,6 +5,7 @@ use super::{form_get, parse_gmt8, Call, Failure, Params, TOP_TIME};
 use crate::platform::sign::{self, SignMethod};
 use crate::platform::Platform;
 use crate::sim::state::Sim;
+use crate::sim::tokens::Holder;
 use chrono::{DateTime, Utc};
 use serde_json::Value;
 
@@ -26,7 +27,14 @@ pub(super) fn verify(
     let session_param;
     match call.platform {
         Platform::Taobao => {
-            let ts = form_get(form, "timestamp").and_then(|s| parse_gmt8(s, TOP_TIME));
+            // TOP's Python SDK (topsdk) sends milliseconds since the epoch instead.
+            let ts = form_get(form, "timestamp").and_then(|s| {
+                parse_gmt8(s, TOP_TIME).or_else(|| {
+                    s.parse::<i64>()
+                        .ok()
+                        .and_then(DateTime::<Utc>::from_timestamp_millis)
+                })
+            });
             if !ts.is_some_and(within) {
                 return Err(Failure::Timestamp);
             }
@@ -80,22 +88,22 @@ pub(super) fn verify(
         return Err(Failure::Signature);
     }
     let given = form_get(form, session_param);
-    let shop = if given == Some(app.session.expose()) {
-        String::new()
-    } else {
-        let Some(name) = app
-            .shops
-            .iter()
-            .find(|(_, s)| Some(s.expose()) == given)
-            .map(|(n, _)| n.clone())
-        else {
-            return Err(Failure::Session);
-        };
-        if sim.with_drill(|d| d.refused_shops.contains(&name)) {
+    let shop = match crate::sim::tokens::holder(sim, call.app, given, now.timestamp_millis()) {
+        Holder::App => String::new(),
+        Holder::Shop(name) => {
+            if sim.with_drill(|d| d.refused_shops.contains(&name)) {
+                sim.shop_refused(call.platform, &name, call.api);
+                return Err(Failure::Session);
+            }
+            name
+        }
+        // The shop's token has ended: the platform's own session error.
+        Holder::Ended(name) => {
+            sim.tokens.count_ended(call.platform, &name);
             sim.shop_refused(call.platform, &name, call.api);
             return Err(Failure::Session);
         }
-        name
+        Holder::Unknown => return Err(Failure::Session),
     };
     if expired {
         return Err(Failure::Session);

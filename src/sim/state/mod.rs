@@ -355,6 +355,10 @@ pub(crate) struct Sim {
     request_seq: AtomicU64,
     /// Per (platform, shop, api): what the shops' own sessions did.
     shop_calls: Mutex<BTreeMap<(Platform, String, Api), ShopStats>>,
+    /// The shops' tokens: issued, renewed, ended.
+    pub(crate) tokens: crate::sim::tokens::TokenBook,
+    /// What the walk-shift drill changed.
+    pub(crate) walk_shift: crate::sim::walk_shift::WalkShift,
 }
 
 fn kind_index(kind: LimitKind) -> u8 {
@@ -402,6 +406,8 @@ impl Sim {
             started: Utc::now().timestamp(),
             request_seq: AtomicU64::new(0),
             shop_calls: Mutex::new(BTreeMap::new()),
+            tokens: Default::default(),
+            walk_shift: Default::default(),
         };
         let initial = sim.cfg.drill.clone();
         sim.install_drill(initial);
@@ -479,6 +485,9 @@ impl Sim {
         let next = patch.apply(&guard)?;
         *guard = next.clone();
         drop(guard);
+        if patch.walk_shift == Some(true) {
+            self.walk_shift.rearm();
+        }
         self.apply_limits(&next);
         Ok(next)
     }
@@ -558,6 +567,8 @@ impl Sim {
 
     pub(crate) fn reset(&self) {
         lock(&self.shop_calls).clear();
+        self.tokens.reset();
+        self.walk_shift.reset();
         for s in &self.slots {
             s.reset();
         }
@@ -597,6 +608,7 @@ impl Sim {
                 .iter()
                 .map(|a| a.snapshot(self.cfg.day, now))
                 .collect(),
+            tokens: self.tokens.stats(),
         }
     }
 }

@@ -125,6 +125,9 @@ pub struct SimStats {
     /// Per app: its daily count over all APIs.
     #[serde(default)]
     pub apps: Vec<AppStats>,
+    /// Per shop: its token renewals and the calls refused for an ended token.
+    #[serde(default)]
+    pub tokens: Vec<crate::sim::tokens::TokenStats>,
 }
 
 impl SimStats {
@@ -138,6 +141,15 @@ impl SimStats {
     /// The daily count of the first app of `platform`.
     pub fn app(&self, platform: Platform) -> Option<&AppStats> {
         self.apps.iter().find(|a| a.platform == platform)
+    }
+
+    /// The token counts of `shop` on `platform` (zero when it did nothing).
+    pub fn tokens_of(&self, platform: Platform, shop: &str) -> crate::sim::tokens::TokenStats {
+        self.tokens
+            .iter()
+            .find(|t| t.platform == Some(platform) && t.shop == shop)
+            .cloned()
+            .unwrap_or_default()
     }
 
     /// The counters of `shop` on `platform` for `api`.

@@ -82,6 +82,10 @@ pub struct ClientOpts {
     /// [`ClientOpts::steady_leases`]: on a loaded machine a heartbeat can be that late.
     pub heartbeat_s: u64,
     pub missed_heartbeats: u32,
+    /// The shops' tokens are renewed: each `[shops.NAME]` names `refresh_env`
+    /// (`shop_refresh_env(NAME)`, holding the simulator's refresh token), each platform its
+    /// token endpoint on the simulator, and `[jobs] token_check_ms` is this.
+    pub renew_tokens_every_ms: Option<u64>,
 }
 
 impl Default for ClientOpts {
@@ -102,6 +106,7 @@ impl Default for ClientOpts {
             order_page_size: None,
             heartbeat_s: 1,
             missed_heartbeats: 2,
+            renew_tokens_every_ms: None,
         }
     }
 }
@@ -115,6 +120,30 @@ impl ClientOpts {
             missed_heartbeats: 3,
             ..self
         }
+    }
+}
+
+/// The environment variable the harness puts shop `name`'s simulator refresh token in.
+pub fn shop_refresh_env(name: &str) -> String {
+    format!(
+        "SF_JOBTEST_SHOP_{}_REFRESH",
+        name.to_uppercase().replace('-', "_")
+    )
+}
+
+/// The simulator's token endpoint of `platform`.
+pub fn token_endpoint(sim: &SimHandle, platform: Platform) -> String {
+    match platform {
+        Platform::Taobao => format!("{}/token", sim.base_url()),
+        Platform::Jd => format!("{}/oauth2/refresh_token", sim.base_url()),
+        Platform::Alibaba => format!(
+            "{}/openapi/param2/1/system.oauth2/getToken/{}",
+            sim.base_url(),
+            sim.config()
+                .app(platform)
+                .map(|a| a.app_key.clone())
+                .unwrap_or_default()
+        ),
     }
 }
 
@@ -194,12 +223,20 @@ pub fn client_toml(sim: &SimHandle, o: &ClientOpts) -> String {
             secret_env(p),
             session_env(p),
         ));
+        if o.renew_tokens_every_ms.is_some() {
+            // Into the platform's section, before its blank line.
+            t.pop();
+            t.push_str(&format!(
+                "token_endpoint = \"{}\"\n\n",
+                token_endpoint(sim, p)
+            ));
+        }
     }
     t.push_str(&format!(
         "[gates.default]\nrate = {}\nburst = {}\nconcurrency = {}\np95_ms = 20\nmax_wait_ms = 5000\n\n\
          [queue]\nchunk_size = {}\npoll_interval_ms = 20\nheartbeat_s = {}\nmissed_heartbeats = {}\n\
          max_attempts = {}\nretry_base_ms = {}\nshutdown_grace_s = {}\nunreachable_exit_s = {}\nheal_interval_s = {}\n\n\
-         [jobs]\nlogistics_min_interval_s = {}\nitem_retry_rounds = {}\n{}\n[probe]\ninterval_s = 0\n",
+         [jobs]\nlogistics_min_interval_s = {}\nitem_retry_rounds = {}\n{}{}\n[probe]\ninterval_s = 0\n",
         o.rate,
         o.burst,
         o.concurrency,
@@ -215,6 +252,9 @@ pub fn client_toml(sim: &SimHandle, o: &ClientOpts) -> String {
         o.item_retry_rounds,
         o.order_page_size
             .map(|n| format!("order_page_size = {n}\n"))
+            .unwrap_or_default(),
+        o.renew_tokens_every_ms
+            .map(|ms| format!("token_check_ms = {ms}\n"))
             .unwrap_or_default()
     ));
     for (name, weight) in &o.shops {
@@ -229,6 +269,9 @@ pub fn client_toml(sim: &SimHandle, o: &ClientOpts) -> String {
             app.platform,
             shop_session_env(name)
         ));
+        if o.renew_tokens_every_ms.is_some() {
+            t.push_str(&format!("refresh_env = \"{}\"\n", shop_refresh_env(name)));
+        }
     }
     t
 }
@@ -320,6 +363,9 @@ impl Harness {
             c.env(session_env(app.platform), app.session.expose());
             for (name, session) in &app.shops {
                 c.env(shop_session_env(name), session.expose());
+                if let Some(refresh) = app.shop_refresh(name) {
+                    c.env(shop_refresh_env(name), refresh.expose());
+                }
             }
         }
         c.envs(self.env.iter().map(|(k, v)| (k, v)));
@@ -452,6 +498,14 @@ impl Harness {
     pub fn spawn_worker(&mut self, concurrency: usize, idle_s: u64) -> u32 {
         let config = self.config.clone();
         self.spawn_worker_with(&config, concurrency, idle_s)
+    }
+
+    /// Whether the worker with this pid is still running.
+    pub fn worker_running(&mut self, pid: u32) -> bool {
+        self.workers
+            .iter_mut()
+            .filter(|(_, c)| c.id() == pid)
+            .any(|(_, c)| matches!(c.try_wait(), Ok(None)))
     }
 
     /// SIGKILL the worker with this pid.
