@@ -274,6 +274,32 @@ per_second_cap = 400
     }
 
     #[test]
+    fn an_order_page_over_the_platforms_cap_is_refused() {
+        const ALIBABA: &str = "[platforms.alibaba]\nendpoint = \"http://127.0.0.1:7800/openapi\"\napp_key = \"k\"\nsecret_env = \"X\"\n";
+        // Unset: each platform's largest page.
+        let cfg = parse(&format!("{PLATFORM}{ALIBABA}")).unwrap();
+        assert_eq!(cfg.order_page_size(Platform::Taobao), 100);
+        assert_eq!(cfg.order_page_size(Platform::Alibaba), 20);
+        // 100 for every platform: 1688 serves 20 at most.
+        let err = parse(&format!(
+            "{PLATFORM}{ALIBABA}[jobs]\norder_page_size = 100\n"
+        ))
+        .unwrap_err();
+        assert_eq!(err.0.len(), 1, "{err}");
+        assert_eq!(err.0[0].key, "jobs.order_page_size", "{err}");
+        assert!(err.0[0].message.contains("at most 20"), "{err}");
+        // A platform's own page size wins and is checked against its own cap.
+        let cfg = parse(&format!(
+            "{PLATFORM}{ALIBABA}order_page_size = 15\n[jobs]\norder_page_size = 100\n"
+        ))
+        .unwrap();
+        assert_eq!(cfg.order_page_size(Platform::Alibaba), 15);
+        assert_eq!(cfg.order_page_size(Platform::Taobao), 100);
+        let err = parse(&format!("{PLATFORM}order_page_size = 101\n")).unwrap_err();
+        assert_eq!(err.0[0].key, "platforms.taobao.order_page_size", "{err}");
+    }
+
+    #[test]
     fn a_hook_is_a_url_or_a_command_not_both_and_one_seller_names_one_shop() {
         let both = parse(
             "[hooks]\nurl = \"http://127.0.0.1:9/h\"\nsecret_env = \"K\"\ncommand = [\"/bin/true\"]\n",

@@ -185,7 +185,12 @@ impl TokenKeeper {
         let Some(mut row) = row else {
             return Ok(());
         };
-        if self.policy.due(row.remaining_ms, row.lifetime_ms)
+        // A refresh the platform refused is not sent again while the shop stays paused for it:
+        // a new refresh token (the variable) or `shop resume` lets it try again.
+        let refused_before =
+            row.last_error.is_some() && self.store.shop_pause(platform, shop).await?.is_some();
+        if !refused_before
+            && self.policy.due(row.remaining_ms, row.lifetime_ms)
             && !row.renewing
             && self
                 .store
@@ -197,7 +202,7 @@ impl TokenKeeper {
                 )
                 .await?
         {
-            match self.renew(platform, pc, &app_secret, &ctx, &row).await {
+            match self.renew(platform, shop, pc, &app_secret, &row).await {
                 Ok(()) => out.renewed += 1,
                 Err(e) => {
                     out.failed += 1;
@@ -231,11 +236,12 @@ impl TokenKeeper {
     async fn renew(
         &self,
         platform: Platform,
+        shop: &str,
         pc: &crate::config::PlatformConfig,
         app_secret: &Secret,
-        ctx: &str,
         row: &ShopToken,
     ) -> Result<(), TokenError> {
+        let ctx = &context(platform, shop);
         let refresh = unseal(&row.sealed_refresh, app_secret, ctx)?;
         let endpoint = pc
             .token_endpoint
@@ -258,7 +264,6 @@ impl TokenKeeper {
             ctx,
         )?;
         let lifetime_ms = i64::try_from(renewed.lifetime.as_millis()).unwrap_or(i64::MAX / 4);
-        let (_, shop) = ctx.split_once('/').unwrap_or(("", ctx));
         self.store
             .store_renewed_token(
                 platform,

@@ -151,13 +151,14 @@ impl PlatformClient {
         req: &ApiRequest,
         read_timeout: Duration,
     ) -> Result<ApiResponse, CallError> {
-        let api = req.api();
-        if !api.offered_by(self.platform) {
-            return Err(CallError::not_offered(self.platform, api));
-        }
-        let params = business_params(self.platform, req);
-        let raw = self.exchange(api, &params, read_timeout).await?;
-        check_body(self.platform, api, raw.http_status, &raw.body, Utc::now())?;
+        let raw = self.call_raw(req, read_timeout).await?;
+        check_body(
+            self.platform,
+            req.api(),
+            raw.http_status,
+            &raw.body,
+            Utc::now(),
+        )?;
         parse_response(self.platform, req, &raw.body)
     }
 

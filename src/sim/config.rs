@@ -181,8 +181,8 @@ pub struct SimConfig {
     /// Idle-close drill: how long a request on a dropped connection is held before the close.
     pub idle_hold_s: u64,
     /// How long a shop's access token lives: its configured session from the simulator's
-    /// start, a renewed one from its renewal (`idle_hold_s`-style knob; 0: they never end).
-    /// The app's own session never ends.
+    /// start, a renewed one from its renewal (0: they never end). The app's own session never
+    /// ends.
     pub token_lifetime_s: u64,
     /// The apps accepted; each gets its own shop of generated orders.
     pub apps: Vec<SimApp>,
@@ -426,6 +426,9 @@ impl SimConfig {
                 );
             }
             cfg.idle_hold_s = v;
+        }
+        if let Some(v) = raw.token_lifetime_s {
+            cfg.token_lifetime_s = v;
         }
         for (name, app) in raw.apps {
             let key = format!("apps.{name}");
@@ -686,6 +689,7 @@ struct RawSim {
     timestamp_skew_s: Option<u64>,
     max_body_bytes: Option<usize>,
     idle_hold_s: Option<u64>,
+    token_lifetime_s: Option<u64>,
     day_seconds: Option<u32>,
     #[serde(default)]
     apps: BTreeMap<String, RawApp>,

@@ -5,6 +5,7 @@
 //! renewal and every call refused for an ended token, per shop: what a fleet's renewal is
 //! judged by.
 
+use super::proto::form_get as get;
 use super::state::Sim;
 use crate::platform::Platform;
 use axum::http::StatusCode;
@@ -116,14 +117,6 @@ pub(crate) fn holder(sim: &Sim, app: usize, given: Option<&str>, now_ms: i64) ->
         Some(i) if i.app == app => Holder::Ended(i.shop.clone()),
         _ => Holder::Unknown,
     }
-}
-
-fn get<'a>(params: &'a [(String, String)], key: &str) -> Option<&'a str> {
-    params
-        .iter()
-        .rev()
-        .find(|(k, _)| k == key)
-        .map(|(_, v)| v.as_str())
 }
 
 /// A platform's token endpoint: renew a shop's token with its refresh token. `params` are the

@@ -10,8 +10,14 @@ use std::time::{Duration, Instant};
 use syncfleet::platform::{Api, Platform};
 use syncfleet::store::RunOutcome;
 
-/// Seconds a shop's access token lives in these drills.
-const LIFETIME_S: u64 = 12;
+/// Seconds a shop's access token lives in these drills (SF_TOKENS_LIFETIME_S changes it, as a
+/// measurement at another setting).
+fn lifetime_s() -> u64 {
+    std::env::var("SF_TOKENS_LIFETIME_S")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(12)
+}
 
 const SHOPS: [(Platform, [&str; 3]); 3] = [
     (Platform::Taobao, ["t1", "t2", "t3"]),
@@ -31,7 +37,7 @@ fn opts() -> ClientOpts {
 }
 
 fn sim_config() -> syncfleet::sim::SimConfig {
-    let mut cfg = live_sim().with_token_lifetime(LIFETIME_S);
+    let mut cfg = live_sim().with_token_lifetime(lifetime_s());
     for (p, names) in SHOPS {
         cfg = cfg.with_shops(p, &names);
     }
@@ -53,8 +59,13 @@ async fn a_fleet_keeps_every_shop_running_through_its_tokens_lifetimes() {
         }
     }
     let workers = [h.spawn_worker(4, 600), h.spawn_worker(4, 600)];
-    // Five lifetimes of every token.
-    let run_for = Duration::from_secs(5 * LIFETIME_S);
+    // Five lifetimes of every token (SF_TOKENS_RUN_S runs it longer, as a measurement).
+    let run_for = Duration::from_secs(
+        std::env::var("SF_TOKENS_RUN_S")
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(5 * lifetime_s()),
+    );
     tokio::time::sleep(run_for).await;
     for id in &schedules {
         h.schedule_action("pause", *id);
@@ -64,7 +75,7 @@ async fn a_fleet_keeps_every_shop_running_through_its_tokens_lifetimes() {
     }
     let elapsed = started.elapsed().as_secs_f64();
     let stats = h.sim.stats();
-    let lifetimes = elapsed / LIFETIME_S as f64;
+    let lifetimes = elapsed / lifetime_s() as f64;
     for (p, names) in SHOPS {
         for shop in names {
             let t = stats.tokens_of(p, shop);
@@ -84,8 +95,9 @@ async fn a_fleet_keeps_every_shop_running_through_its_tokens_lifetimes() {
             assert!(
                 t.refreshes as f64 >= lifetimes - 1.0
                     && t.refreshes as f64 <= lifetimes / 0.7 + 2.0,
-                "{p} {shop}: {} renewals in {elapsed:.0} s of {LIFETIME_S} s tokens",
-                t.refreshes
+                "{p} {shop}: {} renewals in {elapsed:.0} s of {} s tokens",
+                t.refreshes,
+                lifetime_s()
             );
             // The shop kept syncing after its first token ended, on renewed ones.
             let calls = stats
@@ -93,7 +105,8 @@ async fn a_fleet_keeps_every_shop_running_through_its_tokens_lifetimes() {
                 .unwrap_or_else(|| panic!("{p} {shop} made no order call"));
             assert_eq!(calls.refused, 0, "{p} {shop}: {calls:?}");
             let last_ok = calls.last_ok_ms.unwrap_or(0);
-            let first_ended = calls.first_ok_ms.unwrap_or(i64::MAX) + 2 * LIFETIME_S as i64 * 1000;
+            let first_ended =
+                calls.first_ok_ms.unwrap_or(i64::MAX) + 2 * lifetime_s() as i64 * 1000;
             assert!(
                 last_ok > first_ended,
                 "{p} {shop}: no call after its second lifetime: {calls:?}"

@@ -435,6 +435,17 @@ async fn the_simulator_refuses_a_missing_required_parameter() {
     assert!(e.to_string().contains("logisticsId"), "{e}");
 }
 
+async fn post_form(http: &reqwest::Client, url: &str, form: &[(&str, &str)]) -> Value {
+    http.post(url)
+        .form(form)
+        .send()
+        .await
+        .expect("answered")
+        .json()
+        .await
+        .expect("json")
+}
+
 /// The simulator's token endpoints answer in the platforms' shapes, and a shop's token ends
 /// when its lifetime is over: the platform's own session error, counted.
 #[tokio::test]
@@ -480,15 +491,7 @@ async fn the_simulator_renews_and_ends_tokens_as_the_platforms_do() {
             (secret, app.secret.expose()),
             ("refresh_token", refresh.expose()),
         ];
-        let body: Value = http
-            .post(&url)
-            .form(&form)
-            .send()
-            .await
-            .expect("answered")
-            .json()
-            .await
-            .expect("json");
+        let body = post_form(&http, &url, &form).await;
         same_shape(
             &format!("{p} token refresh"),
             &body,
@@ -502,15 +505,7 @@ async fn the_simulator_renews_and_ends_tokens_as_the_platforms_do() {
             (secret, app.secret.expose()),
             ("refresh_token", "not-it"),
         ];
-        let body: Value = http
-            .post(&url)
-            .form(&bad)
-            .send()
-            .await
-            .expect("answered")
-            .json()
-            .await
-            .expect("json");
+        let body = post_form(&http, &url, &bad).await;
         assert!(body.get("access_token").is_none(), "{p}: {body}");
         // The shop's configured token ends after its second: the platform's session error.
         let c = sim_client(&sim, p).with_session(app.shop_session(shop).expect("session").clone());
@@ -534,4 +529,33 @@ async fn the_simulator_renews_and_ends_tokens_as_the_platforms_do() {
         let t = sim.stats().tokens_of(p, shop);
         assert!(t.expired_refused >= 1 && t.refreshes == 1, "{p}: {t:?}");
     }
+}
+
+#[test]
+fn taobao_change_messages_read_as_tmc_means_them() {
+    let p = Platform::Taobao;
+    let Ok(ApiResponse::Messages(messages)) = read(
+        p,
+        Api::MessageConsume,
+        200,
+        "taobao/tmc_messages_consume_ok.json",
+    ) else {
+        panic!("not messages")
+    };
+    let m = &messages[0];
+    // A 19-digit id above 2^53 is read exactly.
+    assert!(m.id > 1 << 53, "{m:?}");
+    let order = m.order.as_ref().expect("a trade message names its order");
+    assert!(
+        !order.order_id.is_empty() && !order.status.is_empty(),
+        "{order:?}"
+    );
+    let Ok(ApiResponse::Confirmed) = read(
+        p,
+        Api::MessageConfirm,
+        200,
+        "taobao/tmc_messages_confirm_ok.json",
+    ) else {
+        panic!("not confirmed")
+    };
 }

@@ -280,25 +280,15 @@ pub(super) fn execute(
         }
         Api::LogisticsInfo => {
             let id: u64 = number(params, "orderId")?;
-            let live = sim.live_shop(call.app, shop).get(id, now.timestamp());
-            let drilled = sim.walk_shift.get(call.app, id, app.shop.get(id));
-            let order = live
-                .as_ref()
-                .or(drilled.as_ref())
-                .ok_or_else(|| Failure::NotFound("order", id.to_string()))?;
-            let steps = data::trace(order, &sim.cfg.orders, sim.started, now.timestamp());
-            render_parcels(order, &steps)
+            let order = shop_order(sim, call.app, shop, id, now)?;
+            let steps = data::trace(&order, &sim.cfg.orders, sim.started, now.timestamp());
+            render_parcels(&order, &steps)
         }
         Api::LogisticsTrace => {
             let id = traced_order(p, params)?;
-            let live = sim.live_shop(call.app, shop).get(id, now.timestamp());
-            let drilled = sim.walk_shift.get(call.app, id, app.shop.get(id));
-            let order = live
-                .as_ref()
-                .or(drilled.as_ref())
-                .ok_or_else(|| Failure::NotFound("order", id.to_string()))?;
-            let steps = data::trace(order, &sim.cfg.orders, sim.started, now.timestamp());
-            render_trace(p, order, &steps, rid)
+            let order = shop_order(sim, call.app, shop, id, now)?;
+            let steps = data::trace(&order, &sim.cfg.orders, sim.started, now.timestamp());
+            render_trace(p, &order, &steps, rid)
         }
     };
     if !empty.is_empty() {
@@ -346,6 +336,21 @@ impl Asked {
             },
         }
     }
+}
+
+/// Order `id` of the shop as it is at `now`: a live one, or a generated one as the
+/// walk-shift drill left it.
+fn shop_order(
+    sim: &Sim,
+    app: usize,
+    shop: &str,
+    id: u64,
+    now: DateTime<Utc>,
+) -> Result<data::OrderData, Failure> {
+    sim.live_shop(app, shop)
+        .get(id, now.timestamp())
+        .or_else(|| sim.walk_shift.get(app, id, sim.apps[app].shop.get(id)))
+        .ok_or_else(|| Failure::NotFound("order", id.to_string()))
 }
 
 /// The order a trace asks about: TOP names it (`tid`); JD names the carrier's waybill; 1688
