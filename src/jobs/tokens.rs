@@ -86,6 +86,8 @@ pub(crate) struct TokenKeeper {
     http: reqwest::Client,
     policy: RenewalPolicy,
     held: Mutex<HashMap<(Platform, String), Held>>,
+    /// Shops whose last look failed: warned once, not at every look.
+    failing: Mutex<std::collections::HashSet<(Platform, String)>>,
 }
 
 /// The ledger row's context: binds a sealed token to its shop.
@@ -107,6 +109,7 @@ impl TokenKeeper {
             http,
             policy,
             held: Mutex::new(HashMap::new()),
+            failing: Mutex::new(Default::default()),
         })
     }
 
@@ -145,8 +148,17 @@ impl TokenKeeper {
     pub(crate) async fn look(&self) -> TokenLook {
         let mut out = TokenLook::default();
         for (platform, shop, refresh_var) in self.cfg.renewable_shops() {
-            if let Err(e) = self.look_at(platform, &shop, &refresh_var, &mut out).await {
-                tracing::warn!(%platform, shop, error = %e, "the shop's token could not be looked at");
+            let result = self.look_at(platform, &shop, &refresh_var, &mut out).await;
+            let mut failing = self.failing.lock().unwrap_or_else(|e| e.into_inner());
+            match result {
+                Err(e) => {
+                    if failing.insert((platform, shop.clone())) {
+                        tracing::warn!(%platform, shop, error = %e, "the shop's token could not be looked at (said once until it can)");
+                    }
+                }
+                Ok(()) => {
+                    failing.remove(&(platform, shop));
+                }
             }
         }
         out
