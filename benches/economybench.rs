@@ -90,27 +90,7 @@ async fn job(
     to_shop: Option<&str>,
 ) -> Run {
     let (get0, add0) = (h.stats(FROM, Api::ItemGet), h.stats(TO, Api::ItemAdd));
-    let job = match to_shop {
-        None => h.enqueue_listing_with(config, items),
-        Some(shop) => {
-            let file = h.item_file(items);
-            let file = file.to_str().expect("utf-8 temp path");
-            h.enqueue_with(
-                config,
-                &[
-                    "listing",
-                    "--from",
-                    "alibaba",
-                    "--to",
-                    "taobao",
-                    "--to-shop",
-                    shop,
-                    "--items",
-                    file,
-                ],
-            )
-        }
-    };
+    let job = h.enqueue_listing_to(config, items, to_shop);
     let started = Instant::now();
     for _ in 0..workers {
         h.spawn_worker_with(config, 8, 2);

@@ -39,7 +39,7 @@ pub(crate) enum WorkerError {
     Receive(String),
     /// The client that renews shops' tokens could not be built.
     #[error("token renewal: {0}")]
-    Tokens(#[source] reqwest::Error),
+    Tokens(#[source] crate::platform::oauth::TokenClientError),
     /// `[hooks] url` is set and its signing key's variable is not.
     #[error("completion hooks: {0}")]
     HookSecret(#[from] crate::config::MissingSecret),

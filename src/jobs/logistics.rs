@@ -10,6 +10,7 @@
 
 use super::item::{ledger_write, HandlerCtx, ItemRun, Stop, Useful};
 use crate::platform::model::{ApiRequest, ApiResponse, Parcel};
+use crate::platform::wire::{trace_key, TraceKey};
 use crate::platform::{Api, ErrorClass, Platform};
 use crate::store::{ItemOutcome, LogisticsEvent, StoreError};
 use futures::StreamExt;
@@ -45,8 +46,11 @@ pub(crate) async fn run_chunk(
             {
                 Some("queried recently")
             }
-            // JD's trace is asked by the waybill its order list gives once the order ships.
-            Some(o) if platform == Platform::Jd && o.order.tracking.is_none() => {
+            // A trace asked by the waybill the order list gives: none before the list gave one
+            // (and none for an order the ledger does not hold).
+            _ if trace_key(platform) == TraceKey::Waybill
+                && order.as_ref().is_none_or(|o| o.order.tracking.is_none()) =>
+            {
                 Some("no waybill yet (the order list gave none)")
             }
             _ => None,
@@ -125,8 +129,8 @@ async fn trace_one(
 ) -> ItemRun {
     // 1688 without the parcel's id: learn it first; its state may already say signed.
     let mut signed_by_parcel = false;
-    let tracking = match (platform, tracking) {
-        (Platform::Alibaba, None) => match learn_parcel(runner, platform, key, stop).await {
+    let tracking = match (trace_key(platform), tracking) {
+        (TraceKey::ParcelId, None) => match learn_parcel(runner, platform, key, stop).await {
             Ok(Some(parcel)) => {
                 signed_by_parcel = parcel.signed;
                 Some(parcel.tracking)

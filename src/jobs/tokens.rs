@@ -7,7 +7,7 @@
 //! refuses pauses the shop with the reason, as a refused session does.
 
 use crate::config::{Config, Secret};
-use crate::platform::oauth::{self, RenewError};
+use crate::platform::oauth::{self, RenewError, TokenClient, TokenClientError};
 use crate::platform::Platform;
 use crate::seal::{seal, unseal};
 use crate::store::{ShopToken, Store};
@@ -83,7 +83,7 @@ struct Held {
 pub(crate) struct TokenKeeper {
     cfg: Arc<Config>,
     store: Store,
-    http: reqwest::Client,
+    client: TokenClient,
     policy: RenewalPolicy,
     held: Mutex<HashMap<(Platform, String), Held>>,
     /// Shops whose last look failed: warned once, not at every look.
@@ -96,17 +96,15 @@ fn context(platform: Platform, shop: &str) -> String {
 }
 
 impl TokenKeeper {
-    pub(crate) fn new(cfg: Arc<Config>, store: Store) -> Result<TokenKeeper, reqwest::Error> {
-        let http = reqwest::Client::builder()
-            .timeout(REFRESH_TIMEOUT)
-            .build()?;
+    pub(crate) fn new(cfg: Arc<Config>, store: Store) -> Result<TokenKeeper, TokenClientError> {
+        let client = TokenClient::new(REFRESH_TIMEOUT)?;
         let policy = RenewalPolicy {
             check_every: Duration::from_millis(cfg.jobs.token_check_ms.max(1)),
         };
         Ok(TokenKeeper {
             cfg,
             store,
-            http,
+            client,
             policy,
             held: Mutex::new(HashMap::new()),
             failing: Mutex::new(Default::default()),
@@ -259,15 +257,10 @@ impl TokenKeeper {
             .token_endpoint
             .clone()
             .unwrap_or_else(|| oauth::default_endpoint(platform, &pc.app_key));
-        let renewed = oauth::renew(
-            &self.http,
-            platform,
-            &endpoint,
-            &pc.app_key,
-            app_secret,
-            &refresh,
-        )
-        .await?;
+        let renewed = self
+            .client
+            .renew(platform, &endpoint, &pc.app_key, app_secret, &refresh)
+            .await?;
         let access = seal(&renewed.access, app_secret, ctx)?;
         // 1688 gives no new refresh token: the old one stays valid.
         let refresh = seal(

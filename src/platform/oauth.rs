@@ -114,8 +114,41 @@ pub(crate) fn parse_refresh(
     }
 }
 
-/// Renew at `endpoint`: one POST of [`refresh_form`].
-pub(crate) async fn renew(
+/// The HTTP client of the platforms' token endpoints.
+#[derive(Debug, Clone)]
+pub(crate) struct TokenClient {
+    http: reqwest::Client,
+}
+
+/// The token endpoints' client could not be built (no TLS roots, say).
+#[derive(Debug, thiserror::Error)]
+#[error("the token endpoints' HTTP client: {0}")]
+pub(crate) struct TokenClientError(#[source] reqwest::Error);
+
+impl TokenClient {
+    /// A client whose every renewal gives up after `timeout`.
+    pub(crate) fn new(timeout: Duration) -> Result<TokenClient, TokenClientError> {
+        reqwest::Client::builder()
+            .timeout(timeout)
+            .build()
+            .map(|http| TokenClient { http })
+            .map_err(TokenClientError)
+    }
+
+    /// Renew at `endpoint`: one POST of [`refresh_form`].
+    pub(crate) async fn renew(
+        &self,
+        platform: Platform,
+        endpoint: &str,
+        app_key: &str,
+        app_secret: &Secret,
+        refresh: &Secret,
+    ) -> Result<Renewed, RenewError> {
+        renew(&self.http, platform, endpoint, app_key, app_secret, refresh).await
+    }
+}
+
+async fn renew(
     http: &reqwest::Client,
     platform: Platform,
     endpoint: &str,

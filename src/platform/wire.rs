@@ -241,6 +241,26 @@ pub(crate) fn spec(platform: Platform, api: Api) -> Option<&'static ApiSpec> {
         .map(|(_, _, s)| s)
 }
 
+/// What a platform's logistics trace is asked by (docs/wire-formats.md).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum TraceKey {
+    /// The order id itself (TOP's `tid`).
+    OrderId,
+    /// The carrier's waybill number, which the order list gives (JD's `waybill`).
+    Waybill,
+    /// The parcel's id, which a logistics info call gives once (1688's `logisticsId`).
+    ParcelId,
+}
+
+/// What `platform`'s trace is asked by.
+pub(crate) fn trace_key(platform: Platform) -> TraceKey {
+    match platform {
+        Platform::Taobao => TraceKey::OrderId,
+        Platform::Jd => TraceKey::Waybill,
+        Platform::Alibaba => TraceKey::ParcelId,
+    }
+}
+
 /// Whether `platform`'s order list comes newest first, as the walk asks it: TOP's answer is
 /// "以订单的修改时间倒序排列"; JD's when `sortType=1` ("降序"), which the adapter sends; 1688's
 /// order is not documented, and the walk is correct either way (jobs/orders.rs, `Walk`) as

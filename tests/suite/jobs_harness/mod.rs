@@ -411,14 +411,20 @@ impl Harness {
 
     /// Enqueue a listing (1688 -> Taobao) of items 1..=n with `config`; returns the job id.
     pub fn enqueue_listing_with(&self, config: &Path, n: u64) -> i64 {
+        self.enqueue_listing_to(config, n, None)
+    }
+
+    /// [`Harness::enqueue_listing_with`] for target shop `to_shop` (None: the default one).
+    pub fn enqueue_listing_to(&self, config: &Path, n: u64, to_shop: Option<&str>) -> i64 {
         let items = self.item_file(n);
         let items = items.to_str().expect("utf-8 temp path");
-        self.enqueue_with(
-            config,
-            &[
-                "listing", "--from", "alibaba", "--to", "taobao", "--items", items,
-            ],
-        )
+        let mut args = vec![
+            "listing", "--from", "alibaba", "--to", "taobao", "--items", items,
+        ];
+        if let Some(shop) = to_shop {
+            args.extend(["--to-shop", shop]);
+        }
+        self.enqueue_with(config, &args)
     }
 
     /// [`Harness::enqueue_listing_with`] with the harness's own config.
