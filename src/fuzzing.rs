@@ -34,10 +34,21 @@ pub fn request(api: Api) -> ApiRequest {
             item_id: "1".into(),
         },
         Api::ItemAdd => ApiRequest::ItemAdd {
-            title: "Mug".into(),
-            price: "12.50".into(),
-            quantity: 7,
-            out_request_id: "job:1".into(),
+            item: Box::new(crate::platform::NewItem {
+                seller_code: "SF1688-1".into(),
+                category: "50000671".into(),
+                title: "Mug".into(),
+                description: "A mug, glazed.".into(),
+                price: "12.50".into(),
+                quantity: 7,
+                props: Vec::new(),
+                input_props: Vec::new(),
+                skus: Vec::new(),
+                shop: crate::platform::ShopListing::default(),
+            }),
+        },
+        Api::ItemFind => ApiRequest::ItemFind {
+            seller_code: "SF1688-1".into(),
         },
         Api::OrderList => ApiRequest::OrderList {
             start: now - chrono::TimeDelta::days(1),

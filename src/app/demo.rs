@@ -3,12 +3,13 @@
 //! 1688 → Taobao listing job of N items, measured from the simulator's side.
 
 use super::runtime::{Runtime, RuntimeError};
+use crate::config::listing_map::ListingMap;
 use crate::config::{Config, ConfigError};
 use crate::jobs::producer::{self, ProducerError};
 use crate::jobs::spec::JobSpec;
 use crate::link::gateway::Gateway;
 use crate::link::shared::FleetLink;
-use crate::platform::{Api, Platform};
+use crate::platform::{Api, Platform, ShopListing};
 use crate::queue::Shutdown;
 use crate::sim::{self, SimConfig, SimError};
 use crate::store::{CallReport, JobState, JobStatus, Store, StoreError};
@@ -109,6 +110,9 @@ pub enum DemoError {
     /// The ledger failed while the demo watched the job.
     #[error(transparent)]
     Store(#[from] StoreError),
+    /// The shipped listing map does not parse (a build defect).
+    #[error("the simulator's listing map: {0}")]
+    Map(String),
     /// The worker ended while items were still pending.
     #[error("the worker stopped before the job finished")]
     WorkerStopped,
@@ -139,6 +143,13 @@ fn client_config(sim: &sim::SimHandle, limit: u64, dir: &Path) -> Result<Config,
         "[gates.default]\nrate = {rate}\nburst = 1\nconcurrency = 128\nmax_wait_ms = 5000\n\n[queue]\nchunk_size = 100\npoll_interval_ms = 20\n"
     ));
     Config::parse(&dir.join("demo-client.toml"), &text).map_err(DemoError::Config)
+}
+
+/// The listing map of the simulator's catalog to Taobao, as shipped in `maps/`.
+pub fn sim_listing_map() -> Result<ListingMap, DemoError> {
+    const TEXT: &str = include_str!("../../maps/sim-1688-taobao.toml");
+    ListingMap::parse(std::path::Path::new("maps/sim-1688-taobao.toml"), TEXT)
+        .map_err(|e| DemoError::Map(e.to_string()))
 }
 
 /// A gateway whose credentials come from the simulator's apps (the demo, tests and
@@ -218,6 +229,14 @@ pub async fn run(
         relist: true,
         allow_stale_source_s: None,
         lane: Default::default(),
+        map_file: None,
+        map: Some(sim_listing_map()?),
+        shop_listing: ShopListing {
+            location_state: "浙江".into(),
+            location_city: "杭州".into(),
+            item_type: "fixed".into(),
+            stuff_status: "new".into(),
+        },
     };
     let enq = producer::enqueue(
         &rt.store,

@@ -7,7 +7,8 @@ use clap::Subcommand;
 #[derive(Debug, Subcommand)]
 pub enum ConfigCommand {
     /// Validate the config: unknown keys, burst/rate bounds, keep-alive vs idle close, the
-    /// timeout chain, secrets present in the environment. Exit 2 on any error.
+    /// timeout chain, secrets present in the environment, the listing map `[listing] map`
+    /// names. Exit 2 on any error.
     Check,
 }
 
@@ -29,6 +30,13 @@ pub(crate) async fn run(cli: &Cli, cmd: &ConfigCommand) -> Result<(), CliError> 
                         );
                         errors += 1;
                     }
+                }
+            }
+            // The listing map `[listing] map` names: read and checked as enqueue would.
+            if let Some(map) = cfg.listing_map_file() {
+                if let Err(e) = crate::config::listing_map::ListingMap::load(&map) {
+                    println!("{e}");
+                    errors += e.0.len();
                 }
             }
             if errors > 0 {

@@ -12,6 +12,8 @@
 mod gates;
 mod hooks;
 mod link;
+mod listing;
+pub mod listing_map;
 mod platforms;
 mod shops;
 mod validate;
@@ -22,6 +24,7 @@ pub(crate) use gates::MAX_INTERACTIVE_SHARE;
 pub use gates::{GateConfig, Pacing, UnknownPacing};
 pub use hooks::HooksConfig;
 pub use link::{BreakerConfig, ClassTimeouts, LinkConfig, RetryConfig, TimeoutsConfig};
+pub use listing::{ItemType, ListingConfig, MissingShopKey, StuffStatus};
 pub(crate) use platforms::read_secret_env;
 pub use platforms::{ClientSetupError, MissingSecret, PlatformConfig};
 pub(crate) use shops::{valid_shop_name, DEFAULT_WEIGHT, MAX_WEIGHT};
@@ -87,6 +90,8 @@ struct RawConfig {
     #[serde(default)]
     hooks: HooksConfig,
     #[serde(default)]
+    listing: ListingConfig,
+    #[serde(default)]
     day: DayConfig,
 }
 
@@ -117,6 +122,8 @@ pub struct Config {
     pub probe: ProbeConfig,
     /// Completion hooks (`[hooks]`).
     pub hooks: HooksConfig,
+    /// The listing defaults (`[listing]`).
+    pub(crate) listing: ListingConfig,
     /// The quota day (`[day] seconds`, default the platforms' 86,400 s from 00:00 GMT+8).
     pub day: QuotaDay,
     /// Non-fatal findings of validation.
@@ -219,6 +226,7 @@ impl Config {
             jobs: raw.jobs,
             probe: raw.probe,
             hooks: raw.hooks,
+            listing: raw.listing,
             warnings: Vec::new(),
         };
         problems.extend(cfg.validate());

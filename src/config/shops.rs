@@ -37,6 +37,18 @@ pub struct ShopConfig {
     /// `user_nick`, 1688's `userInfo`); default: the shop's name.
     #[serde(default)]
     pub seller: Option<String>,
+    /// Province the shop ships from (TOP `location.state`), over `[listing]`'s.
+    #[serde(default)]
+    pub location_state: Option<String>,
+    /// City it ships from (TOP `location.city`), over `[listing]`'s.
+    #[serde(default)]
+    pub location_city: Option<String>,
+    /// TOP `type` of its listed items, over `[listing]`'s (default `fixed`).
+    #[serde(default)]
+    pub item_type: Option<super::listing::ItemType>,
+    /// TOP `stuff_status` of its listed items, over `[listing]`'s (default `new`).
+    #[serde(default)]
+    pub stuff_status: Option<super::listing::StuffStatus>,
 }
 
 impl ShopConfig {

@@ -431,6 +431,8 @@ impl JobRunner {
                 to_shop,
                 relist,
                 allow_stale_source_s,
+                map,
+                shop_listing,
                 ..
             } => {
                 let target = listing::Target {
@@ -442,6 +444,9 @@ impl JobRunner {
                     },
                     relist: *relist,
                     allow_stale_s: *allow_stale_source_s,
+                    map: map.as_ref(),
+                    shop: shop_listing,
+                    take_over_ms: listing::claim_take_over_ms(&self.ctx.cfg.link),
                 };
                 // One query per task: which of its items another job already listed there.
                 let listed = if *relist {

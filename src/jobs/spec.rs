@@ -3,7 +3,8 @@
 //!
 //! Bad input stops the enqueue before anything is written, naming the file and line.
 
-use crate::platform::Platform;
+use crate::config::listing_map::ListingMap;
+use crate::platform::{Platform, ShopListing};
 pub use crate::store::JobKind;
 pub use crate::throttle::Lane;
 use chrono::{DateTime, Utc};
@@ -56,6 +57,18 @@ pub enum JobSpec {
         /// "Lanes").
         #[serde(default, skip_serializing_if = "Lane::is_bulk")]
         lane: Lane,
+        /// The listing map file (`--map`; in a spec file, relative to it); read at enqueue
+        /// into `map`. Without one, `[listing] map` of the config.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        map_file: Option<PathBuf>,
+        /// The listing map the job's items are mapped by, read at enqueue: a map file edited
+        /// later changes no job already queued (docs/design.md, "The listing map").
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        map: Option<ListingMap>,
+        /// What the target shop's items say of it (location, item type), from the config
+        /// at enqueue.
+        #[serde(default)]
+        shop_listing: ShopListing,
     },
     /// Sync orders modified in [since, until) for one shop.
     Orders {
@@ -177,13 +190,16 @@ impl JobSpec {
             .into_spec()
             .map_err(|e| InputError::new(path, None, e.to_string()))?;
         if let JobSpec::Listing {
-            items_file: Some(f),
+            items_file,
+            map_file,
             ..
         } = &mut spec
         {
-            if f.is_relative() && f.as_os_str() != "-" {
-                if let Some(dir) = path.parent() {
-                    *f = dir.join(&*f);
+            for f in [items_file, map_file].into_iter().flatten() {
+                if f.is_relative() && f.as_os_str() != "-" {
+                    if let Some(dir) = path.parent() {
+                        *f = dir.join(&*f);
+                    }
                 }
             }
         }
@@ -294,6 +310,7 @@ struct SpecFile {
     to_shop: Option<String>,
     relist: Option<bool>,
     allow_stale_source_s: Option<u64>,
+    map_file: Option<PathBuf>,
     platform: Option<Platform>,
     shop: Option<String>,
     since: Option<DateTime<Utc>>,
@@ -317,6 +334,9 @@ impl SpecFile {
                 relist: self.relist.unwrap_or(false),
                 allow_stale_source_s: self.allow_stale_source_s,
                 lane: self.lane.unwrap_or_default(),
+                map_file: self.map_file,
+                map: None,
+                shop_listing: ShopListing::default(),
             },
             JobKind::Orders => JobSpec::Orders {
                 platform: need(self.platform, kind, "platform")?,

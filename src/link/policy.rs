@@ -1,10 +1,11 @@
 //! Whether a failed attempt is tried again, per error class, transport failure and
 //! write/idempotency (docs/design.md, "Timeouts and error classes"). Pure: the gateway supplies the facts.
 //!
-//! A write with an idempotency key is retried like a read: the platform answers a repeat of
-//! the same key (`out_request_id`) with the first write's result, so a retry after a 5xx or a
-//! read timeout cannot create a second item. A write without a key is never retried here (the
-//! job decides what to do with it).
+//! No platform deduplicates a write (TOP's `item.add` has no idempotency parameter; neither
+//! has JD's `ware.write.add`), so a write is retried here only when it surely made nothing:
+//! the platform answered a limit, or the connection was never made. A write whose outcome is
+//! unknown (a read timeout, a close after sending, a 5xx) stops here, and the job looks its
+//! seller code up on the target before writing again (docs/design.md, "Listed once").
 
 use crate::config::RetryConfig;
 use crate::platform::ErrorClass;
@@ -15,13 +16,14 @@ pub(crate) struct FailureFacts {
     pub(crate) class: ErrorClass,
     /// The peer closed a (pooled) connection before answering: retry, free of charge.
     pub(crate) peer_closed: bool,
+    /// The request surely never reached the platform (the connection was never made).
+    pub(crate) surely_not_sent: bool,
 }
 
 /// What kind of call failed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct CallShape {
     pub(crate) write: bool,
-    pub(crate) has_idempotency_key: bool,
 }
 
 /// Attempts made so far in this logical call.
@@ -51,8 +53,9 @@ pub(crate) enum StopReason {
     /// Never seen: no retry, alert.
     Unknown,
     AttemptsExhausted,
-    /// A write without an idempotency key is never retried: a retry could duplicate it.
-    WriteWithoutKey,
+    /// A write that may have made its product is never retried blind: a retry could make a
+    /// second one.
+    WriteOutcomeUnknown,
 }
 
 impl StopReason {
@@ -61,7 +64,7 @@ impl StopReason {
             StopReason::Fatal => "fatal error",
             StopReason::Unknown => "unknown error",
             StopReason::AttemptsExhausted => "attempts exhausted",
-            StopReason::WriteWithoutKey => "write without idempotency key",
+            StopReason::WriteOutcomeUnknown => "the write's outcome is unknown",
         }
     }
 }
@@ -93,13 +96,11 @@ impl RetryPolicy {
             ErrorClass::Unknown => return Verdict::Stop(StopReason::Unknown),
             ErrorClass::Retry | ErrorClass::Slow => {}
         }
-        // Without a key nothing stops the platform from running a write twice. With one, the
-        // platform answers a repeat with the first result, so the write goes on like a read.
-        if shape.write && !shape.has_idempotency_key {
-            return Verdict::Stop(StopReason::WriteWithoutKey);
+        // Nothing stops a platform from running a write twice: a write goes on only when the
+        // platform answered a limit (it made nothing) or the request never left.
+        if shape.write && failure.class == ErrorClass::Retry && !failure.surely_not_sent {
+            return Verdict::Stop(StopReason::WriteOutcomeUnknown);
         }
-        // Free for keyed writes too: even if the close came after the write arrived, the
-        // repeat is deduplicated.
         if failure.class == ErrorClass::Retry
             && failure.peer_closed
             && attempts.free < self.max_free_retries
@@ -123,23 +124,14 @@ mod tests {
     fn p() -> RetryPolicy {
         RetryPolicy::from_config(&RetryConfig::default())
     }
-    const READ: CallShape = CallShape {
-        write: false,
-        has_idempotency_key: false,
-    };
-    const WRITE_KEY: CallShape = CallShape {
-        write: true,
-        has_idempotency_key: true,
-    };
-    const WRITE_NOKEY: CallShape = CallShape {
-        write: true,
-        has_idempotency_key: false,
-    };
+    const READ: CallShape = CallShape { write: false };
+    const WRITE: CallShape = CallShape { write: true };
 
     fn f(class: ErrorClass) -> FailureFacts {
         FailureFacts {
             class,
             peer_closed: false,
+            surely_not_sent: false,
         }
     }
     fn at(counted: u32) -> Attempts {
@@ -164,7 +156,7 @@ mod tests {
 
     #[test]
     fn fatal_and_unknown_never_retried() {
-        for shape in [READ, WRITE_KEY] {
+        for shape in [READ, WRITE] {
             assert_eq!(
                 p().decide(f(ErrorClass::Fatal), shape, at(1)),
                 Verdict::Stop(StopReason::Fatal)
@@ -179,8 +171,8 @@ mod tests {
     #[test]
     fn peer_closed_does_not_consume_an_attempt() {
         let pc = FailureFacts {
-            class: ErrorClass::Retry,
             peer_closed: true,
+            ..f(ErrorClass::Retry)
         };
         // Even with all counted attempts used, a peer close is retried (up to the free cap).
         assert_eq!(p().decide(pc, READ, at(3)), Verdict::RetryNow);
@@ -204,71 +196,53 @@ mod tests {
             Verdict::BackToGate
         );
         assert_eq!(
-            p().decide(f(ErrorClass::Slow), WRITE_KEY, at(1)),
+            p().decide(f(ErrorClass::Slow), WRITE, at(1)),
             Verdict::BackToGate
         );
     }
 
-    /// Connect errors, 5xx answers and read timeouts all classify as Retry; the policy sees
-    /// the class and whether the peer closed the connection.
-    fn retry_class_failures() -> [FailureFacts; 2] {
+    #[test]
+    fn a_write_that_may_have_arrived_is_never_retried() {
+        // A 5xx, a read timeout, a close after sending: the product may exist.
         let peer = FailureFacts {
-            class: ErrorClass::Retry,
             peer_closed: true,
+            ..f(ErrorClass::Retry)
         };
-        [f(ErrorClass::Retry), peer]
-    }
-
-    #[test]
-    fn keyed_write_is_retried_like_a_read_after_5xx_or_timeout() {
-        // A 5xx or read timeout (the write may have arrived): retried, the platform dedupes.
-        for n in 1..3 {
+        for facts in [f(ErrorClass::Retry), peer] {
             assert_eq!(
-                p().decide(f(ErrorClass::Retry), WRITE_KEY, at(n)),
-                p().decide(f(ErrorClass::Retry), READ, at(n)),
-            );
-            assert_eq!(
-                p().decide(f(ErrorClass::Retry), WRITE_KEY, at(n)),
-                Verdict::RetryAfterBackoff
-            );
-        }
-        // Within the same attempt cap as a read.
-        assert_eq!(
-            p().decide(f(ErrorClass::Retry), WRITE_KEY, at(3)),
-            Verdict::Stop(StopReason::AttemptsExhausted)
-        );
-        // A peer close is free for a keyed write, like for a read.
-        let peer = retry_class_failures()[1];
-        assert_eq!(p().decide(peer, WRITE_KEY, at(3)), Verdict::RetryNow);
-        assert_eq!(
-            p().decide(
-                peer,
-                WRITE_KEY,
-                Attempts {
-                    counted: 3,
-                    free: 2
-                }
-            ),
-            Verdict::Stop(StopReason::AttemptsExhausted)
-        );
-    }
-
-    #[test]
-    fn keyless_write_is_never_retried() {
-        for facts in retry_class_failures()
-            .into_iter()
-            .chain([f(ErrorClass::Slow)])
-        {
-            assert_eq!(
-                p().decide(facts, WRITE_NOKEY, at(1)),
-                Verdict::Stop(StopReason::WriteWithoutKey),
+                p().decide(facts, WRITE, at(1)),
+                Verdict::Stop(StopReason::WriteOutcomeUnknown),
                 "{facts:?}"
+            );
+            // The same failure of a read is retried.
+            assert_ne!(
+                p().decide(facts, READ, at(1)),
+                Verdict::Stop(StopReason::WriteOutcomeUnknown)
             );
         }
         // Caller errors keep their own reason.
         assert_eq!(
-            p().decide(f(ErrorClass::Fatal), WRITE_NOKEY, at(1)),
+            p().decide(f(ErrorClass::Fatal), WRITE, at(1)),
             Verdict::Stop(StopReason::Fatal)
+        );
+    }
+
+    #[test]
+    fn a_write_that_surely_made_nothing_goes_on() {
+        // Never connected: retried like a read, within the same cap.
+        let unsent = FailureFacts {
+            surely_not_sent: true,
+            ..f(ErrorClass::Retry)
+        };
+        assert_eq!(p().decide(unsent, WRITE, at(1)), Verdict::RetryAfterBackoff);
+        assert_eq!(
+            p().decide(unsent, WRITE, at(3)),
+            Verdict::Stop(StopReason::AttemptsExhausted)
+        );
+        // A limit answered: back through the gate.
+        assert_eq!(
+            p().decide(f(ErrorClass::Slow), WRITE, at(1)),
+            Verdict::BackToGate
         );
     }
 

@@ -42,21 +42,10 @@ pub(crate) fn url_path(api: Api, app_key: &str) -> String {
 pub(crate) fn business_params(req: &ApiRequest) -> Vec<(String, String)> {
     let p = |k: &str, v: String| (k.to_string(), v);
     match req {
-        ApiRequest::ItemGet { item_id } => vec![
-            p("productID", item_id.clone()),
-            p("webSite", ALIBABA_WEBSITE.into()),
-        ],
-        ApiRequest::ItemAdd {
-            title,
-            price,
-            quantity,
-            out_request_id,
-        } => vec![
-            p("subject", title.clone()),
-            p("price", price.clone()),
-            p("amount", quantity.to_string()),
-            p("outRequestId", out_request_id.clone()),
-        ],
+        // The distributor's read of a supplier's product (1688's product id as `offerId`).
+        ApiRequest::ItemGet { item_id } => vec![p("offerId", item_id.clone())],
+        // Not offered (`Api::offered_by`): 1688 is a listing source; the client refuses first.
+        ApiRequest::ItemAdd { .. } | ApiRequest::ItemFind { .. } => Vec::new(),
         ApiRequest::OrderList {
             start,
             end,
@@ -180,6 +169,94 @@ pub(crate) fn check_body(
     Ok(())
 }
 
+/// Where 1688's relative image paths live ("使用相对路径，需要增加域名").
+const IMAGE_HOST: &str = "https://cbu01.alicdn.com/";
+
+fn image_url(path: String) -> String {
+    if path.starts_with("http://") || path.starts_with("https://") {
+        path
+    } else {
+        format!("{IMAGE_HOST}{}", path.trim_start_matches('/'))
+    }
+}
+
+/// A price as 1688 gives it (a number, `40.0`), or `None` when absent or zero.
+fn price(v: &Value, key: &str) -> Option<String> {
+    text(v, key).filter(|p| p.parse::<f64>().is_ok_and(|f| f > 0.0))
+}
+
+/// `alibaba.fenxiao.productInfo.get`'s `productInfo` (docs/wire-formats.md): a distributor
+/// pays a SKU's `consignPrice` (分销价), its `price` when none is set.
+fn product_info(p: &Value, id: String) -> Item {
+    let attr = |a: &Value, value_key: &str| super::Attribute {
+        name: text_or_empty(a, "attributeName"),
+        value: text_or_empty(a, value_key),
+    };
+    let skus: Vec<super::Sku> = array(p, "productSkuInfos")
+        .iter()
+        .map(|s| super::Sku {
+            id: text_or_empty(s, "skuId"),
+            specs: array(s, "attributes")
+                .iter()
+                .map(|a| attr(a, "attributeValue"))
+                .collect(),
+            price: price(s, "consignPrice")
+                .or_else(|| price(s, "price"))
+                .unwrap_or_default(),
+            quantity: uint(s, "amountOnSale").unwrap_or(0).min(u32::MAX as u64) as u32,
+        })
+        .collect();
+    let sale = p.get("productSaleInfo");
+    let (price, quantity) = if skus.is_empty() {
+        let price = sale
+            .and_then(|s| {
+                price(s, "consignPrice").or_else(|| {
+                    array(s, "priceRanges")
+                        .first()
+                        .and_then(|r| text(r, "price"))
+                })
+            })
+            .unwrap_or_default();
+        let quantity = sale.and_then(|s| uint(s, "amountOnSale")).unwrap_or(0);
+        (price, quantity.min(u32::MAX as u64) as u32)
+    } else {
+        let lowest = skus
+            .iter()
+            .min_by(|a, b| {
+                let f = |s: &super::Sku| s.price.parse::<f64>().unwrap_or(f64::MAX);
+                f(a).total_cmp(&f(b))
+            })
+            .map(|s| s.price.clone())
+            .unwrap_or_default();
+        (
+            lowest,
+            skus.iter()
+                .map(|s| s.quantity)
+                .fold(0u32, u32::saturating_add),
+        )
+    };
+    Item {
+        id,
+        title: text_or_empty(p, "subject"),
+        price,
+        quantity,
+        category: text_or_empty(p, "categoryID"),
+        attributes: array(p, "productAttribute")
+            .iter()
+            .map(|a| attr(a, "value"))
+            .collect(),
+        skus,
+        images: p
+            .get("productImage")
+            .map(|i| array(i, "images"))
+            .unwrap_or(&[])
+            .iter()
+            .filter_map(|v| v.as_str().map(|s| image_url(s.to_string())))
+            .collect(),
+        description: text_or_empty(p, "description"),
+    }
+}
+
 fn missing(api: Api, what: &str) -> CallError {
     CallError::missing_field(P, api, what)
 }
@@ -189,29 +266,16 @@ pub(crate) fn parse_response(req: &ApiRequest, body: &Value) -> Result<ApiRespon
     let api = req.api();
     match req {
         ApiRequest::ItemGet { .. } => {
-            // `productInfo{productID, subject, saleInfo{amountOnSale, priceRanges[{price}]}}`.
+            // At the top level as the SDKs read it; one client reads it under `result`.
             let p = body
                 .get("productInfo")
+                .or_else(|| body.get("result").and_then(|r| r.get("productInfo")))
                 .ok_or_else(|| missing(api, "productInfo"))?;
-            let sale = p.get("saleInfo");
-            let price = sale
-                .and_then(|s| array(s, "priceRanges").first())
-                .and_then(|r| text(r, "price"))
-                .unwrap_or_default();
-            let quantity = sale.and_then(|s| uint(s, "amountOnSale")).unwrap_or(0);
-            Ok(ApiResponse::Item(Item {
-                id: text(p, "productID").ok_or_else(|| missing(api, "productInfo.productID"))?,
-                title: text_or_empty(p, "subject"),
-                price,
-                quantity: quantity.min(u32::MAX as u64) as u32,
-            }))
+            let id = text(p, "productID").ok_or_else(|| missing(api, "productInfo.productID"))?;
+            Ok(ApiResponse::Item(product_info(p, id)))
         }
-        ApiRequest::ItemAdd { .. } => {
-            let id = body
-                .get("result")
-                .and_then(|r| text(r, "productID"))
-                .ok_or_else(|| missing(api, "result.productID"))?;
-            Ok(ApiResponse::ItemAdded { item_id: id })
+        ApiRequest::ItemAdd { .. } | ApiRequest::ItemFind { .. } => {
+            Err(CallError::not_offered(P, api))
         }
         ApiRequest::OrderList {
             page, page_size, ..

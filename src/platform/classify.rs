@@ -12,6 +12,9 @@ use serde::{Deserialize, Serialize};
 use std::fmt;
 use std::time::Duration;
 
+/// The code of a body we could not read.
+const PARSE_CODE: &str = "parse";
+
 /// What went wrong below HTTP.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -93,6 +96,17 @@ impl CallError {
     /// Only a connect failure: after a peer close the request may have been read.
     pub fn surely_not_sent(&self) -> bool {
         self.transport == Some(TransportError::Connect)
+    }
+
+    /// The platform answered with a refusal of its own (a limit, a bad parameter, a refused
+    /// session): a write so answered made nothing. Not a transport failure, not a body we
+    /// could not read, not a 5xx, not a backend failure (`Retry`): after those a write's
+    /// product may exist.
+    pub fn refused_by_platform(&self) -> bool {
+        self.transport.is_none()
+            && self.code != PARSE_CODE
+            && self.http_status.is_none_or(|s| s < 500)
+            && self.class != ErrorClass::Retry
     }
 
     /// A transport failure (always `Retry`).
@@ -191,7 +205,7 @@ impl CallError {
             class: ErrorClass::Unknown,
             platform,
             api,
-            code: "parse".into(),
+            code: PARSE_CODE.into(),
             message: truncate(&message),
             ban: None,
             quota_spent: false,

@@ -286,7 +286,7 @@ pub(crate) fn with_raw_defaults(
         }
     };
     match (platform, api) {
-        (Platform::Taobao, Api::ItemGet) => default("fields", taobao::ITEM_FIELDS),
+        (Platform::Taobao, Api::ItemGet) => default("fields", super::wire::TOP_ITEM_FIELDS),
         (Platform::Taobao, Api::OrderList) => default("use_has_next", "true"),
         _ => {}
     }
@@ -456,7 +456,7 @@ mod tests {
         );
         assert!(p
             .iter()
-            .any(|(k, v)| k == "fields" && v == taobao::ITEM_FIELDS));
+            .any(|(k, v)| k == "fields" && v == crate::platform::wire::TOP_ITEM_FIELDS));
         let p = with_raw_defaults(
             Platform::Taobao,
             Api::ItemGet,

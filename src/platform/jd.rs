@@ -8,9 +8,10 @@ use super::delivery::text_says_signed;
 use super::json::{array, boolean, find_key, joined, text, text_or_empty, uint};
 use super::model::{format_china_time, parse_china_time};
 use super::sign::jd_sign;
-use super::wire::{JD_ORDER_FIELDS, JD_ORDER_STATES};
+use super::wire::{JD_FOUND_FIELDS, JD_ORDER_FIELDS, JD_ORDER_STATES};
 use super::{
-    Api, ApiRequest, ApiResponse, Credentials, Item, Order, OrderPage, Platform, Trace, TraceEvent,
+    Api, ApiRequest, ApiResponse, Credentials, Item, NewItem, Order, OrderPage, Platform, Trace,
+    TraceEvent,
 };
 use crate::time::china_offset;
 use chrono::{DateTime, Utc};
@@ -21,17 +22,67 @@ const P: Platform = Platform::Jd;
 /// The form field that carries every business param as one JSON object.
 pub(crate) const PARAM_JSON: &str = "360buy_param_json";
 
+/// `jingdong.ware.write.add`'s `{"ware":{...},"skus":[...]}` (docs/wire-formats.md,
+/// "Writes"): the seller's code as the ware's `outerId` and `itemNum` (the one a search can
+/// find), every SKU with its sale attributes, price and stock. A product without variants is
+/// one SKU without sale attributes. No `wareStatus`: the ware is not put on sale before its
+/// pictures are in JD's image space (docs/design.md, "The listing map").
+fn ware_write(item: &NewItem) -> Value {
+    let attrs = |props: &[(String, String)]| -> Vec<Value> {
+        props
+            .iter()
+            .enumerate()
+            .map(
+                |(i, (attr, value))| json!({"attrId": attr, "attrValues": [value], "index": i + 1}),
+            )
+            .collect()
+    };
+    let skus: Vec<Value> = if item.skus.is_empty() {
+        vec![json!({
+            "jdPrice": item.price, "stockNum": item.quantity, "outerId": item.seller_code,
+        })]
+    } else {
+        item.skus
+            .iter()
+            .map(|s| {
+                json!({
+                    "saleAttrs": attrs(&s.props),
+                    "jdPrice": s.price,
+                    "stockNum": s.quantity,
+                    "outerId": s.seller_code,
+                })
+            })
+            .collect()
+    };
+    let props: Vec<Value> = item
+        .props
+        .iter()
+        .map(|(attr, value)| json!({"attrId": attr, "attrValues": [value]}))
+        .collect();
+    json!({
+        "ware": {
+            "title": item.title,
+            "categoryId": item.category,
+            "outerId": item.seller_code,
+            "itemNum": item.seller_code,
+            "jdPrice": item.price,
+            "introduction": item.description,
+            "props": props,
+        },
+        "skus": skus,
+    })
+}
+
 /// The business params of a typed request: one `360buy_param_json` pair.
 pub(crate) fn business_params(req: &ApiRequest) -> Vec<(String, String)> {
     let obj = match req {
         ApiRequest::ItemGet { item_id } => json!({ "wareId": item_id }),
-        ApiRequest::ItemAdd {
-            title,
-            price,
-            quantity,
-            out_request_id,
-        } => json!({
-            "title": title, "jdPrice": price, "stockNum": quantity, "outRequestId": out_request_id,
+        ApiRequest::ItemAdd { item } => ware_write(item),
+        // JD finds no ware by `outerId`; `itemNum` (货号), which the write sets to the same
+        // code, is searchable.
+        ApiRequest::ItemFind { seller_code } => json!({
+            "itemNum": seller_code,
+            "field": JD_FOUND_FIELDS,
         }),
         ApiRequest::OrderList {
             start,
@@ -190,12 +241,29 @@ pub(crate) fn parse_response(req: &ApiRequest, body: &Value) -> Result<ApiRespon
     match req {
         ApiRequest::ItemGet { .. } => {
             let ware = r.get("ware").ok_or_else(|| missing(api, "ware"))?;
+            let images = array(ware, "images")
+                .iter()
+                .filter_map(|i| text(i, "imgUrl"))
+                .collect();
             Ok(ApiResponse::Item(Item {
                 id: text(ware, "wareId").ok_or_else(|| missing(api, "ware.wareId"))?,
                 title: text_or_empty(ware, "title"),
                 price: text_or_empty(ware, "jdPrice"),
                 quantity: uint(ware, "stockNum").unwrap_or(0).min(u32::MAX as u64) as u32,
+                category: text_or_empty(ware, "categoryId"),
+                attributes: Vec::new(),
+                skus: Vec::new(),
+                images,
+                description: text_or_empty(ware, "introduction"),
             }))
+        }
+        ApiRequest::ItemFind { .. } => {
+            let data = r.get("page").map(|p| array(p, "data")).unwrap_or(&[]);
+            let item_ids = data
+                .iter()
+                .map(|w| text(w, "wareId").ok_or_else(|| missing(api, "page.data.wareId")))
+                .collect::<Result<_, _>>()?;
+            Ok(ApiResponse::Found { item_ids })
         }
         ApiRequest::ItemAdd { .. } => {
             let id = r

@@ -17,7 +17,8 @@ pub(crate) mod wire;
 pub use classify::{CallError, TransportError};
 pub use client::{PlatformClient, RawResponse};
 pub use model::{
-    ApiRequest, ApiResponse, Item, Message, Order, OrderPage, Parcel, Trace, TraceEvent,
+    ApiRequest, ApiResponse, Attribute, Item, Message, NewItem, NewSku, Order, OrderPage, Parcel,
+    ShopListing, Sku, Trace, TraceEvent,
 };
 pub use wire::order_page_size_max;
 
@@ -113,8 +114,11 @@ impl FromStr for Platform {
 pub enum Api {
     /// Read one item (detail).
     ItemGet,
-    /// Create one item (write, idempotency key `out_request_id`).
+    /// Create one item (a write: no platform deduplicates it).
     ItemAdd,
+    /// Find the shop's items by the seller's own code (what a lost write's answer would have
+    /// said).
+    ItemFind,
     /// One page of orders modified in a time window (list).
     OrderList,
     /// The logistics trace of one order.
@@ -130,9 +134,10 @@ pub enum Api {
 
 impl Api {
     /// Every API, in declaration order.
-    pub const ALL: [Api; 7] = [
+    pub const ALL: [Api; 8] = [
         Api::ItemGet,
         Api::ItemAdd,
+        Api::ItemFind,
         Api::OrderList,
         Api::LogisticsTrace,
         Api::LogisticsInfo,
@@ -145,6 +150,7 @@ impl Api {
         match self {
             Api::ItemGet => "item_get",
             Api::ItemAdd => "item_add",
+            Api::ItemFind => "item_find",
             Api::OrderList => "order_list",
             Api::LogisticsTrace => "logistics_trace",
             Api::LogisticsInfo => "logistics_info",
@@ -157,7 +163,7 @@ impl Api {
     pub fn class(self) -> ApiClass {
         match self {
             Api::ItemGet => ApiClass::Detail,
-            Api::ItemAdd => ApiClass::Detail,
+            Api::ItemAdd | Api::ItemFind => ApiClass::Detail,
             Api::OrderList => ApiClass::List,
             Api::LogisticsTrace | Api::LogisticsInfo => ApiClass::Logistics,
             Api::MessageConsume => ApiClass::List,
@@ -207,7 +213,7 @@ impl FromStr for Api {
                 UnknownName::new(
                     "api",
                     s,
-                    "item_get, item_add, order_list, logistics_trace, logistics_info, message_consume or message_confirm",
+                    "item_get, item_add, item_find, order_list, logistics_trace, logistics_info, message_consume or message_confirm",
                 )
             })
     }

@@ -15,16 +15,16 @@ pub enum ApiRequest {
         /// The platform's item id.
         item_id: String,
     },
-    /// Create one item. `out_request_id` is the idempotency key (`job_id:item`).
+    /// Create one item, carrying the seller's own code (no platform deduplicates a write:
+    /// the code is how a write whose answer was lost is found again, [`ApiRequest::ItemFind`]).
     ItemAdd {
-        /// The item's title.
-        title: String,
-        /// Price as a decimal string (no float rounding).
-        price: String,
-        /// Stock quantity.
-        quantity: u32,
-        /// The idempotency key.
-        out_request_id: String,
+        /// The item as the target takes it, mapped from the source (jobs/listing/mapping.rs).
+        item: Box<NewItem>,
+    },
+    /// The shop's items carrying this seller's code (TOP `outer_id`, JD `itemNum`).
+    ItemFind {
+        /// The seller's code the write carried.
+        seller_code: String,
     },
     /// One page (from 1) of orders modified in `[start, end)`.
     OrderList {
@@ -68,6 +68,7 @@ impl ApiRequest {
         match self {
             ApiRequest::ItemGet { .. } => Api::ItemGet,
             ApiRequest::ItemAdd { .. } => Api::ItemAdd,
+            ApiRequest::ItemFind { .. } => Api::ItemFind,
             ApiRequest::OrderList { .. } => Api::OrderList,
             ApiRequest::LogisticsTrace { .. } => Api::LogisticsTrace,
             ApiRequest::LogisticsInfo { .. } => Api::LogisticsInfo,
@@ -87,6 +88,12 @@ pub enum ApiResponse {
     ItemAdded {
         /// The id the platform gave the new item.
         item_id: String,
+    },
+    /// Answer to [`ApiRequest::ItemFind`]: the ids of the items carrying the code (none when
+    /// no write made one).
+    Found {
+        /// The items' ids.
+        item_ids: Vec<String>,
     },
     /// Answer to [`ApiRequest::OrderList`].
     OrderPage(OrderPage),
@@ -119,17 +126,110 @@ pub struct Message {
     pub order: Option<Order>,
 }
 
-/// One item as read from a platform.
+/// One item (product) as read from a platform: what a listing maps from. The fields after
+/// `quantity` are empty where the source API does not give them (and in reads kept by an
+/// older version).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Item {
     /// The platform's item id.
     pub id: String,
     /// The item's title.
     pub title: String,
-    /// Decimal string as the platform gives it (no float rounding).
+    /// Decimal string as the platform gives it (no float rounding); with SKUs, the lowest
+    /// SKU price.
     pub price: String,
-    /// Stock quantity.
+    /// Stock quantity (with SKUs, their sum).
     pub quantity: u32,
+    /// The platform's category id.
+    #[serde(default)]
+    pub category: String,
+    /// Item attributes (not SKU specs): material, origin...
+    #[serde(default)]
+    pub attributes: Vec<Attribute>,
+    /// The variants on sale, each with its own specs, price and stock.
+    #[serde(default)]
+    pub skus: Vec<Sku>,
+    /// Image URLs, main image first (absolute).
+    #[serde(default)]
+    pub images: Vec<String>,
+    /// The description (HTML as the platform gives it).
+    #[serde(default)]
+    pub description: String,
+}
+
+/// One named attribute value (`颜色` = `黑色`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Attribute {
+    /// The attribute's name as the platform shows it.
+    pub name: String,
+    /// Its value as the platform shows it.
+    pub value: String,
+}
+
+/// One variant of an item.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Sku {
+    /// The platform's SKU id.
+    pub id: String,
+    /// Its spec values (colour, size...).
+    pub specs: Vec<Attribute>,
+    /// Decimal string (for a 1688 distributor: the consign price it pays).
+    pub price: String,
+    /// Stock.
+    pub quantity: u32,
+}
+
+/// An item as a target platform takes it: every field the platform requires, mapped from a
+/// source [`Item`] by the listing map (docs/design.md, "The listing map").
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NewItem {
+    /// The seller's own code: the listing's identity (TOP `outer_id`, JD `outerId` and
+    /// `itemNum`), by which a write whose answer was lost is found.
+    pub seller_code: String,
+    /// The target category id (TOP `cid`, JD `categoryId`).
+    pub category: String,
+    /// The title, within the target's limit.
+    pub title: String,
+    /// The description (TOP `desc`, JD `introduction`).
+    pub description: String,
+    /// The item price (decimal string): the lowest SKU price when it has SKUs.
+    pub price: String,
+    /// The item stock: the sum of the SKUs' when it has SKUs.
+    pub quantity: u32,
+    /// Mapped attribute values: (property id, value id).
+    pub props: Vec<(String, String)>,
+    /// Attributes sent as text: (property id, text) (TOP `input_pids` / `input_str`).
+    pub input_props: Vec<(String, String)>,
+    /// The variants.
+    pub skus: Vec<NewSku>,
+    /// Where the shop ships from, and how it sells (TOP requires them).
+    pub shop: ShopListing,
+}
+
+/// One variant as the target takes it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NewSku {
+    /// Its sale property values: (property id, value id).
+    pub props: Vec<(String, String)>,
+    /// Decimal string.
+    pub price: String,
+    /// Stock.
+    pub quantity: u32,
+    /// The seller's code of the variant.
+    pub seller_code: String,
+}
+
+/// What a target shop's items say of the shop (`[shops.<name>]`, `[listing]`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub struct ShopListing {
+    /// Province the shop ships from (TOP `location.state`).
+    pub location_state: String,
+    /// City (TOP `location.city`).
+    pub location_city: String,
+    /// TOP `type`: `fixed` (a fixed price) or `auction`.
+    pub item_type: String,
+    /// TOP `stuff_status`: `new`, `second` or `unused`.
+    pub stuff_status: String,
 }
 
 /// One page of an order list.

@@ -7,10 +7,10 @@ use super::delivery::top_step_signed;
 use super::json::{array, boolean, joined, text, text_or_empty, uint};
 use super::model::{format_china_time, parse_china_time};
 use super::sign::top_sign;
-use super::wire::TOP_TRADE_FIELDS;
+use super::wire::{TOP_FOUND_FIELDS, TOP_ITEM_FIELDS, TOP_TRADE_FIELDS};
 use super::{
-    Api, ApiRequest, ApiResponse, Credentials, ErrorClass, Item, Message, Order, OrderPage,
-    Platform, Trace, TraceEvent,
+    Api, ApiRequest, ApiResponse, Attribute, Credentials, ErrorClass, Item, Message, NewItem,
+    Order, OrderPage, Platform, Sku, Trace, TraceEvent,
 };
 use crate::time::china_offset;
 use chrono::{DateTime, Utc};
@@ -18,29 +18,20 @@ use serde_json::Value;
 
 const P: Platform = Platform::Taobao;
 
-/// Fields asked of `taobao.item.seller.get` (what [`Item`] needs).
-pub(crate) const ITEM_FIELDS: &str = "num_iid,title,price,num";
-
 /// The business params of a typed request.
 pub(crate) fn business_params(req: &ApiRequest) -> Vec<(String, String)> {
     let p = |k: &str, v: String| (k.to_string(), v);
     match req {
         ApiRequest::ItemGet { item_id } => {
             vec![
-                p("fields", ITEM_FIELDS.into()),
+                p("fields", TOP_ITEM_FIELDS.into()),
                 p("num_iid", item_id.clone()),
             ]
         }
-        ApiRequest::ItemAdd {
-            title,
-            price,
-            quantity,
-            out_request_id,
-        } => vec![
-            p("title", title.clone()),
-            p("price", price.clone()),
-            p("num", quantity.to_string()),
-            p("out_request_id", out_request_id.clone()),
+        ApiRequest::ItemAdd { item } => item_add_params(item),
+        ApiRequest::ItemFind { seller_code } => vec![
+            p("outer_id", seller_code.clone()),
+            p("fields", TOP_FOUND_FIELDS.into()),
         ],
         ApiRequest::OrderList {
             start,
@@ -67,6 +58,125 @@ pub(crate) fn business_params(req: &ApiRequest) -> Vec<(String, String)> {
             ids.iter().map(u64::to_string).collect::<Vec<_>>().join(","),
         )],
     }
+}
+
+/// `taobao.item.add`'s params (docs/wire-formats.md, "Writes"): every field `check()`
+/// requires, the SKU lists aligned one to one (`sku_outer_ids` sent even when empty: "如果没有
+/// sku_outer_ids也要写上这个参数"), the SKUs' sale properties also in `props`, `num` the sum
+/// of the SKUs' stock, and the seller's code as `outer_id`.
+fn item_add_params(item: &NewItem) -> Vec<(String, String)> {
+    let p = |k: &str, v: String| (k.to_string(), v);
+    let pairs = |props: &[(String, String)]| {
+        props
+            .iter()
+            .map(|(k, v)| format!("{k}:{v}"))
+            .collect::<Vec<_>>()
+            .join(";")
+    };
+    let mut props: Vec<(String, String)> = item.props.clone();
+    for sku in &item.skus {
+        for pv in &sku.props {
+            if !props.contains(pv) {
+                props.push(pv.clone());
+            }
+        }
+    }
+    let mut out = vec![
+        p("cid", item.category.clone()),
+        p("title", item.title.clone()),
+        p("desc", item.description.clone()),
+        p("price", item.price.clone()),
+        p("num", item.quantity.to_string()),
+        p("type", item.shop.item_type.clone()),
+        p("stuff_status", item.shop.stuff_status.clone()),
+        p("location.state", item.shop.location_state.clone()),
+        p("location.city", item.shop.location_city.clone()),
+        p("outer_id", item.seller_code.clone()),
+    ];
+    if !props.is_empty() {
+        out.push(p("props", pairs(&props)));
+    }
+    if !item.input_props.is_empty() {
+        let (pids, texts): (Vec<_>, Vec<_>) = item.input_props.iter().cloned().unzip();
+        out.push(p("input_pids", pids.join(",")));
+        out.push(p("input_str", texts.join(",")));
+    }
+    if !item.skus.is_empty() {
+        let list = |f: &dyn Fn(&super::NewSku) -> String| {
+            item.skus.iter().map(f).collect::<Vec<_>>().join(",")
+        };
+        out.push(p("sku_properties", list(&|s| pairs(&s.props))));
+        out.push(p("sku_quantities", list(&|s| s.quantity.to_string())));
+        out.push(p("sku_prices", list(&|s| s.price.clone())));
+        out.push(p("sku_outer_ids", list(&|s| s.seller_code.clone())));
+    }
+    out
+}
+
+/// TOP's `pid:vid:name:value;...` text (`props_name`, a SKU's `properties_name`) as named
+/// values, with the property id of each.
+fn named_props(text: &str) -> Vec<(String, Attribute)> {
+    text.split(';')
+        .filter_map(|part| {
+            let mut it = part.splitn(4, ':');
+            let (pid, _vid, name, value) = (it.next()?, it.next()?, it.next()?, it.next()?);
+            Some((
+                pid.to_string(),
+                Attribute {
+                    name: name.to_string(),
+                    value: value.to_string(),
+                },
+            ))
+        })
+        .collect()
+}
+
+/// An item of `taobao.item.seller.get` (the fields [`TOP_ITEM_FIELDS`] asks).
+fn parse_item(item: &Value) -> Option<Item> {
+    let skus: Vec<(Vec<String>, Sku)> = item
+        .get("skus")
+        .map(|s| array(s, "sku"))
+        .unwrap_or(&[])
+        .iter()
+        .map(|s| {
+            let named = named_props(&text_or_empty(s, "properties_name"));
+            let pids = named.iter().map(|(pid, _)| pid.clone()).collect();
+            let sku = Sku {
+                id: text_or_empty(s, "sku_id"),
+                specs: named.into_iter().map(|(_, a)| a).collect(),
+                price: text_or_empty(s, "price"),
+                quantity: uint(s, "quantity").unwrap_or(0).min(u32::MAX as u64) as u32,
+            };
+            (pids, sku)
+        })
+        .collect();
+    let sale_pids: Vec<&String> = skus.iter().flat_map(|(p, _)| p).collect();
+    let attributes = named_props(&text_or_empty(item, "props_name"))
+        .into_iter()
+        .filter(|(pid, _)| !sale_pids.contains(&pid))
+        .map(|(_, a)| a)
+        .collect();
+    let mut images: Vec<String> = text(item, "pic_url").into_iter().collect();
+    for img in item
+        .get("item_imgs")
+        .map(|i| array(i, "item_img"))
+        .unwrap_or(&[])
+    {
+        if let Some(url) = text(img, "url").filter(|u| !images.contains(u)) {
+            images.push(url);
+        }
+    }
+    Some(Item {
+        id: text(item, "num_iid")?,
+        title: text_or_empty(item, "title"),
+        price: text_or_empty(item, "price"),
+        quantity: uint(item, "num").unwrap_or(0).min(u32::MAX as u64) as u32,
+        category: text_or_empty(item, "cid"),
+        attributes,
+        skus: skus.into_iter().map(|(_, s)| s).collect(),
+        images,
+        description: text_or_empty(item, "desc"),
+    })
 }
 
 /// System params + business params + `sign`, ready to post as a form.
@@ -185,12 +295,18 @@ pub(crate) fn parse_response(req: &ApiRequest, body: &Value) -> Result<ApiRespon
     match req {
         ApiRequest::ItemGet { .. } => {
             let item = r.get("item").ok_or_else(|| missing(api, "item"))?;
-            Ok(ApiResponse::Item(Item {
-                id: text(item, "num_iid").ok_or_else(|| missing(api, "item.num_iid"))?,
-                title: text_or_empty(item, "title"),
-                price: text_or_empty(item, "price"),
-                quantity: uint(item, "num").unwrap_or(0).min(u32::MAX as u64) as u32,
-            }))
+            parse_item(item)
+                .map(ApiResponse::Item)
+                .ok_or_else(|| missing(api, "item.num_iid"))
+        }
+        ApiRequest::ItemFind { .. } => {
+            // No item carries the code: TOP leaves `items` out.
+            let items = r.get("items").map(|i| array(i, "item")).unwrap_or(&[]);
+            let item_ids = items
+                .iter()
+                .map(|i| text(i, "num_iid").ok_or_else(|| missing(api, "items.item.num_iid")))
+                .collect::<Result<_, _>>()?;
+            Ok(ApiResponse::Found { item_ids })
         }
         ApiRequest::ItemAdd { .. } => {
             let id = r

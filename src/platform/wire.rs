@@ -50,7 +50,70 @@ const TOP_TRADES: ApiSpec = ApiSpec {
         "TOP SDK TradesSoldIncrementGetRequest check(); API doc taobao.trades.sold.increment.get",
 };
 
-const TABLE: [(Platform, Api, ApiSpec); 15] = [
+/// TOP's fields asked of `taobao.item.seller.get`: what a listing maps from (category,
+/// attributes and SKUs as `props_name` / `properties_name` text, images, description).
+pub(crate) const TOP_ITEM_FIELDS: &str =
+    "num_iid,title,price,num,cid,props_name,desc,pic_url,item_imgs,skus";
+
+/// TOP's fields asked of `taobao.items.custom.get`: the item and the code it carries.
+pub(crate) const TOP_FOUND_FIELDS: &str = "num_iid,outer_id";
+
+/// JD's `field` of `jingdong.ware.read.searchWare4Valid`: the ware and the code it carries.
+pub(crate) const JD_FOUND_FIELDS: &str = "wareId,itemNum,outerId";
+
+/// The longest title a target takes, counted as the platform counts. TOP: "不能超过30字符",
+/// 30 Chinese characters, i.e. 60 where a Chinese character counts two (docs/wire-formats.md).
+/// JD's SDK checks none and no source we hold names one: `None` (the map's `[title]
+/// max_chars` sets one).
+pub(crate) fn title_limit(platform: Platform) -> Option<TitleLimit> {
+    match platform {
+        Platform::Taobao => Some(TitleLimit {
+            max: 60,
+            wide_counts_two: true,
+        }),
+        Platform::Jd | Platform::Alibaba => None,
+    }
+}
+
+/// A title length limit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct TitleLimit {
+    /// The most units a title may have.
+    pub(crate) max: usize,
+    /// A character outside ASCII counts two units.
+    pub(crate) wide_counts_two: bool,
+}
+
+impl TitleLimit {
+    /// The units of `c`.
+    pub(crate) fn units(&self, c: char) -> usize {
+        if self.wide_counts_two && !c.is_ascii() {
+            2
+        } else {
+            1
+        }
+    }
+
+    /// The longest prefix of `title` within the limit; `None` when it fits whole.
+    pub(crate) fn cut<'a>(&self, title: &'a str) -> Option<&'a str> {
+        let mut used = 0;
+        for (at, c) in title.char_indices() {
+            used += self.units(c);
+            if used > self.max {
+                return Some(title[..at].trim_end());
+            }
+        }
+        None
+    }
+}
+
+/// The shortest and longest description TOP's `item.add` takes ("5-25000 字符").
+pub(crate) const TOP_DESC_CHARS: std::ops::RangeInclusive<usize> = 5..=25_000;
+
+/// How many of a seller's codes one `taobao.items.custom.get` takes ("最多不超过40个").
+pub(crate) const TOP_FIND_CODES_MAX: usize = 40;
+
+const TABLE: [(Platform, Api, ApiSpec); 16] = [
     (
         Platform::Taobao,
         Api::ItemGet,
@@ -81,8 +144,20 @@ const TABLE: [(Platform, Api, ApiSpec); 15] = [
             ],
             page_size_max: None,
             window_max_s: None,
-            answer: "item_add_response.item",
-            source: "TOP SDK ItemAddRequest check()",
+            answer: "item_add_response.item.{num_iid, created}",
+            source: "TOP SDK ItemAddRequest check() (PHP, C#); TaobaoItemAddAPIResponse",
+        },
+    ),
+    (
+        Platform::Taobao,
+        Api::ItemFind,
+        ApiSpec {
+            method: "taobao.items.custom.get",
+            required: &["outer_id", "fields"],
+            page_size_max: None,
+            window_max_s: None,
+            answer: "items_custom_get_response.items.item[].{num_iid, outer_id}",
+            source: "TOP SDK ItemsCustomGetRequest Validate(); ItemsCustomGetResponse",
         },
     ),
     (Platform::Taobao, Api::OrderList, TOP_TRADES),
@@ -142,8 +217,20 @@ const TABLE: [(Platform, Api, ApiSpec); 15] = [
             required: &["ware", "skus"],
             page_size_max: None,
             window_max_s: None,
-            answer: "jingdong_ware_write_add_responce.ware",
-            source: "JD SDK WareWriteAddRequest",
+            answer: "jingdong_ware_write_add_responce.ware.{wareId, skus[]}",
+            source: "JD SDK WareWriteAddRequest (ware, skus); JOS scenario doc 588",
+        },
+    ),
+    (
+        Platform::Jd,
+        Api::ItemFind,
+        ApiSpec {
+            method: "jingdong.ware.read.searchWare4Valid",
+            required: &["itemNum"],
+            page_size_max: Some(20),
+            window_max_s: None,
+            answer: "jingdong_ware_read_searchWare4Valid_responce.page.data[].{wareId, itemNum}",
+            source: "JD SDK WareReadSearchWare4ValidRequest (itemNum); XiBao/jos searchWare4Valid.go",
         },
     ),
     (
@@ -175,24 +262,14 @@ const TABLE: [(Platform, Api, ApiSpec); 15] = [
         Platform::Alibaba,
         Api::ItemGet,
         ApiSpec {
-            method: "com.alibaba.product/alibaba.product.get",
-            required: &["productID", "webSite"],
+            // A distributor reads a supplier's product here (`alibaba.product.get` answers the
+            // caller's own products only).
+            method: "com.alibaba.fenxiao/alibaba.fenxiao.productInfo.get",
+            required: &["offerId"],
             page_size_max: None,
             window_max_s: None,
-            answer: "productInfo",
-            source: "1688 ocean SDK AlibabaProductGetParam / AlibabaProductGetResult",
-        },
-    ),
-    (
-        Platform::Alibaba,
-        Api::ItemAdd,
-        ApiSpec {
-            method: "com.alibaba.product/alibaba.product.add",
-            required: &["productType", "categoryID", "subject", "webSite"],
-            page_size_max: None,
-            window_max_s: None,
-            answer: "{productID, errorMsg}",
-            source: "1688 ocean SDK AlibabaProductAddParam",
+            answer: "productInfo.{productID, categoryID, subject, description, productImage, productAttribute[], productSkuInfos[], productSaleInfo}",
+            source: "1688 API doc alibaba.fenxiao.productInfo.get; AlibabaFenxiaoProductInfoGetParam; go1688 fenxiao/model/product.go",
         },
     ),
     (
@@ -297,10 +374,22 @@ mod tests {
                         Platform::Jd | Platform::Alibaba,
                         Api::MessageConsume | Api::MessageConfirm
                     ) | (Platform::Taobao | Platform::Jd, Api::LogisticsInfo)
+                        | (Platform::Alibaba, Api::ItemAdd | Api::ItemFind)
                 );
                 assert_eq!(rows, usize::from(offered), "{p} {a}");
             }
         }
+    }
+
+    #[test]
+    fn titles_are_cut_as_the_platform_counts() {
+        let top = title_limit(Platform::Taobao).unwrap();
+        assert_eq!(top.cut(&"a".repeat(60)), None);
+        assert_eq!(top.cut(&"a".repeat(61)).map(str::len), Some(60));
+        // A Chinese character counts two on TOP: 30 fit, the 31st does not.
+        let wide = "棉".repeat(31);
+        assert_eq!(top.cut(&wide).map(|t| t.chars().count()), Some(30));
+        assert_eq!(title_limit(Platform::Jd), None);
     }
 
     #[test]

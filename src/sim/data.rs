@@ -25,14 +25,56 @@ fn unit(h: u64) -> f64 {
     (h >> 11) as f64 / (1u64 << 53) as f64
 }
 
-/// An item as the platforms show it.
+/// An item as the platforms show it: a 1688 product with its category, attributes, SKUs,
+/// images and description (docs/wire-formats.md, "Reads").
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct ItemData {
     pub(crate) id: u64,
     pub(crate) title: String,
+    /// With SKUs: the lowest SKU price.
+    pub(crate) price_cents: u64,
+    /// With SKUs: their sum.
+    pub(crate) quantity: u32,
+    /// The 1688 category id ([`CATEGORIES`]).
+    pub(crate) category: u64,
+    /// (name, value) of the item's attributes.
+    pub(crate) attributes: Vec<(&'static str, &'static str)>,
+    pub(crate) skus: Vec<SkuData>,
+    /// Image paths relative to 1688's image host, as 1688 gives them.
+    pub(crate) images: Vec<String>,
+    pub(crate) description: String,
+}
+
+/// One SKU of a catalog product.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct SkuData {
+    pub(crate) id: u64,
+    /// (spec name, value): colour, and size for clothes.
+    pub(crate) specs: Vec<(&'static str, &'static str)>,
+    /// The distributor's price (1688 `consignPrice`).
     pub(crate) price_cents: u64,
     pub(crate) quantity: u32,
 }
+
+/// The catalog's categories: 1688 category id, one per noun of [`NOUN`], and whether its
+/// products come in sizes. The shipped listing maps (`maps/`) map every one of them.
+pub(crate) const CATEGORIES: [(u64, bool); 8] = [
+    (1_046_001, false),
+    (1_046_002, false),
+    (1_031_910, true),
+    (1_046_004, false),
+    (1_046_005, false),
+    (1_046_006, false),
+    (1_046_007, false),
+    (1_031_918, true),
+];
+
+/// The catalog's SKU spec values.
+pub(crate) const COLOURS: [&str; 4] = ["黑色", "白色", "红色", "蓝色"];
+pub(crate) const SIZES: [&str; 3] = ["S", "M", "L"];
+/// The catalog's attributes: (name, values).
+pub(crate) const MATERIALS: [&str; 4] = ["棉", "涤纶", "陶瓷", "不锈钢"];
+pub(crate) const ORIGINS: [&str; 3] = ["广州", "义乌", "深圳"];
 
 const ADJ: [&str; 8] = [
     "Red", "Light", "Classic", "Cotton", "Steel", "Mini", "Pro", "Eco",
@@ -47,15 +89,68 @@ pub(crate) fn catalog_item(seed: u64, items: u64, id: u64) -> Option<ItemData> {
         return None;
     }
     let h = mix(seed, 1, id);
+    let noun = ((h >> 8) % 8) as usize;
+    let (category, sized) = CATEGORIES[noun];
+    let base = 100 + (h >> 16) % 99_900;
+    let stock = ((h >> 40) % 500) as u32;
+    // One product in five has no variants; the rest 1-3 colours, in 3 sizes for clothes.
+    let g = mix(seed, 2, id);
+    let skus: Vec<SkuData> = if g % 5 == 0 {
+        Vec::new()
+    } else {
+        let colours = 1 + (g >> 8) % 3;
+        let sizes: &[&str] = if sized { &SIZES } else { &[] };
+        let mut skus = Vec::new();
+        for c in 0..colours as usize {
+            let colour = COLOURS[(c + (g >> 16) as usize % 4) % 4];
+            let variants: Vec<Vec<(&str, &str)>> = if sizes.is_empty() {
+                vec![vec![("颜色", colour)]]
+            } else {
+                sizes
+                    .iter()
+                    .map(|s| vec![("颜色", colour), ("尺码", *s)])
+                    .collect()
+            };
+            for specs in variants {
+                let n = skus.len() as u64;
+                skus.push(SkuData {
+                    id: id * 100 + n,
+                    specs,
+                    price_cents: base + n * 100,
+                    quantity: (stock / (n as u32 + 1)).max(1),
+                });
+            }
+        }
+        skus
+    };
+    let (price_cents, quantity) = if skus.is_empty() {
+        (base, stock)
+    } else {
+        (
+            skus.iter().map(|s| s.price_cents).min().unwrap_or(base),
+            skus.iter().map(|s| s.quantity).sum(),
+        )
+    };
+    let title = format!("{} {} #{id}", ADJ[(h % 8) as usize], NOUN[noun]);
+    let images: Vec<String> = (0..1 + (g >> 24) % 3)
+        .map(|n| format!("img/ibank/2026/{}/{id}_{n}.jpg", id % 1000))
+        .collect();
     Some(ItemData {
         id,
-        title: format!(
-            "{} {} #{id}",
-            ADJ[(h % 8) as usize],
-            NOUN[((h >> 8) % 8) as usize]
+        description: format!(
+            "<p>{title}</p><p><img src=\"https://cbu01.alicdn.com/{}\"></p>",
+            images[0]
         ),
-        price_cents: 100 + (h >> 16) % 99_900,
-        quantity: ((h >> 40) % 500) as u32,
+        title,
+        price_cents,
+        quantity,
+        category,
+        attributes: vec![
+            ("材质", MATERIALS[((g >> 32) % 4) as usize]),
+            ("产地", ORIGINS[((g >> 40) % 3) as usize]),
+        ],
+        skus,
+        images,
     })
 }
 
@@ -233,11 +328,14 @@ pub(crate) fn trace(
     steps
 }
 
-/// Items written through item_add, per app: idempotent on `out_request_id`.
+/// Items written through item_add, per app. Like the platforms, it makes one product per
+/// write whatever the write carries: a repeated seller's code makes a second product with the
+/// same code (counted as a duplicate), which `item_find` then finds twice.
 #[derive(Debug, Default)]
 pub(crate) struct Written {
-    by_key: HashMap<String, (u64, i64)>,
     items: HashMap<u64, ItemData>,
+    /// (shop, seller's code) → the products carrying it, first made first.
+    by_code: HashMap<(String, String), Vec<u64>>,
     next: u64,
 }
 
@@ -245,38 +343,53 @@ pub(crate) struct Written {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct AddOutcome {
     pub(crate) id: u64,
-    /// Unix seconds of the first write.
+    /// Unix seconds.
     pub(crate) created: i64,
+    /// Another product of the shop already carried the seller's code.
     pub(crate) duplicate: bool,
 }
 
 impl Written {
-    /// Write an item; a repeated `key` answers with the first write's result.
-    pub(crate) fn add(&mut self, key: Option<&str>, item: ItemData, now: i64) -> AddOutcome {
-        if let Some(k) = key.filter(|k| !k.is_empty()) {
-            if let Some(&(id, created)) = self.by_key.get(k) {
-                return AddOutcome {
-                    id,
-                    created,
-                    duplicate: true,
-                };
-            }
-        }
+    /// Make a product for `shop`, carrying `code` (the seller's own code; may be empty).
+    pub(crate) fn add(&mut self, shop: &str, code: &str, item: ItemData, now: i64) -> AddOutcome {
         self.next += 1;
         let id = CREATED_ID_BASE + self.next;
         self.items.insert(id, ItemData { id, ..item });
-        if let Some(k) = key.filter(|k| !k.is_empty()) {
-            self.by_key.insert(k.to_string(), (id, now));
+        let mut duplicate = false;
+        if !code.is_empty() {
+            let same = self
+                .by_code
+                .entry((shop.to_string(), code.to_string()))
+                .or_default();
+            duplicate = !same.is_empty();
+            same.push(id);
         }
         AddOutcome {
             id,
             created: now,
-            duplicate: false,
+            duplicate,
         }
     }
 
     pub(crate) fn get(&self, id: u64) -> Option<&ItemData> {
         self.items.get(&id)
+    }
+
+    /// The products of `shop` carrying `code`.
+    pub(crate) fn find(&self, shop: &str, code: &str) -> &[u64] {
+        self.by_code
+            .get(&(shop.to_string(), code.to_string()))
+            .map_or(&[], Vec::as_slice)
+    }
+
+    /// Products made, and products beyond the first of their (shop, code).
+    pub(crate) fn counts(&self) -> (u64, u64) {
+        let extra = self
+            .by_code
+            .values()
+            .map(|v| v.len().saturating_sub(1) as u64)
+            .sum();
+        (self.items.len() as u64, extra)
     }
 }
 
@@ -359,20 +472,38 @@ mod tests {
     }
 
     #[test]
-    fn written_items_are_idempotent_on_key() {
+    fn every_write_makes_a_product_whatever_its_code() {
         let mut w = Written::default();
-        let item = ItemData {
-            id: 0,
-            title: "t".into(),
-            price_cents: 1,
-            quantity: 1,
-        };
-        let a = w.add(Some("job:1"), item.clone(), 10);
-        let b = w.add(Some("job:1"), item.clone(), 20);
+        let item = catalog_item(1, 10, 3).unwrap();
+        let a = w.add("main", "SF-3", item.clone(), 10);
+        let b = w.add("main", "SF-3", item.clone(), 20);
+        // As TOP does: a second product, the same code.
         assert!(!a.duplicate && b.duplicate);
-        assert_eq!((a.id, a.created), (b.id, b.created));
-        let c = w.add(None, item, 30);
-        assert_ne!(c.id, a.id);
+        assert_ne!(a.id, b.id);
+        assert_eq!(w.find("main", "SF-3"), &[a.id, b.id]);
+        // Another shop's code is its own.
+        let c = w.add("outlet", "SF-3", item, 30);
+        assert!(!c.duplicate);
+        assert_eq!(w.counts(), (3, 1));
         assert_eq!(w.get(a.id).unwrap().id, a.id);
+    }
+
+    #[test]
+    fn catalog_products_have_categories_skus_and_images() {
+        let items: Vec<ItemData> = (1..=200).filter_map(|i| catalog_item(7, 200, i)).collect();
+        assert!(items
+            .iter()
+            .all(|i| CATEGORIES.iter().any(|(c, _)| *c == i.category)));
+        assert!(items.iter().any(|i| i.skus.is_empty()));
+        assert!(items
+            .iter()
+            .any(|i| i.skus.iter().any(|s| s.specs.len() == 2)));
+        for i in &items {
+            assert!(!i.images.is_empty());
+            if !i.skus.is_empty() {
+                let sum: u32 = i.skus.iter().map(|s| s.quantity).sum();
+                assert_eq!(i.quantity, sum);
+            }
+        }
     }
 }

@@ -70,6 +70,9 @@ pub struct Drill {
     pub(crate) empty_field: String,
     /// Every call gets the platform's session error.
     pub(crate) expired_session: bool,
+    /// Share of writes (item_add) done and then left unanswered: the product is made, the
+    /// connection closes before any answer (a timeout after the commit).
+    pub(crate) lost_write_answer_ratio: f64,
     /// Shops (of an app's `shops`) whose session is refused: a seller who withdrew the
     /// app's authorisation, one shop among many.
     #[serde(default)]
@@ -106,8 +109,8 @@ const DEFAULT_HUGE_ANSWER_BYTES: u64 = 2 << 30;
 /// A drill (or a change of drills) the simulator refuses; nothing changes then.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum DrillError {
-    /// `error_ratio` outside 0..=1.
-    #[error("error_ratio {0} must be between 0 and 1")]
+    /// `error_ratio` or `lost_write_answer_ratio` outside 0..=1.
+    #[error("ratio {0} must be between 0 and 1")]
     ErrorRatio(f64),
     /// A limit override of 0 calls.
     #[error("limit for {0}: per_second and daily must be >= 1")]
@@ -122,8 +125,10 @@ pub enum DrillError {
 
 impl Drill {
     pub(crate) fn validate(&self) -> Result<(), DrillError> {
-        if !(0.0..=1.0).contains(&self.error_ratio) || self.error_ratio.is_nan() {
-            return Err(DrillError::ErrorRatio(self.error_ratio));
+        for ratio in [self.error_ratio, self.lost_write_answer_ratio] {
+            if !(0.0..=1.0).contains(&ratio) || ratio.is_nan() {
+                return Err(DrillError::ErrorRatio(ratio));
+            }
         }
         for l in &self.limits {
             if l.per_second == Some(0) || l.daily == Some(0) {
@@ -170,6 +175,9 @@ pub struct DrillPatch {
     pub empty_field: Option<String>,
     /// Every call gets the platform's session error.
     pub expired_session: Option<bool>,
+    /// Share (0..=1) of writes done and then left unanswered (the connection closes).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub lost_write_answer_ratio: Option<f64>,
     /// Shops whose session is refused; empty = off.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub refused_shops: Option<Vec<String>>,
@@ -213,6 +221,7 @@ struct PatchWire {
     idle_close_s: Option<u64>,
     empty_field: Option<String>,
     expired_session: Option<bool>,
+    lost_write_answer_ratio: Option<f64>,
     refused_shops: Option<Vec<String>>,
     worded_limit_items: Option<Vec<u64>>,
     busy_items: Option<Vec<u64>>,
@@ -278,6 +287,7 @@ impl TryFrom<PatchWire> for DrillPatch {
             idle_close_s: w.idle_close_s,
             empty_field: w.empty_field,
             expired_session: w.expired_session,
+            lost_write_answer_ratio: w.lost_write_answer_ratio,
             refused_shops: w.refused_shops,
             worded_limit_items: w.worded_limit_items,
             busy_items: w.busy_items,
@@ -319,6 +329,9 @@ impl DrillPatch {
         }
         if let Some(v) = self.expired_session {
             d.expired_session = v;
+        }
+        if let Some(v) = self.lost_write_answer_ratio {
+            d.lost_write_answer_ratio = v;
         }
         if let Some(v) = &self.refused_shops {
             d.refused_shops = v.clone();

@@ -32,6 +32,8 @@ fn clock_ms() -> u64 {
 pub(crate) struct ConnState {
     last_activity_ms: AtomicU64,
     close: Notify,
+    /// Close at once, unanswered (the lost-answer drill).
+    hangup: Notify,
 }
 
 /// Handed to handlers in the request extensions.
@@ -70,6 +72,7 @@ pub(crate) async fn run(sim: Arc<Sim>, listener: TcpListener, mut shutdown: watc
         let conn = Arc::new(ConnState {
             last_activity_ms: AtomicU64::new(clock_ms()),
             close: Notify::new(),
+            hangup: Notify::new(),
         });
         let svc = TowerToHyperService::new(router.clone());
         let mut stop = shutdown.clone();
@@ -105,6 +108,7 @@ pub(crate) async fn run(sim: Arc<Sim>, listener: TcpListener, mut shutdown: watc
             tokio::pin!(served);
             tokio::select! {
                 _ = served.as_mut() => {}
+                _ = conn.hangup.notified() => {}
                 _ = conn.close.notified() => {
                     // The NAT dropped this flow: hold the request unanswered, then close.
                     tokio::select! {
@@ -260,6 +264,13 @@ async fn answer(reply: Reply, info: Option<ConnInfo>) -> Response {
                 i.conn.close.notify_one();
             }
             // Never answered: the connection task closes the socket after the hold.
+            std::future::pending::<Response>().await
+        }
+        Reply::Hangup => {
+            if let Some(i) = info {
+                i.conn.hangup.notify_one();
+            }
+            // Never answered: the connection task closes the socket at once.
             std::future::pending::<Response>().await
         }
     }

@@ -1,6 +1,7 @@
 //! Listed once: which source item became which target item on which target shop
-//! (docs/design.md, "Listed once"). A listing job skips what is already here, so a second job
-//! (a re-run, a cron, a second producer) makes no second product.
+//! (docs/design.md, "Listed once"). A listing's identity is claimed here before its write is
+//! sent, so two jobs, two workers or two producers never both write it; a claim whose write's
+//! outcome is unknown is looked up on the target by its seller code before any second write.
 
 use super::backend::{execute, fetch, sql};
 use super::{json_list, QueryCtx, Store, StoreError};
@@ -27,6 +28,32 @@ pub struct Listed {
     pub job_id: i64,
 }
 
+/// What a claim of a listing's identity found ([`Store::claim_listing`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Claim {
+    /// The job holds the identity, and no write of it was sent before: write.
+    Fresh,
+    /// The job holds the identity, and an earlier write of it may have made the product (the
+    /// job's own attempt whose answer was lost, or a claim left behind and taken over): look
+    /// `seller_code` up on the target before writing.
+    Unsure {
+        /// The code the earlier write carried.
+        seller_code: String,
+    },
+    /// Already listed.
+    Listed(Listed),
+    /// Another job's write of it is on its way (held this long): wait for its outcome.
+    Held {
+        /// The job holding it (`None`: released as it was read).
+        job_id: Option<i64>,
+        /// How long it has held it (ms).
+        age_ms: i64,
+    },
+}
+
+/// The `state` of a made listing (a claim's is `claimed`).
+const LISTED: &str = "listed";
+
 impl Store {
     /// Of `source_items`, those already listed on the route's target shop, with the target
     /// item each became and the job that listed it.
@@ -45,6 +72,7 @@ impl Store {
             sql!(
                 "SELECT source_item, target_item, job_id FROM listings
                  WHERE source_platform = $1 AND target_platform = $2 AND target_shop = $3
+                   AND state = 'listed' AND target_item IS NOT NULL
                    AND source_item IN (SELECT value FROM " [KEYS "$4" AS k] ")"
             ),
             route.from.as_str(),
@@ -68,8 +96,9 @@ impl Store {
     }
 
     /// Record that each `(source_item, target_item)` of `made` is listed on the route's
-    /// target shop, by `job_id`, in one transaction. The first record of an item stays, unless
-    /// `relist` (a job that asked for new products): then the new listing replaces it.
+    /// target shop, by `job_id`, in one transaction: the job's claim becomes the listing. A
+    /// listing another job recorded stays, unless `relist` (a job that asked for new
+    /// products): then the new listing replaces it.
     pub async fn record_listings(
         &self,
         route: ListingRoute<'_>,
@@ -83,19 +112,21 @@ impl Store {
         let insert = if relist {
             sql!(
                 "INSERT INTO listings (source_platform, source_item, target_platform,
-                     target_shop, target_item, job_id, listed_at)
-                 VALUES ($1, $2, $3, $4, $5, $6, " NOW ")
+                     target_shop, state, target_item, job_id, listed_at)
+                 VALUES ($1, $2, $3, $4, 'listed', $5, $6, " NOW ")
                  ON CONFLICT (source_platform, source_item, target_platform, target_shop)
-                 DO UPDATE SET target_item = excluded.target_item,
+                 DO UPDATE SET state = 'listed', target_item = excluded.target_item,
                      job_id = excluded.job_id, listed_at = excluded.listed_at"
             )
         } else {
             sql!(
                 "INSERT INTO listings (source_platform, source_item, target_platform,
-                     target_shop, target_item, job_id, listed_at)
-                 VALUES ($1, $2, $3, $4, $5, $6, " NOW ")
+                     target_shop, state, target_item, job_id, listed_at)
+                 VALUES ($1, $2, $3, $4, 'listed', $5, $6, " NOW ")
                  ON CONFLICT (source_platform, source_item, target_platform, target_shop)
-                 DO NOTHING"
+                 DO UPDATE SET state = 'listed', target_item = excluded.target_item,
+                     listed_at = excluded.listed_at
+                 WHERE listings.state = 'claimed' AND listings.job_id = excluded.job_id"
             )
         };
         let mut tx = self.begin("record_listings: begin").await?;
@@ -113,6 +144,148 @@ impl Store {
             .ctx(self, "record_listings: insert")?;
         }
         tx.commit().await.ctx(self, "record_listings: commit")?;
+        Ok(())
+    }
+
+    /// Claim the listing of `source_item` on the route's target shop for `job_id`, before its
+    /// write is sent with `seller_code`. A claim of another job older than `take_over_ms` is
+    /// taken over (its write cannot still be on the wire: docs/design.md, "Listed once"); a
+    /// `relist` job claims a listing another job made.
+    pub async fn claim_listing(
+        &self,
+        route: ListingRoute<'_>,
+        source_item: &str,
+        job_id: i64,
+        seller_code: &str,
+        relist: bool,
+        take_over_ms: i64,
+    ) -> Result<Claim, StoreError> {
+        let mut c = self.conn("claim_listing").await?;
+        let (from, to, shop) = (route.from.as_str(), route.to.as_str(), route.shop);
+        let inserted = execute!(
+            c.on(),
+            sql!(
+                "INSERT INTO listings (source_platform, source_item, target_platform,
+                     target_shop, state, seller_code, job_id, claimed_at)
+                 VALUES ($1, $2, $3, $4, 'claimed', $5, $6, " NOW ")
+                 ON CONFLICT (source_platform, source_item, target_platform, target_shop)
+                 DO NOTHING"
+            ),
+            from,
+            source_item,
+            to,
+            shop,
+            seller_code,
+            job_id
+        )
+        .ctx(self, "claim_listing: insert")?;
+        if inserted == 1 {
+            return Ok(Claim::Fresh);
+        }
+        let row = fetch!(
+            fetch_optional as (String, Option<String>, Option<String>, i64, i64),
+            c.on(),
+            sql!(
+                "SELECT state, target_item, seller_code, job_id,
+                     " NOW " - COALESCE(claimed_at, listed_at, 0)
+                 FROM listings
+                 WHERE source_platform = $1 AND source_item = $2 AND target_platform = $3
+                   AND target_shop = $4"
+            ),
+            from,
+            source_item,
+            to,
+            shop
+        )
+        .ctx(self, "claim_listing: read")?;
+        // Released between the insert and the read: the next attempt claims it.
+        let Some((state, target_item, code, holder, age_ms)) = row else {
+            return Ok(Claim::Held {
+                job_id: None,
+                age_ms: 0,
+            });
+        };
+        let listed = state == LISTED;
+        match (listed, target_item) {
+            (true, Some(target_item)) if !relist || holder == job_id => {
+                return Ok(Claim::Listed(Listed {
+                    target_item,
+                    job_id: holder,
+                }))
+            }
+            _ => {}
+        }
+        if !listed && holder == job_id {
+            return Ok(Claim::Unsure {
+                seller_code: code.unwrap_or_else(|| seller_code.to_string()),
+            });
+        }
+        if !listed && age_ms < take_over_ms {
+            return Ok(Claim::Held {
+                job_id: Some(holder),
+                age_ms,
+            });
+        }
+        // A listing a relist job replaces, or a claim left behind: take it, unless another
+        // worker took it first (the row changed since it was read).
+        let taken = execute!(
+            c.on(),
+            sql!(
+                "UPDATE listings SET state = 'claimed', job_id = $5, claimed_at = " NOW ",
+                     seller_code = $6
+                 WHERE source_platform = $1 AND source_item = $2 AND target_platform = $3
+                   AND target_shop = $4 AND job_id = $7 AND state = $8"
+            ),
+            from,
+            source_item,
+            to,
+            shop,
+            job_id,
+            if listed {
+                seller_code
+            } else {
+                code.as_deref().unwrap_or(seller_code)
+            },
+            holder,
+            state.as_str()
+        )
+        .ctx(self, "claim_listing: take over")?;
+        Ok(match (taken, listed) {
+            (0, _) => Claim::Held {
+                job_id: Some(holder),
+                age_ms,
+            },
+            (_, true) => Claim::Fresh,
+            (_, false) => Claim::Unsure {
+                seller_code: code.unwrap_or_else(|| seller_code.to_string()),
+            },
+        })
+    }
+
+    /// Give up `job_id`'s claim of `source_item`: its write surely made no product (the
+    /// platform refused it, or it was never sent), so the next attempt, or another job,
+    /// claims it afresh.
+    pub async fn release_listing(
+        &self,
+        route: ListingRoute<'_>,
+        source_item: &str,
+        job_id: i64,
+    ) -> Result<(), StoreError> {
+        let mut c = self.conn("release_listing").await?;
+        execute!(
+            c.on(),
+            sql!(
+                "DELETE FROM listings
+                 WHERE source_platform = $1 AND source_item = $2 AND target_platform = $3
+                   AND target_shop = $4 AND job_id = $5 AND state = 'claimed'"
+            ),
+            route.from.as_str(),
+            source_item,
+            route.to.as_str(),
+            route.shop,
+            job_id
+        )
+        .ctx(self, "release_listing")?;
         Ok(())
     }
 }

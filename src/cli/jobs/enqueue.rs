@@ -3,6 +3,7 @@
 
 use crate::app::runtime::Runtime;
 use crate::cli::{Cli, CliError};
+use crate::config::listing_map::ListingMap;
 use crate::jobs::producer::{self, EnqueueReport, ProducerError};
 use crate::jobs::spec::{read_item_ids, JobSpec};
 use crate::platform::Platform;
@@ -59,6 +60,11 @@ pub(crate) enum EnqueueWhat {
         /// degraded input.
         #[arg(long, value_name = "SECONDS")]
         allow_stale_source: Option<u64>,
+        /// The listing map (TOML): source category to target category, properties and SKU
+        /// specs to the target's ids, price, stock and title rules (examples in maps/).
+        /// Default: `[listing] map` of the config.
+        #[arg(long, value_name = "FILE")]
+        map: Option<PathBuf>,
     },
     /// Sync the orders modified in [--since, --until), one task per platform-sized window.
     Orders {
@@ -124,6 +130,7 @@ fn spec_from_args(args: &EnqueueArgs) -> Result<JobSpec, CliError> {
                 to_shop,
                 relist,
                 allow_stale_source,
+                map,
             }),
         ) => Ok(JobSpec::Listing {
             from: *from,
@@ -134,6 +141,9 @@ fn spec_from_args(args: &EnqueueArgs) -> Result<JobSpec, CliError> {
             relist: *relist,
             allow_stale_source_s: *allow_stale_source,
             lane: Default::default(),
+            map_file: map.clone(),
+            map: None,
+            shop_listing: Default::default(),
         }),
         (
             None,
@@ -159,6 +169,41 @@ fn spec_from_args(args: &EnqueueArgs) -> Result<JobSpec, CliError> {
             "enqueue needs a job: `listing`, `orders`, `logistics` or --spec FILE",
         )),
     }
+}
+
+/// A listing's map and target shop, read and checked before anything is written: the job
+/// carries the parsed map and what the shop's items say of it (docs/design.md, "The listing
+/// map").
+fn resolve_listing_map(cfg: &crate::config::Config, spec: &mut JobSpec) -> Result<(), CliError> {
+    let JobSpec::Listing {
+        to,
+        to_shop,
+        map_file,
+        map,
+        shop_listing,
+        ..
+    } = spec
+    else {
+        return Ok(());
+    };
+    let file = map_file.clone().or_else(|| cfg.listing_map_file()).ok_or_else(|| {
+        CliError::input(
+            "a listing needs a listing map: --map FILE, `map_file` in the spec, or [listing] map in the config (examples in maps/)",
+        )
+    })?;
+    let loaded = ListingMap::load(&file).map_err(|e| CliError::input(e.to_string()))?;
+    if loaded.target != *to {
+        return Err(CliError::input(format!(
+            "{}: the map is for {} (key `target`), the job lists to {to}",
+            file.display(),
+            loaded.target
+        )));
+    }
+    *shop_listing = cfg
+        .shop_listing(to_shop, *to == Platform::Taobao)
+        .map_err(|e| CliError::input(format!("{}: {e}", cfg.file.display())))?;
+    *map = Some(loaded);
+    Ok(())
 }
 
 /// Read the listing's item ids with a progress spinner; a bad line stops here, before
@@ -226,6 +271,7 @@ pub(crate) async fn enqueue(cli: &Cli, args: &EnqueueArgs) -> Result<(), CliErro
         .map_err(|e| CliError::input(e.to_string()))?;
     cfg.check_shop(spec.shop_platform(), spec.shop())
         .map_err(|e| CliError::input(e.to_string()))?;
+    resolve_listing_map(&cfg, &mut spec)?;
     let ids = listing_ids(&spec)?;
     let chunk = args.chunk_size.unwrap_or(cfg.queue.chunk_size);
     if chunk == 0 {

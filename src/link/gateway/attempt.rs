@@ -119,7 +119,6 @@ impl Gateway {
         let class_timeout = self.read_timeout(api);
         let shape = CallShape {
             write: api.is_write(),
-            has_idempotency_key: ctx.idempotency_key.is_some(),
         };
         self.budget_record_call(platform, api).await;
         let mut attempts = Attempts::default();
@@ -152,6 +151,7 @@ impl Gateway {
                     err.class
                 },
                 peer_closed: err.transport == Some(TransportError::PeerClosed),
+                surely_not_sent: err.surely_not_sent(),
             };
             let verdict = inner.policy.decide(
                 facts,

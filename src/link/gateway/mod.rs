@@ -48,10 +48,6 @@ pub struct CallContext {
     pub(crate) budget: Budget,
     /// Carried into the call log line.
     pub(crate) trace_id: String,
-    /// Writes are retried like reads (5xx, timeouts, connect errors) only when they carry
-    /// one: the platform answers a repeat with the first result. `out_request_id` for
-    /// `item_add`.
-    pub(crate) idempotency_key: Option<String>,
     /// Once triggered, the call makes no new attempt: it gives up at the gate (or before
     /// sending) with [`LinkErrorKind::Halted`]; an attempt already on the wire finishes.
     pub(crate) halt: Option<crate::shutdown::Shutdown>,
@@ -68,7 +64,6 @@ impl CallContext {
         CallContext {
             budget,
             trace_id: ulid::Ulid::new().to_string(),
-            idempotency_key: None,
             halt: None,
             session: None,
             lane: Lane::Bulk,
@@ -85,13 +80,6 @@ impl CallContext {
     /// Use `trace_id` (carried into the call log line) instead of a fresh one.
     pub fn with_trace_id(mut self, trace_id: impl Into<String>) -> Self {
         self.trace_id = trace_id.into();
-        self
-    }
-
-    /// Set the idempotency key that lets a write be retried like a read (`out_request_id`
-    /// for `item_add`).
-    pub fn with_idempotency_key(mut self, key: impl Into<String>) -> Self {
-        self.idempotency_key = Some(key.into());
         self
     }
 
@@ -220,6 +208,18 @@ impl fmt::Display for LinkError {
 }
 
 impl std::error::Error for LinkError {}
+
+impl LinkError {
+    /// A write that failed so surely made nothing: it was never sent, never connected, or the
+    /// platform answered it with a refusal of its own. Otherwise its outcome is unknown.
+    pub fn write_made_nothing(&self) -> bool {
+        self.attempts == 0
+            || self
+                .last
+                .as_ref()
+                .is_some_and(|l| l.surely_not_sent() || l.refused_by_platform())
+    }
+}
 
 /// Call counters of one (platform, api) since start.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]

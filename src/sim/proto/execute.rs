@@ -3,24 +3,21 @@
 
 use super::parcel;
 use super::render::{
-    render_added, render_item, render_messages, render_orders, render_parcels, render_trace,
+    render_added, render_found, render_item, render_messages, render_orders, render_parcels,
+    render_trace,
 };
+use super::write;
 use super::{parse_gmt8, Call, Failure, Params, TOP_TIME};
 use crate::platform::wire;
 use crate::platform::{Api, Platform};
-use crate::sim::data::{self, ItemData};
+use crate::sim::data;
 use crate::sim::state::Sim;
 use chrono::{DateTime, Utc};
 use serde_json::{json, Value};
 
-/// Business parameter names per platform: (item id, title, price, quantity, idempotency key,
-/// window start, window end, page, page size).
+/// Business parameter names per platform: (item id, window start, window end, page, page size).
 struct Names {
     item_id: &'static str,
-    title: &'static str,
-    price: &'static str,
-    quantity: &'static str,
-    key: &'static str,
     start: &'static str,
     end: &'static str,
     page: &'static str,
@@ -29,10 +26,6 @@ struct Names {
 
 const TOP_NAMES: Names = Names {
     item_id: "num_iid",
-    title: "title",
-    price: "price",
-    quantity: "num",
-    key: "out_request_id",
     start: "start_modified",
     end: "end_modified",
     page: "page_no",
@@ -40,21 +33,13 @@ const TOP_NAMES: Names = Names {
 };
 const JD_NAMES: Names = Names {
     item_id: "wareId",
-    title: "title",
-    price: "jdPrice",
-    quantity: "stockNum",
-    key: "outRequestId",
     start: "start_date",
     end: "end_date",
     page: "page",
     page_size: "page_size",
 };
 const ALIBABA_NAMES: Names = Names {
-    item_id: "productID",
-    title: "subject",
-    price: "price",
-    quantity: "amount",
-    key: "outRequestId",
+    item_id: "offerId",
     start: "modifyStartTime",
     end: "modifyEndTime",
     page: "page",
@@ -131,12 +116,9 @@ pub(super) fn execute(
     let rid = || sim.request_id();
     let empty = sim.with_drill(|d| d.empty_field.clone());
     // Every parameter the platform's SDK requires, refused with the platform's own error when
-    // missing or empty. The writes' full product models are not held to theirs yet: the
-    // listing job still sends the four-field product (docs/wire-formats.md, "Writes").
-    if call.api != Api::ItemAdd {
-        for key in wire::spec(p, call.api).map_or(&[][..], |s| s.required) {
-            required(params, key)?;
-        }
+    // missing or empty.
+    for key in wire::spec(p, call.api).map_or(&[][..], |s| s.required) {
+        required(params, key)?;
     }
     let mut body = match call.api {
         Api::ItemGet => {
@@ -160,26 +142,26 @@ pub(super) fn execute(
             render_item(p, &item, rid)
         }
         Api::ItemAdd => {
-            let title = required(params, n.title)?;
-            let price = data::parse_price(&required(params, n.price)?)
-                .ok_or_else(|| Failure::Invalid(n.price.into()))?;
-            let quantity: u32 = number(params, n.quantity)?;
-            let key = params.get(n.key);
-            let item = ItemData {
-                id: 0,
-                title,
-                price_cents: price,
-                quantity,
-            };
+            let w = write::read(p, params)?;
             let out = app.written.lock().unwrap_or_else(|e| e.into_inner()).add(
-                key.as_deref(),
-                item,
+                shop,
+                &w.code,
+                w.item,
                 now.timestamp(),
             );
             if out.duplicate {
                 sim.slot(call.app, call.api).duplicate_write();
             }
             render_added(p, out, rid)
+        }
+        Api::ItemFind => {
+            let codes = write::find_codes(p, params)?;
+            let written = app.written.lock().unwrap_or_else(|e| e.into_inner());
+            let ids: Vec<u64> = codes
+                .iter()
+                .flat_map(|c| written.find(shop, c).iter().copied())
+                .collect();
+            render_found(p, codes.first().map_or("", String::as_str), &ids, rid)
         }
         Api::OrderList => {
             let start = window_time(p, params, n.start)?;
@@ -379,13 +361,23 @@ fn traced_order(p: Platform, params: &Params) -> Result<u64, Failure> {
 /// Empty-field drill: set the named field to "" in every record of the body. `title`,
 /// `price` and `num` name the item fields on every platform.
 fn blank_field(body: &mut Value, field: &str, p: Platform) {
-    let n = names(p);
-    let key = match field {
-        "title" => n.title,
-        "price" => n.price,
-        "num" | "quantity" => n.quantity,
-        other => other,
+    // The item fields' names per platform (1688's price is the SKUs' consign price, and their
+    // wholesale price behind it).
+    let keys: &[&str] = match (field, p) {
+        ("title", Platform::Alibaba) => &["subject"],
+        ("price", Platform::Jd) => &["jdPrice"],
+        ("price", Platform::Alibaba) => &["consignPrice", "price"],
+        ("num" | "quantity", Platform::Taobao) => &["num", "quantity"],
+        ("num" | "quantity", Platform::Jd) => &["stockNum"],
+        ("num" | "quantity", Platform::Alibaba) => &["amountOnSale"],
+        _ => &[],
     };
+    if keys.is_empty() {
+        walk(body, field);
+    }
+    for key in keys {
+        walk(body, key);
+    }
     fn walk(v: &mut Value, key: &str) {
         match v {
             Value::Object(m) => {
@@ -401,7 +393,6 @@ fn blank_field(body: &mut Value, field: &str, p: Platform) {
             _ => {}
         }
     }
-    walk(body, key);
 }
 
 #[cfg(test)]

@@ -13,6 +13,7 @@ mod execute;
 mod parcel;
 mod render;
 mod verify;
+mod write;
 pub(crate) use render::order_status;
 
 use super::state::{Admit, Outcome, Sim};
@@ -89,6 +90,8 @@ pub(crate) enum Reply {
     },
     /// Idle-close drill: never answer, hold, then close the connection.
     DropConnection,
+    /// Lost-answer drill: the call was done; close the connection at once, unanswered.
+    Hangup,
 }
 
 /// The request's parameters: form pairs (TOP, 1688) or the fields of `360buy_param_json` (JD).
@@ -109,8 +112,19 @@ impl Params {
                 Value::String(s) => Some(s.clone()),
                 Value::Number(n) => Some(n.to_string()),
                 Value::Bool(b) => Some(b.to_string()),
+                // An object or a list is there when it holds something (JD's `ware`, `skus`).
+                Value::Object(o) if !o.is_empty() => Some(Value::Object(o.clone()).to_string()),
+                Value::Array(a) if !a.is_empty() => Some(Value::Array(a.clone()).to_string()),
                 _ => None,
             },
+        }
+    }
+
+    /// A JSON value of JD's `360buy_param_json` (None on a form).
+    fn json(&self, key: &str) -> Option<Value> {
+        match self {
+            Params::Form(_) => None,
+            Params::Json(m) => m.get(key).cloned(),
         }
     }
 }
@@ -261,8 +275,8 @@ fn sample_latency(median: u64, p95: u64) -> u64 {
 /// the instant its per-second limit and quota count it at.
 pub(crate) async fn run(sim: &Sim, call: Call, arrived: DateTime<Utc>) -> Reply {
     let slot = sim.slot(call.app, call.api);
-    let (idle_close_s, latency_ms, error_ratio, outage, outage_hang, expired) =
-        sim.with_drill(|d| {
+    let (idle_close_s, latency_ms, error_ratio, outage, outage_hang, expired, lost_answers) = sim
+        .with_drill(|d| {
             (
                 d.idle_close_s,
                 d.latency_ms,
@@ -270,6 +284,7 @@ pub(crate) async fn run(sim: &Sim, call: Call, arrived: DateTime<Utc>) -> Reply 
                 d.outage,
                 d.outage_hang,
                 d.expired_session,
+                d.lost_write_answer_ratio,
             )
         });
     if idle_close_s > 0 && call.idle_ms.is_some_and(|ms| ms > idle_close_s * 1000) {
@@ -322,6 +337,16 @@ pub(crate) async fn run(sim: &Sim, call: Call, arrived: DateTime<Utc>) -> Reply 
         }
     };
     let answer = match result {
+        // The write is done; its answer never reaches the caller (a timeout after the commit).
+        Ok(_)
+            if call.api.is_write()
+                && lost_answers > 0.0
+                && rand::random::<f64>() < lost_answers =>
+        {
+            slot.record(Outcome::Ok);
+            slot.answer_lost();
+            return Reply::Hangup;
+        }
         Ok(body) => {
             slot.record(Outcome::Ok);
             Answer::ok(body)

@@ -14,17 +14,94 @@ fn jd_key(api: Api) -> String {
     format!("{}_responce", api.method(Platform::Jd).replace('.', "_"))
 }
 
+/// TOP's property ids the simulator's Taobao items carry (`props_name`, SKU
+/// `properties_name`): the attribute or spec name → pid. Values get vid 100 + their index.
+const TOP_PIDS: [(&str, u64); 4] = [
+    ("颜色", 1_627_207),
+    ("尺码", 20_509),
+    ("材质", 20_021),
+    ("产地", 20_000),
+];
+
+fn top_pair(name: &str, value: &str) -> String {
+    let pid = TOP_PIDS
+        .iter()
+        .find(|(n, _)| *n == name)
+        .map_or(0, |(_, p)| *p);
+    let vid = 100 + value.bytes().map(u64::from).sum::<u64>() % 1000;
+    format!("{pid}:{vid}:{name}:{value}")
+}
+
+/// A 1688 price as its answers give it: a JSON number (`40.0`).
+fn yuan(cents: u64) -> Value {
+    json!(cents as f64 / 100.0)
+}
+
 pub(super) fn render_item(p: Platform, item: &ItemData, rid: impl Fn() -> String) -> Value {
     let price = data::format_price(item.price_cents);
+    let image_url = |path: &String| format!("https://cbu01.alicdn.com/{path}");
     match p {
-        Platform::Taobao => json!({"item_seller_get_response": {
-            "item": {"num_iid": item.id, "title": item.title, "price": price, "num": item.quantity},
-            "request_id": rid()}}),
+        Platform::Taobao => {
+            let pairs = |specs: &[(&str, &str)]| {
+                specs
+                    .iter()
+                    .map(|(n, v)| top_pair(n, v))
+                    .collect::<Vec<_>>()
+                    .join(";")
+            };
+            let skus: Vec<Value> = item
+                .skus
+                .iter()
+                .map(|s| {
+                    json!({"sku_id": s.id, "properties_name": pairs(&s.specs),
+                        "price": data::format_price(s.price_cents), "quantity": s.quantity})
+                })
+                .collect();
+            let mut item_json = json!({"num_iid": item.id, "title": item.title, "price": price,
+                "num": item.quantity, "cid": item.category, "props_name": pairs(&item.attributes),
+                "desc": item.description,
+                "pic_url": item.images.first().map(image_url),
+                "item_imgs": {"item_img": item.images.iter().enumerate()
+                    .map(|(i, path)| json!({"url": image_url(path), "position": i}))
+                    .collect::<Vec<_>>()}});
+            if !skus.is_empty() {
+                item_json["skus"] = json!({ "sku": skus });
+            }
+            json!({"item_seller_get_response": {"item": item_json, "request_id": rid()}})
+        }
         Platform::Jd => json!({jd_key(Api::ItemGet): {"code": "0",
-            "ware": {"wareId": item.id, "title": item.title, "jdPrice": price, "stockNum": item.quantity}}}),
-        Platform::Alibaba => json!({"success": true, "productInfo": {"productID": item.id,
-            "subject": item.title, "status": "published",
-            "saleInfo": {"amountOnSale": item.quantity, "priceRanges": [{"startQuantity": 1, "price": price}]}}}),
+            "ware": {"wareId": item.id, "title": item.title, "jdPrice": price,
+                "stockNum": item.quantity, "categoryId": item.category,
+                "introduction": item.description,
+                "images": item.images.iter().enumerate()
+                    .map(|(i, path)| json!({"imgUrl": image_url(path), "imgIndex": i + 1}))
+                    .collect::<Vec<_>>()}}}),
+        // `alibaba.fenxiao.productInfo.get`: relative image paths, numbers for prices.
+        Platform::Alibaba => {
+            let skus: Vec<Value> = item
+                .skus
+                .iter()
+                .map(|s| {
+                    json!({"skuId": s.id, "specId": format!("{:032x}", s.id),
+                        "amountOnSale": s.quantity, "price": yuan(s.price_cents + s.price_cents / 10),
+                        "consignPrice": yuan(s.price_cents),
+                        "attributes": s.specs.iter().map(|(n, v)| json!({
+                            "attributeID": 3216, "attributeName": n, "attributeValue": v,
+                            "attributeDisplayName": n})).collect::<Vec<_>>()})
+                })
+                .collect();
+            json!({"success": true, "productInfo": {"productID": item.id,
+                "productType": "wholesale", "categoryID": item.category,
+                "subject": item.title, "description": item.description, "status": "published",
+                "productImage": {"images": item.images},
+                "productAttribute": item.attributes.iter().map(|(n, v)| json!({
+                    "attributeID": 100_031_521, "attributeName": n, "value": v,
+                    "isCustom": false})).collect::<Vec<_>>(),
+                "productSkuInfos": skus,
+                "productSaleInfo": {"amountOnSale": item.quantity, "unit": "件",
+                    "consignPrice": yuan(item.price_cents),
+                    "priceRanges": [{"startQuantity": 1, "price": yuan(item.price_cents + item.price_cents / 10)}]}}})
+        }
     }
 }
 
@@ -32,8 +109,30 @@ pub(super) fn render_added(p: Platform, out: AddOutcome, rid: impl Fn() -> Strin
     match p {
         Platform::Taobao => json!({"item_add_response": {
             "item": {"num_iid": out.id, "created": gmt8(out.created, TOP_TIME)}, "request_id": rid()}}),
+        // JD puts the SKUs into the ware it answers ("返回时会将skus放入ware对象").
         Platform::Jd => json!({jd_key(Api::ItemAdd): {"code": "0", "ware": {"wareId": out.id}}}),
         Platform::Alibaba => json!({"result": {"success": true, "productID": out.id}}),
+    }
+}
+
+/// `item_find`'s answer: the products carrying the code (TOP leaves `items` out when none
+/// do; JD answers an empty page).
+pub(super) fn render_found(
+    p: Platform,
+    code: &str,
+    ids: &[u64],
+    rid: impl Fn() -> String,
+) -> Value {
+    match p {
+        Platform::Taobao if ids.is_empty() => {
+            json!({"items_custom_get_response": {"request_id": rid()}})
+        }
+        Platform::Taobao => json!({"items_custom_get_response": {"items": {"item":
+            ids.iter().map(|id| json!({"num_iid": id, "outer_id": code})).collect::<Vec<_>>()},
+            "request_id": rid()}}),
+        _ => json!({jd_key(Api::ItemFind): {"code": "0", "page": {"data":
+            ids.iter().map(|id| json!({"wareId": id, "itemNum": code, "outerId": code})).collect::<Vec<_>>(),
+            "pageNo": 1, "pageSize": 20, "totalItem": ids.len()}}}),
     }
 }
 

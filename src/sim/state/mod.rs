@@ -70,6 +70,7 @@ struct Counters {
     fatal: AtomicU64,
     unknown: AtomicU64,
     duplicate_writes: AtomicU64,
+    answers_lost: AtomicU64,
     idle_closed: AtomicU64,
     limited_seconds: AtomicU64,
 }
@@ -233,6 +234,11 @@ impl Slot {
         self.counters.duplicate_writes.fetch_add(1, Relaxed);
     }
 
+    /// A write done whose answer the lost-answer drill dropped.
+    pub(crate) fn answer_lost(&self) {
+        self.counters.answers_lost.fetch_add(1, Relaxed);
+    }
+
     pub(crate) fn idle_closed(&self) {
         self.counters.idle_closed.fetch_add(1, Relaxed);
     }
@@ -250,6 +256,7 @@ impl Slot {
             &c.fatal,
             &c.unknown,
             &c.duplicate_writes,
+            &c.answers_lost,
             &c.idle_closed,
         ] {
             a.store(0, Relaxed);
@@ -284,6 +291,7 @@ impl Slot {
             peak_per_second,
             limited_seconds: c.limited_seconds.load(Relaxed),
             duplicate_writes: c.duplicate_writes.load(Relaxed),
+            answers_lost: c.answers_lost.load(Relaxed),
             idle_closed: c.idle_closed.load(Relaxed),
             limit_per_second: self.per_second.load(Relaxed),
             limit_daily: self.daily.load(Relaxed),
@@ -597,7 +605,11 @@ impl Sim {
             t.errors_by_class.unknown += a.errors_by_class.unknown;
             t.quota_used_today += a.quota_used_today;
             t.duplicate_writes += a.duplicate_writes;
+            t.answers_lost += a.answers_lost;
             t.idle_closed += a.idle_closed;
+        }
+        for a in &self.apps {
+            t.products += lock(&a.written).counts().0;
         }
         SimStats {
             apis,

@@ -42,8 +42,12 @@ pub struct ApiStats {
     /// (or its ban): on TOP each is a ban of the app.
     #[serde(default)]
     pub limited_seconds: u64,
-    /// item_add repeats of an `out_request_id` already written.
+    /// Products item_add made whose seller's code another product of the same shop already
+    /// carried: duplicates, counted by seller's code.
     pub duplicate_writes: u64,
+    /// Writes done whose answer the lost-answer drill dropped.
+    #[serde(default)]
+    pub answers_lost: u64,
     /// Requests dropped by the idle-close drill (never answered, not counted as calls).
     pub idle_closed: u64,
     /// The limits in force (simulator side only; clients must not read them).
@@ -69,8 +73,15 @@ pub struct Totals {
     pub(crate) errors_by_class: ErrorCounts,
     /// Calls counted against today's quotas, all apps.
     pub quota_used_today: u64,
-    /// `item_add` repeats of an already written `out_request_id`, all apps.
+    /// Products made with a seller's code another product of the shop already carried, all
+    /// apps.
     pub duplicate_writes: u64,
+    /// Writes done whose answer the lost-answer drill dropped, all apps.
+    #[serde(default)]
+    pub answers_lost: u64,
+    /// Products item_add made, all apps.
+    #[serde(default)]
+    pub products: u64,
     /// Requests dropped by the idle-close drill, all apps.
     pub idle_closed: u64,
     /// Requests with an unknown app key or method, or unreadable (answered with an error).

@@ -212,6 +212,13 @@ pub struct Harness {
 /// The client config text for `sim`: every platform of the simulator's demo apps, secrets from
 /// the environment, one default gate, a fast-polling queue whose orphans are claimed after 2 s,
 /// and probes off (their sample calls would land in the simulator's exact counts).
+/// The shipped listing map of the simulator's catalog to `target` (`maps/`).
+pub fn sim_map(target: Platform) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("maps")
+        .join(format!("sim-1688-{target}.toml"))
+}
+
 pub fn client_toml(sim: &SimHandle, o: &ClientOpts) -> String {
     let mut t = String::new();
     for app in &sim.config().apps {
@@ -236,7 +243,8 @@ pub fn client_toml(sim: &SimHandle, o: &ClientOpts) -> String {
         "[gates.default]\nrate = {}\nburst = {}\nconcurrency = {}\np95_ms = 20\nmax_wait_ms = 5000\n\n\
          [queue]\nchunk_size = {}\npoll_interval_ms = 20\nheartbeat_s = {}\nmissed_heartbeats = {}\n\
          max_attempts = {}\nretry_base_ms = {}\nshutdown_grace_s = {}\nunreachable_exit_s = {}\nheal_interval_s = {}\n\n\
-         [jobs]\nlogistics_min_interval_s = {}\nitem_retry_rounds = {}\n{}{}\n[probe]\ninterval_s = 0\n",
+         [jobs]\nlogistics_min_interval_s = {}\nitem_retry_rounds = {}\n{}{}\n[probe]\ninterval_s = 0\n\n\
+         [listing]\nmap = \"{}\"\nlocation_state = \"浙江\"\nlocation_city = \"杭州\"\n",
         o.rate,
         o.burst,
         o.concurrency,
@@ -255,7 +263,8 @@ pub fn client_toml(sim: &SimHandle, o: &ClientOpts) -> String {
             .unwrap_or_default(),
         o.renew_tokens_every_ms
             .map(|ms| format!("token_check_ms = {ms}\n"))
-            .unwrap_or_default()
+            .unwrap_or_default(),
+        sim_map(Platform::Taobao).display()
     ));
     for (name, weight) in &o.shops {
         let app = sim
