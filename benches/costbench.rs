@@ -350,10 +350,11 @@ async fn bare_worker() {
             write
                 .call(
                     &ApiRequest::ItemAdd {
-                        title: it.title,
-                        price: it.price,
-                        quantity: it.quantity,
-                        out_request_id: format!("bare:{item}"),
+                        // The bare worker writes what it read, without the map's rules.
+                        item: Box::new(syncfleet::platform::NewItem {
+                            title: it.title,
+                            ..syncfleet::fuzzing::new_item(&format!("bare:{item}"))
+                        }),
                     },
                     timeout,
                 )

@@ -122,16 +122,7 @@ fn command(bin: &Path, sim: &SimHandle, cfg: &Path, db: &str, redis: Option<&str
 }
 
 fn listing_spec() -> JobSpec {
-    JobSpec::Listing {
-        from: Platform::Alibaba,
-        to: Platform::Taobao,
-        items_file: None,
-        items: Vec::new(),
-        to_shop: syncfleet::jobs::spec::DEFAULT_SHOP.into(),
-        relist: false,
-        allow_stale_source_s: None,
-        lane: Default::default(),
-    }
+    syncfleet::app::demo::sim_listing(false).expect("the shipped listing map")
 }
 
 fn keys(n: u64) -> Vec<String> {

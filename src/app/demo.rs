@@ -152,6 +152,29 @@ pub fn sim_listing_map() -> Result<ListingMap, DemoError> {
         .map_err(|e| DemoError::Map(e.to_string()))
 }
 
+/// The listing of the simulator's 1688 catalog to the default Taobao shop (items given at
+/// enqueue), mapped by the shipped map, from a shop in Hangzhou.
+pub fn sim_listing(relist: bool) -> Result<JobSpec, DemoError> {
+    Ok(JobSpec::Listing {
+        from: Platform::Alibaba,
+        to: Platform::Taobao,
+        items_file: None,
+        items: Vec::new(),
+        to_shop: crate::jobs::spec::DEFAULT_SHOP.into(),
+        relist,
+        allow_stale_source_s: None,
+        lane: Default::default(),
+        map_file: None,
+        map: Some(Box::new(sim_listing_map()?)),
+        shop_listing: ShopListing {
+            location_state: "浙江".into(),
+            location_city: "杭州".into(),
+            item_type: "fixed".into(),
+            stuff_status: "new".into(),
+        },
+    })
+}
+
 /// A gateway whose credentials come from the simulator's apps (the demo, tests and
 /// benchmarks play the operator who holds them), not from environment variables.
 pub fn sim_gateway(
@@ -218,26 +241,9 @@ pub async fn run(
     .await?;
 
     let keys: Vec<String> = (1..=opts.items).map(|i| i.to_string()).collect();
-    let spec = JobSpec::Listing {
-        from: Platform::Alibaba,
-        to: Platform::Taobao,
-        items_file: None,
-        items: Vec::new(),
-        to_shop: crate::jobs::spec::DEFAULT_SHOP.into(),
-        // A demo lists afresh on every run (a new simulator each time), even on a ledger
-        // that keeps the listings of an earlier run (`--ledger postgres://...`).
-        relist: true,
-        allow_stale_source_s: None,
-        lane: Default::default(),
-        map_file: None,
-        map: Some(sim_listing_map()?),
-        shop_listing: ShopListing {
-            location_state: "浙江".into(),
-            location_city: "杭州".into(),
-            item_type: "fixed".into(),
-            stuff_status: "new".into(),
-        },
-    };
+    // A demo lists afresh on every run (a new simulator each time), even on a ledger that
+    // keeps the listings of an earlier run (`--ledger postgres://...`).
+    let spec = sim_listing(true)?;
     let enq = producer::enqueue(
         &rt.store,
         &rt.queue,

@@ -18,7 +18,7 @@ pub struct CallArgs {
     /// item_get, item_add, order_list or logistics_trace.
     pub(crate) api: String,
     /// Business params in the platform's own names, e.g. `num_iid=1` (taobao),
-    /// `wareId=1` (jd, sent as 360buy_param_json), `productID=1` (alibaba).
+    /// `wareId=1` (jd, sent as 360buy_param_json), `offerId=1` (alibaba).
     pub(crate) params: Vec<String>,
     /// Whole-call timeout in ms (default: the API class's read timeout in link.timeouts).
     #[arg(long)]

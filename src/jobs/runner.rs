@@ -444,7 +444,7 @@ impl JobRunner {
                     },
                     relist: *relist,
                     allow_stale_s: *allow_stale_source_s,
-                    map: map.as_ref(),
+                    map: map.as_deref(),
                     shop: shop_listing,
                     take_over_ms: listing::claim_take_over_ms(&self.ctx.cfg.link),
                 };

@@ -145,6 +145,9 @@ mod tests {
             relist: false,
             allow_stale_source_s: None,
             lane: Default::default(),
+            map_file: None,
+            map: None,
+            shop_listing: Default::default(),
         };
         let err = check_specs(&cfg, &[(7, listing)]).unwrap_err();
         assert!(err.is_input_error());

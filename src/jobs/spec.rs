@@ -64,7 +64,7 @@ pub enum JobSpec {
         /// The listing map the job's items are mapped by, read at enqueue: a map file edited
         /// later changes no job already queued (docs/design.md, "The listing map").
         #[serde(default, skip_serializing_if = "Option::is_none")]
-        map: Option<ListingMap>,
+        map: Option<Box<ListingMap>>,
         /// What the target shop's items say of it (location, item type), from the config
         /// at enqueue.
         #[serde(default)]

@@ -140,8 +140,10 @@ pub(crate) fn empty_fields(resp: &ApiResponse) -> Vec<String> {
             Value::String(s) if s.trim().is_empty() => out.push(path.to_string()),
             Value::Object(m) => {
                 for (k, v) in m {
-                    // The serde tag names the variant, it is not a platform field.
-                    if path.is_empty() && k == "kind" {
+                    // The serde tag names the variant, it is not a platform field; an item's
+                    // category and description are empty where its API gives none.
+                    if path.is_empty() && matches!(k.as_str(), "kind" | "category" | "description")
+                    {
                         continue;
                     }
                     let p = if path.is_empty() {
@@ -289,6 +291,7 @@ mod tests {
             title: title.into(),
             price: "1.00".into(),
             quantity: 3,
+            ..Item::default()
         })
     }
 

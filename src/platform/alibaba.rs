@@ -432,12 +432,12 @@ mod tests {
         let (path, form) = signed_form(
             &creds("1000001", "s3cret", Some("tok")),
             Api::ItemGet,
-            &[("productID".into(), "123".into())],
+            &[("offerId".into(), "123".into())],
             now,
         );
         assert_eq!(
             path,
-            "param2/1/com.alibaba.product/alibaba.product.get/1000001"
+            "param2/1/com.alibaba.fenxiao/alibaba.fenxiao.productInfo.get/1000001"
         );
         assert_eq!(get(&form, "access_token"), Some("tok"));
         assert_eq!(
@@ -476,20 +476,11 @@ mod tests {
         assert_eq!(get(&p, "modifyStartTime"), Some("20260101100000000+0800"));
         assert_eq!(get(&p, "pageSize"), Some("50"));
         assert_eq!(parse_time("20260101100000000+0800"), Some(start));
-        let p = business_params(&ApiRequest::ItemAdd {
-            title: "Mug".into(),
-            price: "12.50".into(),
-            quantity: 7,
-            out_request_id: "j:1".into(),
+        // A distributor's read of a supplier's product.
+        let p = business_params(&ApiRequest::ItemGet {
+            item_id: "573741401425".into(),
         });
-        assert_eq!(
-            (
-                get(&p, "subject"),
-                get(&p, "amount"),
-                get(&p, "outRequestId")
-            ),
-            (Some("Mug"), Some("7"), Some("j:1"))
-        );
+        assert_eq!(get(&p, "offerId"), Some("573741401425"));
     }
 
     #[test]
@@ -559,9 +550,10 @@ mod tests {
             check_body(api, 200, &v, Utc::now()).unwrap();
             v
         };
+        // Without SKUs: the consign price of the sale info.
         let item = ok(
             Api::ItemGet,
-            r#"{"productInfo":{"productID":123,"subject":"Mug","saleInfo":{"amountOnSale":7,"priceRanges":[{"startQuantity":1,"price":12.5}]}}}"#,
+            r#"{"productInfo":{"productID":123,"categoryID":1031910,"subject":"Mug","productSaleInfo":{"amountOnSale":7,"consignPrice":11.0,"priceRanges":[{"startQuantity":1,"price":12.5}]},"productImage":{"images":["img/ibank/1.jpg"]}}}"#,
         );
         assert_eq!(
             parse_response(
@@ -574,25 +566,12 @@ mod tests {
             ApiResponse::Item(Item {
                 id: "123".into(),
                 title: "Mug".into(),
-                price: "12.5".into(),
-                quantity: 7
+                price: "11.0".into(),
+                quantity: 7,
+                category: "1031910".into(),
+                images: vec!["https://cbu01.alicdn.com/img/ibank/1.jpg".into()],
+                ..Item::default()
             })
-        );
-        let added = ok(
-            Api::ItemAdd,
-            r#"{"result":{"success":true,"productID":900000123}}"#,
-        );
-        let req = ApiRequest::ItemAdd {
-            title: "t".into(),
-            price: "1".into(),
-            quantity: 1,
-            out_request_id: "k".into(),
-        };
-        assert_eq!(
-            parse_response(&req, &added).unwrap(),
-            ApiResponse::ItemAdded {
-                item_id: "900000123".into()
-            }
         );
         let page = ok(
             Api::OrderList,

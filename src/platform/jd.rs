@@ -379,16 +379,21 @@ mod tests {
     #[test]
     fn typed_and_raw_params_become_param_json() {
         let p = business_params(&ApiRequest::ItemAdd {
-            title: "Mug".into(),
-            price: "12.50".into(),
-            quantity: 7,
-            out_request_id: "j:1".into(),
+            item: Box::new(crate::fuzzing::new_item("SF1688-1")),
         });
         let v: Value = serde_json::from_str(get(&p, PARAM_JSON).unwrap()).unwrap();
-        assert_eq!(
-            v,
-            json!({"title":"Mug","jdPrice":"12.50","stockNum":7,"outRequestId":"j:1"})
-        );
+        // `{"ware":{...},"skus":[...]}`: the code as outerId and itemNum, one SKU.
+        assert_eq!(v["ware"]["title"], "Mug");
+        assert_eq!(v["ware"]["categoryId"], "50003948");
+        assert_eq!(v["ware"]["itemNum"], "SF1688-1");
+        assert_eq!(v["ware"]["outerId"], "SF1688-1");
+        assert_eq!(v["skus"][0]["jdPrice"], "12.50");
+        assert_eq!(v["skus"][0]["stockNum"], 7);
+        let p = business_params(&ApiRequest::ItemFind {
+            seller_code: "SF1688-1".into(),
+        });
+        let v: Value = serde_json::from_str(get(&p, PARAM_JSON).unwrap()).unwrap();
+        assert_eq!(v["itemNum"], "SF1688-1");
         let start = Utc.with_ymd_and_hms(2026, 1, 1, 0, 0, 0).unwrap();
         let p = business_params(&ApiRequest::OrderList {
             start,
@@ -478,7 +483,8 @@ mod tests {
                 id: "123".into(),
                 title: "Mug".into(),
                 price: "12.50".into(),
-                quantity: 7
+                quantity: 7,
+                ..Item::default()
             })
         );
         let added = ok(
@@ -486,10 +492,7 @@ mod tests {
             r#"{"jingdong_ware_write_add_responce":{"code":"0","ware":{"wareId":900000123}}}"#,
         );
         let req = ApiRequest::ItemAdd {
-            title: "t".into(),
-            price: "1".into(),
-            quantity: 1,
-            out_request_id: "k".into(),
+            item: Box::new(crate::fuzzing::new_item("k")),
         };
         assert_eq!(
             parse_response(&req, &added).unwrap(),

@@ -129,7 +129,7 @@ pub struct Message {
 /// One item (product) as read from a platform: what a listing maps from. The fields after
 /// `quantity` are empty where the source API does not give them (and in reads kept by an
 /// older version).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
 pub struct Item {
     /// The platform's item id.
     pub id: String,

@@ -489,15 +489,44 @@ mod tests {
         // No `use_has_next`: TOP would drop the total the walk needs.
         assert_eq!(get(&p, "use_has_next"), None);
         assert_eq!(get(&p, "fields"), Some(TOP_TRADE_FIELDS));
-        let add = ApiRequest::ItemAdd {
-            title: "t".into(),
-            price: "12.50".into(),
-            quantity: 7,
-            out_request_id: "j:1".into(),
-        };
-        let p = business_params(&add);
-        assert_eq!(get(&p, "num"), Some("7"));
-        assert_eq!(get(&p, "out_request_id"), Some("j:1"));
+        // Every field `check()` requires, the seller's code as `outer_id`, no
+        // idempotency parameter (TOP has none).
+        let mut item = crate::fuzzing::new_item("SF1688-1");
+        item.skus = vec![
+            crate::platform::NewSku {
+                props: vec![("1627207".into(), "28341".into())],
+                price: "12.50".into(),
+                quantity: 3,
+                seller_code: "11".into(),
+            },
+            crate::platform::NewSku {
+                props: vec![("1627207".into(), "28320".into())],
+                price: "13.50".into(),
+                quantity: 4,
+                seller_code: String::new(),
+            },
+        ];
+        let p = business_params(&ApiRequest::ItemAdd {
+            item: Box::new(item),
+        });
+        for key in crate::platform::wire::spec(P, Api::ItemAdd)
+            .unwrap()
+            .required
+        {
+            assert!(get(&p, key).is_some_and(|v| !v.is_empty()), "{key}");
+        }
+        assert_eq!(get(&p, "outer_id"), Some("SF1688-1"));
+        assert_eq!(get(&p, "out_request_id"), None);
+        assert_eq!(
+            get(&p, "sku_properties"),
+            Some("1627207:28341,1627207:28320")
+        );
+        assert_eq!(get(&p, "sku_quantities"), Some("3,4"));
+        assert_eq!(get(&p, "sku_prices"), Some("12.50,13.50"));
+        // Sent even where a SKU has no code.
+        assert_eq!(get(&p, "sku_outer_ids"), Some("11,"));
+        // The SKUs' sale properties are in `props` too.
+        assert_eq!(get(&p, "props"), Some("1627207:28341;1627207:28320"));
         // A business param cannot smuggle in a system param.
         let form = signed_form(
             &creds(SignMethod::HmacSha256),
@@ -598,15 +627,13 @@ mod tests {
                 id: "123".into(),
                 title: "Mug".into(),
                 price: "12.50".into(),
-                quantity: 7
+                quantity: 7,
+                ..Item::default()
             })
         );
         let added: Value = serde_json::from_str(r#"{"item_add_response":{"item":{"num_iid":900000123,"created":"2026-01-01 12:00:00"},"request_id":"r"}}"#).unwrap();
         let req = ApiRequest::ItemAdd {
-            title: "t".into(),
-            price: "1".into(),
-            quantity: 1,
-            out_request_id: "k".into(),
+            item: Box::new(crate::fuzzing::new_item("k")),
         };
         assert_eq!(
             parse_response(&req, &added).unwrap(),

@@ -92,10 +92,10 @@ pub(crate) fn catalog_item(seed: u64, items: u64, id: u64) -> Option<ItemData> {
     let noun = ((h >> 8) % 8) as usize;
     let (category, sized) = CATEGORIES[noun];
     let base = 100 + (h >> 16) % 99_900;
-    let stock = ((h >> 40) % 500) as u32;
+    let stock = 1 + ((h >> 40) % 500) as u32;
     // One product in five has no variants; the rest 1-3 colours, in 3 sizes for clothes.
     let g = mix(seed, 2, id);
-    let skus: Vec<SkuData> = if g % 5 == 0 {
+    let skus: Vec<SkuData> = if g.is_multiple_of(5) {
         Vec::new()
     } else {
         let colours = 1 + (g >> 8) % 3;

@@ -11,7 +11,6 @@ use std::time::{Duration, Instant};
 use syncfleet::app::runtime::{Runtime, FLEET_NAMESPACE};
 use syncfleet::config::Config;
 use syncfleet::jobs::producer;
-use syncfleet::jobs::spec::JobSpec;
 use syncfleet::link::shared::FleetLink;
 use syncfleet::platform::{Api, Platform};
 use syncfleet::queue::Shutdown;
@@ -73,16 +72,7 @@ async fn run_listing_over_a_slow_target(redis: bool) {
     let gateway = h.gateway(&rt.cfg, gates, fleet);
 
     let keys: Vec<String> = (1..=ITEMS).map(|i| i.to_string()).collect();
-    let spec = JobSpec::Listing {
-        from: FROM,
-        to: TO,
-        items_file: None,
-        items: Vec::new(),
-        to_shop: syncfleet::jobs::spec::DEFAULT_SHOP.into(),
-        relist: false,
-        allow_stale_source_s: None,
-        lane: Default::default(),
-    };
+    let spec = syncfleet::app::demo::sim_listing(false).expect("the shipped listing map");
     let enq = producer::enqueue(&rt.store, &rt.queue, CHUNK, &spec, &keys, |_| {})
         .await
         .expect("enqueue");

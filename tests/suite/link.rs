@@ -12,7 +12,7 @@ use syncfleet::config::Config;
 use syncfleet::link::breaker::State;
 use syncfleet::link::probe::run_probes;
 use syncfleet::link::{Budget, CallContext, FleetLink, Gateway, LinkErrorKind};
-use syncfleet::platform::{Api, ApiRequest, ErrorClass, Platform, TransportError};
+use syncfleet::platform::{Api, ApiRequest, ApiResponse, ErrorClass, Platform, TransportError};
 use syncfleet::sim::{self, DrillPatch, SimConfig, SimHandle};
 use syncfleet::store::Store;
 use syncfleet::throttle::Gates;
@@ -92,12 +92,9 @@ fn item(id: u64) -> ApiRequest {
     }
 }
 
-fn add(key: &str) -> ApiRequest {
+fn add(code: &str) -> ApiRequest {
     ApiRequest::ItemAdd {
-        title: "t".into(),
-        price: "1.00".into(),
-        quantity: 1,
-        out_request_id: key.into(),
+        item: Box::new(syncfleet::fuzzing::new_item(code)),
     }
 }
 
@@ -124,18 +121,6 @@ fn drill(sim: &SimHandle, patch: DrillPatch) {
     sim.set_drill(patch).expect("drill accepted");
 }
 
-/// Wait until `cond` holds, polling; fail after `bound` (generous: never a timing assertion).
-async fn wait_for(what: &str, bound: Duration, mut cond: impl FnMut() -> bool) {
-    let end = std::time::Instant::now() + bound;
-    while !cond() {
-        assert!(
-            std::time::Instant::now() < end,
-            "timed out after {bound:?} waiting for {what}"
-        );
-        tokio::time::sleep(Duration::from_millis(2)).await;
-    }
-}
-
 fn add_stats(sim: &SimHandle) -> syncfleet::sim::ApiStats {
     sim.stats()
         .for_platform(TB, Api::ItemAdd)
@@ -146,8 +131,7 @@ fn add_stats(sim: &SimHandle) -> syncfleet::sim::ApiStats {
 /// Items item_add really created: answered ok, minus repeats of a key answered with the
 /// first result.
 fn created_items(sim: &SimHandle) -> u64 {
-    let s = add_stats(sim);
-    s.ok - s.duplicate_writes
+    sim.stats().totals.products
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -386,7 +370,7 @@ async fn under_outage_the_retry_budget_stops_retries() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn keyed_write_is_retried_after_read_timeouts_without_duplicates_keyless_is_not() {
+async fn a_write_is_retried_only_when_it_surely_made_nothing() {
     let sim = start_sim(|_| {}).await;
     let cfg = config(
         &sim.endpoint(TB),
@@ -401,42 +385,36 @@ async fn keyed_write_is_retried_after_read_timeouts_without_duplicates_keyless_i
             ..Default::default()
         },
     );
+    // A read timeout: the write may have arrived. No platform deduplicates a write, so it
+    // is never sent again here; its outcome is unknown.
     for k in 0..3 {
-        let key = format!("job1:{k}");
         let err = gw
-            .call(TB, add(&key), &ctx().with_idempotency_key(key.clone()))
+            .call(TB, add(&format!("SF-{k}")), &ctx())
             .await
             .expect_err("read timeout");
-        assert_eq!(err.attempts, 3, "a keyed write is retried: {err}");
+        assert_eq!(
+            err.attempts, 1,
+            "a write that may have arrived is not retried: {err}"
+        );
         assert_eq!(
             err.last.as_ref().and_then(|e| e.transport),
             Some(TransportError::Timeout),
             "{err}"
         );
+        assert!(!err.write_made_nothing(), "{err}");
     }
-    let err = gw
-        .call(TB, add("job1:nokey"), &ctx())
-        .await
-        .expect_err("read timeout");
-    assert_eq!(err.attempts, 1, "a keyless write is never retried: {err}");
-    // 3 keys x 3 attempts + 1. (The simulator drops a held request when its client goes
-    // away, so none of these was written; a repeat of a key that had been would be answered
-    // with the first result and counted in `duplicate_writes`.)
     let adds = add_stats(&sim);
-    assert_eq!(adds.calls, 10, "{adds:?}");
-    assert!(
-        created_items(&sim) <= 4,
-        "at most one item per call: {adds:?}"
-    );
+    assert_eq!(adds.calls, 3, "{adds:?}");
+    assert_eq!(adds.duplicate_writes, 0, "{adds:?}");
 
-    // Nothing listens on this port: the request surely never arrived.
+    // Nothing listens on this port: the request surely never arrived, and goes again.
     let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let port = closed.local_addr().unwrap().port();
     drop(closed);
     let cfg = config(&format!("http://127.0.0.1:{port}/router/rest"), "", "");
     let gw = gateway(&cfg, &sim, None, None).await;
     let err = gw
-        .call(TB, add("job2:1"), &ctx().with_idempotency_key("job2:1"))
+        .call(TB, add("SF-closed"), &ctx())
         .await
         .expect_err("no listener");
     assert_eq!(
@@ -444,56 +422,47 @@ async fn keyed_write_is_retried_after_read_timeouts_without_duplicates_keyless_i
         Some(TransportError::Connect),
         "{err}"
     );
-    assert_eq!(
-        err.attempts, 3,
-        "a write with a key is retried after a connect error: {err}"
-    );
-    let err = gw
-        .call(TB, add("job2:2"), &ctx())
-        .await
-        .expect_err("no listener");
-    assert_eq!(err.attempts, 1, "without an idempotency key never: {err}");
+    assert_eq!(err.attempts, 3, "a write never sent is retried: {err}");
+    assert!(err.write_made_nothing(), "{err}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn keyed_write_under_error_drill_ends_ok_and_creates_one_item() {
+async fn a_write_answered_with_a_backend_failure_is_not_sent_again() {
     let sim = start_sim(|_| {}).await;
     let cfg = config(&sim.endpoint(TB), "", "");
     let gw = gateway(&cfg, &sim, None, None).await;
-    // Every call fails with the platform's 5xx-like busy error, after a second: long enough
-    // for the watcher below to lift the drill before the retry goes out.
+    // The platform's "service busy" (a backend failure): the product may or may not exist.
     drill(
         &sim,
         DrillPatch {
             error_ratio: Some(1.0),
-            latency_ms: Some(1_000),
             ..Default::default()
         },
     );
-    let call = {
-        let gw = gw.clone();
-        tokio::spawn(async move {
-            gw.call(TB, add("job3:1"), &ctx().with_idempotency_key("job3:1"))
-                .await
-        })
-    };
-    // The drill's values are read when a call arrives: the first attempt keeps them.
-    wait_for("the first attempt", Duration::from_secs(10), || {
-        add_stats(&sim).calls >= 1
-    })
-    .await;
+    let err = gw.call(TB, add("SF-busy"), &ctx()).await.expect_err("busy");
+    assert_eq!(err.attempts, 1, "{err}");
+    assert!(!err.write_made_nothing(), "outcome unknown: {err}");
     sim.clear_drills();
-    let reply = call
+    // A refusal of the platform's own (a missing required field) made nothing.
+    let mut bad = syncfleet::fuzzing::new_item("SF-bad");
+    bad.shop.location_city.clear();
+    let err = gw
+        .call(
+            TB,
+            ApiRequest::ItemAdd {
+                item: Box::new(bad),
+            },
+            &ctx(),
+        )
         .await
-        .expect("call task")
-        .expect("retried after the error");
-    assert!(reply.stale.is_none());
+        .expect_err("refused");
+    assert_eq!(err.class, ErrorClass::Fatal, "{err}");
+    assert!(err.write_made_nothing(), "{err}");
+    let ok = gw.call(TB, add("SF-ok"), &ctx()).await.expect("written");
+    assert!(matches!(ok.response, ApiResponse::ItemAdded { .. }));
     let adds = add_stats(&sim);
-    assert_eq!(adds.calls, 2, "{adds:?}");
-    assert_eq!(adds.errors_by_class.retry, 1, "{adds:?}");
+    assert_eq!(adds.calls, 3, "{adds:?}");
     assert_eq!(created_items(&sim), 1, "{adds:?}");
-    assert_eq!(adds.duplicate_writes, 0);
-    assert_eq!(gw.snapshot().total.retries, 1);
 }
 
 async fn stale_during_outage(gw: &Gateway, sim: &SimHandle) {
@@ -517,21 +486,16 @@ async fn stale_during_outage(gw: &Gateway, sim: &SimHandle) {
     );
     // Never read before: nothing to fall back on.
     assert!(gw.call(TB, item(8), &ctx()).await.is_err());
-    // A write never degrades. With a key it is retried like a read, then fails; without
-    // one it fails after a single attempt.
+    // A write never degrades, and is not sent again after a failure that may have made it.
     let before = sim_calls(sim, Api::ItemAdd);
-    let err = gw
-        .call(TB, add("w:1"), &ctx().with_idempotency_key("w:1"))
-        .await
-        .expect_err("write fails");
-    assert_eq!(err.attempts, 3, "{err}");
-    assert_eq!(sim_calls(sim, Api::ItemAdd), before + 3);
-    let err = gw
-        .call(TB, add("w:2"), &ctx())
-        .await
-        .expect_err("write fails");
-    assert_eq!(err.attempts, 1, "{err}");
-    assert_eq!(sim_calls(sim, Api::ItemAdd), before + 4);
+    for code in ["w:1", "w:2"] {
+        let err = gw
+            .call(TB, add(code), &ctx())
+            .await
+            .expect_err("write fails");
+        assert_eq!(err.attempts, 1, "{err}");
+    }
+    assert_eq!(sim_calls(sim, Api::ItemAdd), before + 2);
     let snap = gw.snapshot();
     assert_eq!(snap.total.stale, 1);
 }
@@ -804,10 +768,7 @@ async fn fatal_errors_cost_exactly_one_simulator_call() {
     }
     for k in 0..5 {
         let key = format!("f:{k}");
-        let err = gw
-            .call(TB, add(&key), &ctx().with_idempotency_key(key.clone()))
-            .await
-            .expect_err("fatal");
+        let err = gw.call(TB, add(&key), &ctx()).await.expect_err("fatal");
         assert_eq!(err.class, ErrorClass::Fatal);
     }
     assert_eq!(sim_calls(&sim, Api::ItemGet) - before_get, 20);

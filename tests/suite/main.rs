@@ -28,6 +28,7 @@ mod ledger_tls;
 mod link;
 mod link_process;
 mod listing_once;
+mod listing_real;
 mod ops_logs;
 mod ops_metrics;
 mod order_walks;

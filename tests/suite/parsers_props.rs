@@ -799,6 +799,9 @@ proptest! {
             relist: false,
             allow_stale_source_s: None,
             lane: Default::default(),
+            map_file: None,
+            map: None,
+            shop_listing: Default::default(),
         };
         let text = fuzzing::inline_items_text(&spec).unwrap_or_default();
         prop_assert_eq!(fuzzing::item_file(text.as_bytes()).is_ok(), expected_items(&lines, false).is_ok());

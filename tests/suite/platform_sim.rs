@@ -141,7 +141,7 @@ fn local_config_is_clean_and_matches_the_sim_demo_apps() {
 }
 
 #[tokio::test]
-async fn item_get_and_idempotent_item_add_on_every_platform() {
+async fn items_read_with_their_skus_and_every_write_makes_a_product_its_code_finds() {
     let sim = start(roomy()).await;
     for p in Platform::ALL {
         let c = client(&sim, p);
@@ -159,30 +159,65 @@ async fn item_get_and_idempotent_item_add_on_every_platform() {
         };
         assert_eq!(item.id, "42", "{p}");
         assert!(
-            !item.title.is_empty() && !item.price.is_empty(),
+            !item.title.is_empty() && !item.price.is_empty() && !item.category.is_empty(),
             "{p}: {item:?}"
         );
+        assert!(!item.images.is_empty(), "{p}: {item:?}");
+        if p == Platform::Jd {
+            // JD's ware read gives no SKUs; 1688 and TOP do.
+            continue;
+        }
+        if p == Platform::Alibaba {
+            assert!(
+                item.images
+                    .iter()
+                    .all(|u| u.starts_with("https://cbu01.alicdn.com/")),
+                "relative paths made absolute: {item:?}"
+            );
+            // 1688 offers no write to a distributor here.
+            continue;
+        }
+        assert!(!item.attributes.is_empty(), "{p}: {item:?}");
 
+        // Two writes of the same code: two products, as the platform makes them.
+        let code = format!("SF-{p}");
         let add = ApiRequest::ItemAdd {
-            title: format!("{p} mug"),
-            price: "12.50".into(),
-            quantity: 7,
-            out_request_id: format!("job1:{p}"),
+            item: Box::new(syncfleet::fuzzing::new_item(&code)),
         };
         let first = c.call(&add, T).await.unwrap_or_else(|e| panic!("{p}: {e}"));
         let again = c.call(&add, T).await.unwrap_or_else(|e| panic!("{p}: {e}"));
-        let ApiResponse::ItemAdded { item_id } = &first else {
-            panic!("{p}: {first:?}")
-        };
-        assert_eq!(
-            first, again,
-            "{p}: a repeated out_request_id answers the first write"
-        );
+        assert_ne!(first, again, "{p}: no platform deduplicates a write");
         let stats = sim.stats();
         let s = stats.for_platform(p, Api::ItemAdd).expect("item_add stats");
         assert_eq!((s.calls, s.duplicate_writes), (2, 1), "{p}: {s:?}");
+        let found = c
+            .call(
+                &ApiRequest::ItemFind {
+                    seller_code: code.clone(),
+                },
+                T,
+            )
+            .await
+            .unwrap_or_else(|e| panic!("{p}: {e}"));
+        let ApiResponse::Found { item_ids } = found else {
+            panic!("{p}: {found:?}")
+        };
+        assert_eq!(item_ids.len(), 2, "{p}: the code finds both");
+        let none = c
+            .call(
+                &ApiRequest::ItemFind {
+                    seller_code: "SF-never-written".into(),
+                },
+                T,
+            )
+            .await
+            .unwrap_or_else(|e| panic!("{p}: {e}"));
+        assert_eq!(none, ApiResponse::Found { item_ids: vec![] }, "{p}");
 
         // The written item reads back.
+        let ApiResponse::ItemAdded { item_id } = &first else {
+            panic!("{p}: {first:?}")
+        };
         let back = c
             .call(
                 &ApiRequest::ItemGet {
@@ -197,9 +232,16 @@ async fn item_get_and_idempotent_item_add_on_every_platform() {
         };
         assert_eq!(
             (back.title.as_str(), back.price.as_str(), back.quantity),
-            (format!("{p} mug").as_str(), "12.50", 7)
+            ("Mug", "12.50", 7)
         );
     }
+    // JD: the ware and its SKUs; a ware without SKUs is refused.
+    let c = client(&sim, Platform::Jd);
+    let add = ApiRequest::ItemAdd {
+        item: Box::new(syncfleet::fuzzing::new_item("SF-jd")),
+    };
+    let made = c.call(&add, T).await.expect("jd write");
+    assert!(matches!(made, ApiResponse::ItemAdded { .. }), "{made:?}");
 }
 
 #[tokio::test]
@@ -718,8 +760,7 @@ async fn call_subcommand_exit_codes() {
     .unwrap();
     let mut saw_slow = false;
     for _ in 0..6 {
-        let (code, out, _) =
-            run(&["alibaba", "item_get", "productID=1", "webSite=1688"], &[]).await;
+        let (code, out, _) = run(&["alibaba", "item_get", "offerId=1"], &[]).await;
         if code == Some(1) {
             assert!(out.trim_end().ends_with("class: slow (ban 1 s)"), "{out}");
             saw_slow = true;

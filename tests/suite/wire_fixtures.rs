@@ -141,6 +141,91 @@ fn jd_answers_read_as_jos_means_them() {
 }
 
 #[test]
+fn item_answers_read_as_the_platforms_mean_them() {
+    // A supplier's product read by a distributor: SKUs at their consign price, the images
+    // made absolute, the attributes by name.
+    let Ok(ApiResponse::Item(item)) = read(
+        Platform::Alibaba,
+        Api::ItemGet,
+        200,
+        "alibaba/fenxiao_product_info_ok.json",
+    ) else {
+        panic!("not an item")
+    };
+    assert_eq!(item.category, "1031910");
+    assert_eq!(item.skus.len(), 1);
+    assert_eq!(
+        item.skus[0].price, "35.0",
+        "the consign price, not the wholesale one"
+    );
+    assert_eq!(item.skus[0].specs[0].name, "颜色");
+    assert_eq!(item.price, "35.0");
+    assert_eq!(item.quantity, 120, "the SKUs' stock");
+    assert_eq!(
+        item.images[0],
+        "https://cbu01.alicdn.com/img/ibank/O1CN01abc.jpg"
+    );
+    assert_eq!(item.attributes[0].value, "涤纶");
+
+    let Ok(ApiResponse::Item(item)) = read(
+        Platform::Taobao,
+        Api::ItemGet,
+        200,
+        "taobao/item_seller_get_ok.json",
+    ) else {
+        panic!("not an item")
+    };
+    // A sale property is the SKU's spec, not an attribute of the item.
+    assert_eq!(item.attributes.len(), 1, "{item:?}");
+    assert_eq!(item.skus[0].specs[0].value, "黑色");
+    assert_eq!(item.category, "50000671");
+
+    let added = read(
+        Platform::Taobao,
+        Api::ItemAdd,
+        200,
+        "taobao/item_add_ok.json",
+    );
+    assert_eq!(
+        added.expect("added"),
+        ApiResponse::ItemAdded {
+            item_id: "3838293428".into()
+        }
+    );
+    let found = read(
+        Platform::Taobao,
+        Api::ItemFind,
+        200,
+        "taobao/items_custom_get_ok.json",
+    );
+    assert_eq!(
+        found.expect("found"),
+        ApiResponse::Found {
+            item_ids: vec!["3838293428".into()]
+        }
+    );
+    let added = read(Platform::Jd, Api::ItemAdd, 200, "jd/ware_write_add_ok.json");
+    assert_eq!(
+        added.expect("added"),
+        ApiResponse::ItemAdded {
+            item_id: "10023529189506".into()
+        }
+    );
+    let found = read(
+        Platform::Jd,
+        Api::ItemFind,
+        200,
+        "jd/search_ware4valid_ok.json",
+    );
+    assert_eq!(
+        found.expect("found"),
+        ApiResponse::Found {
+            item_ids: vec!["10023529189506".into()]
+        }
+    );
+}
+
+#[test]
 fn alibaba_answers_read_as_1688_means_them() {
     let p = Platform::Alibaba;
     let Ok(ApiResponse::OrderPage(page)) = read(
@@ -363,6 +448,39 @@ async fn the_simulator_answers_in_the_platforms_shapes() {
         let (status, body) = raw(&c, &req).await;
         assert_eq!(status, 200, "{p}: {body}");
         same_shape(&format!("{p} trace"), &body, &load(dir, trace));
+        // Item reads, writes and look-ups (1688 is read only: a listing's source).
+        let item = ApiRequest::ItemGet {
+            item_id: "42".into(),
+        };
+        let (status, body) = raw(&c, &item).await;
+        assert_eq!(status, 200, "{p}: {body}");
+        let items: &[&str] = match p {
+            Platform::Taobao => &["item_seller_get_ok.json"],
+            Platform::Alibaba => &["fenxiao_product_info_ok.json"],
+            // JD's ware read has no fixture of a real answer yet.
+            Platform::Jd => &[],
+        };
+        if !items.is_empty() {
+            same_shape(&format!("{p} item"), &body, &load(dir, items));
+        }
+        if p != Platform::Alibaba {
+            let add = ApiRequest::ItemAdd {
+                item: Box::new(fuzzing::new_item("SF-shape")),
+            };
+            let (status, body) = raw(&c, &add).await;
+            assert_eq!(status, 200, "{p}: {body}");
+            let (added, found) = match p {
+                Platform::Taobao => ("item_add_ok.json", "items_custom_get_ok.json"),
+                _ => ("ware_write_add_ok.json", "search_ware4valid_ok.json"),
+            };
+            same_shape(&format!("{p} write"), &body, &load(dir, &[added]));
+            let find = ApiRequest::ItemFind {
+                seller_code: "SF-shape".into(),
+            };
+            let (status, body) = raw(&c, &find).await;
+            assert_eq!(status, 200, "{p}: {body}");
+            same_shape(&format!("{p} look-up"), &body, &load(dir, &[found]));
+        }
         if p == Platform::Alibaba {
             let (_, body) = raw(&c, &ApiRequest::LogisticsInfo { order_id }).await;
             same_shape(
@@ -433,6 +551,40 @@ async fn the_simulator_refuses_a_missing_required_parameter() {
         .unwrap_err();
     assert_eq!(e.code, "gw.ParamMissing", "{e:?}");
     assert!(e.to_string().contains("logisticsId"), "{e}");
+    // TOP's item.add without where the shop ships from.
+    let c = sim_client(&sim, Platform::Taobao);
+    let mut item = fuzzing::new_item("SF-no-city");
+    item.shop.location_city.clear();
+    let e = c
+        .call(
+            &ApiRequest::ItemAdd {
+                item: Box::new(item),
+            },
+            T,
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(e.class, ErrorClass::Fatal, "{e:?}");
+    assert!(e.to_string().contains("location.city"), "{e}");
+    // A SKU list that does not add up to `num`.
+    let mut item = fuzzing::new_item("SF-bad-skus");
+    item.skus = vec![syncfleet::platform::NewSku {
+        props: vec![("1627207".into(), "28341".into())],
+        price: "12.50".into(),
+        quantity: 3,
+        seller_code: String::new(),
+    }];
+    let e = c
+        .call(
+            &ApiRequest::ItemAdd {
+                item: Box::new(item),
+            },
+            T,
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(e.class, ErrorClass::Fatal, "{e:?}");
+    assert!(e.to_string().contains("num"), "{e}");
 }
 
 async fn post_form(http: &reqwest::Client, url: &str, form: &[(&str, &str)]) -> Value {

@@ -202,7 +202,7 @@ fn resolve_listing_map(cfg: &crate::config::Config, spec: &mut JobSpec) -> Resul
     *shop_listing = cfg
         .shop_listing(to_shop, *to == Platform::Taobao)
         .map_err(|e| CliError::input(format!("{}: {e}", cfg.file.display())))?;
-    *map = Some(loaded);
+    *map = Some(Box::new(loaded));
     Ok(())
 }
 

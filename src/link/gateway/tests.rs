@@ -114,6 +114,7 @@ fn item(id: &str) -> ApiResponse {
         title: format!("item {id}"),
         price: "9.90".into(),
         quantity: 3,
+        ..Item::default()
     })
 }
 
@@ -389,16 +390,10 @@ async fn failed_write_is_never_served_stale() {
     let fake = Fake::new([Err(bad_gateway())]);
     let gw = gateway(&cfg, &fake, Some(store));
     let add = ApiRequest::ItemAdd {
-        title: "t".into(),
-        price: "1.00".into(),
-        quantity: 1,
-        out_request_id: "k1".into(),
+        item: Box::new(crate::fuzzing::new_item("k1")),
     };
 
-    let e = gw
-        .call(TB, add, &ctx().with_idempotency_key("k1"))
-        .await
-        .unwrap_err();
+    let e = gw.call(TB, add, &ctx()).await.unwrap_err();
     assert_eq!(e.kind, LinkErrorKind::Platform, "{e}");
     assert_eq!(fake.sends(), 1);
 }

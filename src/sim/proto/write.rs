@@ -210,3 +210,85 @@ pub(super) fn find_codes(platform: Platform, params: &Params) -> Result<Vec<Stri
         _ => Ok(vec![get(params, "itemNum")]),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn jd(v: Value) -> Params {
+        Params::Json(v.as_object().cloned().unwrap_or_default())
+    }
+
+    #[test]
+    fn a_jd_ware_needs_its_title_category_and_priced_skus() {
+        let ok = json!({"ware": {"title": "Mug", "categoryId": "93948", "itemNum": "SF-1"},
+            "skus": [{"jdPrice": "12.50", "stockNum": 7}]});
+        let w = read(Platform::Jd, &jd(ok.clone())).unwrap();
+        assert_eq!((w.code.as_str(), w.item.quantity), ("SF-1", 7));
+        let mut no_skus = ok.clone();
+        no_skus["skus"] = json!([]);
+        assert!(
+            matches!(read(Platform::Jd, &jd(no_skus)), Err(Failure::Missing(k)) if k == "skus")
+        );
+        let mut no_title = ok.clone();
+        no_title["ware"]["title"] = json!("");
+        assert!(
+            matches!(read(Platform::Jd, &jd(no_title)), Err(Failure::Missing(k)) if k == "ware.title")
+        );
+        let mut no_stock = ok;
+        no_stock["skus"] = json!([{"jdPrice": "1.00"}]);
+        assert!(matches!(
+            read(Platform::Jd, &jd(no_stock)),
+            Err(Failure::Missing(_))
+        ));
+    }
+
+    #[test]
+    fn a_top_item_is_checked_as_top_checks_it() {
+        let form = |extra: &[(&str, &str)]| {
+            let mut f: Vec<(String, String)> = [
+                ("cid", "50003948"),
+                ("title", "Mug"),
+                ("desc", "A mug, glazed."),
+                ("price", "12.50"),
+                ("num", "7"),
+                ("type", "fixed"),
+                ("stuff_status", "new"),
+                ("outer_id", "SF-1"),
+            ]
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+            f.extend(extra.iter().map(|(k, v)| (k.to_string(), v.to_string())));
+            Params::Form(f)
+        };
+        assert_eq!(read(Platform::Taobao, &form(&[])).unwrap().code, "SF-1");
+        assert!(read(Platform::Taobao, &form(&[("type", "barter")])).is_err());
+        let skus = [
+            ("sku_properties", "1627207:28341,1627207:28320"),
+            ("sku_quantities", "3,4"),
+            ("sku_prices", "12.50,13.50"),
+            ("props", "1627207:28341;1627207:28320"),
+        ];
+        // `sku_outer_ids` is required with SKUs, even empty.
+        assert!(matches!(
+            read(Platform::Taobao, &form(&skus)),
+            Err(Failure::Missing(_))
+        ));
+        let mut with_codes = skus.to_vec();
+        with_codes.push(("sku_outer_ids", ","));
+        assert_eq!(
+            read(Platform::Taobao, &form(&with_codes))
+                .unwrap()
+                .item
+                .skus
+                .len(),
+            2
+        );
+        // A SKU property missing from `props`.
+        let mut bad = with_codes.clone();
+        bad[3] = ("props", "1627207:28341");
+        assert!(read(Platform::Taobao, &form(&bad)).is_err());
+    }
+}

@@ -682,8 +682,8 @@ impl Harness {
             .expect("gateway with the simulator's credentials")
     }
 
-    /// Distinct items written at the simulator on `p` (item_add answered ok, minus repeats of
-    /// a key).
+    /// Distinct products written at the simulator on `p`: item_add made ones, less those
+    /// whose seller's code another product of the shop already carried.
     pub fn distinct_writes(&self, p: Platform) -> u64 {
         let s = self.stats(p, Api::ItemAdd);
         s.ok - s.duplicate_writes
