@@ -258,3 +258,89 @@ async fn writes_whose_answers_are_lost_are_found_by_their_code_not_made_twice() 
         "a product per item, none shared"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bad_map_is_refused_naming_the_file_line_and_key() {
+    let _serial = jobs_harness::serial().await;
+    let h = Harness::start(jobs_harness::listing_sim(), &ClientOpts::default()).await;
+    let shipped = std::fs::read_to_string(sim_map(Platform::Taobao)).expect("shipped map");
+    let bad = h.dir.path().join("bad.toml");
+    std::fs::write(
+        &bad,
+        shipped.replace("markup = \"1.30\"", "markup = \"1.3x\""),
+    )
+    .expect("write map");
+    let line = shipped
+        .lines()
+        .position(|l| l.starts_with("markup"))
+        .expect("a markup line")
+        + 1;
+    let items = h.item_file(5);
+    let out = h
+        .command_with(
+            &h.config.clone(),
+            &[
+                "enqueue",
+                "listing",
+                "--from",
+                "alibaba",
+                "--to",
+                "taobao",
+                "--items",
+                items.to_str().expect("utf-8"),
+                "--map",
+                bad.to_str().expect("utf-8"),
+            ],
+        )
+        .output()
+        .expect("run enqueue");
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains(&format!("bad.toml:{line}: key `price.markup`")) && err.contains("decimal"),
+        "{err}"
+    );
+    // The same map named by the config: `config check` says so, exit 2.
+    let config = h.dir.path().join("with-map.toml");
+    let text = std::fs::read_to_string(&h.config).expect("config").replace(
+        &format!("map = \"{}\"", sim_map(Platform::Taobao).display()),
+        &format!("map = \"{}\"", bad.display()),
+    );
+    std::fs::write(&config, text).expect("config");
+    let out = h
+        .command_with(&config, &["config", "check"])
+        .output()
+        .expect("run config check");
+    assert_eq!(out.status.code(), Some(2));
+    let said = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(said.contains("key `price.markup`"), "{said}");
+    // A Taobao listing to a shop without a location is refused before anything is queued.
+    let config = h.dir.path().join("no-location.toml");
+    let text = std::fs::read_to_string(&h.config)
+        .expect("config")
+        .replace("location_city = \"杭州\"\n", "");
+    std::fs::write(&config, text).expect("config");
+    let out = h
+        .command_with(
+            &config,
+            &[
+                "enqueue",
+                "listing",
+                "--from",
+                "alibaba",
+                "--to",
+                "taobao",
+                "--items",
+                items.to_str().expect("utf-8"),
+            ],
+        )
+        .output()
+        .expect("run enqueue");
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("location_city"), "{err}");
+}

@@ -276,7 +276,7 @@ proptest! {
         let item = match platform {
             Platform::Taobao => json!({"item_seller_get_response": {"item": {"num_iid": id, "title": title, "num": num}}}),
             Platform::Jd => json!({"jingdong_ware_read_findWareById_responce": {"code": "0", "ware": {"wareId": id, "title": title, "stockNum": num}}}),
-            Platform::Alibaba => json!({"productInfo": {"productID": id, "subject": title, "saleInfo": {"amountOnSale": num}}}),
+            Platform::Alibaba => json!({"productInfo": {"productID": id, "subject": title, "productSaleInfo": {"amountOnSale": num}}}),
         };
         let r = fuzzing::response(platform, Api::ItemGet, 200, item.to_string().as_bytes());
         let Ok(ApiResponse::Item(got)) = r else {

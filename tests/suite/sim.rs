@@ -174,7 +174,7 @@ async fn good_signatures_are_answered_on_all_three_platforms() {
     // Same seed, same item on every platform.
     assert_eq!(ware["title"], item["title"]);
 
-    let (status, b) = ali(&c, &s, Api::ItemGet, &[("productID", "123")]).await;
+    let (status, b) = ali(&c, &s, Api::ItemGet, &[("offerId", "123")]).await;
     assert_eq!(status, 200, "{b}");
     assert_eq!(b["productInfo"]["subject"], item["title"]);
 
@@ -230,7 +230,7 @@ async fn verification_failures_get_each_platforms_error() {
     )
     .await;
     assert_eq!(b["error_response"]["code"], "12", "{b}");
-    let (url, form) = ali_request(&s, Api::ItemGet, &[("productID", "5")], "nope");
+    let (url, form) = ali_request(&s, Api::ItemGet, &[("offerId", "5")], "nope");
     let (status, b) = post_form(&c, &url, &form).await;
     assert_eq!(
         (status, b["error_code"].as_str().unwrap()),
@@ -373,7 +373,7 @@ async fn limit_overrun_answers_ban_seconds_on_each_platform() {
         .contains("ban will last for 1 more seconds"));
 
     let alis = futures::future::join_all(
-        (0..burst).map(|_| ali(&c, &s, Api::ItemGet, &[("productID", "7")])),
+        (0..burst).map(|_| ali(&c, &s, Api::ItemGet, &[("offerId", "7")])),
     )
     .await;
     let limited: Vec<&(u16, Value)> = alis.iter().filter(|(st, _)| *st == 400).collect();
@@ -466,7 +466,7 @@ async fn sliding_and_bucket_limits_admit_their_burst_over_http() {
     assert_eq!(drill["limit_kinds"][0]["kind"], "bucket", "{drill}");
     assert_eq!(drill["limits"][0]["per_second"], 1, "{drill}");
     let (ok, span) = burst_of(n, || async {
-        let (status, b) = ali(&c, &s, Api::ItemGet, &[("productID", "7")]).await;
+        let (status, b) = ali(&c, &s, Api::ItemGet, &[("offerId", "7")]).await;
         if status == 400 {
             assert_eq!(b["error_code"], "gw.QosAppFrequencyLimit");
         }
@@ -566,88 +566,77 @@ async fn daily_quota_counts_failed_calls_and_bans_until_reset() {
         (3, 1, 1, 2)
     );
 
-    let (st, _) = ali(&c, &s, Api::ItemGet, &[("productID", "3")]).await;
+    let (st, _) = ali(&c, &s, Api::ItemGet, &[("offerId", "3")]).await;
     assert_eq!(st, 200);
-    let (st, b) = ali(&c, &s, Api::ItemGet, &[("productID", "3")]).await;
+    let (st, b) = ali(&c, &s, Api::ItemGet, &[("offerId", "3")]).await;
     assert_eq!(
         (st, b["error_code"].as_str().unwrap()),
         (400, "gw.NoUsageLeftError")
     );
 }
 
-#[tokio::test]
-async fn duplicate_writes_are_answered_with_the_first_result_and_counted() {
-    let s = start(SimConfig::demo()).await;
-    let c = client();
-    let add = [
-        ("title", "Blue mug"),
+/// A TOP `item.add` with every field its `check()` requires, carrying `outer_id`.
+fn top_item(title: &'static str, outer_id: &'static str) -> [(&'static str, &'static str); 10] {
+    [
+        ("cid", "50003948"),
+        ("title", title),
+        ("desc", "A mug, glazed."),
         ("price", "12.50"),
         ("num", "7"),
-        ("out_request_id", "job1:42"),
-    ];
+        ("type", "fixed"),
+        ("stuff_status", "new"),
+        ("location.state", "浙江"),
+        ("location.city", "杭州"),
+        ("outer_id", outer_id),
+    ]
+}
+
+#[tokio::test]
+async fn every_write_makes_a_product_and_repeated_codes_are_counted() {
+    let s = start(SimConfig::demo()).await;
+    let c = client();
+    let add = top_item("Blue mug", "SF-42");
     let a = top(&c, &s, "taobao.item.add", &add).await;
     let b = top(&c, &s, "taobao.item.add", &add).await;
+    // As TOP: no idempotency; a second product with the same code.
     let id = a["item_add_response"]["item"]["num_iid"].as_u64().unwrap();
-    assert_eq!(
-        b["item_add_response"]["item"],
-        a["item_add_response"]["item"]
-    );
-    let other = top(
-        &c,
-        &s,
-        "taobao.item.add",
-        &[
-            ("title", "x"),
-            ("price", "1"),
-            ("num", "1"),
-            ("out_request_id", "job1:43"),
-        ],
-    )
-    .await;
-    assert_ne!(
-        other["item_add_response"]["item"]["num_iid"]
-            .as_u64()
-            .unwrap(),
-        id
-    );
-    // The written item can be read back.
+    let id2 = b["item_add_response"]["item"]["num_iid"].as_u64().unwrap();
+    assert_ne!(id, id2);
+    // A write missing a required field is refused in TOP's words, and makes nothing.
+    let refused = top(&c, &s, "taobao.item.add", &add[1..]).await;
+    assert_eq!(refused["error_response"]["code"], 40, "{refused}");
+    // The written item can be read back, and its code finds both.
     let got = top(&c, &s, TOP_GET, &[("num_iid", &id.to_string())]).await;
     assert_eq!(got["item_seller_get_response"]["item"]["title"], "Blue mug");
-
-    let jd_add = r#"{"title":"t","jdPrice":"1.00","stockNum":1,"outRequestId":"j:1"}"#;
-    let x = jd(&c, &s, "jingdong.ware.write.add", jd_add).await;
-    let y = jd(&c, &s, "jingdong.ware.write.add", jd_add).await;
-    assert_eq!(x, y);
-    let (st, p) = ali(
+    let found = top(
         &c,
         &s,
-        Api::ItemAdd,
-        &[
-            ("subject", "s"),
-            ("price", "2"),
-            ("amount", "3"),
-            ("outRequestId", "a:1"),
-        ],
+        "taobao.items.custom.get",
+        &[("outer_id", "SF-42"), ("fields", "num_iid,outer_id")],
     )
     .await;
-    assert_eq!((st, p["result"]["success"].as_bool()), (200, Some(true)));
+    let items = found["items_custom_get_response"]["items"]["item"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(items.len(), 2, "{found}");
+
+    let jd_add = r#"{"ware":{"title":"t","categoryId":"93948","itemNum":"SF-j"},"skus":[{"jdPrice":"1.00","stockNum":1}]}"#;
+    let x = jd(&c, &s, "jingdong.ware.write.add", jd_add).await;
+    let y = jd(&c, &s, "jingdong.ware.write.add", jd_add).await;
+    assert_ne!(x, y);
 
     let stats = s.stats();
-    assert_eq!(
+    let dup = |p| {
         stats
-            .for_platform(Platform::Taobao, Api::ItemAdd)
+            .for_platform(p, Api::ItemAdd)
             .unwrap()
-            .duplicate_writes,
-        1
-    );
-    assert_eq!(
-        stats
-            .for_platform(Platform::Jd, Api::ItemAdd)
-            .unwrap()
-            .duplicate_writes,
-        1
-    );
+            .duplicate_writes
+    };
+    assert_eq!(dup(Platform::Taobao), 1);
+    assert_eq!(dup(Platform::Jd), 1);
     assert_eq!(stats.totals.duplicate_writes, 2);
+    assert_eq!(stats.totals.products, 4);
 }
 
 #[tokio::test]
@@ -710,7 +699,7 @@ async fn drills_toggle_at_run_time() {
     );
     let b = jd(&c, &s, JD_GET, r#"{"wareId":"11"}"#).await;
     assert_eq!(b["error_response"]["code"], "66");
-    let (st, _) = ali(&c, &s, Api::ItemGet, &[("productID", "11")]).await;
+    let (st, _) = ali(&c, &s, Api::ItemGet, &[("offerId", "11")]).await;
     assert_eq!(st, 503);
 
     drill(r#"{"outage":false,"error_ratio":1.0}"#).await;
@@ -720,13 +709,13 @@ async fn drills_toggle_at_run_time() {
     drill(r#"{"error_ratio":0,"expired_session":true}"#).await;
     let b = top(&c, &s, TOP_GET, &get).await;
     assert_eq!(b["error_response"]["code"], 27);
-    let (st, b) = ali(&c, &s, Api::ItemGet, &[("productID", "11")]).await;
+    let (st, b) = ali(&c, &s, Api::ItemGet, &[("offerId", "11")]).await;
     assert_eq!((st, b["error_code"].as_str().unwrap()), (401, "401"));
 
     drill(r#"{"expired_session":false,"empty_field":"title"}"#).await;
     let b = top(&c, &s, TOP_GET, &get).await;
     assert_eq!(b["item_seller_get_response"]["item"]["title"], "");
-    let (_, b) = ali(&c, &s, Api::ItemGet, &[("productID", "11")]).await;
+    let (_, b) = ali(&c, &s, Api::ItemGet, &[("offerId", "11")]).await;
     assert_eq!(b["productInfo"]["subject"], "");
 
     drill(r#"{"empty_field":"","latency_ms":300}"#).await;
@@ -1012,18 +1001,7 @@ async fn order_pages_respect_window_and_page_size_and_traces_sign() {
 async fn reset_zeroes_stats_and_written_items() {
     let s = start(SimConfig::demo()).await;
     let c = client();
-    let a = top(
-        &c,
-        &s,
-        "taobao.item.add",
-        &[
-            ("title", "t"),
-            ("price", "1.00"),
-            ("num", "1"),
-            ("out_request_id", "r:1"),
-        ],
-    )
-    .await;
+    let a = top(&c, &s, "taobao.item.add", &top_item("t", "SF-r")).await;
     let id = a["item_add_response"]["item"]["num_iid"]
         .as_u64()
         .unwrap()
