@@ -1,16 +1,18 @@
 //! The real listing: what a write whose answer is lost costs, against the same run without.
 //!
-//! `cargo bench --bench listingbench -- [--items 6000] [--workers 3] [--ratios 0,0.1,0.3]`
+//! `cargo bench --bench listingbench -- [--items 6000] [--workers 3] [--ratios 0,0.1,0.3]
+//! [--write-limit 200]`
 //!
 //! A 1688 -> Taobao listing of `--items` catalog products (the real product model: SKUs,
 //! attributes, the shipped map) on `--workers` worker processes; the simulator grants
-//! item_get 400/s and item_add 200/s, and the gates are set to the grant. One run per
+//! item_add `--write-limit` calls/s (item_get and item_find twice that), and the gates are
+//! set to the grant. One run per
 //! `--ratios` entry, each on a fresh simulator, Redis and ledger, with that share of writes
 //! made and then left unanswered (the simulator's `lost_write_answer_ratio` drill); the first
 //! ratio (0) is the same-run baseline.
 //!
 //! Printed per run: duration and its ratio to the baseline and to the physical limit (items
-//! / 200 s), calls per item of item_get, item_add and item_find at the simulator, answers
+//! / write limit), calls per item of item_get, item_add and item_find at the simulator, answers
 //! lost, products made and duplicates by seller's code. Under `cargo test` it does nothing (a
 //! bench target because it needs the built binary for its worker processes).
 
@@ -26,8 +28,6 @@ use syncfleet::sim::{DrillPatch, SimConfig};
 
 const FROM: Platform = Platform::Alibaba;
 const TO: Platform = Platform::Taobao;
-const READ_LIMIT: u64 = 400;
-const WRITE_LIMIT: u64 = 200;
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() {
@@ -38,17 +38,19 @@ async fn main() {
     let items: u64 = arg("--items", 6_000);
     let workers: usize = arg("--workers", 3);
     let ratios: String = arg("--ratios", "0,0.1,0.3".to_string());
-    let physical = items as f64 / WRITE_LIMIT as f64;
+    let write_limit: u64 = arg("--write-limit", 200);
+    let read_limit = write_limit * 2;
+    let physical = items as f64 / write_limit as f64;
     println!(
-        "listingbench: {items} items, {workers} workers, item_add {WRITE_LIMIT}/s (physical limit {physical:.1} s)"
+        "listingbench: {items} items, {workers} workers, item_add {write_limit}/s (physical limit {physical:.1} s)"
     );
     let mut baseline: Option<f64> = None;
     for ratio in ratios.split(',') {
         let ratio: f64 = ratio.trim().parse().expect("--ratios: decimals");
         let sim = SimConfig::demo()
-            .with_limit(FROM, Api::ItemGet, READ_LIMIT, 100_000_000)
-            .with_limit(TO, Api::ItemAdd, WRITE_LIMIT, 100_000_000)
-            .with_limit(TO, Api::ItemFind, WRITE_LIMIT, 100_000_000);
+            .with_limit(FROM, Api::ItemGet, read_limit, 100_000_000)
+            .with_limit(TO, Api::ItemAdd, write_limit, 100_000_000)
+            .with_limit(TO, Api::ItemFind, read_limit, 100_000_000);
         let opts = ClientOpts {
             item_retry_rounds: 8,
             ..ClientOpts::default().steady_leases()
@@ -56,7 +58,7 @@ async fn main() {
         let mut h = Harness::start(sim, &opts).await;
         let config = h.dir.path().join("bench.toml");
         let text = format!(
-            "{}\n[gates.\"alibaba.item_get\"]\nrate = {READ_LIMIT}\nburst = 20\n\n[gates.\"taobao.item_add\"]\nrate = {WRITE_LIMIT}\nburst = 20\n\n[gates.\"taobao.item_find\"]\nrate = {WRITE_LIMIT}\nburst = 20\n",
+            "{}\n[gates.\"alibaba.item_get\"]\nrate = {read_limit}\nburst = 20\n\n[gates.\"taobao.item_add\"]\nrate = {write_limit}\nburst = 20\n\n[gates.\"taobao.item_find\"]\nrate = {read_limit}\nburst = 20\n",
             client_toml(&h.sim, &opts)
         );
         std::fs::write(&config, text).expect("config");
