@@ -79,6 +79,10 @@ impl JobRunner {
             controls: Arc::new(JobControls::new(store.clone())),
             shops: Arc::new(ShopAccess::new(cfg.clone(), store.clone(), tokens)),
             ctx: HandlerCtx {
+                claims: listing::claims::Claims::new(
+                    store.clone(),
+                    listing::claim_take_over_ms(&cfg.link),
+                ),
                 store,
                 gateway,
                 cfg,
@@ -446,7 +450,6 @@ impl JobRunner {
                     allow_stale_s: *allow_stale_source_s,
                     map: map.as_deref(),
                     shop: shop_listing,
-                    take_over_ms: listing::claim_take_over_ms(&self.ctx.cfg.link),
                 };
                 // One query per task: which of its items another job already listed there.
                 let listed = if *relist {

@@ -3,10 +3,10 @@
 //! sent, so two jobs, two workers or two producers never both write it; a claim whose write's
 //! outcome is unknown is looked up on the target by its seller code before any second write.
 
-use super::backend::{execute, fetch, sql};
+use super::backend::{execute, fetch, sql, Tx};
 use super::{json_list, QueryCtx, Store, StoreError};
 use crate::platform::Platform;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 /// Where a listing goes: from a source platform to one shop of a target platform.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -49,6 +49,25 @@ pub enum Claim {
         /// How long it has held it (ms).
         age_ms: i64,
     },
+}
+
+/// One listing's identity to claim before its write, with the seller's code the write carries.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClaimRequest {
+    /// The source platform.
+    pub from: Platform,
+    /// The source item.
+    pub source_item: String,
+    /// The target platform.
+    pub to: Platform,
+    /// The target shop.
+    pub shop: String,
+    /// The job that writes it.
+    pub job_id: i64,
+    /// The seller's code the write carries.
+    pub seller_code: String,
+    /// The job asked for new products even where listed.
+    pub relist: bool,
 }
 
 /// The `state` of a made listing (a claim's is `claimed`).
@@ -147,23 +166,101 @@ impl Store {
         Ok(())
     }
 
-    /// Claim the listing of `source_item` on the route's target shop for `job_id`, before its
-    /// write is sent with `seller_code`. A claim of another job older than `take_over_ms` is
-    /// taken over (its write cannot still be on the wire: docs/design.md, "Listed once"); a
-    /// `relist` job claims a listing another job made.
-    pub async fn claim_listing(
+    /// Claim each listing of `claims` before its write is sent, in one transaction (a worker
+    /// claims the items of all its running tasks together: one commit, not one per item).
+    /// A claim of another job older than `take_over_ms` is taken over (its write cannot
+    /// still be on the wire: docs/design.md, "Listed once"); a `relist` claim takes a listing
+    /// another job made. The answers are in the order of `claims`.
+    pub async fn claim_listings(
         &self,
-        route: ListingRoute<'_>,
-        source_item: &str,
-        job_id: i64,
-        seller_code: &str,
-        relist: bool,
+        claims: &[ClaimRequest],
+        take_over_ms: i64,
+    ) -> Result<Vec<Claim>, StoreError> {
+        let mut tx = self.begin("claim_listings: begin").await?;
+        // The usual case first: one insert for each (route, job) of the batch, answering the
+        // identities it claimed; only the others (listed, or another job's) are read one by one.
+        let mut fresh: HashSet<usize> = HashSet::new();
+        // In the order of first appearance: of two jobs asking for one listing in a batch,
+        // the first asked gets it.
+        let mut groups: Vec<((Platform, Platform, &str, i64), Vec<usize>)> = Vec::new();
+        for (i, c) in claims.iter().enumerate() {
+            let plain = |t: &str| !t.contains('\t');
+            if plain(&c.source_item) && plain(&c.seller_code) {
+                let key = (c.from, c.to, c.shop.as_str(), c.job_id);
+                match groups.iter_mut().find(|(k, _)| *k == key) {
+                    Some((_, members)) => members.push(i),
+                    None => groups.push((key, vec![i])),
+                }
+            }
+        }
+        for ((from, to, shop, job_id), members) in groups {
+            let pairs: Vec<String> = members
+                .iter()
+                .map(|&i| format!("{}\t{}", claims[i].source_item, claims[i].seller_code))
+                .collect();
+            let inserted = fetch!(
+                fetch_all as (String,),
+                tx.on(),
+                sql!(
+                    sqlite: "INSERT INTO listings (source_platform, source_item, target_platform,
+                                 target_shop, state, seller_code, job_id, claimed_at)
+                             SELECT $1, substr(k.value, 1, instr(k.value, char(9)) - 1), $2, $3,
+                                 'claimed', substr(k.value, instr(k.value, char(9)) + 1), $4,
+                                 CAST(unixepoch('subsec') * 1000 AS BIGINT)
+                             FROM json_each($5) AS k WHERE true
+                             ON CONFLICT (source_platform, source_item, target_platform, target_shop)
+                             DO NOTHING
+                             RETURNING source_item",
+                    postgres: "INSERT INTO listings (source_platform, source_item, target_platform,
+                                 target_shop, state, seller_code, job_id, claimed_at)
+                             SELECT $1, split_part(k.value, chr(9), 1), $2, $3, 'claimed',
+                                 split_part(k.value, chr(9), 2), $4,
+                                 CAST(EXTRACT(EPOCH FROM clock_timestamp()) * 1000 AS BIGINT)
+                             FROM json_array_elements_text(CAST($5 AS json)) AS k(value)
+                             ON CONFLICT (source_platform, source_item, target_platform, target_shop)
+                             DO NOTHING
+                             RETURNING source_item",
+                ),
+                from.as_str(),
+                to.as_str(),
+                shop,
+                job_id,
+                json_list(&pairs)
+            )
+            .ctx(self, "claim_listings: insert")?;
+            let made: HashSet<String> = inserted.into_iter().map(|(item,)| item).collect();
+            fresh.extend(
+                members
+                    .into_iter()
+                    .filter(|&i| made.contains(&claims[i].source_item)),
+            );
+        }
+        let mut out = Vec::with_capacity(claims.len());
+        for (i, claim) in claims.iter().enumerate() {
+            out.push(if fresh.contains(&i) {
+                Claim::Fresh
+            } else {
+                self.claim_one(&mut tx, claim, take_over_ms).await?
+            });
+        }
+        tx.commit().await.ctx(self, "claim_listings: commit")?;
+        Ok(out)
+    }
+
+    async fn claim_one(
+        &self,
+        tx: &mut Tx,
+        req: &ClaimRequest,
         take_over_ms: i64,
     ) -> Result<Claim, StoreError> {
-        let mut c = self.conn("claim_listing").await?;
-        let (from, to, shop) = (route.from.as_str(), route.to.as_str(), route.shop);
+        let (from, to, shop) = (req.from.as_str(), req.to.as_str(), req.shop.as_str());
+        let (source_item, job_id, seller_code) = (
+            req.source_item.as_str(),
+            req.job_id,
+            req.seller_code.as_str(),
+        );
         let inserted = execute!(
-            c.on(),
+            tx.on(),
             sql!(
                 "INSERT INTO listings (source_platform, source_item, target_platform,
                      target_shop, state, seller_code, job_id, claimed_at)
@@ -178,13 +275,13 @@ impl Store {
             seller_code,
             job_id
         )
-        .ctx(self, "claim_listing: insert")?;
+        .ctx(self, "claim_listings: insert")?;
         if inserted == 1 {
             return Ok(Claim::Fresh);
         }
         let row = fetch!(
             fetch_optional as (String, Option<String>, Option<String>, i64, i64),
-            c.on(),
+            tx.on(),
             sql!(
                 "SELECT state, target_item, seller_code, job_id,
                      " NOW " - COALESCE(claimed_at, listed_at, 0)
@@ -197,8 +294,8 @@ impl Store {
             to,
             shop
         )
-        .ctx(self, "claim_listing: read")?;
-        // Released between the insert and the read: the next attempt claims it.
+        .ctx(self, "claim_listings: read")?;
+        // Within one transaction the row the insert met is there; kept for safety.
         let Some((state, target_item, code, holder, age_ms)) = row else {
             return Ok(Claim::Held {
                 job_id: None,
@@ -207,7 +304,7 @@ impl Store {
         };
         let listed = state == LISTED;
         match (listed, target_item) {
-            (true, Some(target_item)) if !relist || holder == job_id => {
+            (true, Some(target_item)) if !req.relist || holder == job_id => {
                 return Ok(Claim::Listed(Listed {
                     target_item,
                     job_id: holder,
@@ -229,7 +326,7 @@ impl Store {
         // A listing a relist job replaces, or a claim left behind: take it, unless another
         // worker took it first (the row changed since it was read).
         let taken = execute!(
-            c.on(),
+            tx.on(),
             sql!(
                 "UPDATE listings SET state = 'claimed', job_id = $5, claimed_at = " NOW ",
                      seller_code = $6
@@ -249,7 +346,7 @@ impl Store {
             holder,
             state.as_str()
         )
-        .ctx(self, "claim_listing: take over")?;
+        .ctx(self, "claim_listings: take over")?;
         Ok(match (taken, listed) {
             (0, _) => Claim::Held {
                 job_id: Some(holder),

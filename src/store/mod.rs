@@ -38,7 +38,7 @@ pub use calls::minute_key;
 pub use control::{ControlAction, ControlChange};
 pub use hooks::{HookDelivery, HookRecord};
 pub(crate) use insight::FailureReason;
-pub use listings::{Claim, Listed, ListingRoute};
+pub use listings::{Claim, ClaimRequest, Listed, ListingRoute};
 pub(crate) use lock::EMBEDDED_LOCK_STALE_AFTER;
 pub use messages::{MessageTally, ReceivedMessage};
 pub(crate) use schedules::StartRun;

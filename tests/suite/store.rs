@@ -29,6 +29,7 @@ fn keys(n: usize) -> Vec<String> {
 }
 
 on_both_backends!(
+    a_listing_is_claimed_by_one_job_before_its_write,
     migrations_apply_twice_idempotently,
     only_migrate_creates_a_ledger,
     fleet_id_is_made_once_and_kept,
@@ -225,6 +226,105 @@ async fn a_listing_is_recorded_once_per_target_shop(kind: Kind) {
     // Another shop of the same platform has its own listings.
     assert!(store.listed_items(outlet, &asked).await.unwrap().is_empty());
     assert!(store.listed_items(main, &[]).await.unwrap().is_empty());
+}
+
+async fn a_listing_is_claimed_by_one_job_before_its_write(kind: Kind) {
+    let (_ledger, store) = TestLedger::fresh(kind).await;
+    let claim = |item: &str, job_id: i64, relist: bool| ClaimRequest {
+        from: Platform::Alibaba,
+        source_item: item.to_string(),
+        to: Platform::Taobao,
+        shop: "main".to_string(),
+        job_id,
+        seller_code: format!("SF1688-{item}"),
+        relist,
+    };
+    const WAIT: i64 = 600_000;
+    // Two jobs in one batch: the first claims, the second finds it held.
+    let got = store
+        .claim_listings(
+            &[
+                claim("1", 7, false),
+                claim("2", 7, false),
+                claim("1", 8, false),
+            ],
+            WAIT,
+        )
+        .await
+        .unwrap();
+    assert_eq!(got[0], Claim::Fresh);
+    assert_eq!(got[1], Claim::Fresh);
+    assert!(
+        matches!(
+            got[2],
+            Claim::Held {
+                job_id: Some(7),
+                ..
+            }
+        ),
+        "{got:?}"
+    );
+    // The same job again: an earlier write may have made it (look it up first).
+    let again = store
+        .claim_listings(&[claim("1", 7, false)], WAIT)
+        .await
+        .unwrap();
+    assert_eq!(
+        again[0],
+        Claim::Unsure {
+            seller_code: "SF1688-1".into()
+        }
+    );
+    // Written: listed; another job skips it.
+    let main = ListingRoute {
+        from: Platform::Alibaba,
+        to: Platform::Taobao,
+        shop: "main",
+    };
+    store
+        .record_listings(main, 7, false, &[("1".into(), "T-1".into())])
+        .await
+        .unwrap();
+    let listed = store
+        .claim_listings(&[claim("1", 8, false)], WAIT)
+        .await
+        .unwrap();
+    assert_eq!(
+        listed[0],
+        Claim::Listed(Listed {
+            target_item: "T-1".into(),
+            job_id: 7
+        })
+    );
+    // A released claim (the write surely made nothing) is claimed afresh by the next.
+    store.release_listing(main, "2", 7).await.unwrap();
+    let next = store
+        .claim_listings(&[claim("2", 8, false)], WAIT)
+        .await
+        .unwrap();
+    assert_eq!(next[0], Claim::Fresh);
+    // A claim left behind past the wait is taken over, and looked up first.
+    let taken = store
+        .claim_listings(&[claim("2", 9, false)], 0)
+        .await
+        .unwrap();
+    assert_eq!(
+        taken[0],
+        Claim::Unsure {
+            seller_code: "SF1688-2".into()
+        }
+    );
+    // A relisting job takes a listed row for a new product.
+    let relist = store
+        .claim_listings(&[claim("1", 10, true)], WAIT)
+        .await
+        .unwrap();
+    assert_eq!(relist[0], Claim::Fresh);
+    assert!(store
+        .listed_items(main, &["1".to_string()])
+        .await
+        .unwrap()
+        .is_empty());
 }
 
 async fn migrations_apply_twice_idempotently(kind: Kind) {

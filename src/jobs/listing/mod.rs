@@ -5,13 +5,14 @@
 //! carries it as the seller's code, and a write whose outcome is unknown is looked up by that
 //! code before it is ever sent again (docs/design.md, "Listed once").
 
+pub(crate) mod claims;
 pub(crate) mod mapping;
 
 use super::item::{HandlerCtx, ItemRun, Stop, Useful};
 use crate::config::listing_map::ListingMap;
 use crate::platform::model::{ApiRequest, ApiResponse, Item};
 use crate::platform::{Api, ErrorClass, Platform, ShopListing};
-use crate::store::{Claim, ItemOutcome, Listed, ListingRoute};
+use crate::store::{Claim, ClaimRequest, ItemOutcome, Listed, ListingRoute};
 use futures::StreamExt;
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
@@ -42,9 +43,6 @@ pub(crate) struct Target<'a> {
     pub(crate) map: Option<&'a ListingMap>,
     /// What the target shop's items say of it (location, item type).
     pub(crate) shop: &'a ShopListing,
-    /// A claim of another job older than this is taken over (ms): its write cannot still be
-    /// on the wire.
-    pub(crate) take_over_ms: i64,
 }
 
 /// Run the pending items of one chunk, [`super::item::ITEM_PARALLELISM`] at a time; yields
@@ -184,22 +182,20 @@ async fn list_one(
         Err(reason) => return ItemRun::Outcome(ItemOutcome::skipped(key, reason)),
     };
     let claim = runner
-        .store
-        .claim_listing(
-            target.route,
-            key,
-            target.job_id,
-            &code,
-            target.relist,
-            target.take_over_ms,
-        )
+        .claims
+        .claim(ClaimRequest {
+            from,
+            source_item: key.to_string(),
+            to,
+            shop: target.route.shop.to_string(),
+            job_id: target.job_id,
+            seller_code: code.clone(),
+            relist: target.relist,
+        })
         .await;
-    let claim = match claim {
-        Ok(c) => c,
-        Err(e) => {
-            tracing::warn!(error = %e, "cannot claim the listing; the item waits");
-            return ItemRun::Later(CLAIM_WAIT).carrying(carry);
-        }
+    let Ok(claim) = claim else {
+        // The ledger failed (logged by the claim writer): no write without a claim.
+        return ItemRun::Later(CLAIM_WAIT).carrying(carry);
     };
     let useful_write = || {
         // Both calls went into this outcome: useful means used.
@@ -401,7 +397,6 @@ mod tests {
             allow_stale_s: None,
             map: None,
             shop: SHOP.get_or_init(ShopListing::default),
-            take_over_ms: 600_000,
         }
     }
 
