@@ -28,8 +28,6 @@ pub(crate) struct HandlerCtx {
     pub(crate) shop_session: Option<SessionCell>,
     /// The task's job's lane: every call of the task books its gate token in it.
     pub(crate) lane: Lane,
-    /// The worker's listing claims (written to the ledger together).
-    pub(crate) claims: super::listing::claims::Claims,
 }
 
 impl HandlerCtx {

@@ -23,9 +23,12 @@ use crate::link::gateway::Gateway;
 use crate::platform::{Api, Platform};
 use crate::queue::DeadHook;
 use crate::queue::{TaskCtx, TaskMsg, TaskResult};
-use crate::store::{ItemOutcome, ItemStatus, JobControl, JobKind, ListingRoute, Store, StoreError};
+use crate::store::{
+    Claim, ClaimRequest, ItemOutcome, ItemStatus, JobControl, JobKind, ListingRoute, Store,
+    StoreError,
+};
 use futures::StreamExt;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -79,10 +82,6 @@ impl JobRunner {
             controls: Arc::new(JobControls::new(store.clone())),
             shops: Arc::new(ShopAccess::new(cfg.clone(), store.clone(), tokens)),
             ctx: HandlerCtx {
-                claims: listing::claims::Claims::new(
-                    store.clone(),
-                    listing::claim_take_over_ms(&cfg.link),
-                ),
                 store,
                 gateway,
                 cfg,
@@ -304,12 +303,24 @@ impl JobRunner {
 
     /// Where a later job looks before it writes: the products this group's writes made,
     /// recorded before their items' outcomes (a run that ends between the two finds the
-    /// listing on its re-run and calls the item done, without a call).
+    /// listing on its re-run and calls the item done, without a call); and the claims of the
+    /// group's items that surely made nothing released, so the next run claims them afresh
+    /// (those in `unsure` stay: a write of theirs may have made a product).
     async fn record_listings(
         &self,
         target: listing::Target<'_>,
         group: &[(String, ItemRun)],
+        unsure: &std::sync::Mutex<HashSet<String>>,
     ) -> Result<(), TaskError> {
+        let unsure: HashSet<String> = unsure.lock().map(|u| u.clone()).unwrap_or_default();
+        let released: Vec<String> = group
+            .iter()
+            .filter(|(key, run)| {
+                let made = matches!(run, ItemRun::Outcome(o) if matches!(o.status, ItemStatus::Done | ItemStatus::Stale));
+                !made && !unsure.contains(key)
+            })
+            .map(|(key, _)| key.clone())
+            .collect();
         let made: Vec<(String, String)> = group
             .iter()
             .filter_map(|(key, run)| {
@@ -327,6 +338,14 @@ impl JobRunner {
                 .record_listings(target.route, target.job_id, target.relist, &made)
         })
         .await?;
+        if !released.is_empty() {
+            ledger_write("release_listings", || {
+                self.ctx
+                    .store
+                    .release_listings(target.route, target.job_id, &released)
+            })
+            .await?;
+        }
         Ok(())
     }
 
@@ -451,12 +470,36 @@ impl JobRunner {
                     map: map.as_deref(),
                     shop: shop_listing,
                 };
-                // One query per task: which of its items another job already listed there.
-                let listed = if *relist {
-                    HashMap::new()
-                } else {
-                    self.ctx.store.listed_items(target.route, &keys).await?
-                };
+                // One transaction per task claims its items before any is read: which are
+                // listed already, which another job is writing, which this job's earlier run
+                // may have written (docs/design.md, "Listed once").
+                let requests: Vec<ClaimRequest> = keys
+                    .iter()
+                    .map(|key| ClaimRequest {
+                        from: *from,
+                        source_item: key.clone(),
+                        to: *to,
+                        shop: to_shop.clone(),
+                        job_id: task.job_id,
+                        seller_code: listing::seller_code(target, key),
+                        relist: *relist,
+                    })
+                    .collect();
+                let take_over_ms = listing::claim_take_over_ms(&self.ctx.cfg.link);
+                let claimed = ledger_write("claim_listings", || {
+                    self.ctx.store.claim_listings(&requests, take_over_ms)
+                })
+                .await?;
+                let claims: HashMap<String, Claim> = keys.iter().cloned().zip(claimed).collect();
+                // A claim whose earlier write may have made a product stays until a look-up
+                // says no product carries its code.
+                let unsure = std::sync::Mutex::new(
+                    claims
+                        .iter()
+                        .filter(|(_, c)| matches!(c, Claim::Unsure { .. }))
+                        .map(|(k, _)| k.clone())
+                        .collect::<HashSet<String>>(),
+                );
                 // Writes: outcomes go to the ledger as they land (small groups), so a killed
                 // worker leaves only its last few items unrecorded; each of those repeats its
                 // write, with the same idempotency key, when the task is recovered.
@@ -472,7 +515,8 @@ impl JobRunner {
                         target,
                         keys: &keys,
                         carried: &carried,
-                        listed: &listed,
+                        claims: &claims,
+                        unsure: &unsure,
                     };
                     let runs = listing::stream_chunk(&hctx, chunk, &useful, &unrecorded, &stop);
                     futures::pin_mut!(runs);
@@ -498,7 +542,7 @@ impl JobRunner {
                                 || (!group.is_empty() && last.elapsed() >= RECORD_EVERY)
                             {
                                 let n = group.len();
-                                self.record_listings(target, &group).await?;
+                                self.record_listings(target, &group, &unsure).await?;
                                 self.record(task.job_id, std::mem::take(&mut group), &mut tally)
                                     .await?;
                                 unrecorded.add_permits(n);
@@ -511,7 +555,7 @@ impl JobRunner {
                                 }
                             }
                         }
-                        self.record_listings(target, &group).await?;
+                        self.record_listings(target, &group, &unsure).await?;
                         self.record(task.job_id, std::mem::take(&mut group), &mut tally)
                             .await
                     }

@@ -70,6 +70,9 @@ pub struct ClaimRequest {
     pub relist: bool,
 }
 
+/// Claims written by one insert: the same route and job.
+type ClaimGroup<'a> = (Platform, Platform, &'a str, i64);
+
 /// The `state` of a made listing (a claim's is `claimed`).
 const LISTED: &str = "listed";
 
@@ -182,7 +185,7 @@ impl Store {
         let mut fresh: HashSet<usize> = HashSet::new();
         // In the order of first appearance: of two jobs asking for one listing in a batch,
         // the first asked gets it.
-        let mut groups: Vec<((Platform, Platform, &str, i64), Vec<usize>)> = Vec::new();
+        let mut groups: Vec<(ClaimGroup<'_>, Vec<usize>)> = Vec::new();
         for (i, c) in claims.iter().enumerate() {
             let plain = |t: &str| !t.contains('\t');
             if plain(&c.source_item) && plain(&c.seller_code) {
@@ -359,30 +362,34 @@ impl Store {
         })
     }
 
-    /// Give up `job_id`'s claim of `source_item`: its write surely made no product (the
-    /// platform refused it, or it was never sent), so the next attempt, or another job,
-    /// claims it afresh.
-    pub async fn release_listing(
+    /// Give up `job_id`'s claims of `source_items`: their writes surely made no product
+    /// (refused, never sent, or the item ended before its write), so the next run, or
+    /// another job, claims them afresh. Rows listed or held by another job are untouched.
+    pub async fn release_listings(
         &self,
         route: ListingRoute<'_>,
-        source_item: &str,
         job_id: i64,
+        source_items: &[String],
     ) -> Result<(), StoreError> {
-        let mut c = self.conn("release_listing").await?;
+        if source_items.is_empty() {
+            return Ok(());
+        }
+        let mut c = self.conn("release_listings").await?;
         execute!(
             c.on(),
             sql!(
                 "DELETE FROM listings
-                 WHERE source_platform = $1 AND source_item = $2 AND target_platform = $3
-                   AND target_shop = $4 AND job_id = $5 AND state = 'claimed'"
+                 WHERE source_platform = $1 AND target_platform = $2 AND target_shop = $3
+                   AND job_id = $4 AND state = 'claimed'
+                   AND source_item IN (SELECT value FROM " [KEYS "$5" AS k] ")"
             ),
             route.from.as_str(),
-            source_item,
             route.to.as_str(),
             route.shop,
-            job_id
+            job_id,
+            json_list(source_items)
         )
-        .ctx(self, "release_listing")?;
+        .ctx(self, "release_listings")?;
         Ok(())
     }
 }

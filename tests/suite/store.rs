@@ -297,7 +297,10 @@ async fn a_listing_is_claimed_by_one_job_before_its_write(kind: Kind) {
         })
     );
     // A released claim (the write surely made nothing) is claimed afresh by the next.
-    store.release_listing(main, "2", 7).await.unwrap();
+    store
+        .release_listings(main, 7, &["2".to_string()])
+        .await
+        .unwrap();
     let next = store
         .claim_listings(&[claim("2", 8, false)], WAIT)
         .await

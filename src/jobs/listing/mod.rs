@@ -5,27 +5,28 @@
 //! carries it as the seller's code, and a write whose outcome is unknown is looked up by that
 //! code before it is ever sent again (docs/design.md, "Listed once").
 
-pub(crate) mod claims;
 pub(crate) mod mapping;
 
 use super::item::{HandlerCtx, ItemRun, Stop, Useful};
 use crate::config::listing_map::ListingMap;
 use crate::platform::model::{ApiRequest, ApiResponse, Item};
 use crate::platform::{Api, ErrorClass, Platform, ShopListing};
-use crate::store::{Claim, ClaimRequest, ItemOutcome, Listed, ListingRoute};
+use crate::store::{Claim, ItemOutcome, Listed, ListingRoute};
 use futures::StreamExt;
 use serde::{Deserialize, Serialize};
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
+use std::sync::Mutex;
 
 /// The pending items of one listing task, and what earlier runs kept for them.
 pub(crate) struct Chunk<'a> {
     pub(crate) target: Target<'a>,
     pub(crate) keys: &'a [String],
     pub(crate) carried: &'a HashMap<String, String>,
-    /// Of `keys`, those the ledger shows already listed on the target shop (with the target
-    /// item each became): skipped unless the job relists; done if this job listed it (a run
-    /// that ended between the write and its outcome's record).
-    pub(crate) listed: &'a HashMap<String, Listed>,
+    /// What the task's claim of each of `keys` found (docs/design.md, "Listed once").
+    pub(crate) claims: &'a HashMap<String, Claim>,
+    /// The items whose write may have made a product without the answer saying so: their
+    /// claims stay when their outcomes are recorded (the rest are released).
+    pub(crate) unsure: &'a Mutex<HashSet<String>>,
 }
 
 /// Where one listing job writes.
@@ -62,7 +63,8 @@ pub(crate) fn stream_chunk<'a>(
         target,
         keys,
         carried,
-        listed,
+        claims,
+        unsure,
     } = chunk;
     futures::stream::iter(keys.iter().cloned())
         .map(move |key| async move {
@@ -71,17 +73,32 @@ pub(crate) fn stream_chunk<'a>(
                 Ok(_) if stop.refuses_new_items() => handed_back,
                 Ok(permit) => {
                     permit.forget();
-                    match listed.get(&key).filter(|_| !target.relist) {
+                    match claims.get(&key) {
                         // This job made it and its outcome was not recorded (the worker was
                         // killed, or the task's lease lost, between the two): done, no call.
                         // Another job made it: skipped.
-                        Some(l) => listed_already(target, &key, l),
-                        None => {
-                            let kept = carried.get(&key).and_then(|c| serde_json::from_str(c).ok());
-                            stop.cut_short(list_one(runner, target, &key, useful, kept, stop))
-                                .await
-                                .unwrap_or(handed_back)
+                        Some(Claim::Listed(l)) => listed_already(target, &key, l),
+                        // Another job's write of it is on its way: its outcome decides.
+                        Some(Claim::Held { job_id, .. }) => {
+                            tracing::debug!(item = %key, holder = ?job_id, "another job is writing this listing");
+                            ItemRun::Later(CLAIM_WAIT)
                         }
+                        Some(claim) => {
+                            let kept = carried.get(&key).and_then(|c| serde_json::from_str(c).ok());
+                            let item = ItemRef { key: &key, claim, unsure };
+                            match stop
+                                .cut_short(list_one(runner, target, item, useful, kept, stop))
+                                .await
+                            {
+                                Some(run) => run,
+                                None => {
+                                    // Abandoned: its write may be on the wire.
+                                    mark_unsure(unsure, &key);
+                                    handed_back
+                                }
+                            }
+                        }
+                        None => ItemRun::Later(CLAIM_WAIT),
                     }
                 }
                 Err(_) => handed_back,
@@ -128,14 +145,28 @@ struct SourceRead {
     stale: Option<String>,
 }
 
+/// One item of a chunk, with what its claim found.
+struct ItemRef<'a> {
+    key: &'a str,
+    claim: &'a Claim,
+    unsure: &'a Mutex<HashSet<String>>,
+}
+
+fn mark_unsure(unsure: &Mutex<HashSet<String>>, key: &str) {
+    if let Ok(mut u) = unsure.lock() {
+        u.insert(key.to_string());
+    }
+}
+
 async fn list_one(
     runner: &HandlerCtx,
     target: Target<'_>,
-    key: &str,
+    item_ref: ItemRef<'_>,
     useful: &Useful,
     kept: Option<SourceRead>,
     stop: &Stop,
 ) -> ItemRun {
+    let ItemRef { key, claim, unsure } = item_ref;
     let ListingRoute { from, to, .. } = target.route;
     let read_now = kept.is_none();
     let SourceRead { item, stale } = match kept {
@@ -181,22 +212,6 @@ async fn list_one(
         // Nothing the target would take: no claim, no write.
         Err(reason) => return ItemRun::Outcome(ItemOutcome::skipped(key, reason)),
     };
-    let claim = runner
-        .claims
-        .claim(ClaimRequest {
-            from,
-            source_item: key.to_string(),
-            to,
-            shop: target.route.shop.to_string(),
-            job_id: target.job_id,
-            seller_code: code.clone(),
-            relist: target.relist,
-        })
-        .await;
-    let Ok(claim) = claim else {
-        // The ledger failed (logged by the claim writer): no write without a claim.
-        return ItemRun::Later(CLAIM_WAIT).carrying(carry);
-    };
     let useful_write = || {
         // Both calls went into this outcome: useful means used.
         useful.add(from, Api::ItemGet, 1);
@@ -207,19 +222,21 @@ async fn list_one(
         None => ItemRun::Outcome(ItemOutcome::done(key, Some(item_id))),
     };
     match claim {
-        Claim::Listed(l) => return listed_already(target, key, &l),
-        Claim::Held { job_id, .. } => {
-            tracing::debug!(item = key, holder = ?job_id, "another job is writing this listing");
-            return ItemRun::Later(CLAIM_WAIT).carrying(carry);
-        }
+        Claim::Listed(l) => return listed_already(target, key, l),
+        Claim::Held { .. } => return ItemRun::Later(CLAIM_WAIT).carrying(carry),
         Claim::Unsure { seller_code } => {
-            match find_by_code(runner, target, key, &seller_code, stop).await {
+            match find_by_code(runner, target, key, seller_code, stop).await {
                 Ok(Some(item_id)) => {
                     useful.add(to, Api::ItemFind, 1);
                     useful_write();
                     return made(item_id);
                 }
-                Ok(None) => {}
+                // No product carries the code: the claim is as good as fresh.
+                Ok(None) => {
+                    if let Ok(mut u) = unsure.lock() {
+                        u.remove(key);
+                    }
+                }
                 Err(run) => return run.carrying(carry),
             }
         }
@@ -242,19 +259,12 @@ async fn list_one(
             )),
         },
         Err(e) => {
-            if e.write_made_nothing() {
-                // Surely no product: the claim goes, and the next attempt claims afresh.
-                if let Err(err) = runner
-                    .store
-                    .release_listing(target.route, key, target.job_id)
-                    .await
-                {
-                    // Kept: the next attempt looks the code up first, one call more.
-                    tracing::warn!(error = %err, "cannot release a listing claim");
-                }
+            if !e.write_made_nothing() {
+                // Its claim stays when the outcome is recorded: the next attempt looks the
+                // code up first. (A write that surely made nothing has its claim released.)
+                mark_unsure(unsure, key);
             }
-            // Not now, or a transient failure: keep the read for the next run. A write whose
-            // outcome is unknown keeps its claim: the next attempt looks its code up first.
+            // Not now, or a transient failure: keep the read for the next run.
             ItemRun::from_link_error(key, &e).carrying(carry)
         }
     }
