@@ -225,16 +225,8 @@ impl ListingMap {
 
     /// Parse and check map text; `path` is used in messages only.
     pub fn parse(path: &Path, text: &str) -> Result<ListingMap, ConfigError> {
-        let line_of = |at: usize| text[..at.min(text.len())].matches('\n').count() + 1;
-        let raw: RawMap = toml::from_str(text).map_err(|e| {
-            ConfigError(vec![ConfigProblem {
-                file: path.to_path_buf(),
-                key: String::new(),
-                line: e.span().map(|s| line_of(s.start)),
-                message: e.message().to_string(),
-                warning: false,
-            }])
-        })?;
+        let line_of = |at: usize| super::line_of(text, at);
+        let raw: RawMap = toml::from_str(text).map_err(|e| ConfigError::of_toml(path, text, &e))?;
         let mut problems = Vec::new();
         let mut problem = |key: String, at: usize, message: String| {
             problems.push(ConfigProblem {

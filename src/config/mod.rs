@@ -70,6 +70,24 @@ impl fmt::Display for ConfigProblem {
 #[error("{}", .0.iter().map(|p| p.to_string()).collect::<Vec<_>>().join("\n"))]
 pub struct ConfigError(pub(crate) Vec<ConfigProblem>);
 
+impl ConfigError {
+    /// A TOML file `path` that does not parse: the line the parser points at, its words.
+    pub(crate) fn of_toml(path: &Path, text: &str, e: &toml::de::Error) -> ConfigError {
+        ConfigError(vec![ConfigProblem {
+            file: path.to_path_buf(),
+            key: String::new(),
+            line: e.span().map(|s| line_of(text, s.start)),
+            message: e.message().to_string(),
+            warning: false,
+        }])
+    }
+}
+
+/// The line (from 1) of byte offset `at` in `text`.
+pub(crate) fn line_of(text: &str, at: usize) -> usize {
+    text[..at.min(text.len())].matches('\n').count() + 1
+}
+
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RawConfig {
@@ -157,18 +175,8 @@ impl Config {
 
     /// Parse and validate config text; `path` is used in messages only.
     pub fn parse(path: &Path, text: &str) -> Result<Config, ConfigError> {
-        let raw: RawConfig = toml::from_str(text).map_err(|e| {
-            let line = e
-                .span()
-                .map(|span| text[..span.start.min(text.len())].matches('\n').count() + 1);
-            ConfigError(vec![ConfigProblem {
-                file: path.to_path_buf(),
-                key: String::new(),
-                line,
-                message: e.message().to_string(),
-                warning: false,
-            }])
-        })?;
+        let raw: RawConfig =
+            toml::from_str(text).map_err(|e| ConfigError::of_toml(path, text, &e))?;
         let mut problems = Vec::new();
         let problem = |key: String, message: String, warning: bool| ConfigProblem {
             file: path.to_path_buf(),

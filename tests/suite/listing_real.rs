@@ -26,6 +26,37 @@ fn listing_args<'a>(to: &'a str, items: &'a str, map: &'a str) -> Vec<&'a str> {
     ]
 }
 
+/// `syncfleet ARGS` with `config`, to its end.
+fn run_cli(h: &Harness, config: &std::path::Path, args: &[&str]) -> std::process::Output {
+    h.command_with(config, args)
+        .output()
+        .expect("run syncfleet")
+}
+
+/// `enqueue listing` to Taobao of `items` with `config` (and `--map` when given).
+fn enqueue_listing_cli(
+    h: &Harness,
+    config: &std::path::Path,
+    items: &std::path::Path,
+    to: &str,
+    map: Option<&std::path::Path>,
+) -> std::process::Output {
+    let mut args = vec![
+        "enqueue",
+        "listing",
+        "--from",
+        "alibaba",
+        "--to",
+        to,
+        "--items",
+        items.to_str().expect("utf-8"),
+    ];
+    if let Some(map) = map {
+        args.extend(["--map", map.to_str().expect("utf-8")]);
+    }
+    run_cli(h, config, &args)
+}
+
 /// Read `id` on `platform` through the simulator with the harness's credentials.
 async fn read(h: &Harness, platform: Platform, id: &str) -> Item {
     let cfg = Config::load(&h.config).expect("config");
@@ -146,24 +177,7 @@ async fn a_listing_to_jd_writes_ware_and_skus() {
     let adds = h.stats(Platform::Jd, Api::ItemAdd);
     assert_eq!((adds.calls, adds.ok), (40, 40), "{adds:?}");
     // A map for another target is refused before anything is queued.
-    let out = h
-        .command_with(
-            &h.config.clone(),
-            &[
-                "enqueue",
-                "listing",
-                "--from",
-                "alibaba",
-                "--to",
-                "taobao",
-                "--items",
-                items.to_str().expect("utf-8"),
-                "--map",
-                map.to_str().expect("utf-8"),
-            ],
-        )
-        .output()
-        .expect("run enqueue");
+    let out = enqueue_listing_cli(&h, &h.config, &items, "taobao", Some(&map));
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("the map is for jd"), "{err}");
@@ -276,24 +290,7 @@ async fn a_bad_map_is_refused_naming_the_file_line_and_key() {
         .expect("a markup line")
         + 1;
     let items = h.item_file(5);
-    let out = h
-        .command_with(
-            &h.config.clone(),
-            &[
-                "enqueue",
-                "listing",
-                "--from",
-                "alibaba",
-                "--to",
-                "taobao",
-                "--items",
-                items.to_str().expect("utf-8"),
-                "--map",
-                bad.to_str().expect("utf-8"),
-            ],
-        )
-        .output()
-        .expect("run enqueue");
+    let out = enqueue_listing_cli(&h, &h.config, &items, "taobao", Some(&bad));
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
@@ -307,10 +304,7 @@ async fn a_bad_map_is_refused_naming_the_file_line_and_key() {
         &format!("map = \"{}\"", bad.display()),
     );
     std::fs::write(&config, text).expect("config");
-    let out = h
-        .command_with(&config, &["config", "check"])
-        .output()
-        .expect("run config check");
+    let out = run_cli(&h, &config, &["config", "check"]);
     assert_eq!(out.status.code(), Some(2));
     let said = format!(
         "{}{}",
@@ -324,22 +318,7 @@ async fn a_bad_map_is_refused_naming_the_file_line_and_key() {
         .expect("config")
         .replace("location_city = \"杭州\"\n", "");
     std::fs::write(&config, text).expect("config");
-    let out = h
-        .command_with(
-            &config,
-            &[
-                "enqueue",
-                "listing",
-                "--from",
-                "alibaba",
-                "--to",
-                "taobao",
-                "--items",
-                items.to_str().expect("utf-8"),
-            ],
-        )
-        .output()
-        .expect("run enqueue");
+    let out = enqueue_listing_cli(&h, &config, &items, "taobao", None);
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("location_city"), "{err}");
