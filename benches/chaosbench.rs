@@ -7,8 +7,8 @@
 //!    restart followed by `reconcile`, 10% upstream errors and a short outage;
 //! 3. scale-in: the same, undisturbed but for one worker SIGTERMed (and replaced) every 10 s.
 //!
-//! It prints lost / failed / duplicate-created items, the duration ratios to the baseline,
-//! and the attempts the scale-in charged. A benchmark (harness = false) because it needs the
+//! It prints lost / failed items, products made and duplicates by seller code, look-ups by
+//! seller code, the duration ratios to the baseline, and the attempts the scale-in charged. A benchmark (harness = false) because it needs the
 //! built `syncfleet` binary for its worker processes; under `cargo test` it does nothing.
 
 #[path = "../tests/suite/jobs_harness/mod.rs"]
@@ -45,16 +45,16 @@ async fn one(items: u64, rate: u64, what: Chaos) -> ChaosReport {
 
 fn print(name: &str, r: &ChaosReport, base: Option<&ChaosReport>) {
     let lost = r.counts.pending;
-    let duplicated = r.created.saturating_sub(r.items);
     let ratio = base.map_or(1.0, |b| r.took.as_secs_f64() / b.took.as_secs_f64());
     println!(
-        "{name:<9} {:>7.1} s  ratio {ratio:.3}  done {} stale {} failed {} lost {lost}  created {} (duplicate {duplicated}, repeats answered idempotently {})  attempts charged {}",
+        "{name:<9} {:>7.1} s  ratio {ratio:.3}  done {} stale {} failed {} lost {lost}  created {} (duplicates by seller code {}, look-ups {})  attempts charged {}",
         r.took.as_secs_f64(),
         r.counts.done,
         r.counts.stale,
         r.counts.failed,
         r.created,
         r.duplicate_writes,
+        r.finds,
         r.attempts_charged()
     );
     for e in &r.events {
