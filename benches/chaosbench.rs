@@ -34,7 +34,9 @@ fn arg(name: &str, default: u64) -> u64 {
 async fn one(items: u64, rate: u64, what: Chaos) -> ChaosReport {
     let sim = SimConfig::demo()
         .with_limit(Platform::Alibaba, Api::ItemGet, 2_000, 100_000_000)
-        .with_limit(Platform::Taobao, Api::ItemAdd, 2_000, 100_000_000);
+        .with_limit(Platform::Taobao, Api::ItemAdd, 2_000, 100_000_000)
+        // Look-ups by seller code after a write of unknown outcome, granted like the rest.
+        .with_limit(Platform::Taobao, Api::ItemFind, 2_000, 100_000_000);
     let opts = ClientOpts {
         rate: rate as f64,
         ..ClientOpts::default()

@@ -81,6 +81,10 @@ async fn body(store: &Store, d: &HookDelivery) -> Result<String, StoreError> {
     .to_string())
 }
 
+/// What a hook command gets of the worker's environment: where programs are, the home,
+/// the language and the time zone. Nothing else (no secret) is passed.
+const HOOK_ENV_PASSED: [&str; 5] = ["PATH", "HOME", "LANG", "LC_ALL", "TZ"];
+
 /// Run `program` with `text` on its standard input: `None` when it exited 0, else why not.
 /// A command past `timeout` is killed (and the delivery retried).
 async fn run_command(
@@ -91,7 +95,17 @@ async fn run_command(
     text: String,
 ) -> Option<String> {
     use tokio::io::AsyncWriteExt;
-    let spawned = tokio::process::Command::new(program)
+    // A clean environment: the worker's holds app secrets, sessions, database and Redis
+    // passwords, the dashboard token; the command gets the delivery id and what it needs to
+    // run programs (docs/design.md, "Completion hooks").
+    let mut command = tokio::process::Command::new(program);
+    command.env_clear();
+    for name in HOOK_ENV_PASSED {
+        if let Some(value) = std::env::var_os(name) {
+            command.env(name, value);
+        }
+    }
+    let spawned = command
         .args(args)
         .env("SYNCFLEET_DELIVERY", delivery)
         .stdin(std::process::Stdio::piped())

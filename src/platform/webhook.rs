@@ -27,6 +27,16 @@ impl Webhook {
         }
     }
 
+    /// The URL as messages show it: no password, no query (a token may ride in it).
+    fn shown(&self) -> String {
+        let redacted = crate::secret::redact_url(&self.url);
+        redacted
+            .split(['?', '#'])
+            .next()
+            .unwrap_or_default()
+            .to_string()
+    }
+
     /// POST `body` (JSON), signed, with the delivery id every attempt repeats: `None` when
     /// the receiver answered 2xx, else why not (the URL, never the key).
     pub(crate) async fn post(
@@ -54,8 +64,13 @@ impl Webhook {
                 "the receiver answered HTTP {}",
                 r.status().as_u16()
             )),
-            // reqwest's message names the URL and the failure.
-            Err(e) => Some(format!("not delivered: {e}")),
+            // The URL without its credentials (reqwest's message would name it whole): the
+            // text goes to the log, the ledger and `syncfleet hooks`.
+            Err(e) => Some(format!(
+                "not delivered to {}: {}",
+                self.shown(),
+                e.without_url()
+            )),
         }
     }
 }
@@ -70,6 +85,24 @@ mod tests {
         assert_eq!(
             signature(&Secret::new("Jefe"), b"what do ya want for nothing?"),
             "sha256=5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_failed_delivery_names_the_url_without_its_credentials() {
+        // Nothing listens on port 1: the connection is refused at once.
+        let hook = Webhook::new(
+            "http://ops:s3cretpw@127.0.0.1:1/hook?token=t0ken".into(),
+            Secret::new("k"),
+        );
+        let error = hook
+            .post(Duration::from_secs(5), "d1", "{}".into())
+            .await
+            .expect("not delivered");
+        assert!(error.contains("127.0.0.1:1/hook"), "{error}");
+        assert!(
+            !error.contains("s3cretpw") && !error.contains("t0ken"),
+            "{error}"
         );
     }
 }

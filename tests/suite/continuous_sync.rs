@@ -373,7 +373,7 @@ async fn a_hook_command_runs_once_per_finish_after_a_failed_attempt() {
     std::fs::create_dir_all(&out).expect("dir");
     // First run: leaves a mark and fails; later runs: record the delivery id and the body.
     let script = format!(
-        "d='{}'; if [ ! -e \"$d/failed\" ]; then : > \"$d/failed\"; exit 3; fi; \
+        "d='{}'; env > \"$d/env\"; if [ ! -e \"$d/failed\" ]; then : > \"$d/failed\"; exit 3; fi; \
          echo \"$SYNCFLEET_DELIVERY\" >> \"$d/ids\"; cat >> \"$d/bodies\"; echo >> \"$d/bodies\"",
         out.display()
     );
@@ -399,6 +399,28 @@ async fn a_hook_command_runs_once_per_finish_after_a_failed_attempt() {
     assert_eq!(body["job"], job);
     assert_eq!(body["delivery"], mine[0].delivery.delivery_id());
     assert_eq!(body["shop"], "taobao/s1");
+    // The command's environment holds none of the worker's secrets (the harness gives the
+    // worker every app secret and session), only what it is documented to get.
+    let env = std::fs::read_to_string(out.join("env")).expect("env");
+    let names: Vec<&str> = env.lines().filter_map(|l| l.split('=').next()).collect();
+    assert!(names.contains(&"SYNCFLEET_DELIVERY"), "{env}");
+    for name in &names {
+        assert!(
+            matches!(
+                *name,
+                "PATH"
+                    | "HOME"
+                    | "LANG"
+                    | "LC_ALL"
+                    | "TZ"
+                    | "SYNCFLEET_DELIVERY"
+                    | "PWD"
+                    | "SHLVL"
+                    | "_"
+            ),
+            "the hook command got `{name}`: {env}"
+        );
+    }
 }
 
 /// Without Redis: one process runs the embedded queue and gates, and the schedules with them.
