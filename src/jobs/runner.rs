@@ -56,7 +56,7 @@ const RECORD_EVERY: Duration = Duration::from_millis(100);
 const USEFUL_EVERY: Duration = Duration::from_secs(1);
 
 /// Items of one write chunk started and not yet recorded, at most: what a killed worker can
-/// leave to repeat (with the same idempotency key) per task.
+/// leave per task for the re-run to look up by seller code.
 pub(crate) const UNRECORDED_MAX: usize = 2 * ITEM_PARALLELISM;
 
 /// Runs tasks: reads what is pending, calls the job's handler per item through the shared
@@ -501,8 +501,8 @@ impl JobRunner {
                         .collect::<HashSet<String>>(),
                 );
                 // Writes: outcomes go to the ledger as they land (small groups), so a killed
-                // worker leaves only its last few items unrecorded; each of those repeats its
-                // write, with the same idempotency key, when the task is recovered.
+                // worker leaves only its last few items unrecorded; the recovered task finds
+                // their claims and looks each up by its seller code before writing.
                 // The items keep running while a group is written: a stream left unpolled
                 // would starve its in-flight items, which may hold ledger connections (the
                 // link layer's stale cache), and the pool would run dry. Instead an item

@@ -20,7 +20,7 @@ const PARSE_CODE: &str = "parse";
 #[serde(rename_all = "snake_case")]
 pub enum TransportError {
     /// Could not connect (refused, unreachable, connect timeout): the request surely
-    /// never arrived, so even a write may be retried with its idempotency key.
+    /// never arrived, so even a write may be sent again.
     Connect,
     /// No (complete) response within the read timeout: the request may have arrived.
     Timeout,

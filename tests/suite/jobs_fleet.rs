@@ -34,7 +34,7 @@ async fn listing_10k_across_three_workers_writes_each_item_once() {
         add.calls, add.ok, add.duplicate_writes, add.rejected_limit, add.peak_per_second
     );
     assert_eq!(h.distinct_writes(TO), 10_000, "one write per item");
-    // No faults in this run: not even a harmless repeat of an idempotency key.
+    // No faults in this run: no product twice.
     assert_eq!(add.duplicate_writes, 0, "repeated writes without any fault");
     // All three processes took part (each prints its task count when it exits).
     assert_eq!(exits.len(), 3);
