@@ -309,6 +309,7 @@ impl JobRunner {
     async fn record_listings(
         &self,
         target: listing::Target<'_>,
+        holder: &str,
         group: &[(String, ItemRun)],
         unsure: &std::sync::Mutex<HashSet<String>>,
     ) -> Result<(), TaskError> {
@@ -342,7 +343,7 @@ impl JobRunner {
             ledger_write("release_listings", || {
                 self.ctx
                     .store
-                    .release_listings(target.route, target.job_id, &released)
+                    .release_listings(target.route, target.job_id, holder, &released)
             })
             .await?;
         }
@@ -471,8 +472,9 @@ impl JobRunner {
                     shop: shop_listing,
                 };
                 // One transaction per task claims its items before any is read: which are
-                // listed already, which another job is writing, which this job's earlier run
-                // may have written (docs/design.md, "Listed once").
+                // listed already, which another job or run is writing, which an earlier run
+                // of this queued task may have written (docs/design.md, "Listed once").
+                let holder: &str = &ctx.delivery;
                 let requests: Vec<ClaimRequest> = keys
                     .iter()
                     .map(|key| ClaimRequest {
@@ -481,6 +483,7 @@ impl JobRunner {
                         to: *to,
                         shop: to_shop.clone(),
                         job_id: task.job_id,
+                        holder: holder.to_string(),
                         seller_code: listing::seller_code(target, key),
                         relist: *relist,
                     })
@@ -531,6 +534,7 @@ impl JobRunner {
                     let mut group = Vec::with_capacity(ITEM_PARALLELISM);
                     let mut last = Instant::now();
                     let mut last_useful = Instant::now();
+                    let mut last_renewed = Instant::now();
                     let result = async {
                         loop {
                             match tokio::time::timeout(RECORD_EVERY, rx.recv()).await {
@@ -542,7 +546,7 @@ impl JobRunner {
                                 || (!group.is_empty() && last.elapsed() >= RECORD_EVERY)
                             {
                                 let n = group.len();
-                                self.record_listings(target, &group, &unsure).await?;
+                                self.record_listings(target, holder, &group, &unsure).await?;
                                 self.record(task.job_id, std::mem::take(&mut group), &mut tally)
                                     .await?;
                                 unrecorded.add_permits(n);
@@ -554,8 +558,17 @@ impl JobRunner {
                                     last_useful = Instant::now();
                                 }
                             }
+                            // A long run keeps its claims from being taken over.
+                            if last_renewed.elapsed() >= listing::CLAIM_RENEW_EVERY {
+                                if let Err(e) =
+                                    self.ctx.store.renew_claims(task.job_id, holder).await
+                                {
+                                    tracing::warn!(job = task.job_id, error = %e, "could not renew the task's listing claims (they are taken over only after the take-over time)");
+                                }
+                                last_renewed = Instant::now();
+                            }
                         }
-                        self.record_listings(target, &group, &unsure).await?;
+                        self.record_listings(target, holder, &group, &unsure).await?;
                         self.record(task.job_id, std::mem::take(&mut group), &mut tally)
                             .await
                     }
@@ -567,6 +580,12 @@ impl JobRunner {
                     result
                 };
                 let ((), recorded) = futures::join!(produce, consume);
+                // Every write of this run has ended: what it still holds (writes whose
+                // outcome is unknown) is given up, so the next run of those items, in
+                // whichever task, looks them up at once.
+                if let Err(e) = self.ctx.store.disown_claims(task.job_id, holder).await {
+                    tracing::warn!(job = task.job_id, error = %e, "could not give up the task's unsure listing claims (another task waits the take-over time for them)");
+                }
                 recorded?;
             }
             JobSpec::Orders { platform, shop, .. } => {

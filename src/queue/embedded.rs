@@ -63,6 +63,15 @@ const LANES: [Lane; 2] = [Lane::Bulk, Lane::Interactive];
 pub(crate) struct Stored {
     pub(crate) msg: TaskMsg,
     pub(crate) prior_attempts: u32,
+    /// The entry's identity, kept when the row is pushed again after a failed run or
+    /// recovered from a dead worker ([`TaskCtx::delivery`]).
+    #[serde(default = "new_delivery")]
+    pub(crate) delivery: String,
+}
+
+/// A new queued entry's identity.
+fn new_delivery() -> String {
+    ulid::Ulid::new().to_string()
 }
 
 /// A failed row: id, payload, apalis attempts, last result, worker.
@@ -272,6 +281,7 @@ impl EmbeddedQueue {
                 let stored = Stored {
                     msg: m.clone(),
                     prior_attempts: 0,
+                    delivery: new_delivery(),
                 };
                 match m.lane {
                     Lane::Bulk => bulk.push(self.task(stored, None, priority)),
@@ -299,6 +309,7 @@ impl EmbeddedQueue {
             Stored {
                 msg: task.clone(),
                 prior_attempts: 0,
+                delivery: new_delivery(),
             },
             delay,
         )
@@ -600,6 +611,7 @@ impl EmbeddedQueue {
         let ctx = TaskCtx {
             attempt,
             worker: worker.clone(),
+            delivery: Arc::from(s.delivery.as_str()),
             stopping,
             lease_lost: Shutdown::new(),
         };
@@ -632,6 +644,7 @@ impl EmbeddedQueue {
         let next = Stored {
             msg: s.msg,
             prior_attempts: prior,
+            delivery: s.delivery,
         };
         // If the re-push fails the task would be lost: fail the row instead (it stays
         // visible as failed; `reconcile` re-pushes unfinished items from the ledger).

@@ -64,6 +64,12 @@ pub struct TaskCtx {
     pub attempt: u32,
     /// Name of the worker running the task (host-pid-ulid).
     pub worker: Arc<str>,
+    /// The queued entry this run delivers: the same on every re-delivery of that entry (a
+    /// dead worker's task taken over, a failed run retried), another for a task queued anew
+    /// (`reconcile`, `dead --requeue`). The queue never runs one entry twice at once, so what
+    /// an earlier run of the same entry left behind is this run's to settle
+    /// (docs/design.md, "Listed once").
+    pub delivery: Arc<str>,
     /// The worker is stopping (SIGTERM, idle exit): start no new item; items already
     /// calling may finish within the shutdown grace, the rest go back uncharged.
     pub stopping: Shutdown,
@@ -80,6 +86,7 @@ impl TaskCtx {
         TaskCtx {
             attempt,
             worker: Arc::from("detached"),
+            delivery: Arc::from("detached"),
             stopping: Shutdown::new(),
             lease_lost: Shutdown::new(),
         }

@@ -33,16 +33,18 @@ pub struct Listed {
 pub enum Claim {
     /// The job holds the identity, and no write of it was sent before: write.
     Fresh,
-    /// The job holds the identity, and an earlier write of it may have made the product (the
-    /// job's own attempt whose answer was lost, or a claim left behind and taken over): look
-    /// `seller_code` up on the target before writing.
+    /// The job holds the identity, and an earlier write of it may have made the product (an
+    /// earlier run of the same queued task whose answer was lost, a claim its holder gave up,
+    /// or one left behind and taken over): look `seller_code` up on the target before writing.
     Unsure {
         /// The code the earlier write carried.
         seller_code: String,
     },
     /// Already listed.
     Listed(Listed),
-    /// Another job's write of it is on its way (held this long): wait for its outcome.
+    /// Another holder's write of it may be on its way (held this long): wait for its outcome.
+    /// The holder is another job, or another run of this job's items (a task queued again
+    /// while its first run still goes, as after a Redis loss and `reconcile`).
     Held {
         /// The job holding it (`None`: released as it was read).
         job_id: Option<i64>,
@@ -64,14 +66,19 @@ pub struct ClaimRequest {
     pub shop: String,
     /// The job that writes it.
     pub job_id: i64,
+    /// Who holds the claim while the write may be on its way: the queued task whose run
+    /// writes it, the same across that task's re-deliveries (a dead worker's task taken over
+    /// runs under its holder), different for a task queued anew (docs/design.md, "Listed
+    /// once").
+    pub holder: String,
     /// The seller's code the write carries.
     pub seller_code: String,
     /// The job asked for new products even where listed.
     pub relist: bool,
 }
 
-/// Claims written by one insert: the same route and job.
-type ClaimGroup<'a> = (Platform, Platform, &'a str, i64);
+/// Claims written by one insert: the same route, job and holder.
+type ClaimGroup<'a> = (Platform, Platform, &'a str, i64, &'a str);
 
 /// The `state` of a made listing (a claim's is `claimed`).
 const LISTED: &str = "listed";
@@ -171,9 +178,11 @@ impl Store {
 
     /// Claim each listing of `claims` before its write is sent, in one transaction (a worker
     /// claims the items of all its running tasks together: one commit, not one per item).
-    /// A claim of another job older than `take_over_ms` is taken over (its write cannot
-    /// still be on the wire: docs/design.md, "Listed once"); a `relist` claim takes a listing
-    /// another job made. The answers are in the order of `claims`.
+    /// A claim of the same job and holder is the holder's own (an earlier run of the task:
+    /// unsure); another holder's is waited for until it is listed, released, given up
+    /// ([`Store::disown_claims`]) or older than `take_over_ms` since its holder last renewed
+    /// it (its write cannot still be on the wire: docs/design.md, "Listed once"); a `relist`
+    /// claim takes a listing another job made. The answers are in the order of `claims`.
     pub async fn claim_listings(
         &self,
         claims: &[ClaimRequest],
@@ -189,14 +198,14 @@ impl Store {
         for (i, c) in claims.iter().enumerate() {
             let plain = |t: &str| !t.contains('\t');
             if plain(&c.source_item) && plain(&c.seller_code) {
-                let key = (c.from, c.to, c.shop.as_str(), c.job_id);
+                let key = (c.from, c.to, c.shop.as_str(), c.job_id, c.holder.as_str());
                 match groups.iter_mut().find(|(k, _)| *k == key) {
                     Some((_, members)) => members.push(i),
                     None => groups.push((key, vec![i])),
                 }
             }
         }
-        for ((from, to, shop, job_id), members) in groups {
+        for ((from, to, shop, job_id, holder), members) in groups {
             let pairs: Vec<String> = members
                 .iter()
                 .map(|&i| format!("{}\t{}", claims[i].source_item, claims[i].seller_code))
@@ -206,18 +215,18 @@ impl Store {
                 tx.on(),
                 sql!(
                     sqlite: "INSERT INTO listings (source_platform, source_item, target_platform,
-                                 target_shop, state, seller_code, job_id, claimed_at)
+                                 target_shop, state, seller_code, job_id, claim_holder, claimed_at)
                              SELECT $1, substr(k.value, 1, instr(k.value, char(9)) - 1), $2, $3,
-                                 'claimed', substr(k.value, instr(k.value, char(9)) + 1), $4,
+                                 'claimed', substr(k.value, instr(k.value, char(9)) + 1), $4, $6,
                                  CAST(unixepoch('subsec') * 1000 AS BIGINT)
                              FROM json_each($5) AS k WHERE true
                              ON CONFLICT (source_platform, source_item, target_platform, target_shop)
                              DO NOTHING
                              RETURNING source_item",
                     postgres: "INSERT INTO listings (source_platform, source_item, target_platform,
-                                 target_shop, state, seller_code, job_id, claimed_at)
+                                 target_shop, state, seller_code, job_id, claim_holder, claimed_at)
                              SELECT $1, split_part(k.value, chr(9), 1), $2, $3, 'claimed',
-                                 split_part(k.value, chr(9), 2), $4,
+                                 split_part(k.value, chr(9), 2), $4, $6,
                                  CAST(EXTRACT(EPOCH FROM clock_timestamp()) * 1000 AS BIGINT)
                              FROM json_array_elements_text(CAST($5 AS json)) AS k(value)
                              ON CONFLICT (source_platform, source_item, target_platform, target_shop)
@@ -228,7 +237,8 @@ impl Store {
                 to.as_str(),
                 shop,
                 job_id,
-                json_list(&pairs)
+                json_list(&pairs),
+                holder
             )
             .ctx(self, "claim_listings: insert")?;
             let made: HashSet<String> = inserted.into_iter().map(|(item,)| item).collect();
@@ -257,17 +267,18 @@ impl Store {
         take_over_ms: i64,
     ) -> Result<Claim, StoreError> {
         let (from, to, shop) = (req.from.as_str(), req.to.as_str(), req.shop.as_str());
-        let (source_item, job_id, seller_code) = (
+        let (source_item, job_id, seller_code, holder) = (
             req.source_item.as_str(),
             req.job_id,
             req.seller_code.as_str(),
+            req.holder.as_str(),
         );
         let inserted = execute!(
             tx.on(),
             sql!(
                 "INSERT INTO listings (source_platform, source_item, target_platform,
-                     target_shop, state, seller_code, job_id, claimed_at)
-                 VALUES ($1, $2, $3, $4, 'claimed', $5, $6, " NOW ")
+                     target_shop, state, seller_code, job_id, claim_holder, claimed_at)
+                 VALUES ($1, $2, $3, $4, 'claimed', $5, $6, $7, " NOW ")
                  ON CONFLICT (source_platform, source_item, target_platform, target_shop)
                  DO NOTHING"
             ),
@@ -276,17 +287,26 @@ impl Store {
             to,
             shop,
             seller_code,
-            job_id
+            job_id,
+            holder
         )
         .ctx(self, "claim_listings: insert")?;
         if inserted == 1 {
             return Ok(Claim::Fresh);
         }
         let row = fetch!(
-            fetch_optional as (String, Option<String>, Option<String>, i64, i64),
+            fetch_optional
+                as (
+                    String,
+                    Option<String>,
+                    Option<String>,
+                    i64,
+                    Option<String>,
+                    i64
+                ),
             tx.on(),
             sql!(
-                "SELECT state, target_item, seller_code, job_id,
+                "SELECT state, target_item, seller_code, job_id, claim_holder,
                      " NOW " - COALESCE(claimed_at, listed_at, 0)
                  FROM listings
                  WHERE source_platform = $1 AND source_item = $2 AND target_platform = $3
@@ -299,7 +319,7 @@ impl Store {
         )
         .ctx(self, "claim_listings: read")?;
         // Within one transaction the row the insert met is there; kept for safety.
-        let Some((state, target_item, code, holder, age_ms)) = row else {
+        let Some((state, target_item, code, job, held_by, age_ms)) = row else {
             return Ok(Claim::Held {
                 job_id: None,
                 age_ms: 0,
@@ -307,34 +327,47 @@ impl Store {
         };
         let listed = state == LISTED;
         match (listed, target_item) {
-            (true, Some(target_item)) if !req.relist || holder == job_id => {
+            (true, Some(target_item)) if !req.relist || job == job_id => {
                 return Ok(Claim::Listed(Listed {
                     target_item,
-                    job_id: holder,
+                    job_id: job,
                 }))
             }
             _ => {}
         }
-        if !listed && holder == job_id {
-            return Ok(Claim::Unsure {
-                seller_code: code.unwrap_or_else(|| seller_code.to_string()),
-            });
+        let unsure = || Claim::Unsure {
+            seller_code: code.clone().unwrap_or_else(|| seller_code.to_string()),
+        };
+        let own = job == job_id && held_by.as_deref() == Some(holder);
+        if !listed && own {
+            return Ok(unsure());
         }
-        if !listed && age_ms < take_over_ms {
+        // Given up by its holder (no write of it on the wire), or not renewed for longer
+        // than any write can take: taken over, and looked up first.
+        let abandoned = held_by.is_none() || age_ms >= take_over_ms;
+        if !listed && !abandoned {
             return Ok(Claim::Held {
-                job_id: Some(holder),
+                job_id: Some(job),
                 age_ms,
             });
         }
-        // A listing a relist job replaces, or a claim left behind: take it, unless another
-        // worker took it first (the row changed since it was read).
+        // A listing a relist job replaces, or a claim given up or left behind: take it,
+        // unless another worker took it first (the row changed since it was read).
         let taken = execute!(
             tx.on(),
             sql!(
-                "UPDATE listings SET state = 'claimed', job_id = $5, claimed_at = " NOW ",
-                     seller_code = $6
-                 WHERE source_platform = $1 AND source_item = $2 AND target_platform = $3
-                   AND target_shop = $4 AND job_id = $7 AND state = $8"
+                sqlite: "UPDATE listings SET state = 'claimed', job_id = $5, claim_holder = $9,
+                             claimed_at = CAST(unixepoch('subsec') * 1000 AS BIGINT),
+                             seller_code = $6
+                         WHERE source_platform = $1 AND source_item = $2
+                           AND target_platform = $3 AND target_shop = $4 AND job_id = $7
+                           AND state = $8 AND claim_holder IS $10",
+                postgres: "UPDATE listings SET state = 'claimed', job_id = $5, claim_holder = $9,
+                             claimed_at = CAST(EXTRACT(EPOCH FROM clock_timestamp()) * 1000 AS BIGINT),
+                             seller_code = $6
+                         WHERE source_platform = $1 AND source_item = $2
+                           AND target_platform = $3 AND target_shop = $4 AND job_id = $7
+                           AND state = $8 AND claim_holder IS NOT DISTINCT FROM $10",
             ),
             from,
             source_item,
@@ -346,29 +379,30 @@ impl Store {
             } else {
                 code.as_deref().unwrap_or(seller_code)
             },
+            job,
+            state.as_str(),
             holder,
-            state.as_str()
+            held_by.as_deref()
         )
         .ctx(self, "claim_listings: take over")?;
         Ok(match (taken, listed) {
             (0, _) => Claim::Held {
-                job_id: Some(holder),
+                job_id: Some(job),
                 age_ms,
             },
             (_, true) => Claim::Fresh,
-            (_, false) => Claim::Unsure {
-                seller_code: code.unwrap_or_else(|| seller_code.to_string()),
-            },
+            (_, false) => unsure(),
         })
     }
 
-    /// Give up `job_id`'s claims of `source_items`: their writes surely made no product
-    /// (refused, never sent, or the item ended before its write), so the next run, or
-    /// another job, claims them afresh. Rows listed or held by another job are untouched.
+    /// Give up `holder`'s claims of `source_items` for `job_id`: their writes surely made
+    /// no product (refused, never sent, or the item ended before its write), so the next run,
+    /// or another job, claims them afresh. Rows listed or held by another holder are untouched.
     pub async fn release_listings(
         &self,
         route: ListingRoute<'_>,
         job_id: i64,
+        holder: &str,
         source_items: &[String],
     ) -> Result<(), StoreError> {
         if source_items.is_empty() {
@@ -380,16 +414,54 @@ impl Store {
             sql!(
                 "DELETE FROM listings
                  WHERE source_platform = $1 AND target_platform = $2 AND target_shop = $3
-                   AND job_id = $4 AND state = 'claimed'
+                   AND job_id = $4 AND claim_holder = $6 AND state = 'claimed'
                    AND source_item IN (SELECT value FROM " [KEYS "$5" AS k] ")"
             ),
             route.from.as_str(),
             route.to.as_str(),
             route.shop,
             job_id,
-            json_list(source_items)
+            json_list(source_items),
+            holder
         )
         .ctx(self, "release_listings")?;
         Ok(())
+    }
+
+    /// Say that `holder` still runs: its claims count as fresh again, so no other holder
+    /// takes them over while its writes may be on their way (a run longer than the
+    /// take-over time renews its claims as it goes). Answers how many it holds.
+    pub async fn renew_claims(&self, job_id: i64, holder: &str) -> Result<u64, StoreError> {
+        let mut c = self.conn("renew_claims").await?;
+        let n = execute!(
+            c.on(),
+            sql!(
+                "UPDATE listings SET claimed_at = " NOW "
+                 WHERE job_id = $1 AND claim_holder = $2 AND state = 'claimed'"
+            ),
+            job_id,
+            holder
+        )
+        .ctx(self, "renew_claims")?;
+        Ok(n)
+    }
+
+    /// `holder`'s run has ended and none of its writes is on the wire any more: the claims
+    /// it still holds (writes whose outcome is unknown) are given up, so the next run of
+    /// the items, whichever task carries them, looks each up at once instead of waiting
+    /// for the take-over time. Answers how many it gave up.
+    pub async fn disown_claims(&self, job_id: i64, holder: &str) -> Result<u64, StoreError> {
+        let mut c = self.conn("disown_claims").await?;
+        let n = execute!(
+            c.on(),
+            sql!(
+                "UPDATE listings SET claim_holder = NULL
+                 WHERE job_id = $1 AND claim_holder = $2 AND state = 'claimed'"
+            ),
+            job_id,
+            holder
+        )
+        .ctx(self, "disown_claims")?;
+        Ok(n)
     }
 }

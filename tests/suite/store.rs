@@ -230,15 +230,17 @@ async fn a_listing_is_recorded_once_per_target_shop(kind: Kind) {
 
 async fn a_listing_is_claimed_by_one_job_before_its_write(kind: Kind) {
     let (_ledger, store) = TestLedger::fresh(kind).await;
-    let claim = |item: &str, job_id: i64, relist: bool| ClaimRequest {
+    let held_by = |item: &str, job_id: i64, relist: bool, holder: &str| ClaimRequest {
         from: Platform::Alibaba,
         source_item: item.to_string(),
         to: Platform::Taobao,
         shop: "main".to_string(),
         job_id,
+        holder: holder.to_string(),
         seller_code: format!("SF1688-{item}"),
         relist,
     };
+    let claim = |item: &str, job_id: i64, relist: bool| held_by(item, job_id, relist, "entry-a");
     const WAIT: i64 = 600_000;
     // Two jobs in one batch: the first claims, the second finds it held.
     let got = store
@@ -275,6 +277,48 @@ async fn a_listing_is_claimed_by_one_job_before_its_write(kind: Kind) {
             seller_code: "SF1688-1".into()
         }
     );
+    // The same job's items queued anew while the first run may still write (a Redis loss
+    // and `reconcile`): the other run waits for the first one's outcome.
+    let other_run = store
+        .claim_listings(&[held_by("1", 7, false, "entry-b")], WAIT)
+        .await
+        .unwrap();
+    assert!(
+        matches!(
+            other_run[0],
+            Claim::Held {
+                job_id: Some(7),
+                ..
+            }
+        ),
+        "{other_run:?}"
+    );
+    // A run that goes on renews its claims; one that ended gives up what it still holds,
+    // and the next run looks it up at once.
+    assert_eq!(store.renew_claims(7, "entry-a").await.unwrap(), 2);
+    store
+        .claim_listings(&[held_by("3", 7, false, "entry-a")], WAIT)
+        .await
+        .unwrap();
+    assert_eq!(store.disown_claims(7, "entry-a").await.unwrap(), 3);
+    assert_eq!(store.renew_claims(7, "entry-a").await.unwrap(), 0);
+    let after_disown = store
+        .claim_listings(&[held_by("3", 7, false, "entry-b")], WAIT)
+        .await
+        .unwrap();
+    assert_eq!(
+        after_disown[0],
+        Claim::Unsure {
+            seller_code: "SF1688-3".into()
+        }
+    );
+    // The first run's claims of "1" and "2" are given up too: taken back by it below.
+    for item in ["1", "2"] {
+        store
+            .claim_listings(&[claim(item, 7, false)], WAIT)
+            .await
+            .unwrap();
+    }
     // Written: listed; another job skips it.
     let main = ListingRoute {
         from: Platform::Alibaba,
@@ -298,7 +342,7 @@ async fn a_listing_is_claimed_by_one_job_before_its_write(kind: Kind) {
     );
     // A released claim (the write surely made nothing) is claimed afresh by the next.
     store
-        .release_listings(main, 7, &["2".to_string()])
+        .release_listings(main, 7, "entry-a", &["2".to_string()])
         .await
         .unwrap();
     let next = store

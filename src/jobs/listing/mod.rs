@@ -78,9 +78,9 @@ pub(crate) fn stream_chunk<'a>(
                         // killed, or the task's lease lost, between the two): done, no call.
                         // Another job made it: skipped.
                         Some(Claim::Listed(l)) => listed_already(target, &key, l),
-                        // Another job's write of it is on its way: its outcome decides.
+                        // Another holder's write of it may be on its way: its outcome decides.
                         Some(Claim::Held { job_id, .. }) => {
-                            tracing::debug!(item = %key, holder = ?job_id, "another job is writing this listing");
+                            tracing::debug!(item = %key, holder = ?job_id, "another job or run is writing this listing");
                             ItemRun::Later(CLAIM_WAIT)
                         }
                         Some(claim) => {
@@ -125,13 +125,17 @@ pub(crate) fn seller_code(target: Target<'_>, item: &str) -> String {
     }
 }
 
-/// After how long another job's claim is taken over (ms): ten minutes, and at least five
-/// task budgets, well past the longest a write can stay on the wire (every call ends within
-/// its task's budget).
+/// After how long without renewal another holder's claim is taken over (ms): ten minutes,
+/// and at least five item budgets, well past the longest a write can stay on the wire (every
+/// call ends within its item's budget) and ten times the renewal period.
 pub(crate) fn claim_take_over_ms(link: &crate::config::LinkConfig) -> i64 {
     let five_budgets = link.task_budget_ms.saturating_mul(5);
     i64::try_from(five_budgets.max(600_000)).unwrap_or(i64::MAX)
 }
+
+/// How often a running listing task renews its claims: well inside the take-over time
+/// ([`claim_take_over_ms`]), so a live run's claims are never taken over.
+pub(crate) const CLAIM_RENEW_EVERY: std::time::Duration = std::time::Duration::from_secs(60);
 
 /// How long an item waits for another job's write of the same listing before it looks again.
 const CLAIM_WAIT: std::time::Duration = std::time::Duration::from_secs(15);

@@ -50,6 +50,7 @@ impl Shared {
                 let ctx = TaskCtx {
                     attempt: env.attempt,
                     worker: self.worker.clone(),
+                    delivery: Arc::from(env.id.as_str()),
                     stopping: self.shutdown.clone(),
                     lease_lost: lost.clone(),
                 };
