@@ -18,7 +18,10 @@ pub struct HooksConfig {
     /// JSON body on its standard input and the delivery id in `SYNCFLEET_DELIVERY`; exit
     /// status 0 means delivered, anything else (or the time limit) is retried.
     pub command: Option<Vec<String>>,
-    /// Attempts before a delivery is given up (`failed`, listed by `syncfleet hooks`).
+    /// Attempts before a delivery is given up (`failed`, listed by `syncfleet hooks`, sent
+    /// again by `syncfleet hooks resend`). The defaults (60 attempts, backoff up to 30
+    /// minutes with equal jitter) keep trying for at least 12 hours: a receiver down for
+    /// hours loses nothing.
     pub(crate) attempts: u32,
     /// Backoff after the first failed attempt; it doubles per attempt, with jitter.
     pub(crate) backoff_base_ms: u64,
@@ -34,9 +37,9 @@ impl Default for HooksConfig {
             url: None,
             secret_env: None,
             command: None,
-            attempts: 10,
+            attempts: 60,
             backoff_base_ms: 1000,
-            backoff_cap_s: 300,
+            backoff_cap_s: 1800,
             timeout_ms: 5000,
         }
     }

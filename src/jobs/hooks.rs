@@ -15,7 +15,7 @@ use crate::link::backoff::Backoff;
 use crate::platform::webhook::Webhook;
 use crate::secret::Secret;
 use crate::shutdown::Shutdown;
-use crate::store::{HookDelivery, Store, StoreError};
+use crate::store::{ClaimedHook, HookDelivery, Store, StoreError};
 use std::time::Duration;
 
 /// Where a delivery goes.
@@ -136,7 +136,8 @@ async fn run_command(
 }
 
 /// Send one claimed delivery and record what came of it.
-async fn deliver(store: &Store, s: &HookSender, d: &HookDelivery) -> Result<bool, StoreError> {
+async fn deliver(store: &Store, s: &HookSender, claimed: &ClaimedHook) -> Result<bool, StoreError> {
+    let d = &claimed.delivery;
     let text = body(store, d).await?;
     let id = d.delivery_id();
     let failed = match &s.target {
@@ -144,7 +145,9 @@ async fn deliver(store: &Store, s: &HookSender, d: &HookDelivery) -> Result<bool
         Target::Command { program, args } => run_command(program, args, s.timeout, &id, text).await,
     };
     let Some(error) = failed else {
-        store.hook_delivered(d).await?;
+        if !store.hook_delivered(claimed).await? {
+            lapsed(d);
+        }
         return Ok(true);
     };
     let retry = (d.attempts + 1 < s.attempts)
@@ -156,8 +159,20 @@ async fn deliver(store: &Store, s: &HookSender, d: &HookDelivery) -> Result<bool
         gives_up = retry.is_none(),
         "completion hook: {error}"
     );
-    store.hook_attempt_failed(d, &error, retry).await?;
+    if !store.hook_attempt_failed(claimed, &error, retry).await? {
+        lapsed(d);
+    }
     Ok(false)
+}
+
+/// The attempt outlasted its claim and another worker holds the delivery now: its outcome
+/// is that worker's to record.
+fn lapsed(d: &HookDelivery) {
+    tracing::warn!(
+        job = d.job_id,
+        delivery = %d.delivery_id(),
+        "completion hook: the attempt outlasted its claim; another worker records this delivery"
+    );
 }
 
 /// One round: add the new finishes, then send every delivery due that this worker claims.
@@ -186,5 +201,28 @@ pub(crate) async fn run_hook_loop(
         if let Err(e) = hooks_once(&store, &s).await {
             tracing::warn!("completion hooks not sent this round (the next one tries again): {e}");
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The default retry schedule outlasts a receiver down for hours: even with the shortest
+    /// jitter every time, the last attempt comes more than 12 hours after the first.
+    #[test]
+    fn the_default_schedule_outlasts_an_outage_of_hours() {
+        let cfg = HooksConfig {
+            command: Some(vec!["true".into()]),
+            ..HooksConfig::default()
+        };
+        let s = HookSender::new(&cfg, None).expect("a command hook");
+        let shortest: Duration = (0..s.attempts - 1)
+            .map(|n| s.backoff.equal_jitter_with(n, 0.0))
+            .sum();
+        assert!(
+            shortest > Duration::from_secs(12 * 3600),
+            "{shortest:?} from the first attempt to the last"
+        );
     }
 }

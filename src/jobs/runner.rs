@@ -359,6 +359,11 @@ impl JobRunner {
             let store = store.clone();
             Box::pin(async move {
                 let message = format!("dead letter after {attempts} attempt(s): {error}");
+                // A listing's items keep no claim of the dead task's runs: requeued, they
+                // look their products up at once (docs/design.md, "Listed once").
+                if let Err(e) = store.disown_item_claims(task.job_id, &task.keys).await {
+                    tracing::warn!(job = task.job_id, error = %e, "the dead task's listing claims could not be given up (a requeue waits the take-over time for them)");
+                }
                 match ledger_write("fail_dead_items", || {
                     store.fail_dead_items(task.job_id, &task.keys, &message)
                 })

@@ -24,6 +24,16 @@ impl HookDelivery {
     }
 }
 
+/// A delivery this worker holds the claim of: only its holder may record what came of it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClaimedHook {
+    /// The delivery.
+    pub delivery: HookDelivery,
+    /// The claim's token: a state change by a worker whose claim lapsed and was taken by
+    /// another changes nothing.
+    pub claim: String,
+}
+
 /// A delivery as `hooks` lists it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct HookRecord {
@@ -92,7 +102,7 @@ impl Store {
 
     /// Claim one pending delivery that is due, for `lease_ms`: `None` when none is (or another
     /// worker claimed it first).
-    pub async fn claim_hook(&self, lease_ms: i64) -> Result<Option<HookDelivery>, StoreError> {
+    pub async fn claim_hook(&self, lease_ms: i64) -> Result<Option<ClaimedHook>, StoreError> {
         let mut c = self.conn("claim_hook").await?;
         let due = fetch!(
             fetch_optional as (i64, i64, i64),
@@ -108,66 +118,93 @@ impl Store {
         let Some((job_id, finished_ms, attempts)) = due else {
             return Ok(None);
         };
+        let claim = ulid::Ulid::new().to_string();
         let n = execute!(
             c.on(),
             sql!(
-                "UPDATE hook_deliveries SET claimed_until = " NOW " + $3
+                "UPDATE hook_deliveries SET claimed_until = " NOW " + $3, claim = $4
                  WHERE job_id = $1 AND finished_at = $2 AND state = 'pending'
                    AND (claimed_until IS NULL OR claimed_until < " NOW ")"
             ),
             job_id,
             finished_ms,
-            lease_ms
+            lease_ms,
+            &claim
         )
         .ctx(self, "claim_hook")?;
-        Ok((n == 1).then(|| HookDelivery {
-            job_id,
-            finished_ms,
-            attempts: u32::try_from(attempts).unwrap_or(u32::MAX),
+        Ok((n == 1).then(|| ClaimedHook {
+            delivery: HookDelivery {
+                job_id,
+                finished_ms,
+                attempts: u32::try_from(attempts).unwrap_or(u32::MAX),
+            },
+            claim,
         }))
     }
 
-    /// The receiver acknowledged the delivery.
-    pub async fn hook_delivered(&self, d: &HookDelivery) -> Result<(), StoreError> {
+    /// The receiver acknowledged the delivery. False when the claim was no longer this
+    /// worker's (it lapsed and another worker took it): nothing is changed.
+    pub async fn hook_delivered(&self, d: &ClaimedHook) -> Result<bool, StoreError> {
         let mut c = self.conn("hook_delivered").await?;
-        execute!(
+        let n = execute!(
             c.on(),
             sql!(
                 "UPDATE hook_deliveries SET state = 'delivered', attempts = attempts + 1,
-                     delivered_at = " NOW ", claimed_until = NULL, last_error = NULL
-                 WHERE job_id = $1 AND finished_at = $2"
+                     delivered_at = " NOW ", claimed_until = NULL, claim = NULL,
+                     last_error = NULL
+                 WHERE job_id = $1 AND finished_at = $2 AND claim = $3 AND state = 'pending'"
             ),
-            d.job_id,
-            d.finished_ms
+            d.delivery.job_id,
+            d.delivery.finished_ms,
+            &d.claim
         )
         .ctx(self, "hook_delivered")?;
-        Ok(())
+        Ok(n == 1)
     }
 
     /// An attempt failed with `error`: try again after `retry_in_ms`, or give up (`failed`).
+    /// False when the claim was no longer this worker's: nothing is changed.
     pub async fn hook_attempt_failed(
         &self,
-        d: &HookDelivery,
+        d: &ClaimedHook,
         error: &str,
         retry_in_ms: Option<i64>,
-    ) -> Result<(), StoreError> {
+    ) -> Result<bool, StoreError> {
         let mut c = self.conn("hook_attempt_failed").await?;
-        execute!(
+        let n = execute!(
             c.on(),
             sql!(
                 "UPDATE hook_deliveries SET attempts = attempts + 1, last_error = $3,
-                     claimed_until = NULL,
+                     claimed_until = NULL, claim = NULL,
                      state = CASE WHEN $4 < 0 THEN 'failed' ELSE 'pending' END,
                      next_at = " NOW " + CASE WHEN $4 < 0 THEN 0 ELSE $4 END
-                 WHERE job_id = $1 AND finished_at = $2"
+                 WHERE job_id = $1 AND finished_at = $2 AND claim = $5 AND state = 'pending'"
             ),
-            d.job_id,
-            d.finished_ms,
+            d.delivery.job_id,
+            d.delivery.finished_ms,
             error,
-            retry_in_ms.unwrap_or(-1)
+            retry_in_ms.unwrap_or(-1),
+            &d.claim
         )
         .ctx(self, "hook_attempt_failed")?;
-        Ok(())
+        Ok(n == 1)
+    }
+
+    /// Send again the deliveries that were given up (`failed`), of `job` or of every job:
+    /// pending from now, their attempts counted afresh. Answers how many.
+    pub async fn resend_failed_hooks(&self, job: Option<i64>) -> Result<u64, StoreError> {
+        let mut c = self.conn("resend_failed_hooks").await?;
+        let n = execute!(
+            c.on(),
+            sql!(
+                "UPDATE hook_deliveries SET state = 'pending', attempts = 0, next_at = " NOW ",
+                     claimed_until = NULL, claim = NULL
+                 WHERE state = 'failed' AND ($1 < 0 OR job_id = $1)"
+            ),
+            job.unwrap_or(-1)
+        )
+        .ctx(self, "resend_failed_hooks")?;
+        Ok(n)
     }
 
     /// The newest `limit` deliveries.

@@ -464,4 +464,32 @@ impl Store {
         .ctx(self, "disown_claims")?;
         Ok(n)
     }
+
+    /// The claims of `job_id` on `source_items`, whoever holds them, are given up: their
+    /// task went to the dead letters (its runs are over: a dead task is one the queue took
+    /// from a worker that stopped heartbeating, as a re-delivery would), so the items run
+    /// again by `dead --requeue`, in new tasks, look their products up at once. Answers how
+    /// many.
+    pub async fn disown_item_claims(
+        &self,
+        job_id: i64,
+        source_items: &[String],
+    ) -> Result<u64, StoreError> {
+        if source_items.is_empty() {
+            return Ok(0);
+        }
+        let mut c = self.conn("disown_item_claims").await?;
+        let n = execute!(
+            c.on(),
+            sql!(
+                "UPDATE listings SET claim_holder = NULL
+                 WHERE job_id = $1 AND state = 'claimed'
+                   AND source_item IN (SELECT value FROM " [KEYS "$2" AS k] ")"
+            ),
+            job_id,
+            json_list(source_items)
+        )
+        .ctx(self, "disown_item_claims")?;
+        Ok(n)
+    }
 }

@@ -36,7 +36,7 @@ mod types;
 pub use backend::Backend;
 pub use calls::minute_key;
 pub use control::{ControlAction, ControlChange};
-pub use hooks::{HookDelivery, HookRecord};
+pub use hooks::{ClaimedHook, HookDelivery, HookRecord};
 pub(crate) use insight::FailureReason;
 pub use listings::{Claim, ClaimRequest, Listed, ListingRoute};
 pub(crate) use lock::EMBEDDED_LOCK_STALE_AFTER;

@@ -3,8 +3,11 @@
 -- KEYS: 1 aimd (hash: rate, ceiling, upper, confirmed, last_hit, prev_hit, m_sent, m_at,
 --       m_probe, m_oth, m_dfrom, m_dn, d_from, d_n, last_change, succ, p95_ms, w0..w31), 2 pause (hash: until, reason),
 --       3 conf (hash: rate, burst), 4 quota counter of the day (GMT+8), 5 bucket (hash: tat, iv),
---       6 this batch's applied marker (optional): a batch sent again because its reply was
---         lost (a timeout, a broken connection) is applied once.
+--       6 the reporter's high-water mark (optional): the sequence number of the reporting
+--         process's last batch applied; a batch sent again because its reply was lost (a
+--         timeout, a broken connection) is applied once. A reporter sends its batches of a
+--         gate in order, so one key per reporter suffices (it expires 10 minutes after the
+--         reporter's last batch).
 -- ARGV: 1 successes, 2 calls (for the quota), 3 send time of a rejected call in ms on the
 --       server's clock ('' = no rejection), 4 pause ms (0 = none), 5 pause reason,
 --       6 configured rate, 7 step, 8 successes per step,
@@ -15,7 +18,8 @@
 --       16 pause channel ('' = none), 17 gate id "platform:api" for the pause message,
 --       18 decrease margin, 19 ceiling hold ms, 20 fewest successes that measure a limit,
 --       21 settle ms, 22 probe every ms, 23 rejected calls in the batch (ARGV[3] is the
---       first's send time; '' = one if ARGV[3] is set).
+--       first's send time; '' = one if ARGV[3] is set), 24 the batch's sequence number
+--       (with KEYS[6]).
 -- Times in the aimd hash are ms; the pause and the bucket keep us (acquire.lua reads them).
 -- Returns {calls today, rate, ceiling or '', effect (0 none, 1 measuring, 2 halved, 3 measured)}.
 if redis.replicate_commands then pcall(redis.replicate_commands) end
@@ -27,10 +31,15 @@ else
   now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 end
 local now_ms = math.floor(now / 1000)
-if KEYS[6] and not redis.call('SET', KEYS[6], '1', 'NX', 'PX', 600000) then
-  -- Applied already: answer with the state as it is.
-  local applied = tonumber(redis.call('GET', KEYS[4])) or 0
-  return {applied, redis.call('HGET', KEYS[1], 'rate') or ARGV[6], '', 0}
+if KEYS[6] then
+  local seq = tonumber(ARGV[24])
+  local last = tonumber(redis.call('GET', KEYS[6]))
+  if seq ~= nil and last ~= nil and last >= seq then
+    -- Applied already: answer with the state as it is.
+    local applied = tonumber(redis.call('GET', KEYS[4])) or 0
+    return {applied, redis.call('HGET', KEYS[1], 'rate') or ARGV[6], '', 0}
+  end
+  redis.call('SET', KEYS[6], ARGV[24] or '0', 'PX', 600000)
 end
 local function fmt(x) return string.format('%.0f', x) end
 

@@ -62,8 +62,9 @@ pub struct GateKeys {
     pub(crate) quota_prefix: String,
     /// Prefix of the counters of calls booked each day (pacing, acquire.lua).
     pub(crate) booked_prefix: String,
-    /// Prefix of the applied-batch markers of report.lua.
-    pub(crate) batch_prefix: String,
+    /// Prefix of the reporters' high-water marks of report.lua: one key per reporting
+    /// process, holding the sequence number of its last batch applied.
+    pub(crate) reporter_prefix: String,
 }
 
 impl GateKeys {
@@ -73,10 +74,11 @@ impl GateKeys {
         format!("{}{day}", self.quota_prefix)
     }
 
-    /// Key marking report batch `id` applied (report.lua: a batch sent again after a lost
-    /// reply is applied once).
-    pub fn batch(&self, id: u64) -> String {
-        format!("{}{id:016x}", self.batch_prefix)
+    /// Key of the last batch of `reporter` that report.lua applied: a batch sent again after
+    /// a lost reply is applied once, and a gate keeps one such key per reporting process (it
+    /// expires 10 minutes after the process's last report), however long the fleet runs.
+    pub fn reporter(&self, reporter: &str) -> String {
+        format!("{}{reporter}", self.reporter_prefix)
     }
 
     /// Key of the counter of calls booked on the day labelled `day`.
@@ -108,7 +110,7 @@ pub fn gate_keys(namespace: &str, platform: Platform, api: Api) -> GateKeys {
         conf: format!("{base}:conf"),
         quota_prefix: format!("{base}:quota:"),
         booked_prefix: format!("{base}:booked:"),
-        batch_prefix: format!("{base}:batch:"),
+        reporter_prefix: format!("{base}:reported:"),
     }
 }
 
@@ -168,8 +170,14 @@ pub(crate) struct RedisGates {
     floor: Script,
     pending: Mutex<HashMap<(Platform, Api), Pending>>,
     /// Batches whose write failed after it may have run (a reply lost to a timeout or a
-    /// broken connection): sent again under the same id, which report.lua applies once.
+    /// broken connection): sent again under the same sequence number, which report.lua
+    /// applies once. A gate with a batch in doubt sends no newer one until it is settled, so
+    /// each gate applies this process's batches in order.
     in_doubt: Mutex<HashMap<(Platform, Api), (u64, Pending)>>,
+    /// This process's name as a reporter (report.lua keeps its last applied batch).
+    reporter: String,
+    /// The next batch's sequence number (increasing for the process's life).
+    next_batch: AtomicU64,
     kick: mpsc::UnboundedSender<()>,
     kick_rx: Mutex<Option<mpsc::UnboundedReceiver<()>>>,
     client: crate::redis_conn::RedisTarget,
@@ -223,6 +231,8 @@ impl RedisGates {
             floor: Script::new(include_str!("floor.lua")),
             pending: Mutex::new(HashMap::new()),
             in_doubt: Mutex::new(HashMap::new()),
+            reporter: ulid::Ulid::new().to_string(),
+            next_batch: AtomicU64::new(1),
             kick,
             kick_rx: Mutex::new(Some(rx)),
             cluster: client.is_cluster(),
@@ -421,7 +431,7 @@ impl RedisGates {
     }
 
     /// Write every gate's pending outcomes; a failed write is kept for the next flush under
-    /// its batch id, so a write that ran but whose reply was lost is not applied twice.
+    /// its sequence number, so a write that ran but whose reply was lost is not applied twice.
     pub(crate) async fn flush_all(&self, inner: &Inner) {
         let doubts: Vec<_> = self
             .in_doubt
@@ -429,33 +439,58 @@ impl RedisGates {
             .unwrap_or_else(|e| e.into_inner())
             .drain()
             .collect();
-        let fresh = self
-            .take_pending()
-            .into_iter()
-            .map(|(gate, p)| (gate, (rand::random::<u64>(), p)));
-        for ((platform, api), (batch, p)) in doubts.into_iter().chain(fresh) {
-            let local = inner.local_gate(platform, api);
-            match self
-                .write(platform, api, &local.cfg, &p, local.p95_ms(), batch)
-                .await
-            {
-                Ok(out) => inner.burn_check(platform, api, out.used),
-                Err(e) => {
-                    self.log_error("report", &e);
-                    let mut doubt = self.in_doubt.lock().unwrap_or_else(|e| e.into_inner());
-                    match doubt.remove(&(platform, api)) {
-                        // One batch in doubt per gate: a second failed one joins the pending
-                        // outcomes (sent under a new id).
-                        Some(first) => {
-                            doubt.insert((platform, api), first);
-                            let mut all = self.pending.lock().unwrap_or_else(|e| e.into_inner());
-                            all.entry((platform, api)).or_default().merge(p);
-                        }
-                        None => {
-                            doubt.insert((platform, api), (batch, p));
-                        }
-                    }
-                }
+        // Batches in doubt first: a gate whose batch is still in doubt afterwards keeps its
+        // new outcomes pending (report.lua applies a reporter's batches only in order).
+        for ((platform, api), (batch, p)) in doubts {
+            if !self.send_batch(inner, platform, api, batch, &p).await {
+                self.in_doubt
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .insert((platform, api), (batch, p));
+            }
+        }
+        for ((platform, api), p) in self.take_pending() {
+            let blocked = self
+                .in_doubt
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .contains_key(&(platform, api));
+            if blocked {
+                let mut all = self.pending.lock().unwrap_or_else(|e| e.into_inner());
+                all.entry((platform, api)).or_default().merge(p);
+                continue;
+            }
+            let batch = self.next_batch.fetch_add(1, Ordering::Relaxed);
+            if !self.send_batch(inner, platform, api, batch, &p).await {
+                self.in_doubt
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .insert((platform, api), (batch, p));
+            }
+        }
+    }
+
+    /// Write one batch; false when the write failed (it may or may not have run).
+    async fn send_batch(
+        &self,
+        inner: &Inner,
+        platform: Platform,
+        api: Api,
+        batch: u64,
+        p: &Pending,
+    ) -> bool {
+        let local = inner.local_gate(platform, api);
+        match self
+            .write(platform, api, &local.cfg, p, local.p95_ms(), batch)
+            .await
+        {
+            Ok(out) => {
+                inner.burn_check(platform, api, out.used);
+                true
+            }
+            Err(e) => {
+                self.log_error("report", &e);
+                false
             }
         }
     }
@@ -488,7 +523,7 @@ impl RedisGates {
             .key(&k.conf)
             .key(k.quota(&day))
             .key(&k.bucket)
-            .key(k.batch(batch))
+            .key(k.reporter(&self.reporter))
             .arg(p.successes)
             .arg(p.calls)
             .arg(p.hit_sent_ms.map(|t| t.to_string()).unwrap_or_default())
@@ -511,7 +546,8 @@ impl RedisGates {
             .arg(super::aimd::MIN_MEASURED)
             .arg(params.settle_ms)
             .arg(params.probe_every_ms)
-            .arg(p.hits);
+            .arg(p.hits)
+            .arg(batch);
         let mut conn = self.conn.clone();
         let (used, rate, ceiling, effect): (i64, String, String, i64) =
             inv.invoke_async(&mut conn).await?;

@@ -363,6 +363,64 @@ async fn a_failing_hook_receiver_gets_the_finish_again_until_it_takes_it() {
         .all(|(id, signed)| *signed && *id == mine[0].delivery.delivery_id()));
 }
 
+/// A delivery given up after its attempts (the receiver was down) is sent again by
+/// `syncfleet hooks resend`, with its id, once the receiver is back: no finish is lost.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_given_up_hook_delivery_is_sent_again_by_resend() {
+    let _serial = jobs_harness::serial().await;
+    let mut h = Harness::start(live_sim(), &ClientOpts::default()).await;
+    let (hook_url, got) = hook_receiver("k", 2).await;
+    h.add_hooks(&hook_url, "k", "backoff_base_ms = 100\nattempts = 2\n");
+    h.store.fill_hook_outbox().await.expect("hooks start");
+    let job = h.enqueue(&[
+        "orders",
+        "--platform",
+        "taobao",
+        "--shop",
+        "s1",
+        "--since",
+        "2026-01-01",
+        "--until",
+        "2026-01-02",
+    ]);
+    let config = h.config.clone();
+    h.spawn_worker_with(&config, 2, 600);
+    h.wait_job(job, Duration::from_secs(60)).await;
+    let state = |h: &Harness| {
+        let store = h.store.clone();
+        async move {
+            store
+                .hook_deliveries(10)
+                .await
+                .expect("deliveries")
+                .into_iter()
+                .find(|d| d.delivery.job_id == job)
+                .map(|d| d.state)
+        }
+    };
+    wait_until("the delivery given up", Duration::from_secs(60), || async {
+        state(&h).await.as_deref() == Some("failed")
+    })
+    .await;
+    let out = h.run(&["hooks", "resend", "--job", &job.to_string()]);
+    assert!(out.status.success(), "{out:?}");
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains(&format!(
+            "1 failed delivery(ies) of job {job} pending again"
+        )),
+        "{out:?}"
+    );
+    wait_until("the delivery taken", Duration::from_secs(60), || async {
+        state(&h).await.as_deref() == Some("delivered")
+    })
+    .await;
+    let posts = got.lock().unwrap().clone();
+    assert_eq!(posts.len(), 3, "{posts:?}");
+    assert!(posts
+        .iter()
+        .all(|(id, signed)| *signed && *id == posts[0].0));
+}
+
 /// A hook command that fails once is run again after a backoff, gets the finish's JSON on its
 /// standard input and the delivery id in its environment, and is not run after it exits 0.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -53,7 +53,69 @@ on_both_backends!(
     a_listing_is_recorded_once_per_target_shop,
     job_control_pauses_resumes_and_cancels,
     listing_again_reuses_finished_jobs_until_they_reopen,
+    a_hook_delivery_is_recorded_only_by_its_claim_holder_and_resent_when_given_up,
 );
+
+/// A worker whose hook attempt outlasted its claim (another worker took the delivery over)
+/// changes nothing: it cannot turn the other's `delivered` back into `pending`. A delivery
+/// given up (`failed`) is pending again after a resend, its attempts counted afresh.
+async fn a_hook_delivery_is_recorded_only_by_its_claim_holder_and_resent_when_given_up(kind: Kind) {
+    let (_ledger, store) = TestLedger::fresh(kind).await;
+    store.fill_hook_outbox().await.unwrap();
+    let ks = keys(1);
+    let id = store.create_job(JobKind::Listing, "{}", &ks).await.unwrap();
+    let r = store
+        .finish_items(id, &[ItemOutcome::done(&ks[0], None)])
+        .await
+        .unwrap();
+    assert!(r.job_finished);
+    assert_eq!(store.fill_hook_outbox().await.unwrap(), 1);
+    // A claim that lapses at once: the next worker takes the delivery over.
+    let slow = store.claim_hook(0).await.unwrap().expect("a delivery due");
+    let fast = loop {
+        if let Some(c) = store.claim_hook(60_000).await.unwrap() {
+            break c;
+        }
+    };
+    assert_eq!(slow.delivery, fast.delivery);
+    assert!(store.hook_delivered(&fast).await.unwrap());
+    // The slow worker's failure comes after: nothing changes.
+    assert!(!store
+        .hook_attempt_failed(&slow, "timed out", Some(1_000))
+        .await
+        .unwrap());
+    assert!(!store.hook_delivered(&slow).await.unwrap());
+    let all = store.hook_deliveries(10).await.unwrap();
+    assert_eq!(
+        (all[0].state.as_str(), all[0].delivery.attempts),
+        ("delivered", 1),
+        "{all:?}"
+    );
+    assert_eq!(store.resend_failed_hooks(None).await.unwrap(), 0);
+
+    // Another finish, given up after its attempts: sent again by a resend.
+    let id2 = store.create_job(JobKind::Listing, "{}", &ks).await.unwrap();
+    store
+        .finish_items(id2, &[ItemOutcome::done(&ks[0], None)])
+        .await
+        .unwrap();
+    store.fill_hook_outbox().await.unwrap();
+    let c = store.claim_hook(60_000).await.unwrap().expect("due");
+    assert_eq!(c.delivery.job_id, id2);
+    assert!(store.hook_attempt_failed(&c, "503", None).await.unwrap());
+    assert!(
+        store.claim_hook(60_000).await.unwrap().is_none(),
+        "given up"
+    );
+    assert_eq!(store.resend_failed_hooks(Some(id)).await.unwrap(), 0);
+    assert_eq!(store.resend_failed_hooks(Some(id2)).await.unwrap(), 1);
+    let again = store
+        .claim_hook(60_000)
+        .await
+        .unwrap()
+        .expect("pending again");
+    assert_eq!((again.delivery.job_id, again.delivery.attempts), (id2, 0));
+}
 
 /// The dashboard lists jobs every refresh: a finished job is counted once and then reused,
 /// and counted again once a retry reopened it.

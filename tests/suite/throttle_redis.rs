@@ -530,7 +530,9 @@ fn acquire_script_reserves_on_an_injected_clock() {
 }
 
 /// A report batch sent again because its reply was lost (a timeout after the script ran) is
-/// applied once: the day's count and the rate cut do not double.
+/// applied once: the day's count and the rate cut do not double. What marks it applied is
+/// one key per reporting process, whatever the number of batches (a key per batch, kept 10
+/// minutes, was ~24,000 keys per busy gate and worker).
 #[test]
 fn a_report_batch_sent_twice_is_applied_once() {
     let redis = TestRedis::start();
@@ -539,14 +541,14 @@ fn a_report_batch_sent_twice_is_applied_once() {
     let script = Script::new(include_str!("../../src/throttle/report.lua"));
     let params = AimdParams::new(300.0, 15.0, 20);
     let now_us: u64 = 1_700_000_000_000_000;
-    let mut send = |batch: &str| -> (i64, String) {
+    let mut send = |reporter: &str, batch: u64| -> (i64, String) {
         let (used, rate, _ceiling, _effect): (i64, String, String, i64) = script
             .key(&k.aimd)
             .key(&k.pause)
             .key(&k.conf)
             .key(k.quota("20260101"))
             .key(&k.bucket)
-            .key(batch)
+            .key(k.reporter(reporter))
             .arg(0)
             .arg(7)
             .arg((now_us / 1000 - 100).to_string())
@@ -569,20 +571,33 @@ fn a_report_batch_sent_twice_is_applied_once() {
             .arg(syncfleet::throttle::aimd::MIN_MEASURED)
             .arg(params.settle_ms)
             .arg(params.probe_every_ms)
+            .arg("")
+            .arg(batch)
             .invoke(&mut con)
             .unwrap();
         (used, rate)
     };
-    let first = send(&k.batch(1));
+    let first = send("w1", 1);
     assert_eq!(first.0, 7);
     assert!(
         first.1.parse::<f64>().unwrap() < 300.0,
         "a rejection cut the rate: {first:?}"
     );
     // The same batch again: nothing more counted, the rate not cut again.
-    assert_eq!(send(&k.batch(1)), first);
-    // Another batch counts.
-    assert_eq!(send(&k.batch(2)).0, 14);
+    assert_eq!(send("w1", 1), first);
+    // Another batch counts, and another reporter's first batch too.
+    assert_eq!(send("w1", 2).0, 14);
+    assert_eq!(send("w2", 1).0, 21);
+    // A long run of batches from two reporters: still one mark each.
+    for batch in 3..200 {
+        send("w1", batch);
+    }
+    assert_eq!(send("w1", 199).0, 7 * 200, "batch 199 again");
+    let marks: Vec<String> = redis::cmd("KEYS")
+        .arg(format!("{}*", k.reporter("")))
+        .query(&mut con)
+        .unwrap();
+    assert_eq!(marks.len(), 2, "{marks:?}");
 }
 
 /// report.lua implements the rules of the reference type `throttle::aimd`: one event sequence
