@@ -77,6 +77,17 @@ fn new_delivery() -> String {
 /// A failed row: id, payload, apalis attempts, last result, worker.
 type DeadRow = (String, Vec<u8>, i64, Option<String>, Option<String>);
 
+/// Aborts the tasks it holds when dropped.
+struct AbortOnDrop(Vec<tokio::task::AbortHandle>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        for task in &self.0 {
+            task.abort();
+        }
+    }
+}
+
 /// What one handler run needs from its worker.
 struct Run<'a> {
     stats: &'a WorkerStats,
@@ -516,20 +527,35 @@ impl EmbeddedQueue {
                     })
                 })
                 .boxed();
-            runs.push(run);
-        }
-        info!(worker = %name, "embedded queue worker starting");
-        // Both run until the stop; the first to fail stops the other.
-        let stop_all = shutdown.clone();
-        let both = futures::future::join_all(runs.into_iter().map(|run| {
-            let stop_all = stop_all.clone();
-            run.inspect(move |r| {
+            // The first lane to fail stops the other.
+            let stop_all = shutdown.clone();
+            let run = run.inspect(move |r| {
                 if r.is_err() {
                     stop_all.trigger();
                 }
-            })
-        }))
-        .map(|results| results.into_iter().collect::<Result<Vec<()>, QueueError>>());
+            });
+            // Each lane on a task of its own: apalis's worker fetches whenever it is polled
+            // in its ready state, and in one task every wake of one lane (its fetch's reply)
+            // polled the other, which fetched, whose reply polled the first: an idle worker
+            // ran ~450 empty fetches a second (docs/design.md, "Idle costs nothing").
+            runs.push(tokio::spawn(run));
+        }
+        // Dropping this worker (its caller gave up on it) ends its lanes too.
+        let _lanes = AbortOnDrop(runs.iter().map(|r| r.abort_handle()).collect());
+        info!(worker = %name, "embedded queue worker starting");
+        let both = futures::future::join_all(runs).map(|results| {
+            results
+                .into_iter()
+                .map(|joined| {
+                    joined.unwrap_or_else(|e| {
+                        Err(QueueError::Worker {
+                            worker: name.clone(),
+                            msg: format!("a lane's worker task ended abnormally: {e}"),
+                        })
+                    })
+                })
+                .collect::<Result<Vec<()>, QueueError>>()
+        });
         let lock_loop = self.lock_heartbeat(&name, shutdown.clone());
         let res = tokio::select! {
             r = both => r.map(|_| ()),

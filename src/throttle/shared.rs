@@ -178,6 +178,9 @@ pub(crate) struct RedisGates {
     reporter: String,
     /// The next batch's sequence number (increasing for the process's life).
     next_batch: AtomicU64,
+    /// One flush at a time (the flusher and an explicit [`super::Gates::flush`]): a
+    /// reporter's batches must reach report.lua in the order of their numbers.
+    flushing: tokio::sync::Mutex<()>,
     kick: mpsc::UnboundedSender<()>,
     kick_rx: Mutex<Option<mpsc::UnboundedReceiver<()>>>,
     client: crate::redis_conn::RedisTarget,
@@ -233,6 +236,7 @@ impl RedisGates {
             in_doubt: Mutex::new(HashMap::new()),
             reporter: ulid::Ulid::new().to_string(),
             next_batch: AtomicU64::new(1),
+            flushing: tokio::sync::Mutex::new(()),
             kick,
             kick_rx: Mutex::new(Some(rx)),
             cluster: client.is_cluster(),
@@ -433,6 +437,7 @@ impl RedisGates {
     /// Write every gate's pending outcomes; a failed write is kept for the next flush under
     /// its sequence number, so a write that ran but whose reply was lost is not applied twice.
     pub(crate) async fn flush_all(&self, inner: &Inner) {
+        let _one_at_a_time = self.flushing.lock().await;
         let doubts: Vec<_> = self
             .in_doubt
             .lock()

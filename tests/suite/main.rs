@@ -5,6 +5,7 @@
 //! jobs_fleet::` runs one.
 
 mod hostile_answers;
+mod idle;
 mod jobs_harness;
 mod support;
 
