@@ -134,6 +134,7 @@ pub(crate) async fn run_worker(
             gateway.worker_id().to_string(),
             Duration::from_secs(rt.cfg.queue.heal_interval_s),
             rt.cfg.queue.chunk_size,
+            rt.cfg.retention.clone(),
             shutdown.clone(),
         ))
     });

@@ -15,6 +15,7 @@ mod link;
 mod listing;
 pub mod listing_map;
 mod platforms;
+mod retention;
 mod shops;
 mod validate;
 mod worker;
@@ -27,6 +28,7 @@ pub use link::{BreakerConfig, ClassTimeouts, LinkConfig, RetryConfig, TimeoutsCo
 pub use listing::{ItemType, ListingConfig, MissingShopKey, StuffStatus};
 pub(crate) use platforms::read_secret_env;
 pub use platforms::{ClientSetupError, MissingSecret, PlatformConfig};
+pub use retention::RetentionConfig;
 pub(crate) use shops::{valid_shop_name, DEFAULT_WEIGHT, MAX_WEIGHT};
 pub use shops::{ShopConfig, ShopError};
 pub use worker::{ProbeConfig, QueueConfig};
@@ -110,6 +112,8 @@ struct RawConfig {
     #[serde(default)]
     listing: ListingConfig,
     #[serde(default)]
+    retention: RetentionConfig,
+    #[serde(default)]
     day: DayConfig,
 }
 
@@ -142,6 +146,8 @@ pub struct Config {
     pub hooks: HooksConfig,
     /// The listing defaults (`[listing]`).
     pub(crate) listing: ListingConfig,
+    /// How long the ledger keeps what grows with time (`[retention]`).
+    pub retention: RetentionConfig,
     /// The quota day (`[day] seconds`, default the platforms' 86,400 s from 00:00 GMT+8).
     pub day: QuotaDay,
     /// Non-fatal findings of validation.
@@ -235,6 +241,7 @@ impl Config {
             probe: raw.probe,
             hooks: raw.hooks,
             listing: raw.listing,
+            retention: raw.retention,
             warnings: Vec::new(),
         };
         problems.extend(cfg.validate());

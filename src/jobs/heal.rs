@@ -100,8 +100,29 @@ pub(crate) async fn heal_once(
     Ok(pushed)
 }
 
+/// How often the heal lease's holder prunes the ledger by `[retention]`.
+const PRUNE_EVERY: Duration = Duration::from_secs(3600);
+
+/// Prune the ledger by `retention` (docs/design.md, "Retention"); logs what went.
+async fn prune(store: &Store, retention: &crate::config::RetentionConfig) {
+    match store.prune(retention, chrono::Utc::now()).await {
+        Ok(p) if p.total() == 0 => {}
+        Ok(p) => tracing::info!(
+            stale_cache = p.stale_cache,
+            messages = p.messages,
+            scheduled_jobs = p.scheduled_jobs,
+            schedule_runs = p.schedule_runs,
+            hook_deliveries = p.hook_deliveries,
+            calls = p.calls,
+            "pruned the ledger by [retention]"
+        ),
+        Err(e) => tracing::warn!("pruning the ledger failed (the next round tries again): {e}"),
+    }
+}
+
 /// Sweep every `interval` until `shutdown`; with a fleet, only the worker holding the heal
-/// lease sweeps (1.5 intervals, renewed each round). Each sweep also raises the gates' counts
+/// lease sweeps (1.5 intervals, renewed each round), and prunes the ledger at its first round
+/// and then once an hour. Each sweep also raises the gates' counts
 /// of today to the ledger's (`quota_floor`).
 #[allow(clippy::too_many_arguments)]
 pub(crate) async fn run_heal_loop(
@@ -112,9 +133,11 @@ pub(crate) async fn run_heal_loop(
     holder: String,
     interval: Duration,
     chunk_size: usize,
+    retention: crate::config::RetentionConfig,
     shutdown: Shutdown,
 ) {
     let mut sweep = Sweep::default();
+    let mut pruned_at: Option<std::time::Instant> = None;
     let mut rounds = shutdown.every(interval);
     while rounds.next().await {
         if let Some(f) = &fleet {
@@ -133,6 +156,10 @@ pub(crate) async fn run_heal_loop(
         }
         if let Err(e) = heal_once(&store, &queue, &mut sweep, chunk_size).await {
             tracing::warn!("queue heal sweep failed (the next one tries again): {e}");
+        }
+        if pruned_at.is_none_or(|t| t.elapsed() >= PRUNE_EVERY) {
+            prune(&store, &retention).await;
+            pruned_at = Some(std::time::Instant::now());
         }
         match super::quota_floor::floor_from_ledger(&store, &gates).await {
             Ok(0) => {}

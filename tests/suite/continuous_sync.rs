@@ -146,6 +146,42 @@ async fn scheduled_sync_through_a_killed_worker(kind: Kind) {
     // (an order changed since is beyond the coverage: a later run brings it).
     let watermark = view.watermark.expect("a watermark");
     h.assert_caught_up(TB, watermark, 6).await;
+
+    // Retention (the defaults, the clock moved on): after 15 days the finished scheduled
+    // jobs go with their items, their runs stay; after 31 days the runs and the delivered
+    // hook deliveries go too; the orders stay, and so does the watermark.
+    let retention = syncfleet::config::RetentionConfig::default();
+    let now = chrono::Utc::now();
+    let early = h
+        .store
+        .prune(&retention, now + chrono::Duration::days(5))
+        .await
+        .expect("prune");
+    assert_eq!(early.scheduled_jobs + early.schedule_runs, 0, "{early:?}");
+    let p = h
+        .store
+        .prune(&retention, now + chrono::Duration::days(15))
+        .await
+        .expect("prune");
+    println!("{kind:?}: pruned after 15 days: {p:?}");
+    assert_eq!(p.scheduled_jobs, jobs.len() as u64, "{p:?}");
+    assert_eq!(p.schedule_runs, 0, "{p:?}");
+    for job in &jobs {
+        assert!(h.store.job_status(*job).await.is_err(), "job {job} kept");
+    }
+    let p = h
+        .store
+        .prune(&retention, now + chrono::Duration::days(31))
+        .await
+        .expect("prune");
+    println!("{kind:?}: pruned after 31 days: {p:?}");
+    assert_eq!(p.schedule_runs, runs.len() as u64, "{p:?}");
+    assert_eq!(p.hook_deliveries, jobs.len() as u64, "{p:?}");
+    h.assert_caught_up(TB, watermark, 6).await;
+    assert_eq!(
+        h.store.schedules().await.expect("schedules")[0].watermark,
+        Some(watermark)
+    );
 }
 
 // Four threads: each leg runs blocking commands (the CLI) on one while its simulator serves.
