@@ -15,6 +15,7 @@ pub(crate) mod gate;
 pub(crate) mod hooks;
 pub mod jobs;
 pub(crate) mod probe;
+pub(crate) mod quarantine;
 pub(crate) mod schedule;
 pub(crate) mod shop;
 pub(crate) mod sim;
@@ -86,6 +87,9 @@ pub enum Command {
     Schedule(schedule::ScheduleCommand),
     /// Completion hook deliveries: one per finished job, pending, delivered or failed.
     Hooks(hooks::HooksArgs),
+    /// Records a platform sent that could not be read (kept with the reason and raw text;
+    /// the runs went on without them).
+    Quarantine(quarantine::QuarantineArgs),
     /// Dead letters: tasks that exhausted their attempts (their items end `failed` with
     /// class `dead`); `--requeue` runs them again.
     Dead(jobs::DeadArgs),
@@ -199,6 +203,7 @@ pub async fn run(cli: Cli) -> Result<(), CliError> {
         Command::Shop(cmd) => shop::run(&cli, cmd).await,
         Command::Schedule(cmd) => schedule::run(&cli, cmd).await,
         Command::Hooks(a) => hooks::run(&cli, a).await,
+        Command::Quarantine(a) => quarantine::run(&cli, a).await,
         Command::Report(a) => jobs::report(&cli, a).await,
         Command::Sim(args) => sim::run(args).await,
     }

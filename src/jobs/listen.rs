@@ -14,7 +14,7 @@ use crate::config::Config;
 use crate::link::gateway::{CallContext, Gateway, LinkError};
 use crate::platform::{ApiRequest, ApiResponse, Message, Platform};
 use crate::shutdown::Shutdown;
-use crate::store::{ReceivedMessage, Store, StoreError};
+use crate::store::{Quarantined, ReceivedMessage, Store, StoreError};
 use crate::throttle::Lane;
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -220,11 +220,37 @@ pub(crate) async fn listen_once(
     if reply.stale.is_some() {
         return Ok((0, Vec::new()));
     }
-    let ApiResponse::Messages(messages) = reply.response else {
+    let ApiResponse::Messages {
+        messages,
+        unreadable,
+    } = reply.response
+    else {
         return Ok((0, Vec::new()));
     };
-    let ids = take_messages(store, target, &messages).await?;
-    Ok((messages.len(), ids))
+    let mut ids = take_messages(store, target, &messages).await?;
+    // A message that cannot be read is quarantined alone and acknowledged (when its id could
+    // be read): it neither holds back its batch nor comes back to be paid for again.
+    if !unreadable.is_empty() {
+        let bad: Vec<Quarantined> = unreadable
+            .iter()
+            .map(|u| Quarantined {
+                source: "message".into(),
+                platform: target.platform,
+                record_id: u.record_id(),
+                shop: String::new(),
+                reason: u.reason.clone(),
+                raw: u.raw.clone(),
+            })
+            .collect();
+        store.quarantine(&bad).await?;
+        tracing::warn!(platform = %target.platform, messages = bad.len(), "change messages that could not be read were quarantined (syncfleet quarantine lists them)");
+        ids.extend(
+            unreadable
+                .iter()
+                .filter_map(|u| u.id.as_deref().and_then(|id| id.parse::<u64>().ok())),
+        );
+    }
+    Ok((messages.len() + unreadable.len(), ids))
 }
 
 fn call_context(cfg: &Config, halt: &Shutdown) -> CallContext {

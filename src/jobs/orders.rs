@@ -3,10 +3,10 @@
 //! advanced. A page that changes nothing is a call without useful data.
 
 use super::item::{ledger_write, HandlerCtx, ItemRun, Stop, Useful};
-use crate::platform::model::{ApiRequest, ApiResponse, Order as PlatformOrder};
+use crate::platform::model::{ApiRequest, ApiResponse, Order as PlatformOrder, Unreadable};
 use crate::platform::wire::{lists_newest_first, order_page_size_max};
 use crate::platform::{Api, ErrorClass, Platform};
-use crate::store::{ItemOutcome, Order};
+use crate::store::{ItemOutcome, Order, Quarantined};
 use chrono::{DateTime, Duration as ChronoDuration, Utc};
 use serde::{Deserialize, Serialize};
 use std::collections::{HashMap, HashSet};
@@ -102,6 +102,18 @@ pub(crate) fn to_ledger(
         amount_cents: amount_cents(&o.amount).ok_or_else(|| o.amount.clone())?,
         tracking: o.tracking.clone(),
     })
+}
+
+/// An order list's entry that could not be read, as the quarantine keeps it.
+fn quarantined_order(platform: Platform, shop: &str, u: &Unreadable) -> Quarantined {
+    Quarantined {
+        source: "order".into(),
+        platform,
+        record_id: u.record_id(),
+        shop: shop.to_string(),
+        reason: u.reason.clone(),
+        raw: u.raw.clone(),
+    }
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -361,8 +373,8 @@ async fn sync_slice(
     // Orders of this walk's forward pages, to notice a platform that serves the same page
     // again while saying more follow (it would burn the page cap).
     let mut walked: HashSet<String> = HashSet::new();
-    // Orders whose amount could not be read: not stored, and the slice does not end done.
-    let mut unreadable: Vec<(String, String)> = Vec::new();
+    // Orders that could not be read: quarantined, and the walk goes on without them.
+    let mut quarantined = 0usize;
     let mut step = Some(Walk::resume(&from));
     let first = step;
     while let Some(walk) = step {
@@ -431,10 +443,33 @@ async fn sync_slice(
             }
         }
         let mut batch: Vec<Order> = Vec::with_capacity(p.orders.len());
+        let mut bad: Vec<Quarantined> = p
+            .unreadable
+            .iter()
+            .map(|u| quarantined_order(platform, shop, u))
+            .collect();
         for o in &p.orders {
             match to_ledger(platform, shop, o) {
                 Ok(order) => batch.push(order),
-                Err(amount) => unreadable.push((o.order_id.clone(), amount)),
+                Err(amount) => bad.push(Quarantined {
+                    source: "order".into(),
+                    platform,
+                    record_id: o.order_id.clone(),
+                    shop: shop.to_string(),
+                    reason: format!("amount `{amount}` is not a decimal"),
+                    raw: serde_json::to_string(o).unwrap_or_default(),
+                }),
+            }
+        }
+        if !bad.is_empty() {
+            quarantined += bad.len();
+            tracing::warn!(%platform, shop, orders = bad.len(), "orders that could not be read were quarantined (syncfleet quarantine lists them)");
+            if let Err(e) = ledger_write("quarantine", || runner.store.quarantine(&bad)).await {
+                return ItemRun::Outcome(ItemOutcome::attempted(
+                    key,
+                    ErrorClass::Retry,
+                    e.to_string(),
+                ));
             }
         }
         let upsert = ledger_write("upsert_orders", || {
@@ -465,17 +500,11 @@ async fn sync_slice(
         }
     }
     let result = format!("pages={pages} orders={seen} changed={changed}");
-    if let Some((order, amount)) = unreadable.first() {
-        return ItemRun::Outcome(ItemOutcome::failed(
-            key,
-            ErrorClass::Unknown,
-            format!(
-                "{} order(s) not stored: their amount is not a decimal (first: order {order}, amount `{}`); the others are stored ({result})",
-                unreadable.len(),
-                amount.chars().take(40).collect::<String>()
-            ),
-        ));
-    }
+    let result = if quarantined > 0 {
+        format!("{result} quarantined={quarantined}")
+    } else {
+        result
+    };
     if changed == 0 {
         ItemRun::Outcome(ItemOutcome::skipped(key, format!("unchanged ({result})")))
     } else {

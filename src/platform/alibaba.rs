@@ -7,7 +7,7 @@ use super::classify::{
 };
 use super::delivery::text_says_signed;
 use super::json::{array, boolean, joined, text, text_or_empty, uint};
-use super::model::Parcel;
+use super::model::{Parcel, Unreadable};
 use super::sign::alibaba_sign;
 use super::wire::ALIBABA_WEBSITE;
 use super::{
@@ -281,13 +281,15 @@ pub(crate) fn parse_response(req: &ApiRequest, body: &Value) -> Result<ApiRespon
             page, page_size, ..
         } => {
             let mut orders = Vec::new();
+            let mut unreadable = Vec::new();
             for o in array(body, "result") {
                 let b = o
                     .get("baseInfo")
                     .ok_or_else(|| missing(api, "result.baseInfo"))?;
-                let modified = text(b, "modifyTime")
-                    .and_then(|m| parse_time(&m))
-                    .ok_or_else(|| missing(api, "baseInfo.modifyTime"))?;
+                let Some(modified) = text(b, "modifyTime").and_then(|m| parse_time(&m)) else {
+                    unreadable.push(Unreadable::entry(b, "id", "baseInfo.modifyTime"));
+                    continue;
+                };
                 orders.push(Order {
                     order_id: text(b, "id").ok_or_else(|| missing(api, "baseInfo.id"))?,
                     status: text_or_empty(b, "status"),
@@ -301,6 +303,7 @@ pub(crate) fn parse_response(req: &ApiRequest, body: &Value) -> Result<ApiRespon
             let seen = u64::from(*page) * u64::from(*page_size);
             Ok(ApiResponse::OrderPage(OrderPage {
                 orders,
+                unreadable,
                 has_next: total.is_some_and(|t| seen < t),
                 total,
             }))

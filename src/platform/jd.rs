@@ -6,7 +6,7 @@ use super::classify::{
 };
 use super::delivery::text_says_signed;
 use super::json::{array, boolean, find_key, joined, text, text_or_empty, uint};
-use super::model::{format_china_time, parse_china_time};
+use super::model::{format_china_time, parse_china_time, Unreadable};
 use super::sign::jd_sign;
 use super::wire::{JD_FOUND_FIELDS, JD_ORDER_FIELDS, JD_ORDER_STATES};
 use super::{
@@ -279,10 +279,12 @@ pub(crate) fn parse_response(req: &ApiRequest, body: &Value) -> Result<ApiRespon
                 .get("searchorderinfo_result")
                 .ok_or_else(|| missing(api, "searchorderinfo_result"))?;
             let mut orders = Vec::new();
+            let mut unreadable = Vec::new();
             for o in array(result, "orderInfoList") {
-                let modified = text(o, "modified")
-                    .and_then(|m| parse_china_time(&m))
-                    .ok_or_else(|| missing(api, "orderInfoList.modified"))?;
+                let Some(modified) = text(o, "modified").and_then(|m| parse_china_time(&m)) else {
+                    unreadable.push(Unreadable::entry(o, "orderId", "modified"));
+                    continue;
+                };
                 orders.push(Order {
                     order_id: text(o, "orderId")
                         .ok_or_else(|| missing(api, "orderInfoList.orderId"))?,
@@ -297,6 +299,7 @@ pub(crate) fn parse_response(req: &ApiRequest, body: &Value) -> Result<ApiRespon
             let seen = u64::from(*page) * u64::from(*page_size);
             Ok(ApiResponse::OrderPage(OrderPage {
                 orders,
+                unreadable,
                 has_next: total.is_some_and(|t| seen < t),
                 total,
             }))

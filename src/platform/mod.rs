@@ -18,7 +18,7 @@ pub use classify::{CallError, TransportError};
 pub use client::{PlatformClient, RawResponse};
 pub use model::{
     ApiRequest, ApiResponse, Attribute, Item, Message, NewItem, NewSku, Order, OrderPage, Parcel,
-    ShopListing, Sku, Trace, TraceEvent,
+    ShopListing, Sku, Trace, TraceEvent, Unreadable,
 };
 pub use wire::order_page_size_max;
 

@@ -105,7 +105,13 @@ pub enum ApiResponse {
         parcels: Vec<Parcel>,
     },
     /// Answer to [`ApiRequest::MessageConsume`].
-    Messages(Vec<Message>),
+    Messages {
+        /// The messages read.
+        messages: Vec<Message>,
+        /// Messages that could not be read (quarantined and acknowledged when their id was
+        /// read: one bad message must not hold back, or be paid for with, its batch).
+        unreadable: Vec<Unreadable>,
+    },
     /// Answer to [`ApiRequest::MessageConfirm`].
     Confirmed,
 }
@@ -232,11 +238,54 @@ pub struct ShopListing {
     pub stuff_status: String,
 }
 
+/// An entry of an answer that could not be read (an order without a readable time, a
+/// message without a readable id or time): the job quarantines it and goes on with the rest
+/// (docs/design.md, "Quarantine").
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Unreadable {
+    /// Its id, when that much could be read.
+    pub id: Option<String>,
+    /// What could not be read.
+    pub reason: String,
+    /// The entry as the platform sent it (JSON text).
+    pub raw: String,
+}
+
+impl Unreadable {
+    /// Its id, or `?` and a hash of its text when none could be read (two such entries
+    /// stay apart).
+    pub fn record_id(&self) -> String {
+        use std::hash::{Hash, Hasher};
+        self.id.clone().unwrap_or_else(|| {
+            let mut h = std::collections::hash_map::DefaultHasher::new();
+            self.raw.hash(&mut h);
+            format!("?{:016x}", h.finish())
+        })
+    }
+
+    /// `entry` of an answer, whose `field` could not be read; its id from `id_field`.
+    pub(crate) fn entry(entry: &serde_json::Value, id_field: &str, field: &str) -> Unreadable {
+        let id = match entry.get(id_field) {
+            Some(serde_json::Value::String(s)) => Some(s.clone()),
+            Some(serde_json::Value::Number(n)) => Some(n.to_string()),
+            _ => None,
+        };
+        Unreadable {
+            id,
+            reason: format!("`{field}` missing or unreadable"),
+            raw: entry.to_string(),
+        }
+    }
+}
+
 /// One page of an order list.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct OrderPage {
     /// The orders on this page.
     pub orders: Vec<Order>,
+    /// Entries of the page that could not be read (quarantined; the walk goes on).
+    #[serde(default)]
+    pub unreadable: Vec<Unreadable>,
     /// Whether a later page holds more orders.
     pub has_next: bool,
     /// Total matching orders, when the platform says.

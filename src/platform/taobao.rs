@@ -5,7 +5,7 @@ use super::classify::{
 };
 use super::delivery::top_step_signed;
 use super::json::{array, boolean, joined, text, text_or_empty, uint};
-use super::model::{format_china_time, parse_china_time};
+use super::model::{format_china_time, parse_china_time, Unreadable};
 use super::sign::top_sign;
 use super::wire::{TOP_FOUND_FIELDS, TOP_ITEM_FIELDS, TOP_TRADE_FIELDS};
 use super::{
@@ -320,10 +320,12 @@ pub(crate) fn parse_response(req: &ApiRequest, body: &Value) -> Result<ApiRespon
         } => {
             let trades = r.get("trades").map(|t| array(t, "trade")).unwrap_or(&[]);
             let mut orders = Vec::with_capacity(trades.len());
+            let mut unreadable = Vec::new();
             for t in trades {
-                let modified = text(t, "modified")
-                    .and_then(|m| parse_china_time(&m))
-                    .ok_or_else(|| missing(api, "trade.modified"))?;
+                let Some(modified) = text(t, "modified").and_then(|m| parse_china_time(&m)) else {
+                    unreadable.push(Unreadable::entry(t, "tid", "modified"));
+                    continue;
+                };
                 orders.push(Order {
                     order_id: text(t, "tid").ok_or_else(|| missing(api, "trade.tid"))?,
                     status: text_or_empty(t, "status"),
@@ -340,6 +342,7 @@ pub(crate) fn parse_response(req: &ApiRequest, body: &Value) -> Result<ApiRespon
                 boolean(r, "has_next").unwrap_or_else(|| total.is_some_and(|t| seen < t));
             Ok(ApiResponse::OrderPage(OrderPage {
                 orders,
+                unreadable,
                 has_next,
                 total,
             }))
@@ -373,11 +376,18 @@ pub(crate) fn parse_response(req: &ApiRequest, body: &Value) -> Result<ApiRespon
                 .get("messages")
                 .map(|m| array(m, "tmc_message"))
                 .unwrap_or(&[]);
-            let mut out = Vec::with_capacity(list.len());
+            let mut messages = Vec::with_capacity(list.len());
+            let mut unreadable = Vec::new();
             for m in list {
-                out.push(tmc_message(m).ok_or_else(|| missing(api, "tmc_message"))?);
+                match tmc_message(m) {
+                    Some(message) => messages.push(message),
+                    None => unreadable.push(Unreadable::entry(m, "id", "id or pub_time")),
+                }
             }
-            Ok(ApiResponse::Messages(out))
+            Ok(ApiResponse::Messages {
+                messages,
+                unreadable,
+            })
         }
         ApiRequest::MessageConfirm { .. } => Ok(ApiResponse::Confirmed),
         ApiRequest::LogisticsInfo { .. } => Err(CallError::not_offered(P, api)),

@@ -73,6 +73,11 @@ pub struct Drill {
     /// Share of writes (item_add) done and then left unanswered: the product is made, the
     /// connection closes before any answer (a timeout after the commit).
     pub(crate) lost_write_answer_ratio: f64,
+    /// Share of orders and change messages sent with an unreadable time (`modified`,
+    /// `modifyTime`, `pub_time`): the same ones every time (by id), as a platform's bad
+    /// record would be.
+    #[serde(default)]
+    pub(crate) malformed_ratio: f64,
     /// Shops (of an app's `shops`) whose session is refused: a seller who withdrew the
     /// app's authorisation, one shop among many.
     #[serde(default)]
@@ -109,7 +114,7 @@ const DEFAULT_HUGE_ANSWER_BYTES: u64 = 2 << 30;
 /// A drill (or a change of drills) the simulator refuses; nothing changes then.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum DrillError {
-    /// `error_ratio` or `lost_write_answer_ratio` outside 0..=1.
+    /// `error_ratio`, `lost_write_answer_ratio` or `malformed_ratio` outside 0..=1.
     #[error("ratio {0} must be between 0 and 1")]
     ErrorRatio(f64),
     /// A limit override of 0 calls.
@@ -125,7 +130,11 @@ pub enum DrillError {
 
 impl Drill {
     pub(crate) fn validate(&self) -> Result<(), DrillError> {
-        for ratio in [self.error_ratio, self.lost_write_answer_ratio] {
+        for ratio in [
+            self.error_ratio,
+            self.lost_write_answer_ratio,
+            self.malformed_ratio,
+        ] {
             if !(0.0..=1.0).contains(&ratio) || ratio.is_nan() {
                 return Err(DrillError::ErrorRatio(ratio));
             }
@@ -178,6 +187,9 @@ pub struct DrillPatch {
     /// Share (0..=1) of writes done and then left unanswered (the connection closes).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub lost_write_answer_ratio: Option<f64>,
+    /// Share (0..=1) of orders and messages sent with an unreadable time.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub malformed_ratio: Option<f64>,
     /// Shops whose session is refused; empty = off.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub refused_shops: Option<Vec<String>>,
@@ -222,6 +234,7 @@ struct PatchWire {
     empty_field: Option<String>,
     expired_session: Option<bool>,
     lost_write_answer_ratio: Option<f64>,
+    malformed_ratio: Option<f64>,
     refused_shops: Option<Vec<String>>,
     worded_limit_items: Option<Vec<u64>>,
     busy_items: Option<Vec<u64>>,
@@ -288,6 +301,7 @@ impl TryFrom<PatchWire> for DrillPatch {
             empty_field: w.empty_field,
             expired_session: w.expired_session,
             lost_write_answer_ratio: w.lost_write_answer_ratio,
+            malformed_ratio: w.malformed_ratio,
             refused_shops: w.refused_shops,
             worded_limit_items: w.worded_limit_items,
             busy_items: w.busy_items,
@@ -332,6 +346,9 @@ impl DrillPatch {
         }
         if let Some(v) = self.lost_write_answer_ratio {
             d.lost_write_answer_ratio = v;
+        }
+        if let Some(v) = self.malformed_ratio {
+            d.malformed_ratio = v;
         }
         if let Some(v) = &self.refused_shops {
             d.refused_shops = v.clone();

@@ -6,13 +6,15 @@ use super::{LogisticsEvent, Order, OrderRecord};
 use crate::platform::Platform;
 use std::time::Duration;
 
-// Instants written here come from the database's clock (`NOW`), never the host's.
+// Instants written here come from the database's clock (`NOW`), never the host's. An order
+// keeps the shop it was first stored under: a change message from a seller the config does
+// not name is recorded under the seller's own name and must not move a known shop's order.
 const UPSERT_ORDER: Sql = sql!(
     "INSERT INTO orders
         (platform, order_id, shop, status, shipped, modified, amount_cents, tracking, updated_at)
     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, " NOW ")
     ON CONFLICT (platform, order_id) DO UPDATE SET
-        shop = excluded.shop, status = excluded.status, shipped = excluded.shipped,
+        status = excluded.status, shipped = excluded.shipped,
         modified = excluded.modified, amount_cents = excluded.amount_cents,
         tracking = COALESCE(excluded.tracking, orders.tracking),
         updated_at = excluded.updated_at

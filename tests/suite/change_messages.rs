@@ -192,3 +192,75 @@ async fn pushed_messages(kind: Kind) {
     );
     h.assert_caught_up(AL, watermark, 6).await;
 }
+
+/// Orders and messages the platform sends with an unreadable time (5% of them, the same ones
+/// every time) are quarantined one by one: the sweeps still cover their windows (the
+/// watermark moves), the listener's batches are taken and acknowledged, and every other
+/// order is at its last state. `syncfleet quarantine` lists them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn unreadable_orders_and_messages_are_quarantined_and_stop_nothing() {
+    let _serial = jobs_harness::serial().await;
+    let mut h = Harness::start(live_sim(), &ClientOpts::default()).await;
+    h.sim
+        .set_drill(syncfleet::sim::DrillPatch {
+            malformed_ratio: Some(0.05),
+            ..syncfleet::sim::DrillPatch::default()
+        })
+        .expect("drill");
+    let malformed = |id: u64| id % 1000 < 50;
+    let id = h.add_order_schedule("taobao", "6s", "1s", "2s").await;
+    let config = h.config.clone();
+    h.spawn_worker_args(&config, 4, 600, &["--listen", "taobao:s1"], &[]);
+    wait_until("four sweeps", Duration::from_secs(90), || async {
+        started_runs(&h, id).await >= 4
+    })
+    .await;
+    h.schedule_action("pause", id);
+    h.wait_runs_settled(id, Duration::from_secs(120)).await;
+    let runs = h.store.schedule_runs(id, 1000).await.expect("runs");
+    assert!(
+        runs.iter()
+            .all(|r| r.outcome != syncfleet::store::RunOutcome::Failed),
+        "{runs:?}"
+    );
+    let view = &h.store.schedules().await.expect("schedules")[0];
+    let watermark = view.watermark.expect("the watermark moved");
+    let quarantined = h.store.quarantined(10_000).await.expect("quarantine");
+    let ids: HashSet<(String, u64)> = quarantined
+        .iter()
+        .map(|q| {
+            let id: u64 = q.record.record_id.parse().expect("an id was read");
+            assert!(malformed(id), "{q:?} was readable");
+            (q.record.source.clone(), id)
+        })
+        .collect();
+    println!(
+        "{} quarantined ({} orders), watermark {watermark}",
+        ids.len(),
+        ids.iter().filter(|(s, _)| s == "order").count()
+    );
+    assert!(ids.iter().any(|(s, _)| s == "order"), "{ids:?}");
+    // Every order at its last state but the unreadable ones, each of which is quarantined.
+    let (checked, behind) = h.orders_behind(TB, None, watermark).await;
+    assert!(checked >= 6, "{checked} orders checked");
+    for order in &behind {
+        assert!(
+            malformed(*order) && ids.contains(&("order".to_string(), *order)),
+            "order {order} behind and not quarantined"
+        );
+    }
+    // The listener's batches went through: messages were recorded and none is left
+    // unacknowledged at the simulator.
+    let tallies = h.store.message_tallies(TB).await.expect("tallies");
+    assert!(
+        tallies.iter().map(|t| t.received).sum::<u64>() > 0,
+        "{tallies:?}"
+    );
+    let out = h.run(&["quarantine"]);
+    assert!(out.status.success(), "{out:?}");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("order") && text.contains("unreadable"),
+        "{text}"
+    );
+}

@@ -686,14 +686,19 @@ async fn the_simulator_renews_and_ends_tokens_as_the_platforms_do() {
 #[test]
 fn taobao_change_messages_read_as_tmc_means_them() {
     let p = Platform::Taobao;
-    let Ok(ApiResponse::Messages(messages)) = read(
+    let Ok(ApiResponse::Messages {
+        messages,
+        unreadable,
+    }) = read(
         p,
         Api::MessageConsume,
         200,
         "taobao/tmc_messages_consume_ok.json",
-    ) else {
+    )
+    else {
         panic!("not messages")
     };
+    assert!(unreadable.is_empty(), "{unreadable:?}");
     let m = &messages[0];
     // A 19-digit id above 2^53 is read exactly.
     assert!(m.id > 1 << 53, "{m:?}");

@@ -229,7 +229,16 @@ pub(super) fn execute(
             let from = ((page - 1) * size).min(all.len() as u64) as usize;
             let to = (from + served as usize).min(all.len());
             let has_next = page * size < all.len() as u64;
-            render_orders(p, &all[from..to], all.len(), has_next, &asked, rid)
+            let malformed = sim.with_drill(|d| d.malformed_ratio);
+            render_orders(
+                p,
+                &all[from..to],
+                all.len(),
+                has_next,
+                &asked,
+                malformed,
+                rid,
+            )
         }
         Api::MessageConsume => {
             let quantity = optional_number(params, "quantity", 100)?;
@@ -242,7 +251,8 @@ pub(super) fn execute(
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())
                 .consume(&shops, now.timestamp_millis(), quantity as usize);
-            render_messages(&got, rid)
+            let malformed = sim.with_drill(|d| d.malformed_ratio);
+            render_messages(&got, malformed, rid)
         }
         Api::MessageConfirm => {
             let text = required(params, "s_message_ids")?;

@@ -158,22 +158,40 @@ pub(crate) fn order_status(p: Platform, s: OrderState) -> &'static str {
     }
 }
 
+/// Whether the record `id` is sent with an unreadable time under a drill's
+/// `malformed_ratio`: the same ids every time.
+pub(super) fn malformed(id: u64, ratio: f64) -> bool {
+    ratio > 0.0 && (id % 1000) < (ratio * 1000.0).round() as u64
+}
+
+/// A time as the platform writes it, or an unreadable one for a malformed record.
+fn time_or_bad(id: u64, ratio: f64, t: i64, format: &str) -> String {
+    if malformed(id, ratio) {
+        "0000-00-00 unreadable".into()
+    } else {
+        gmt8(t, format)
+    }
+}
+
 pub(super) fn render_orders(
     p: Platform,
     page: &[OrderData],
     total: usize,
     has_next: bool,
     asked: &Asked,
+    malformed_ratio: f64,
     rid: impl Fn() -> String,
 ) -> Value {
     let shipped = |o: &OrderData| matches!(o.state, OrderState::Shipped | OrderState::Signed);
+    let modified =
+        |o: &OrderData, format: &str| time_or_bad(o.id, malformed_ratio, o.modified, format);
     match p {
         Platform::Taobao => {
             let trades: Vec<Value> = page
                 .iter()
                 .map(|o| {
                     only(asked, json!({"tid": o.id, "status": order_status(p, o.state),
-                        "modified": gmt8(o.modified, TOP_TIME), "payment": data::format_price(o.amount_cents),
+                        "modified": modified(o, TOP_TIME), "payment": data::format_price(o.amount_cents),
                         "type": "fixed", "shipping_type": "express"}))
                 })
                 .collect();
@@ -194,7 +212,7 @@ pub(super) fn render_orders(
                 .iter()
                 .map(|o| {
                     let mut v = json!({"orderId": o.id.to_string(), "orderState": order_status(p, o.state),
-                        "modified": gmt8(o.modified, TOP_TIME), "orderTotalPrice": data::format_price(o.amount_cents),
+                        "modified": modified(o, TOP_TIME), "orderTotalPrice": data::format_price(o.amount_cents),
                         "venderId": "10001", "orderType": "22"});
                     if shipped(o) {
                         v["waybill"] = json!(parcel::jd_waybill(o.id));
@@ -215,7 +233,7 @@ pub(super) fn render_orders(
                     // call another API). Amounts are JSON numbers in yuan.
                     json!({"baseInfo": {"id": o.id, "idOfStr": o.id.to_string(),
                         "status": order_status(p, o.state),
-                        "modifyTime": gmt8(o.modified, "%Y%m%d%H%M%S000+0800"),
+                        "modifyTime": modified(o, "%Y%m%d%H%M%S000+0800"),
                         "totalAmount": o.amount_cents as f64 / 100.0},
                         "nativeLogistics": {"province": "浙江省", "city": "杭州市"}})
                 })
@@ -249,7 +267,11 @@ pub(super) fn render_parcels(order: &OrderData, steps: &[TraceStep]) -> Value {
 }
 
 /// TOP's answer to `taobao.tmc.messages.consume`: each message's `content` is a JSON text.
-pub(super) fn render_messages(got: &[Delivery], rid: impl Fn() -> String) -> Value {
+pub(super) fn render_messages(
+    got: &[Delivery],
+    malformed_ratio: f64,
+    rid: impl Fn() -> String,
+) -> Value {
     let p = Platform::Taobao;
     let list: Vec<Value> = got
         .iter()
@@ -257,7 +279,8 @@ pub(super) fn render_messages(got: &[Delivery], rid: impl Fn() -> String) -> Val
             let content = json!({"tid": d.order.id, "status": order_status(p, d.order.state),
                 "payment": data::format_price(d.order.amount_cents)});
             json!({"id": d.id, "topic": live::topic(d.order.state),
-                "pub_time": gmt8(d.order.modified, TOP_TIME), "user_nick": d.shop,
+                "pub_time": time_or_bad(d.id, malformed_ratio, d.order.modified, TOP_TIME),
+                "user_nick": d.shop,
                 "content": content.to_string()})
         })
         .collect();
