@@ -494,6 +494,8 @@ impl JobRunner {
                     })
                     .collect();
                 let take_over_ms = listing::claim_take_over_ms(&self.ctx.cfg.link);
+                let lease =
+                    listing::claim_lease::ClaimLease::new(listing::CLAIM_FENCE, Instant::now());
                 let claimed = ledger_write("claim_listings", || {
                     self.ctx.store.claim_listings(&requests, take_over_ms)
                 })
@@ -525,6 +527,7 @@ impl JobRunner {
                         carried: &carried,
                         claims: &claims,
                         unsure: &unsure,
+                        lease: &lease,
                     };
                     let runs = listing::stream_chunk(&hctx, chunk, &useful, &unrecorded, &stop);
                     futures::pin_mut!(runs);
@@ -563,12 +566,13 @@ impl JobRunner {
                                     last_useful = Instant::now();
                                 }
                             }
-                            // A long run keeps its claims from being taken over.
+                            // A run keeps its claims from being taken over while it goes;
+                            // its writes stop when renewals do (`ClaimLease`).
                             if last_renewed.elapsed() >= listing::CLAIM_RENEW_EVERY {
-                                if let Err(e) =
-                                    self.ctx.store.renew_claims(task.job_id, holder).await
-                                {
-                                    tracing::warn!(job = task.job_id, error = %e, "could not renew the task's listing claims (they are taken over only after the take-over time)");
+                                let sent = Instant::now();
+                                match self.ctx.store.renew_claims(task.job_id, holder).await {
+                                    Ok(_) => lease.renewed(sent),
+                                    Err(e) => tracing::warn!(job = task.job_id, error = %e, "could not renew the task's listing claims (its writes stop if this goes on)"),
                                 }
                                 last_renewed = Instant::now();
                             }

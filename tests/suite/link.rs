@@ -897,6 +897,9 @@ async fn one_json_line_per_call() {
         .with_max_level(tracing::Level::INFO)
         .finish();
     let _guard = tracing::subscriber::set_default(subscriber);
+    // Callsites first met by another test's thread (no subscriber there) cached "never":
+    // ask again now that this thread has one (tracing caches interest globally).
+    tracing::callsite::rebuild_interest_cache();
     gw.call(TB, item(3), &ctx().with_trace_id("trace-ok"))
         .await
         .expect("ok");
@@ -954,6 +957,9 @@ async fn local_refusals_are_not_call_lines() {
         .with_max_level(tracing::Level::INFO)
         .finish();
     let _guard = tracing::subscriber::set_default(subscriber);
+    // Callsites first met by another test's thread (no subscriber there) cached "never":
+    // ask again now that this thread has one (tracing caches interest globally).
+    tracing::callsite::rebuild_interest_cache();
     gw.call(TB, item(1), &ctx()).await.expect("ok");
     // One call a second: the next call is rejected with a ban, and the gate pauses.
     drill(

@@ -307,10 +307,14 @@ proptest! {
             _ => json!({"jingdong_pop_order_search_responce": {"code": "0", "searchorderinfo_result": {"orderTotal": 1, "orderInfoList": [{"orderId": "1", "modified": modified}]}}}),
         };
         match fuzzing::response(platform, Api::OrderList, 200, body.to_string().as_bytes()) {
+            // A time that cannot be read sets the order aside (quarantined), never misread.
             Ok(ApiResponse::OrderPage(p)) => {
-                prop_assert_eq!(p.orders.len(), 1);
+                prop_assert_eq!(p.orders.len() + p.unreadable.len(), 1);
                 if garbage.as_deref().is_none_or(|g| g.trim().is_empty()) {
+                    prop_assert_eq!(p.orders.len(), 1, "{}", modified);
                     prop_assert_eq!(p.orders[0].modified, at, "{}", modified);
+                } else if p.unreadable.len() == 1 {
+                    prop_assert_eq!(p.unreadable[0].id.as_deref(), Some("1"));
                 }
             }
             Ok(other) => return Err(TestCaseError::fail(format!("{other:?}"))),

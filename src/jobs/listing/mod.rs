@@ -5,6 +5,7 @@
 //! carries it as the seller's code, and a write whose outcome is unknown is looked up by that
 //! code before it is ever sent again (docs/design.md, "Listed once").
 
+pub(crate) mod claim_lease;
 pub(crate) mod mapping;
 
 use super::item::{HandlerCtx, ItemRun, Stop, Useful};
@@ -27,6 +28,8 @@ pub(crate) struct Chunk<'a> {
     /// The items whose write may have made a product without the answer saying so: their
     /// claims stay when their outcomes are recorded (the rest are released).
     pub(crate) unsure: &'a Mutex<HashSet<String>>,
+    /// Whether the task's claims are still surely its own: no write starts otherwise.
+    pub(crate) lease: &'a claim_lease::ClaimLease,
 }
 
 /// Where one listing job writes.
@@ -65,6 +68,7 @@ pub(crate) fn stream_chunk<'a>(
         carried,
         claims,
         unsure,
+        lease,
     } = chunk;
     futures::stream::iter(keys.iter().cloned())
         .map(move |key| async move {
@@ -85,7 +89,12 @@ pub(crate) fn stream_chunk<'a>(
                         }
                         Some(claim) => {
                             let kept = carried.get(&key).and_then(|c| serde_json::from_str(c).ok());
-                            let item = ItemRef { key: &key, claim, unsure };
+                            let item = ItemRef {
+                                key: &key,
+                                claim,
+                                unsure,
+                                lease,
+                            };
                             match stop
                                 .cut_short(list_one(runner, target, item, useful, kept, stop))
                                 .await
@@ -125,17 +134,23 @@ pub(crate) fn seller_code(target: Target<'_>, item: &str) -> String {
     }
 }
 
-/// After how long without renewal another holder's claim is taken over (ms): ten minutes,
-/// and at least five item budgets, well past the longest a write can stay on the wire (every
-/// call ends within its item's budget) and ten times the renewal period.
+/// After how long without renewal another holder's claim is taken over (ms): the holder
+/// starts no write past [`CLAIM_FENCE`] after its last renewal, every write ends within its
+/// item's budget, and 5 s of margin (80 s with the default 60 s budget).
 pub(crate) fn claim_take_over_ms(link: &crate::config::LinkConfig) -> i64 {
-    let five_budgets = link.task_budget_ms.saturating_mul(5);
-    i64::try_from(five_budgets.max(600_000)).unwrap_or(i64::MAX)
+    let fence = u64::try_from(CLAIM_FENCE.as_millis()).unwrap_or(u64::MAX);
+    let ms = link
+        .task_budget_ms
+        .saturating_add(fence)
+        .saturating_add(5_000);
+    i64::try_from(ms).unwrap_or(i64::MAX)
 }
 
-/// How often a running listing task renews its claims: well inside the take-over time
-/// ([`claim_take_over_ms`]), so a live run's claims are never taken over.
-pub(crate) const CLAIM_RENEW_EVERY: std::time::Duration = std::time::Duration::from_secs(60);
+/// How often a running listing task renews its claims.
+pub(crate) const CLAIM_RENEW_EVERY: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// How long after its last renewal that succeeded a task still starts writes: three renewals.
+pub(crate) const CLAIM_FENCE: std::time::Duration = std::time::Duration::from_secs(15);
 
 /// How long an item waits for another job's write of the same listing before it looks again.
 const CLAIM_WAIT: std::time::Duration = std::time::Duration::from_secs(15);
@@ -154,6 +169,7 @@ struct ItemRef<'a> {
     key: &'a str,
     claim: &'a Claim,
     unsure: &'a Mutex<HashSet<String>>,
+    lease: &'a claim_lease::ClaimLease,
 }
 
 fn mark_unsure(unsure: &Mutex<HashSet<String>>, key: &str) {
@@ -170,7 +186,12 @@ async fn list_one(
     kept: Option<SourceRead>,
     stop: &Stop,
 ) -> ItemRun {
-    let ItemRef { key, claim, unsure } = item_ref;
+    let ItemRef {
+        key,
+        claim,
+        unsure,
+        lease,
+    } = item_ref;
     let ListingRoute { from, to, .. } = target.route;
     let read_now = kept.is_none();
     let SourceRead { item, stale } = match kept {
@@ -245,6 +266,11 @@ async fn list_one(
             }
         }
         Claim::Fresh => {}
+    }
+    // The claims may be another holder's soon (not renewed for a while: the ledger stalls):
+    // no write starts; the item goes back, its claim released.
+    if !lease.holds(std::time::Instant::now()) {
+        return ItemRun::Later(std::time::Duration::ZERO).carrying(carry);
     }
     let write_ctx = runner.shop_call_context_until(stop);
     let request = ApiRequest::ItemAdd {
