@@ -77,6 +77,10 @@ fn new_delivery() -> String {
 /// A failed row: id, payload, apalis attempts, last result, worker.
 type DeadRow = (String, Vec<u8>, i64, Option<String>, Option<String>);
 
+/// The longest an idle lane waits between fetches: a task queued to an idle embedded worker
+/// starts within this (docs/design.md, "Idle costs nothing").
+const IDLE_POLL_MAX: Duration = Duration::from_millis(500);
+
 /// Aborts the tasks it holds when dropped.
 struct AbortOnDrop(Vec<tokio::task::AbortHandle>);
 
@@ -505,11 +509,15 @@ impl EmbeddedQueue {
         let mut runs = Vec::new();
         for (lane, apalis_name) in lanes {
             let worker = WorkerBuilder::new(apalis_name.clone())
-                // Without an interval an idle worker only fetches on heartbeat.
-                .backend(
-                    self.storage(lane)
-                        .poll_with_interval(self.opts.poll_interval),
-                )
+                // Without an interval an idle worker only fetches on heartbeat. An idle
+                // lane's fetches back off from `poll_interval` to `IDLE_POLL_MAX` (a busy one
+                // fetches whenever a slot frees, not on the timer).
+                .backend(self.storage(lane).poll_with_backoff(
+                    self.opts.poll_interval,
+                    apalis_core::backend::ext::poll_strategy::BackoffConfig::new(
+                        IDLE_POLL_MAX.max(self.opts.poll_interval),
+                    ),
+                ))
                 .concurrency(slots)
                 .build(service.clone());
             let stop = shutdown.clone();
