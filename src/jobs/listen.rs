@@ -85,6 +85,11 @@ pub(crate) struct Cadence {
 /// Ids acknowledged per confirm call at most.
 pub(crate) const CONFIRM_BATCH: usize = 200;
 
+/// Ids kept waiting for an acknowledgement at most: while confirms keep failing the oldest
+/// are dropped (the platform delivers them again, and they are dropped by id), so a
+/// listener's memory stays bounded however long the outage.
+pub(crate) const UNCONFIRMED_MAX: usize = 50 * CONFIRM_BATCH;
+
 impl Cadence {
     pub(crate) fn new(every: Duration, idle_max: Duration, confirm_within: Duration) -> Cadence {
         Cadence {
@@ -104,6 +109,7 @@ impl Cadence {
             self.waited = Duration::ZERO;
         }
         self.unconfirmed.extend(ids);
+        self.keep_bounded();
         let wait = if n >= quantity {
             Duration::ZERO
         } else if n > 0 {
@@ -145,9 +151,19 @@ impl Cadence {
         out
     }
 
-    /// A confirm of `ids` failed: they wait for the next one.
+    /// A confirm of `ids` failed: they wait for the next one (the oldest beyond
+    /// [`UNCONFIRMED_MAX`] are let go).
     pub(crate) fn put_back(&mut self, ids: Vec<u64>) {
-        self.unconfirmed.extend(ids);
+        // Older than those recorded since: back in front.
+        let newer = std::mem::replace(&mut self.unconfirmed, ids);
+        self.unconfirmed.extend(newer);
+        self.keep_bounded();
+    }
+
+    fn keep_bounded(&mut self) {
+        if let Some(over) = self.unconfirmed.len().checked_sub(UNCONFIRMED_MAX) {
+            self.unconfirmed.drain(..over);
+        }
     }
 }
 
@@ -335,6 +351,30 @@ mod tests {
         assert_eq!(t.shop_of("beta"), "beta");
         assert_eq!(t.shop_of(""), "own", "the app's own session");
         assert_eq!(t.shop_of("stranger"), "stranger", "unknown: its own name");
+    }
+
+    /// Confirms failing for a long time: the ids waiting stay bounded, the newest kept.
+    #[test]
+    fn ids_waiting_for_a_failing_confirm_stay_bounded() {
+        let s = Duration::from_secs;
+        let mut c = Cadence::new(s(2), s(8), s(4));
+        let mut next = 0u64;
+        for _ in 0..200 {
+            let ids: Vec<u64> = (next..next + 200).collect();
+            next += 200;
+            c.pulled(200, 200, ids);
+            let due = c.take_due(false);
+            assert!(!due.is_empty(), "a full batch is due at once");
+            c.put_back(due);
+            assert!(
+                c.unconfirmed.len() <= UNCONFIRMED_MAX,
+                "{}",
+                c.unconfirmed.len()
+            );
+        }
+        assert_eq!(c.unconfirmed.len(), UNCONFIRMED_MAX);
+        assert!(c.unconfirmed.contains(&(next - 1)), "the newest kept");
+        assert!(!c.unconfirmed.contains(&0), "the oldest let go");
     }
 
     #[test]
