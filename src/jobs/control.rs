@@ -13,6 +13,11 @@ pub(crate) const CONTROL_FRESH: Duration = Duration::from_secs(1);
 /// While a task runs, how often it looks at its job's control (served from the cache).
 pub(crate) const CONTROL_POLL: Duration = Duration::from_millis(250);
 
+/// Jobs whose control a process keeps at most before it lets the stale reads go: a
+/// long-running worker meets a new job every scheduled run, and a read older than
+/// [`CONTROL_FRESH`] is read again anyway.
+pub(crate) const CONTROLS_KEPT: usize = 256;
+
 /// How soon a task of a paused job comes back to look again (uncharged).
 pub(crate) const PAUSED_RECHECK: Duration = Duration::from_secs(2);
 
@@ -39,11 +44,53 @@ impl JobControls {
             }
         }
         let control = self.store.job_control(job_id).await?;
-        self.lock().insert(job_id, (Instant::now(), control));
+        let mut seen = self.lock();
+        if seen.len() >= CONTROLS_KEPT {
+            seen.retain(|_, (at, _)| at.elapsed() < CONTROL_FRESH);
+        }
+        seen.insert(job_id, (Instant::now(), control));
         Ok(control)
+    }
+
+    /// Jobs whose control is kept.
+    #[cfg(test)]
+    fn kept(&self) -> usize {
+        self.lock().len()
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<i64, (Instant, Option<JobControl>)>> {
         self.seen.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::JobKind;
+
+    /// A worker that meets thousands of jobs keeps only the recent reads.
+    #[tokio::test]
+    async fn the_reads_kept_stay_bounded() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let url = format!("sqlite://{}", dir.path().join("ledger.db").display());
+        let store = Store::connect(&url).await.expect("ledger");
+        store.migrate().await.expect("migrate");
+        let controls = JobControls::new(store.clone());
+        let key = vec!["k".to_string()];
+        for _ in 0..(CONTROLS_KEPT + 50) {
+            let job = store
+                .create_job(JobKind::Listing, "{}", &key)
+                .await
+                .expect("job");
+            assert_eq!(controls.get(job).await.expect("control"), None);
+        }
+        // Reads younger than CONTROL_FRESH are all kept; once stale they are let go.
+        tokio::time::sleep(CONTROL_FRESH).await;
+        let job = store
+            .create_job(JobKind::Listing, "{}", &key)
+            .await
+            .expect("job");
+        controls.get(job).await.expect("control");
+        assert_eq!(controls.kept(), 1);
     }
 }

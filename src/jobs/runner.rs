@@ -52,6 +52,9 @@ struct Tally {
 /// [`ITEM_PARALLELISM`] items).
 const RECORD_EVERY: Duration = Duration::from_millis(100);
 
+/// Job specs a worker keeps read at most.
+const SPECS_KEPT: usize = 1024;
+
 /// A write chunk records its useful calls at least this often while it runs.
 const USEFUL_EVERY: Duration = Duration::from_secs(1);
 
@@ -101,6 +104,11 @@ impl JobRunner {
             serde_json::from_str(&text).map_err(|e| TaskError::Spec { job_id, source: e })?;
         let spec = Arc::new(spec);
         if let Ok(mut m) = self.specs.lock() {
+            // A long-running worker meets a new job every scheduled run: forget them all now
+            // and then (a spec never changes; a miss reads it again).
+            if m.len() >= SPECS_KEPT {
+                m.clear();
+            }
             m.insert(job_id, spec.clone());
         }
         Ok(spec)
