@@ -52,15 +52,10 @@ impl Store {
         now: DateTime<Utc>,
     ) -> Result<Pruned, StoreError> {
         let mut out = Pruned::default();
-        let mut c = self.conn("prune").await?;
         if let Some(t) = cutoff(now, retention.stale_cache_days) {
-            out.stale_cache = execute!(
-                c.on(),
-                sql!("DELETE FROM stale_cache WHERE stored_at < $1"),
-                to_ms(t)
-            )
-            .ctx(self, "prune: stale_cache")?;
+            out.stale_cache = self.stale_purge(t).await?;
         }
+        let mut c = self.conn("prune").await?;
         if let Some(t) = cutoff(now, retention.messages_days) {
             out.messages = execute!(
                 c.on(),

@@ -344,9 +344,9 @@ async fn an_order_walk_skips_nothing_while_orders_change_under_it() {
     h.wait_workers(Duration::from_secs(60));
 }
 
-/// Run a one-day order job of shop s1 on a worker, wait (bounded) until the hook took its
-/// finish, and return the job and its deliveries.
-async fn finish_one_job(h: &mut Harness) -> (i64, Vec<syncfleet::store::HookRecord>) {
+/// Enqueue a one-day order job of shop s1, start a worker (it stays up 600 s idle) and wait
+/// (bounded) until the job finished; returns the job.
+async fn run_one_job(h: &mut Harness) -> i64 {
     let job = h.enqueue(&[
         "orders",
         "--platform",
@@ -361,6 +361,13 @@ async fn finish_one_job(h: &mut Harness) -> (i64, Vec<syncfleet::store::HookReco
     let config = h.config.clone();
     h.spawn_worker_with(&config, 2, 600);
     h.wait_job(job, Duration::from_secs(60)).await;
+    job
+}
+
+/// Run a one-day order job of shop s1 on a worker, wait (bounded) until the hook took its
+/// finish, and return the job and its deliveries.
+async fn finish_one_job(h: &mut Harness) -> (i64, Vec<syncfleet::store::HookRecord>) {
+    let job = run_one_job(h).await;
     wait_until("the delivery taken", Duration::from_secs(60), || async {
         h.store
             .hook_deliveries(10)
@@ -408,20 +415,7 @@ async fn a_given_up_hook_delivery_is_sent_again_by_resend() {
     let (hook_url, got) = hook_receiver("k", 2).await;
     h.add_hooks(&hook_url, "k", "backoff_base_ms = 100\nattempts = 2\n");
     h.store.fill_hook_outbox().await.expect("hooks start");
-    let job = h.enqueue(&[
-        "orders",
-        "--platform",
-        "taobao",
-        "--shop",
-        "s1",
-        "--since",
-        "2026-01-01",
-        "--until",
-        "2026-01-02",
-    ]);
-    let config = h.config.clone();
-    h.spawn_worker_with(&config, 2, 600);
-    h.wait_job(job, Duration::from_secs(60)).await;
+    let job = run_one_job(&mut h).await;
     let state = |h: &Harness| {
         let store = h.store.clone();
         async move {

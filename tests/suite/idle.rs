@@ -39,16 +39,7 @@ fn an_idle_embedded_worker_uses_almost_no_cpu() {
             .args(args)
             .env_remove("REDIS_URL")
             .env("RUST_LOG", "info");
-        for (k, v) in [
-            ("SIM_TAOBAO_SECRET", "sim-taobao-secret"),
-            ("SIM_TAOBAO_SESSION", "sim-taobao-session"),
-            ("SIM_JD_SECRET", "sim-jd-secret"),
-            ("SIM_JD_TOKEN", "sim-jd-token"),
-            ("SIM_ALIBABA_SECRET", "sim-alibaba-secret"),
-            ("SIM_ALIBABA_TOKEN", "sim-alibaba-token"),
-        ] {
-            c.env(k, v);
-        }
+        c.envs(crate::support::LOCAL_CONFIG_ENV);
         c
     };
     let migrate = command(&["db", "migrate"]).output().expect("db migrate");

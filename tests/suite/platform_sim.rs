@@ -700,14 +700,7 @@ async fn call_subcommand_exit_codes() {
         local_config_text().replace("http://127.0.0.1:7800", &sim.base_url()),
     )
     .unwrap();
-    let envs = [
-        ("SIM_TAOBAO_SECRET", "sim-taobao-secret"),
-        ("SIM_TAOBAO_SESSION", "sim-taobao-session"),
-        ("SIM_JD_SECRET", "sim-jd-secret"),
-        ("SIM_JD_TOKEN", "sim-jd-token"),
-        ("SIM_ALIBABA_SECRET", "sim-alibaba-secret"),
-        ("SIM_ALIBABA_TOKEN", "sim-alibaba-token"),
-    ];
+    let envs = crate::support::LOCAL_CONFIG_ENV;
     let run = |args: &[&str], overrides: &[(&str, Option<&str>)]| {
         let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_syncfleet"));
         cmd.arg("--config").arg(&cfg_path).arg("call").args(args);

@@ -10,3 +10,14 @@ pub mod redis;
 pub mod sentinel;
 pub mod tls;
 pub mod webdriver;
+
+/// The environment `config/local.toml` reads its secrets and sessions from: the simulator's
+/// demo apps (config/sim.toml), as its header says to export them.
+pub const LOCAL_CONFIG_ENV: [(&str, &str); 6] = [
+    ("SIM_TAOBAO_SECRET", "sim-taobao-secret"),
+    ("SIM_TAOBAO_SESSION", "sim-taobao-session"),
+    ("SIM_JD_SECRET", "sim-jd-secret"),
+    ("SIM_JD_TOKEN", "sim-jd-token"),
+    ("SIM_ALIBABA_SECRET", "sim-alibaba-secret"),
+    ("SIM_ALIBABA_TOKEN", "sim-alibaba-token"),
+];
