@@ -6,10 +6,11 @@
 //! write); the orders the others carry are written if they advanced; the messages are
 //! recorded; only then is the batch confirmed, so a crash before the confirm gets the same
 //! messages again and writes nothing twice. A trade message carries the order's new status
-//! and payment, so it costs no call; the incremental sweep stays as the safety net for
+//! and payment, so it costs no call; its state is taken when it is newer than the one held,
+//! and the order's own `modified` is never the message's time; the incremental sweep stays as the safety net for
 //! messages lost, late or never sent.
 
-use super::orders::to_ledger;
+use super::orders::to_notice;
 use crate::config::Config;
 use crate::link::gateway::{CallContext, Gateway, LinkError};
 use crate::platform::{ApiRequest, ApiResponse, Message, Platform};
@@ -183,11 +184,11 @@ pub(crate) async fn take_messages(
         .filter(|m| !known.contains(&m.id) && seen.insert(m.id))
         .collect();
     let shop_of = |m: &Message| target.shop_of(&m.seller);
-    let orders: Vec<_> = fresh
+    let notices: Vec<_> = fresh
         .iter()
         .filter_map(|m| {
             let o = m.order.as_ref()?;
-            match to_ledger(target.platform, &shop_of(m), o) {
+            match to_notice(target.platform, &shop_of(m), o, m.born) {
                 Ok(order) => Some(order),
                 Err(amount) => {
                     tracing::warn!(
@@ -200,7 +201,7 @@ pub(crate) async fn take_messages(
             }
         })
         .collect();
-    store.upsert_orders_if_advanced(&orders).await?;
+    store.apply_order_notices(&notices).await?;
     let records: Vec<ReceivedMessage> = fresh
         .iter()
         .map(|m| ReceivedMessage {

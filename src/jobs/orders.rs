@@ -3,10 +3,12 @@
 //! advanced. A page that changes nothing is a call without useful data.
 
 use super::item::{ledger_write, HandlerCtx, ItemRun, Stop, Useful};
-use crate::platform::model::{ApiRequest, ApiResponse, Order as PlatformOrder, Unreadable};
+use crate::platform::model::{
+    ApiRequest, ApiResponse, MessageOrder, Order as PlatformOrder, Unreadable,
+};
 use crate::platform::wire::{lists_newest_first, order_page_size_max};
 use crate::platform::{Api, ErrorClass, Platform};
-use crate::store::{ItemOutcome, Order, Quarantined};
+use crate::store::{ItemOutcome, Order, OrderNotice, Quarantined};
 use chrono::{DateTime, Duration as ChronoDuration, Utc};
 use serde::{Deserialize, Serialize};
 use std::collections::{HashMap, HashSet};
@@ -101,6 +103,25 @@ pub(crate) fn to_ledger(
         modified: o.modified,
         amount_cents: amount_cents(&o.amount).ok_or_else(|| o.amount.clone())?,
         tracking: o.tracking.clone(),
+    })
+}
+
+/// A change message's order state in the ledger's terms; `Err(amount)` as [`to_ledger`].
+pub(crate) fn to_notice(
+    platform: Platform,
+    shop: &str,
+    o: &MessageOrder,
+    born: DateTime<Utc>,
+) -> Result<OrderNotice, String> {
+    Ok(OrderNotice {
+        platform,
+        order_id: o.order_id.clone(),
+        shop: shop.to_string(),
+        status: o.status.clone(),
+        shipped: is_shipped(platform, &o.status),
+        modified: o.modified,
+        amount_cents: amount_cents(&o.amount).ok_or_else(|| o.amount.clone())?,
+        born,
     })
 }
 

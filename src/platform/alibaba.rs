@@ -11,7 +11,7 @@ use super::model::{Parcel, Unreadable};
 use super::sign::alibaba_sign;
 use super::wire::ALIBABA_WEBSITE;
 use super::{
-    Api, ApiRequest, ApiResponse, Credentials, Item, Message, Order, OrderPage, Platform, Trace,
+    Api, ApiRequest, ApiResponse, Credentials, Item, Message, MessageOrder, Order, OrderPage, Platform, Trace,
     TraceEvent,
 };
 use crate::time::china_offset;
@@ -383,13 +383,14 @@ pub fn parse_push(secret: &str, form: &[(String, String)]) -> Result<Message, Pu
         .and_then(|ms| i64::try_from(ms).ok())
         .and_then(DateTime::from_timestamp_millis)
         .ok_or(PushError::Malformed("gmtBorn"))?;
+    // The push names the order's new status, not the order's own `modifyTime`: `gmtBorn` is
+    // when the message was made.
     let order = m.get("data").and_then(|d| {
-        Some(Order {
+        Some(MessageOrder {
             order_id: text(d, "orderId")?,
             status: text(d, "currentStatus")?,
-            modified: born,
+            modified: None,
             amount: text_or_empty(d, "totalAmount"),
-            tracking: None,
         })
     });
     Ok(Message {

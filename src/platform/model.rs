@@ -128,8 +128,23 @@ pub struct Message {
     /// The seller the change concerns (TOP's `user_nick`).
     pub seller: String,
     /// The order's new state, when the message carries it (a trade message names the order,
-    /// its status and payment; its `modified` is the change's time).
-    pub order: Option<Order>,
+    /// its status and payment).
+    pub order: Option<MessageOrder>,
+}
+
+/// An order's state as a change message carries it. Unlike an order list's [`Order`], its
+/// own `modified` is known only when the message says it: the message's publication time is
+/// when the state was true, not the order's time (docs/design.md, "Change messages").
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MessageOrder {
+    /// The platform's order id.
+    pub order_id: String,
+    /// The platform's own status text.
+    pub status: String,
+    /// The order's own `modified`, when the message carries it.
+    pub modified: Option<DateTime<Utc>>,
+    /// Decimal string as the platform gives it.
+    pub amount: String,
 }
 
 /// One item (product) as read from a platform: what a listing maps from. The fields after

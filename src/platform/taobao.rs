@@ -9,8 +9,8 @@ use super::model::{format_china_time, parse_china_time, Unreadable};
 use super::sign::top_sign;
 use super::wire::{TOP_FOUND_FIELDS, TOP_ITEM_FIELDS, TOP_TRADE_FIELDS};
 use super::{
-    Api, ApiRequest, ApiResponse, Attribute, Credentials, ErrorClass, Item, Message, NewItem,
-    Order, OrderPage, Platform, Sku, Trace, TraceEvent,
+    Api, ApiRequest, ApiResponse, Attribute, Credentials, ErrorClass, Item, Message, MessageOrder,
+    NewItem, Order, OrderPage, Platform, Sku, Trace, TraceEvent,
 };
 use crate::time::china_offset;
 use chrono::{DateTime, Utc};
@@ -400,13 +400,14 @@ fn tmc_message(m: &Value) -> Option<Message> {
     let id = uint(m, "id")?;
     let born = parse_china_time(&text(m, "pub_time")?)?;
     let content: Option<Value> = text(m, "content").and_then(|c| serde_json::from_str(&c).ok());
+    // A trade notice may carry the order's own `modified` (TOP SDK `NotifyTrade`, "交易修改时间",
+    // docs/wire-formats.md); without it the order's time is unknown, never `pub_time`.
     let order = content.as_ref().and_then(|c| {
-        Some(Order {
+        Some(MessageOrder {
             order_id: text(c, "tid")?,
             status: text(c, "status")?,
-            modified: born,
+            modified: text(c, "modified").and_then(|t| parse_china_time(&t)),
             amount: text_or_empty(c, "payment"),
-            tracking: None,
         })
     });
     Some(Message {

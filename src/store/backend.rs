@@ -111,6 +111,8 @@ macro_rules! sql {
     };
     (@sqlite NOW) => { "CAST(unixepoch('subsec') * 1000 AS BIGINT)" };
     (@postgres NOW) => { "CAST(EXTRACT(EPOCH FROM clock_timestamp()) * 1000 AS BIGINT)" };
+    (@sqlite GREATEST) => { "MAX" };
+    (@postgres GREATEST) => { "GREATEST" };
     (@sqlite [KEYS $n:literal AS $alias:ident]) => {
         concat!("json_each(", $n, ") AS ", stringify!($alias))
     };

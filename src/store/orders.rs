@@ -2,23 +2,43 @@
 
 use super::backend::{execute, fetch, scalar, sql, Sql, Tx};
 use super::{from_ms, json_list, to_ms, QueryCtx, Store, StoreError};
-use super::{LogisticsEvent, Order, OrderRecord};
+use super::{LogisticsEvent, Order, OrderNotice, OrderRecord};
 use crate::platform::Platform;
 use std::time::Duration;
 
 // Instants written here come from the database's clock (`NOW`), never the host's. An order
 // keeps the shop it was first stored under: a change message from a seller the config does
 // not name is recorded under the seller's own name and must not move a known shop's order.
+//
+// An order list is the record: its state wins whenever the order's own `modified` advanced,
+// whatever a message said meanwhile (a message may be published long after the change it
+// reports, and one that is lost must not leave a later list's state refused).
 const UPSERT_ORDER: Sql = sql!(
     "INSERT INTO orders
-        (platform, order_id, shop, status, shipped, modified, amount_cents, tracking, updated_at)
-    VALUES ($1, $2, $3, $4, $5, $6, $7, $8, " NOW ")
+        (platform, order_id, shop, status, shipped, modified, amount_cents, tracking,
+         status_at, updated_at)
+    VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $6, " NOW ")
     ON CONFLICT (platform, order_id) DO UPDATE SET
         status = excluded.status, shipped = excluded.shipped,
         modified = excluded.modified, amount_cents = excluded.amount_cents,
         tracking = COALESCE(excluded.tracking, orders.tracking),
-        updated_at = excluded.updated_at
+        status_at = excluded.status_at, updated_at = excluded.updated_at
     WHERE excluded.modified > orders.modified"
+);
+
+// A message's state is taken when it is newer than the state held (`status_at`) and than
+// the order's own time; `modified` moves only to a time the message itself gives.
+const APPLY_NOTICE: Sql = sql!(
+    "INSERT INTO orders
+        (platform, order_id, shop, status, shipped, modified, amount_cents, status_at,
+         updated_at)
+    VALUES ($1, $2, $3, $4, $5, $6, $7, $8, " NOW ")
+    ON CONFLICT (platform, order_id) DO UPDATE SET
+        status = excluded.status, shipped = excluded.shipped,
+        modified = " GREATEST "(orders.modified, excluded.modified),
+        amount_cents = excluded.amount_cents,
+        status_at = excluded.status_at, updated_at = excluded.updated_at
+    WHERE excluded.status_at > orders.status_at AND excluded.status_at >= orders.modified"
 );
 
 /// Dedup by the UNIQUE key: one affected row means a new event. SQLite keeps its
@@ -97,6 +117,35 @@ impl Store {
         tx.commit()
             .await
             .ctx(self, "upsert_orders_if_advanced: commit")?;
+        Ok(changed)
+    }
+
+    /// Apply the order states change messages brought, in one transaction; returns how many
+    /// changed the ledger. A state older than the one held is ignored (messages come late and
+    /// out of order); the order's `modified` stays its own (docs/design.md, "Change messages").
+    pub async fn apply_order_notices(&self, notices: &[OrderNotice]) -> Result<u64, StoreError> {
+        let mut sorted: Vec<&OrderNotice> = notices.iter().collect();
+        sorted.sort_by(|a, b| {
+            (a.platform.as_str(), &a.order_id).cmp(&(b.platform.as_str(), &b.order_id))
+        });
+        let mut tx = self.begin("apply_order_notices: begin").await?;
+        let mut changed = 0;
+        for n in sorted {
+            changed += execute!(
+                tx.on(),
+                APPLY_NOTICE,
+                n.platform.as_str(),
+                &n.order_id,
+                &n.shop,
+                &n.status,
+                n.shipped,
+                n.modified.map_or(0, to_ms),
+                n.amount_cents,
+                to_ms(n.born)
+            )
+            .ctx(self, "apply_order_notices: apply")?;
+        }
+        tx.commit().await.ctx(self, "apply_order_notices: commit")?;
         Ok(changed)
     }
 

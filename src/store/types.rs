@@ -444,6 +444,27 @@ pub struct Order {
     pub tracking: Option<String>,
 }
 
+/// An order's state as a change message brought it (docs/design.md, "Change messages").
+#[derive(Debug, Clone, PartialEq)]
+pub struct OrderNotice {
+    /// The platform the order lives on.
+    pub platform: Platform,
+    /// The platform's order id.
+    pub order_id: String,
+    /// The shop the message names (a known order keeps its own).
+    pub shop: String,
+    /// The platform's own status text.
+    pub status: String,
+    /// The adapter's reading of `status` (a logistics candidate).
+    pub shipped: bool,
+    /// The order's own `modified`, when the message carries it.
+    pub modified: Option<DateTime<Utc>>,
+    /// Order amount in fen.
+    pub amount_cents: i64,
+    /// When the message was published: the state was true then.
+    pub born: DateTime<Utc>,
+}
+
 /// An order row with its logistics state.
 #[derive(Debug, Clone, PartialEq)]
 pub struct OrderRecord {

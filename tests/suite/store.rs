@@ -42,6 +42,7 @@ on_both_backends!(
     retry_by_class_resets_failed_items_and_reopens_job,
     job_status_of_unknown_job_is_not_found,
     upsert_order_only_when_modified_advances,
+    a_late_change_message_never_holds_back_a_later_order_list,
     logistics_events_dedup_with_insert_or_ignore,
     record_trace_marks_queried_only_together_with_the_events,
     ledger_instants_come_from_the_database_clock,
@@ -925,6 +926,87 @@ async fn upsert_order_only_when_modified_advances(kind: Kind) {
         order("1001", 120, "B"),
     ];
     assert_eq!(store.upsert_orders_if_advanced(&page).await.unwrap(), 2);
+}
+
+fn notice(id: &str, born_s: i64, status: &str) -> OrderNotice {
+    OrderNotice {
+        platform: Platform::Taobao,
+        order_id: id.into(),
+        shop: "shop1".into(),
+        status: status.into(),
+        shipped: false,
+        modified: None,
+        amount_cents: 9900,
+        born: Utc.timestamp_opt(1_767_225_600 + born_s, 0).unwrap(),
+    }
+}
+
+/// A message published late (its change at 0 s, published at 600 s) and a later change at
+/// 300 s whose message was lost: the order list that brings the 300 s state must win. When a
+/// message's order took `modified = pub_time`, the list's real, earlier `modified` was refused
+/// and the order kept the paid status for good (shown below on the old write).
+async fn a_late_change_message_never_holds_back_a_later_order_list(kind: Kind) {
+    let (_ledger, store) = TestLedger::fresh(kind).await;
+    let shipped = order("3003", 300, "WAIT_BUYER_CONFIRM_GOODS");
+    // The old write: the message's order stored with its publication time as `modified`.
+    let mut as_before = order("3003", 600, "WAIT_SELLER_SEND_GOODS");
+    as_before.order_id = "3004".into();
+    assert!(store.upsert_order_if_advanced(&as_before).await.unwrap());
+    let mut shipped_before = shipped.clone();
+    shipped_before.order_id = "3004".into();
+    assert!(
+        !store.upsert_order_if_advanced(&shipped_before).await.unwrap(),
+        "the old write refuses the later list"
+    );
+
+    // A notice keeps the order's own time unknown; the list then wins.
+    assert_eq!(
+        store
+            .apply_order_notices(&[notice("3003", 600, "WAIT_SELLER_SEND_GOODS")])
+            .await
+            .unwrap(),
+        1
+    );
+    assert!(store.upsert_order_if_advanced(&shipped).await.unwrap());
+    let rec = store.get_order(Platform::Taobao, "3003").await.unwrap().unwrap();
+    assert_eq!(rec.order.status, "WAIT_BUYER_CONFIRM_GOODS");
+    assert_eq!(rec.order.modified, shipped.modified, "the order's own time");
+
+    // Messages late and out of order: one older than the state held changes nothing (the
+    // list's state at 300 s is newer than a message of 200 s), a newer one is taken and keeps
+    // the order's own time.
+    assert_eq!(
+        store
+            .apply_order_notices(&[notice("3003", 200, "WAIT_SELLER_SEND_GOODS")])
+            .await
+            .unwrap(),
+        0
+    );
+    assert_eq!(
+        store
+            .apply_order_notices(&[notice("3003", 900, "TRADE_FINISHED")])
+            .await
+            .unwrap(),
+        1
+    );
+    let rec = store.get_order(Platform::Taobao, "3003").await.unwrap().unwrap();
+    assert_eq!(rec.order.status, "TRADE_FINISHED");
+    assert_eq!(rec.order.modified, shipped.modified);
+    assert_eq!(
+        store
+            .apply_order_notices(&[notice("3003", 800, "WAIT_BUYER_CONFIRM_GOODS")])
+            .await
+            .unwrap(),
+        0,
+        "an older message after a newer one"
+    );
+    // A message that carries the order's own time moves it.
+    let mut own = notice("3003", 1000, "TRADE_CLOSED");
+    own.modified = Some(Utc.timestamp_opt(1_767_225_600 + 990, 0).unwrap());
+    assert_eq!(store.apply_order_notices(&[own.clone()]).await.unwrap(), 1);
+    let rec = store.get_order(Platform::Taobao, "3003").await.unwrap().unwrap();
+    assert_eq!(rec.order.modified, own.modified.unwrap());
+    assert_eq!(rec.order.status, "TRADE_CLOSED");
 }
 
 async fn logistics_events_dedup_with_insert_or_ignore(kind: Kind) {

@@ -707,6 +707,9 @@ fn taobao_change_messages_read_as_tmc_means_them() {
         !order.order_id.is_empty() && !order.status.is_empty(),
         "{order:?}"
     );
+    // TMC trade content carries no `modified`: the order's own time stays unknown, never
+    // the message's `pub_time`.
+    assert_eq!(order.modified, None, "{order:?}");
     let Ok(ApiResponse::Confirmed) = read(
         p,
         Api::MessageConfirm,
