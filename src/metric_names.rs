@@ -37,6 +37,12 @@ pub(crate) const JOBS_RUNNING: &str = "syncfleet_jobs_running";
 /// 1 while a shop is paused because the platform refused its session.
 pub(crate) const SHOP_PAUSED: &str = "syncfleet_shop_paused";
 pub(crate) const ITEMS_PENDING: &str = "syncfleet_items_pending";
+/// How far a shop's order watermark is behind where a run would put it, set at each due tick.
+pub(crate) const WATERMARK_BEHIND: &str = "syncfleet_watermark_behind_seconds";
+/// 1 while a shop's watermark has not kept up for `[jobs] watermark_stall_periods` periods.
+pub(crate) const WATERMARK_STALLED: &str = "syncfleet_watermark_stalled";
+/// Records set aside because they could not be read, by source (order, message).
+pub(crate) const QUARANTINED: &str = "syncfleet_quarantined_total";
 pub(crate) const ITEMS_FINISHED: &str = "syncfleet_items_finished_total";
 /// A no-op write transaction on the ledger, timed by the collector.
 pub(crate) const LEDGER_WRITE: &str = "syncfleet_ledger_write_duration_seconds";
@@ -138,6 +144,19 @@ pub(super) fn describe() {
     describe_gauge!(
         SHOP_PAUSED,
         "1 while a shop is paused because the platform refused its session; fleet-wide"
+    );
+    describe_gauge!(
+        WATERMARK_BEHIND,
+        Unit::Seconds,
+        "How far a shop's order watermark is behind now - lag, at its schedule's last tick"
+    );
+    describe_gauge!(
+        WATERMARK_STALLED,
+        "1 while a shop's order watermark has not kept up for watermark_stall_periods periods"
+    );
+    describe_counter!(
+        QUARANTINED,
+        "Records set aside because they could not be read, by source; syncfleet quarantine lists them"
     );
     describe_gauge!(
         ITEMS_PENDING,

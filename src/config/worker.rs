@@ -77,6 +77,13 @@ pub(crate) struct JobsConfig {
     pub(crate) schedule_check_ms: u64,
     /// Slices of a scheduled order run: TOP allows a day and recommends 30 minutes or less.
     pub(crate) sync_slice_s: u64,
+    /// The longest window one scheduled order run reads (0: no cap). A shop far behind (paused,
+    /// or its runs failing) catches up in runs of this size instead of one run re-reading
+    /// everything since its old watermark.
+    pub(crate) sync_catch_up_max_s: u64,
+    /// A shop's order watermark this many periods behind is stalled: warned in the log and
+    /// `syncfleet_watermark_stalled` is 1 (0 turns it off).
+    pub(crate) watermark_stall_periods: u32,
     /// Change messages pulled per call (TOP: 10..=200).
     pub(crate) listen_batch: u32,
     /// How often a worker looks at the renewable shops' tokens: renews the ones near their
@@ -101,6 +108,8 @@ impl Default for JobsConfig {
             item_retry_rounds: 4,
             schedule_check_ms: 1000,
             sync_slice_s: 1800,
+            sync_catch_up_max_s: 21_600,
+            watermark_stall_periods: 3,
             listen_batch: 100,
             token_check_ms: 5000,
             listen_every_ms: 4000,

@@ -10,7 +10,7 @@
 //! and the order's own `modified` is never the message's time; the incremental sweep stays as the safety net for
 //! messages lost, late or never sent.
 
-use super::orders::to_notice;
+use super::orders::{count_quarantined, to_notice};
 use crate::config::Config;
 use crate::link::gateway::{CallContext, Gateway, LinkError};
 use crate::platform::{ApiRequest, ApiResponse, Message, Platform};
@@ -260,6 +260,7 @@ pub(crate) async fn listen_once(
             })
             .collect();
         store.quarantine(&bad).await?;
+        count_quarantined(&bad);
         tracing::warn!(platform = %target.platform, messages = bad.len(), "change messages that could not be read were quarantined (syncfleet quarantine lists them)");
         ids.extend(
             unreadable

@@ -9,6 +9,7 @@ pub(crate) mod item;
 pub(crate) mod listen;
 pub(crate) mod listing;
 pub(crate) mod logistics;
+pub(crate) mod order_window;
 pub(crate) mod orders;
 pub mod producer;
 pub(crate) mod quota_floor;

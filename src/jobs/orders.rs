@@ -125,6 +125,14 @@ pub(crate) fn to_notice(
     })
 }
 
+/// Count records set aside in `syncfleet_quarantined_total` (by source), once they are kept.
+pub(crate) fn count_quarantined(records: &[Quarantined]) {
+    for q in records {
+        metrics::counter!(crate::metric_names::QUARANTINED, "source" => q.source.clone())
+            .increment(1);
+    }
+}
+
 /// An order list's entry that could not be read, as the quarantine keeps it.
 fn quarantined_order(platform: Platform, shop: &str, u: &Unreadable) -> Quarantined {
     Quarantined {
@@ -492,6 +500,7 @@ async fn sync_slice(
                     e.to_string(),
                 ));
             }
+            count_quarantined(&bad);
         }
         let upsert = ledger_write("upsert_orders", || {
             runner.store.upsert_orders_if_advanced(&batch)

@@ -6,10 +6,12 @@
 //! waits for a particular worker to be up.
 //!
 //! An order run reads `[watermark - overlap, now)` in slices of `[jobs] sync_slice_s` and
-//! covers (moves the watermark to) `now - lag`;
+//! covers (moves the watermark to) `now - lag`, at most `[jobs] sync_catch_up_max_s` of it
+//! per run ([`WindowRule`]);
 //! its job is created in the transaction that decides its tick, and its tasks are pushed after
 //! the commit (a push lost to a crash is pushed again by the self-healing queue).
 
+use super::order_window::WindowRule;
 use super::orders::slices;
 use super::producer::{chunk_tasks, ProducerError, Share};
 use super::spec::JobSpec;
@@ -152,25 +154,19 @@ async fn build_run(
     let lane = schedule.lane.parse().unwrap_or_default();
     let (spec, keys, window_ms) = match schedule.kind {
         JobKind::Orders => {
-            let lag = i64::try_from(schedule.lag.as_millis()).unwrap_or(i64::MAX);
-            let overlap = i64::try_from(schedule.overlap.as_millis()).unwrap_or(i64::MAX);
-            let every = i64::try_from(schedule.every.as_millis()).unwrap_or(i64::MAX);
+            let rule = window_rule(cfg, schedule);
+            let watermark = store.watermark(schedule.platform, &schedule.shop).await?;
+            if let Some(w) = watermark {
+                watch_watermark(&rule, schedule, w, now_ms);
+            }
             // The run reads up to now and vouches for up to now - lag: what the platform may
             // still be indexing is read if it shows and read again by the next run (the
             // watermark stays behind it), and a change in the last `lag` seconds is not left
-            // for a whole period.
-            let vouched_ms = now_ms.saturating_sub(lag);
-            let since_ms = match store.watermark(schedule.platform, &schedule.shop).await? {
-                Some(w) => w.saturating_sub(overlap),
-                None => vouched_ms.saturating_sub(every),
-            };
-            // Whole seconds: the platforms stamp `modified` to the second.
-            let since = at(since_ms.div_euclid(1000) * 1000);
-            let vouched = at(vouched_ms.div_euclid(1000) * 1000);
-            let until = at(now_ms.div_euclid(1000) * 1000);
-            if vouched <= since {
+            // for a whole period. A shop far behind catches up in runs of bounded size.
+            let Some(window) = rule.window(watermark, now_ms) else {
                 return Ok(None);
-            }
+            };
+            let (since, until) = (at(window.since), at(window.until));
             let slice = Duration::from_secs(
                 cfg.jobs
                     .sync_slice_s
@@ -184,11 +180,7 @@ async fn build_run(
                 until,
                 lane,
             };
-            (
-                spec,
-                keys,
-                Some((since.timestamp_millis(), vouched.timestamp_millis())),
-            )
+            (spec, keys, Some((window.since, window.vouched)))
         }
         JobKind::Logistics => {
             let min = Duration::from_secs(cfg.jobs.logistics_min_interval_s);
@@ -213,6 +205,41 @@ async fn build_run(
         keys,
         window_ms,
     }))
+}
+
+/// The order window's rule for `schedule` under this worker's `[jobs]`.
+fn window_rule(cfg: &Config, schedule: &Schedule) -> WindowRule {
+    let ms = |d: Duration| i64::try_from(d.as_millis()).unwrap_or(i64::MAX);
+    WindowRule {
+        lag: ms(schedule.lag),
+        overlap: ms(schedule.overlap),
+        every: ms(schedule.every),
+        catch_up_max: ms(Duration::from_secs(cfg.jobs.sync_catch_up_max_s)),
+        stall_periods: i64::from(cfg.jobs.watermark_stall_periods),
+    }
+}
+
+/// Publish how far the shop's watermark is behind, and warn while it is stalled.
+fn watch_watermark(rule: &WindowRule, schedule: &Schedule, watermark: i64, now_ms: i64) {
+    use crate::metric_names::{WATERMARK_BEHIND, WATERMARK_STALLED};
+    let labels = [
+        ("platform", schedule.platform.as_str().to_string()),
+        ("shop", schedule.shop.clone()),
+    ];
+    let behind_s = rule.behind(watermark, now_ms) as f64 / 1000.0;
+    metrics::gauge!(WATERMARK_BEHIND, &labels).set(behind_s);
+    let stalled = rule.stalled(watermark, now_ms);
+    metrics::gauge!(WATERMARK_STALLED, &labels).set(if stalled { 1.0 } else { 0.0 });
+    if stalled {
+        tracing::warn!(
+            schedule = schedule.id,
+            platform = %schedule.platform,
+            shop = %schedule.shop,
+            behind_s = behind_s.round(),
+            "the shop's order watermark has not kept up: its runs are failing, paused or \
+             catching up (`syncfleet schedule list`, `syncfleet quarantine`)"
+        );
+    }
 }
 
 fn at(ms: i64) -> DateTime<Utc> {

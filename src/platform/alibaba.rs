@@ -11,8 +11,8 @@ use super::model::{Parcel, Unreadable};
 use super::sign::alibaba_sign;
 use super::wire::ALIBABA_WEBSITE;
 use super::{
-    Api, ApiRequest, ApiResponse, Credentials, Item, Message, MessageOrder, Order, OrderPage, Platform, Trace,
-    TraceEvent,
+    Api, ApiRequest, ApiResponse, Credentials, Item, Message, MessageOrder, Order, OrderPage,
+    Platform, Trace, TraceEvent,
 };
 use crate::time::china_offset;
 use chrono::{DateTime, Utc};

@@ -17,8 +17,8 @@ pub(crate) mod wire;
 pub use classify::{CallError, TransportError};
 pub use client::{PlatformClient, RawResponse};
 pub use model::{
-    ApiRequest, ApiResponse, Attribute, Item, Message, MessageOrder, NewItem, NewSku, Order, OrderPage, Parcel,
-    ShopListing, Sku, Trace, TraceEvent, Unreadable,
+    ApiRequest, ApiResponse, Attribute, Item, Message, MessageOrder, NewItem, NewSku, Order,
+    OrderPage, Parcel, ShopListing, Sku, Trace, TraceEvent, Unreadable,
 };
 pub use wire::order_page_size_max;
 

@@ -115,7 +115,9 @@ mod tests {
             (o.order_id.as_str(), o.status.as_str(), o.amount.as_str()),
             ("2000000005", "waitbuyerreceive", "12.34")
         );
-        assert_eq!(o.modified.timestamp(), 1_780_000_000);
+        // `gmtBorn` is the message's time, not the order's own.
+        assert_eq!(m.born.timestamp(), 1_780_000_000);
+        assert_eq!(o.modified, None);
         assert_eq!(parse_push("other", &form), Err(PushError::Signature));
         let mut changed = form.clone();
         changed[0].1 = changed[0].1.replace("waitbuyerreceive", "success");

@@ -255,6 +255,70 @@ async fn a_run_reads_past_its_lag_and_the_watermark_stays_behind_it() {
         .is_empty());
 }
 
+/// A shop 30 hours behind (a week-long pause, runs that kept failing) catches up in runs of
+/// at most `[jobs] sync_catch_up_max_s` (6 hours by default), each moving the watermark on,
+/// instead of one run re-reading everything since the old watermark (60 slices here; the
+/// first run read all 30 hours before the cap). Coverage stays contiguous.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_shop_far_behind_catches_up_in_bounded_runs() {
+    let _serial = jobs_harness::serial().await;
+    let mut h = Harness::start(live_sim(), &ClientOpts::default()).await;
+    let since = (chrono::Utc::now() - chrono::Duration::hours(30)).to_rfc3339();
+    let out = h.run(&[
+        "schedule",
+        "add",
+        "orders",
+        "--platform",
+        "taobao",
+        "--shop",
+        "s1",
+        "--every",
+        "1s",
+        "--lag",
+        "30s",
+        "--overlap",
+        "2s",
+        "--since",
+        &since,
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let id = h.store.schedules().await.expect("schedules")[0].schedule.id;
+    let config = h.config.clone();
+    h.spawn_worker_with(&config, 4, 600);
+    wait_until(
+        "the watermark within a minute of now",
+        Duration::from_secs(120),
+        || async {
+            let view = &h.store.schedules().await.expect("schedules")[0];
+            view.watermark
+                .is_some_and(|w| w > chrono::Utc::now() - chrono::Duration::minutes(2))
+        },
+    )
+    .await;
+    h.schedule_action("pause", id);
+    h.wait_runs_settled(id, Duration::from_secs(120)).await;
+    let runs = h.store.schedule_runs(id, 10_000).await.expect("runs");
+    let windows: Vec<(i64, i64)> = runs.iter().filter_map(|r| r.window_ms).collect();
+    assert!(windows.len() >= 5, "{windows:?}");
+    let six_hours_and_overlap = 6 * 3_600_000 + 2_000;
+    assert!(
+        windows
+            .iter()
+            .all(|(from, to)| to - from <= six_hours_and_overlap),
+        "every run within the cap: {windows:?}"
+    );
+    assert!(h
+        .store
+        .coverage_gaps(TB, "s1")
+        .await
+        .expect("gaps")
+        .is_empty());
+}
+
 /// A window of the past walked page by page (5 orders a page, 4 pages a second) while the
 /// live store changes a quarter of its orders: each change moves an order out of the window
 /// and the ones behind it a place forward. Walked from the last page back, no order that

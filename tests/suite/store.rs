@@ -955,7 +955,10 @@ async fn a_late_change_message_never_holds_back_a_later_order_list(kind: Kind) {
     let mut shipped_before = shipped.clone();
     shipped_before.order_id = "3004".into();
     assert!(
-        !store.upsert_order_if_advanced(&shipped_before).await.unwrap(),
+        !store
+            .upsert_order_if_advanced(&shipped_before)
+            .await
+            .unwrap(),
         "the old write refuses the later list"
     );
 
@@ -968,7 +971,11 @@ async fn a_late_change_message_never_holds_back_a_later_order_list(kind: Kind) {
         1
     );
     assert!(store.upsert_order_if_advanced(&shipped).await.unwrap());
-    let rec = store.get_order(Platform::Taobao, "3003").await.unwrap().unwrap();
+    let rec = store
+        .get_order(Platform::Taobao, "3003")
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(rec.order.status, "WAIT_BUYER_CONFIRM_GOODS");
     assert_eq!(rec.order.modified, shipped.modified, "the order's own time");
 
@@ -989,7 +996,11 @@ async fn a_late_change_message_never_holds_back_a_later_order_list(kind: Kind) {
             .unwrap(),
         1
     );
-    let rec = store.get_order(Platform::Taobao, "3003").await.unwrap().unwrap();
+    let rec = store
+        .get_order(Platform::Taobao, "3003")
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(rec.order.status, "TRADE_FINISHED");
     assert_eq!(rec.order.modified, shipped.modified);
     assert_eq!(
@@ -1004,7 +1015,11 @@ async fn a_late_change_message_never_holds_back_a_later_order_list(kind: Kind) {
     let mut own = notice("3003", 1000, "TRADE_CLOSED");
     own.modified = Some(Utc.timestamp_opt(1_767_225_600 + 990, 0).unwrap());
     assert_eq!(store.apply_order_notices(&[own.clone()]).await.unwrap(), 1);
-    let rec = store.get_order(Platform::Taobao, "3003").await.unwrap().unwrap();
+    let rec = store
+        .get_order(Platform::Taobao, "3003")
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(rec.order.modified, own.modified.unwrap());
     assert_eq!(rec.order.status, "TRADE_CLOSED");
 }

@@ -1,0 +1,161 @@
+//! Which window an order run reads, and when a shop's watermark counts as stalled: a pure
+//! policy on unix milliseconds (docs/design.md, "Continuous sync").
+//!
+//! A run reads `[watermark - overlap, now)` and vouches for `now - lag`. A watermark far
+//! behind (a shop paused for a week, a run that kept failing) would make that window grow
+//! without bound: every run would re-read everything since the old watermark. So a run reads
+//! at most `catch_up_max` past its start and vouches for its own end; the next run goes on from
+//! there, and each run's cost stays bounded while the shop catches up.
+
+/// One order run's window, in unix ms: read `[since, until)`, move the watermark to `vouched`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct OrderWindow {
+    pub(crate) since: i64,
+    pub(crate) until: i64,
+    pub(crate) vouched: i64,
+    /// The window was cut at `catch_up_max`: the shop is catching up.
+    pub(crate) capped: bool,
+}
+
+/// The schedule's settings the window depends on, in ms.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct WindowRule {
+    pub(crate) lag: i64,
+    pub(crate) overlap: i64,
+    pub(crate) every: i64,
+    /// The longest window one run reads (0: no cap).
+    pub(crate) catch_up_max: i64,
+    /// A watermark more than this many periods behind `now - lag` is stalled.
+    pub(crate) stall_periods: i64,
+}
+
+impl WindowRule {
+    /// The window of a run decided at `now` for a shop whose watermark is `watermark` (none:
+    /// the last period). `None` when there is nothing to vouch for yet. Times are whole
+    /// seconds: the platforms stamp `modified` to the second.
+    pub(crate) fn window(&self, watermark: Option<i64>, now: i64) -> Option<OrderWindow> {
+        let second = |ms: i64| ms.div_euclid(1000) * 1000;
+        let vouched_at_most = now.saturating_sub(self.lag);
+        let since = second(match watermark {
+            Some(w) => w.saturating_sub(self.overlap),
+            None => vouched_at_most.saturating_sub(self.every),
+        });
+        let mut until = second(now);
+        let mut vouched = second(vouched_at_most);
+        let mut capped = false;
+        if self.catch_up_max > 0 {
+            let end = since.saturating_add(second(self.catch_up_max).max(1000));
+            if end < vouched {
+                (until, vouched, capped) = (end, end, true);
+            }
+        }
+        (vouched > since).then_some(OrderWindow {
+            since,
+            until,
+            vouched,
+            capped,
+        })
+    }
+
+    /// How far the watermark is behind where a run would put it (ms, 0 when none is due).
+    pub(crate) fn behind(&self, watermark: i64, now: i64) -> i64 {
+        now.saturating_sub(self.lag)
+            .saturating_sub(watermark)
+            .max(0)
+    }
+
+    /// The watermark has not kept up for `stall_periods` periods: an operator should look.
+    pub(crate) fn stalled(&self, watermark: i64, now: i64) -> bool {
+        self.stall_periods > 0
+            && self.behind(watermark, now) > self.every.saturating_mul(self.stall_periods)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MIN: i64 = 60_000;
+    const HOUR: i64 = 60 * MIN;
+
+    fn rule(catch_up_max: i64) -> WindowRule {
+        WindowRule {
+            lag: MIN,
+            overlap: 2 * MIN,
+            every: 5 * MIN,
+            catch_up_max,
+            stall_periods: 3,
+        }
+    }
+
+    #[test]
+    fn a_shop_in_step_reads_from_its_watermark_to_now() {
+        let now = 100 * HOUR + 1234;
+        let w = rule(6 * HOUR)
+            .window(Some(100 * HOUR - 6 * MIN), now)
+            .unwrap();
+        assert_eq!(w.since, 100 * HOUR - 8 * MIN);
+        assert_eq!(w.until, 100 * HOUR + 1000);
+        assert_eq!(w.vouched, 100 * HOUR - MIN + 1000);
+        assert!(!w.capped);
+    }
+
+    #[test]
+    fn a_new_shop_reads_its_last_period() {
+        let now = 100 * HOUR;
+        let w = rule(6 * HOUR).window(None, now).unwrap();
+        assert_eq!(w.since, now - MIN - 5 * MIN);
+        assert_eq!(w.vouched, now - MIN);
+    }
+
+    #[test]
+    fn a_shop_far_behind_catches_up_in_bounded_runs() {
+        let r = rule(6 * HOUR);
+        let now = 1000 * HOUR;
+        // A month behind: each run reads at most six hours, and the next starts where it
+        // vouched (less the overlap), so the shop catches up.
+        let mut watermark = now - 30 * 24 * HOUR;
+        let mut runs = 0;
+        while let Some(w) = r.window(Some(watermark), now) {
+            assert!(w.until - w.since <= 6 * HOUR, "{w:?}");
+            assert!(w.vouched > watermark, "each run moves the watermark on");
+            watermark = w.vouched;
+            runs += 1;
+            if !w.capped {
+                break;
+            }
+        }
+        assert_eq!(watermark, now - MIN, "caught up to now - lag");
+        assert!((120..=130).contains(&runs), "{runs} runs");
+        // No cap: one run reads it all.
+        let all = rule(0).window(Some(now - 30 * 24 * HOUR), now).unwrap();
+        assert!(!all.capped);
+        assert_eq!(all.vouched, now - MIN);
+    }
+
+    #[test]
+    fn nothing_to_vouch_for_is_no_run() {
+        let now = 100 * HOUR;
+        // Already vouched for past now - lag, the overlap included.
+        assert_eq!(rule(6 * HOUR).window(Some(now + MIN), now), None);
+        assert!(rule(6 * HOUR).window(Some(now), now).is_some());
+    }
+
+    #[test]
+    fn a_watermark_is_stalled_after_its_periods() {
+        let r = rule(6 * HOUR);
+        let now = 100 * HOUR;
+        assert!(!r.stalled(now - MIN, now), "in step");
+        assert!(
+            !r.stalled(now - MIN - 15 * MIN, now),
+            "three periods: not yet"
+        );
+        assert!(r.stalled(now - MIN - 15 * MIN - 1000, now));
+        assert_eq!(r.behind(now, now), 0);
+        let off = WindowRule {
+            stall_periods: 0,
+            ..r
+        };
+        assert!(!off.stalled(0, now), "0 turns the alert off");
+    }
+}
