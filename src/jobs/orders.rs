@@ -445,6 +445,25 @@ async fn sync_slice(
                 });
             }
         };
+        // A page from the stale cache is what the list said earlier, not now: a slice walked
+        // on it would count as coverage and move the watermark past changes it never saw.
+        // It is a failed attempt, like the error behind it (docs/design.md, "Degraded input never feeds a write").
+        if let Some(info) = &reply.stale {
+            let progress = walk.progress(pages, seen, changed);
+            return ItemRun::Outcome(ItemOutcome::attempted(
+                key,
+                ErrorClass::Retry,
+                format!(
+                    "order_list page {page} could only be answered from the stale cache ({}): not counted as read",
+                    info.reason
+                ),
+            ))
+            .carrying(|| {
+                (pages > 0)
+                    .then(|| serde_json::to_string(&progress).ok())
+                    .flatten()
+            });
+        }
         let ApiResponse::OrderPage(p) = reply.response else {
             return ItemRun::Outcome(ItemOutcome::failed(
                 key,

@@ -8,7 +8,7 @@ use crate::jobs_harness::{self, ClientOpts, Harness};
 use std::time::Duration;
 use syncfleet::config::Config;
 use syncfleet::platform::{Api, Platform};
-use syncfleet::sim::DrillPatch;
+use syncfleet::sim::{DrillPatch, SimConfig};
 use syncfleet::store::ItemStatus;
 use syncfleet::throttle::Gates;
 
@@ -152,6 +152,62 @@ async fn a_stale_source_read_feeds_no_write_unless_the_job_allows_it() {
     assert_eq!(
         h.stats(Platform::Taobao, Api::ItemAdd).calls,
         adds_before + 10
+    );
+}
+
+/// An order list the platform cannot answer may be served from the stale cache, but a page
+/// from it is what the list said earlier: the slice is not counted as read (it was `done`
+/// before, so a scheduled run covered it and its watermark moved past changes it never saw).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stale_order_page_is_not_counted_as_read() {
+    let _serial = jobs_harness::serial().await;
+    let opts = ClientOpts {
+        item_retry_rounds: 0,
+        ..ClientOpts::default()
+    };
+    let mut h = Harness::start(SimConfig::demo(), &opts).await;
+    let window = [
+        "orders",
+        "--platform",
+        "taobao",
+        "--shop",
+        "s1",
+        "--since",
+        "2026-01-01",
+        "--until",
+        "2026-01-01T06:00:00Z",
+    ];
+    // A first job reads the window fresh: the stale cache keeps its pages.
+    let first = h.enqueue(&window);
+    h.spawn_worker(4, 2);
+    let status = h.wait_job(first, Duration::from_secs(120)).await;
+    assert!(status.job.counts.done > 0, "{:?}", status.job.counts);
+    h.wait_workers(Duration::from_secs(60));
+    // Then the order list is down: every page can only come from the cache.
+    h.sim
+        .set_drill(DrillPatch {
+            outage: Some(true),
+            ..DrillPatch::default()
+        })
+        .expect("drill");
+    let again = h.enqueue(&window);
+    let config = h.config.clone();
+    h.spawn_worker_args(
+        &config,
+        4,
+        2,
+        &[],
+        &[("RUST_LOG", "warn,syncfleet::stale=info")],
+    );
+    let status = h.wait_job(again, Duration::from_secs(180)).await;
+    assert_eq!(status.job.counts.done, 0, "{:?}", status.job.counts);
+    assert!(status.job.counts.failed > 0, "{:?}", status.job.counts);
+    h.wait_workers(Duration::from_secs(60));
+    let logs = h.worker_logs();
+    assert!(
+        logs.lines()
+            .any(|l| l.contains("syncfleet::stale") && l.contains("order_list")),
+        "the pages came from the cache and were refused as reads: {logs}"
     );
 }
 
