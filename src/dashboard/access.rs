@@ -4,8 +4,10 @@
 //! `Host` is not a loopback name is refused: a web page elsewhere cannot reach the dashboard
 //! through DNS rebinding. With `--allow-remote` the token is required for everything, reads
 //! included (the page shows job failures, host names and the ledger's address): sent as
-//! `Authorization: Bearer TOKEN`, or as the cookie a browser gets by opening `/?token=TOKEN`
-//! once. Actions always need the token. Tokens are compared by their SHA-256 digests, so the
+//! `Authorization: Bearer TOKEN`, or as the cookie a browser gets by posting the token to
+//! `/login` (a form). Never in a URL: a query string stays in the browser's history, proxy
+//! logs and `Referer` headers. The cookie is `HttpOnly`, `SameSite=Strict` and `Secure` (a
+//! remote dashboard is served behind HTTPS). Actions always need the token. Tokens are compared by their SHA-256 digests, so the
 //! comparison takes the same time whatever the given token's length or content.
 
 use axum::extract::{Request, State};
@@ -115,33 +117,66 @@ pub(super) async fn guard(State(access): State<Access>, req: Request, next: Next
         }
         return next.run(req).await;
     }
-    // Remote: `/?token=T` once sets the cookie.
-    if req.uri().path() == "/" {
-        let from_query = req
+    match req.uri().path() {
+        "/login" => return login(&access, req).await,
+        // A token in the URL is refused, not taken: it would stay in history and logs.
+        "/" if req
             .uri()
             .query()
-            .and_then(|q| q.split('&').find_map(|kv| kv.strip_prefix("token=")));
-        if let Some(t) = from_query {
-            if !access.token.matches(t) {
-                return (StatusCode::UNAUTHORIZED, "wrong token").into_response();
-            }
-            let mut resp = Redirect::to("/").into_response();
-            if let Ok(v) =
-                HeaderValue::from_str(&format!("{COOKIE}={t}; HttpOnly; SameSite=Strict; Path=/"))
-            {
-                resp.headers_mut().insert(header::SET_COOKIE, v);
-            }
-            return resp;
+            .is_some_and(|q| q.split('&').any(|kv| kv.starts_with("token="))) =>
+        {
+            return (
+                StatusCode::BAD_REQUEST,
+                "the token is never taken from a URL (it would stay in the browser's history and in logs): open /login",
+            )
+                .into_response();
         }
+        _ => {}
     }
     match Token::given(req.headers()) {
         Some(t) if access.token.matches(t) => next.run(req).await,
+        // A browser without the cookie is sent to the form.
+        _ if req.uri().path() == "/" => Redirect::to("/login").into_response(),
         _ => (
             StatusCode::UNAUTHORIZED,
-            "this dashboard needs its token: open /?token=TOKEN once, or send Authorization: Bearer TOKEN",
+            "this dashboard needs its token: sign in at /login, or send Authorization: Bearer TOKEN",
         )
             .into_response(),
     }
+}
+
+/// The sign-in form (GET), and its post: the right token sets the cookie.
+async fn login(access: &Access, req: Request) -> Response {
+    const FORM: &str = "<!doctype html><meta charset=utf-8><title>syncfleet: sign in</title>\
+        <form method=post action=/login><label>dashboard token \
+        <input name=token type=password autocomplete=current-password autofocus></label> \
+        <button>sign in</button></form>";
+    if req.method() != axum::http::Method::POST {
+        return axum::response::Html(FORM).into_response();
+    }
+    let Ok(body) = axum::body::to_bytes(req.into_body(), 4096).await else {
+        return (StatusCode::PAYLOAD_TOO_LARGE, "the form is too large").into_response();
+    };
+    let token = serde_urlencoded::from_bytes::<Vec<(String, String)>>(&body)
+        .ok()
+        .and_then(|fields| fields.into_iter().find(|(k, _)| k == "token"))
+        .map(|(_, v)| v);
+    match token {
+        Some(t) if access.token.matches(&t) => {
+            let mut resp = Redirect::to("/").into_response();
+            if let Ok(v) = HeaderValue::from_str(&session_cookie(&t)) {
+                resp.headers_mut().insert(header::SET_COOKIE, v);
+            }
+            resp
+        }
+        _ => (StatusCode::UNAUTHORIZED, "wrong token").into_response(),
+    }
+}
+
+/// The cookie that keeps the token: out of scripts' reach, sent to this site only, over
+/// HTTPS only.
+fn session_cookie(token: &str) -> String {
+    format!("{COOKIE}={token}; HttpOnly; Secure; SameSite=Strict; Path=/")
 }
 
 #[cfg(test)]
@@ -157,6 +192,14 @@ mod tests {
         assert!(!t.matches(""));
         assert!(!Token::new(None).matches(""));
         assert!(!Token::new(Some(String::new())).is_set());
+    }
+
+    #[test]
+    fn the_cookie_is_for_https_and_out_of_scripts_reach() {
+        let c = session_cookie("t");
+        for part in ["HttpOnly", "Secure", "SameSite=Strict", "Path=/"] {
+            assert!(c.split("; ").any(|p| p == part), "{c}");
+        }
     }
 
     #[test]

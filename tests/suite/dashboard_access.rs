@@ -1,7 +1,7 @@
 //! Who may read the dashboard, against `syncfleet dashboard` processes: a remote dashboard
 //! does not start without a token and then answers nothing without it, reads included (a
-//! browser gets it as a cookie from `/?token=`); a loopback one refuses a request whose Host
-//! is not a loopback name (DNS rebinding).
+//! browser gets it as a cookie by signing in at `/login`, never from a URL); a loopback one
+//! refuses a request whose Host is not a loopback name (DNS rebinding).
 
 use crate::jobs_harness;
 
@@ -77,7 +77,6 @@ async fn a_remote_dashboard_needs_its_token_for_reads_and_a_local_one_checks_the
     let mut remote = start(&h, port, true);
     let bearer = format!("Bearer {TOKEN}");
     assert_eq!(status(&client, port, "/api/state", &[]).await.status(), 401);
-    assert_eq!(status(&client, port, "/", &[]).await.status(), 401);
     assert_eq!(
         status(
             &client,
@@ -95,16 +94,46 @@ async fn a_remote_dashboard_needs_its_token_for_reads_and_a_local_one_checks_the
             .status(),
         200
     );
-    // A browser opens /?token= once and keeps the cookie.
-    let login = status(&client, port, &format!("/?token={TOKEN}"), &[]).await;
+    // The token is never taken from a URL; a browser signs in with the form and keeps the
+    // cookie (HttpOnly, Secure, SameSite=Strict).
+    assert_eq!(
+        status(&client, port, &format!("/?token={TOKEN}"), &[])
+            .await
+            .status(),
+        400
+    );
+    let page = status(&client, port, "/", &[]).await;
+    assert_eq!(
+        page.status(),
+        303,
+        "a browser without the cookie goes to /login"
+    );
+    assert_eq!(status(&client, port, "/login", &[]).await.status(), 200);
+    let wrong = client
+        .post(format!("http://127.0.0.1:{port}/login"))
+        .form(&[("token", "wrong")])
+        .send()
+        .await
+        .expect("login");
+    assert_eq!(wrong.status(), 401);
+    let login = client
+        .post(format!("http://127.0.0.1:{port}/login"))
+        .form(&[("token", TOKEN)])
+        .send()
+        .await
+        .expect("login");
     assert_eq!(login.status(), 303);
-    let cookie = login
+    let set = login
         .headers()
         .get("set-cookie")
         .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.split(';').next())
         .expect("a cookie")
         .to_string();
+    assert!(
+        set.contains("; Secure") && set.contains("; HttpOnly"),
+        "{set}"
+    );
+    let cookie = set.split(';').next().expect("name=value").to_string();
     assert_eq!(
         status(&client, port, "/api/state", &[("cookie", &cookie)])
             .await
