@@ -196,14 +196,8 @@ async fn set(
     let cfg = cli.load_config()?;
     let configured = cfg.gate(platform, api);
     let effective_burst = burst.unwrap_or(configured.burst);
-    if let Some(cap) = cfg.platform(platform).and_then(|p| p.per_second_cap) {
-        if effective_burst + rate > cap {
-            return Err(CliError::input(format!(
-                "burst {effective_burst} + rate {rate} per second exceeds {platform}'s per-second cap {cap} \
-                 (platforms.{platform}.per_second_cap in {})",
-                cfg.file.display()
-            )));
-        }
+    if let Err(over) = cfg.check_gate_rate(platform, api, rate, burst) {
+        return Err(CliError::input(format!("{over} in {}", cfg.file.display())));
     }
     let change = match &cli.redis {
         Some(url) => {

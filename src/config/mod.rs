@@ -260,6 +260,42 @@ impl Config {
     pub fn platform(&self, platform: Platform) -> Option<&PlatformConfig> {
         self.platforms.get(&platform)
     }
+
+    /// Whether a gate of `platform` may be set to `rate` per second with `burst` (none: the
+    /// configured one): burst + rate must stay within the platform's per-second cap, the rule
+    /// `config check` applies to the file, for every way a rate is set at run time (the CLI,
+    /// the dashboard).
+    pub(crate) fn check_gate_rate(
+        &self,
+        platform: Platform,
+        api: Api,
+        rate: f64,
+        burst: Option<f64>,
+    ) -> Result<(), OverCap> {
+        let burst = burst.unwrap_or(self.gate(platform, api).burst);
+        match self.platform(platform).and_then(|p| p.per_second_cap) {
+            Some(cap) if burst + rate > cap => Err(OverCap {
+                platform,
+                rate,
+                burst,
+                cap,
+            }),
+            _ => Ok(()),
+        }
+    }
+}
+
+/// A gate rate that would exceed the platform's per-second cap.
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "burst {burst} + rate {rate} per second exceeds {platform}'s per-second cap {cap} \
+     (platforms.{platform}.per_second_cap)"
+)]
+pub(crate) struct OverCap {
+    platform: Platform,
+    rate: f64,
+    burst: f64,
+    cap: f64,
 }
 
 #[cfg(test)]

@@ -296,6 +296,13 @@ async fn action_gate(
         )
             .into_response();
     }
+    if let Err(over) = app
+        .rt
+        .cfg
+        .check_gate_rate(a.platform, a.api, a.rate, a.burst)
+    {
+        return (StatusCode::BAD_REQUEST, over.to_string()).into_response();
+    }
     let change = match app.gates.set_rate(a.platform, a.api, a.rate, a.burst).await {
         Ok(c) => c,
         Err(e) => return (StatusCode::BAD_REQUEST, format!("{e:#}")).into_response(),

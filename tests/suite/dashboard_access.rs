@@ -57,6 +57,14 @@ async fn status(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_remote_dashboard_needs_its_token_for_reads_and_a_local_one_checks_the_host() {
     let h = Harness::start(SimConfig::demo(), &ClientOpts::default()).await;
+    // Each platform's per-second cap, above the configured gates (1,900/s and a burst of 20).
+    let text = std::fs::read_to_string(&h.config).expect("config");
+    let capped = text.replace(
+        "max_in_flight = 256\n",
+        "max_in_flight = 256\nper_second_cap = 2000\n",
+    );
+    assert_ne!(text, capped);
+    std::fs::write(&h.config, capped).expect("config");
     // No token: a remote dashboard does not start.
     let out = h
         .command_with(&h.config, &["dashboard", "--allow-remote"])
@@ -140,6 +148,19 @@ async fn a_remote_dashboard_needs_its_token_for_reads_and_a_local_one_checks_the
             .status(),
         200
     );
+    // A gate's rate is held to the platform's per-second cap here as in `config check`.
+    let over_cap = client
+        .post(format!("http://127.0.0.1:{port}/api/actions/gate"))
+        .header("authorization", &bearer)
+        .json(&serde_json::json!({
+            "platform": "taobao", "api": "item_add", "rate": 5000.0, "why": "more"
+        }))
+        .send()
+        .await
+        .expect("gate action");
+    assert_eq!(over_cap.status(), 400);
+    let why = over_cap.text().await.unwrap_or_default();
+    assert!(why.contains("per_second_cap"), "{why}");
     let _ = remote.kill();
     let _ = remote.wait();
 
