@@ -24,7 +24,7 @@
 //! `message_confirm`) per order it changed; the orders missing at their last state before
 //! the final watermark after a closing sweep (cron: before its last window's end); and the
 //! change-to-ledger delay of every change (the ledger is read every 250 ms: when an order's
-//! stored `modified` first reached the change), p50 / p95.
+//! stored state's time (`status_at`) first reached the change), p50 / p95.
 //!
 //! Then **schedules through chaos**: ticks every 30 s for `--chaos-minutes` with 3 workers,
 //! one killed (SIGKILL) and another started every 45 s: ticks decided against ticks due,
@@ -187,7 +187,7 @@ async fn run(way: Way, minutes: u64, per_min: f64, life: Life, n_shops: usize) -
             next_cron += Duration::from_secs(60);
         }
         let stored: Vec<(String, i64)> = sqlx::query_as(
-            "SELECT order_id, modified FROM orders WHERE platform = 'taobao' AND modified >= $1",
+            "SELECT order_id, status_at FROM orders WHERE platform = 'taobao' AND status_at >= $1",
         )
         .bind(begun.timestamp_millis())
         .fetch_all(&ledger)

@@ -76,6 +76,7 @@ type OrderRow = (
     bool,
     Option<i64>,
     Option<String>,
+    i64,
 );
 
 impl Store {
@@ -161,15 +162,27 @@ impl Store {
             c.on(),
             sql!(
                 "SELECT platform, order_id, shop, status, shipped, modified, amount_cents,
-                        last_status, signed, last_queried_at, tracking
+                        last_status, signed, last_queried_at, tracking, status_at
                  FROM orders WHERE platform = $1 AND order_id = $2"
             ),
             platform.as_str(),
             order_id
         )
         .ctx(self, "get_order")?;
-        let Some((p, id, shop, status, shipped, modified, amount, last, signed, queried, tracking)) =
-            row
+        let Some((
+            p,
+            id,
+            shop,
+            status,
+            shipped,
+            modified,
+            amount,
+            last,
+            signed,
+            queried,
+            tracking,
+            status_at,
+        )) = row
         else {
             return Ok(None);
         };
@@ -184,6 +197,7 @@ impl Store {
                 amount_cents: amount,
                 tracking,
             },
+            status_at: from_ms(status_at),
             last_status: last,
             signed,
             last_queried_at: queried.map(from_ms),
@@ -454,6 +468,7 @@ impl Store {
                     r.signed,
                     r.last_queried_at.map(to_ms),
                     r.order.tracking,
+                    to_ms(r.status_at),
                 ])
             })
             .collect();
@@ -465,20 +480,21 @@ impl Store {
                 sqlite: concat!(
                     "INSERT OR REPLACE INTO orders
                         (platform, order_id, shop, status, shipped, modified, amount_cents,
-                         last_status, signed, last_queried_at, tracking, updated_at)
+                         last_status, signed, last_queried_at, tracking, status_at, updated_at)
                      SELECT value ->> 0, value ->> 1, value ->> 2, value ->> 3, value ->> 4,
                             value ->> 5, value ->> 6, value ->> 7, value ->> 8, value ->> 9,
-                            value ->> 10, ",
+                            value ->> 10, value ->> 11, ",
                     sql!(@sqlite NOW),
                     " FROM json_each($1)"
                 ),
                 postgres: concat!(
                     "INSERT INTO orders
                         (platform, order_id, shop, status, shipped, modified, amount_cents,
-                         last_status, signed, last_queried_at, tracking, updated_at)
+                         last_status, signed, last_queried_at, tracking, status_at, updated_at)
                      SELECT v ->> 0, v ->> 1, v ->> 2, v ->> 3, CAST(v ->> 4 AS BOOLEAN),
                             CAST(v ->> 5 AS BIGINT), CAST(v ->> 6 AS BIGINT), v ->> 7,
-                            CAST(v ->> 8 AS BOOLEAN), CAST(v ->> 9 AS BIGINT), v ->> 10, ",
+                            CAST(v ->> 8 AS BOOLEAN), CAST(v ->> 9 AS BIGINT), v ->> 10,
+                            CAST(v ->> 11 AS BIGINT), ",
                     sql!(@postgres NOW),
                     " FROM json_array_elements(CAST($1 AS json)) AS v
                      ON CONFLICT (platform, order_id) DO UPDATE SET
@@ -486,7 +502,8 @@ impl Store {
                          shipped = excluded.shipped, modified = excluded.modified,
                          amount_cents = excluded.amount_cents, last_status = excluded.last_status,
                          signed = excluded.signed, last_queried_at = excluded.last_queried_at,
-                         tracking = excluded.tracking, updated_at = excluded.updated_at"
+                         tracking = excluded.tracking, status_at = excluded.status_at,
+                         updated_at = excluded.updated_at"
                 ),
             ),
             payload

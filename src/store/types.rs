@@ -470,6 +470,9 @@ pub struct OrderNotice {
 pub struct OrderRecord {
     /// The order as last stored.
     pub order: Order,
+    /// When the status held was true: the order's own `modified` for a state an order list
+    /// brought, the message's publication time for one a change message brought.
+    pub status_at: DateTime<Utc>,
     /// Last logistics status seen (platform text).
     pub last_status: Option<String>,
     /// The parcel was signed for: never query its logistics again.

@@ -318,6 +318,7 @@ async fn failed_event_store_leaves_order_unmarked_and_rerun_stores_it() {
                 amount_cents: 100,
                 tracking: None,
             },
+            status_at: chrono::Utc::now(),
             last_status: None,
             signed: false,
             last_queried_at: None,

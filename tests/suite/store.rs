@@ -1068,6 +1068,7 @@ async fn record_trace_marks_queried_only_together_with_the_events(kind: Kind) {
     o.shipped = true;
     store
         .insert_orders(&[OrderRecord {
+            status_at: o.modified,
             order: o,
             last_status: None,
             signed: false,
@@ -1207,6 +1208,7 @@ async fn logistics_candidates_skip_signed_recent_and_unshipped(kind: Kind) {
         o.shop = shop.into();
         o.shipped = shipped;
         OrderRecord {
+            status_at: o.modified,
             order: o,
             last_status: None,
             signed,

@@ -151,7 +151,9 @@ impl Harness {
                 .get_order(platform, &o.id.to_string())
                 .await
                 .expect("read order");
-            if stored.is_none_or(|s| s.order.modified != *at || &s.order.status != status) {
+            // The state's own time: an order list's `modified`, or the publication time of
+            // the message that brought it (the simulator publishes at the change).
+            if stored.is_none_or(|s| s.status_at != *at || &s.order.status != status) {
                 behind.push(o.id);
             }
         }
