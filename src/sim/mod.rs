@@ -36,6 +36,8 @@ pub(crate) mod walk_shift;
 pub use config::{Limit, LimitKind, OrdersConfig, SimApp, SimConfig};
 pub use drill::{Drill, DrillError, DrillPatch, LimitKindOverride, LimitOverride};
 pub use live::LiveOrders;
+/// Which records a `malformed_ratio` drill sends unreadable (order and message ids).
+pub use proto::render::malformed as malformed_record;
 pub use state::{ApiStats, ErrorCounts, ShopStats, SimStats, Totals};
 pub use tokens::TokenStats;
 

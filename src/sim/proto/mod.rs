@@ -11,7 +11,7 @@
 
 mod execute;
 mod parcel;
-mod render;
+pub(crate) mod render;
 mod verify;
 mod write;
 pub(crate) use render::order_status;

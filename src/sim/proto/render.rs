@@ -160,7 +160,7 @@ pub(crate) fn order_status(p: Platform, s: OrderState) -> &'static str {
 
 /// Whether the record `id` is sent with an unreadable time under a drill's
 /// `malformed_ratio`: the same ids every time.
-pub(super) fn malformed(id: u64, ratio: f64) -> bool {
+pub fn malformed(id: u64, ratio: f64) -> bool {
     ratio > 0.0 && (id % 1000) < (ratio * 1000.0).round() as u64
 }
 

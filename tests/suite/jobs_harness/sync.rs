@@ -181,7 +181,19 @@ pub type HookPosts = Arc<Mutex<Vec<(String, bool)>>>;
 /// `X-Syncfleet-Signature` is the body's HMAC-SHA256 under `key`; answers 503 to the first
 /// `fail_first` POSTs, then 200. Returns its URL.
 pub async fn hook_receiver(key: &'static str, fail_first: usize) -> (String, HookPosts) {
+    let (url, posts, _down) = hook_receiver_switched(key, fail_first).await;
+    (url, posts)
+}
+
+/// [`hook_receiver`] that also answers 503 while the returned switch is on (a receiver down).
+pub async fn hook_receiver_switched(
+    key: &'static str,
+    fail_first: usize,
+) -> (String, HookPosts, Arc<std::sync::atomic::AtomicBool>) {
     use hmac::{Hmac, Mac};
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let down = Arc::new(AtomicBool::new(false));
+    let is_down = down.clone();
     let got: HookPosts = Arc::default();
     let sink = got.clone();
     let app = axum::Router::new().route(
@@ -204,7 +216,7 @@ pub async fn hook_receiver(key: &'static str, fail_first: usize) -> (String, Hoo
                     header("x-syncfleet-delivery"),
                     header("x-syncfleet-signature") == want,
                 ));
-                let status = if got.len() <= fail_first {
+                let status = if got.len() <= fail_first || is_down.load(Ordering::SeqCst) {
                     axum::http::StatusCode::SERVICE_UNAVAILABLE
                 } else {
                     axum::http::StatusCode::OK
@@ -221,5 +233,5 @@ pub async fn hook_receiver(key: &'static str, fail_first: usize) -> (String, Hoo
         listener.local_addr().expect("its address")
     );
     tokio::spawn(async move { axum::serve(listener, app).await });
-    (url, got)
+    (url, got, down)
 }

@@ -1,0 +1,283 @@
+//! A soak: continuous sync for hours, with bad records and a completion-hook receiver that is
+//! down for a while in the middle, the way a fleet meets months of work.
+//!
+//! `cargo bench --bench soakbench -- [--minutes 120] [--down-minutes 30] [--shops 3]
+//! [--per-min 10] [--malformed 0.01]`
+//!
+//! One app with `--shops` shops on the simulator's live store (each `--per-min` new orders a
+//! minute, paid ~60 s, shipped ~300 s, signed ~900 s later), Redis and a SQLite ledger, two
+//! worker processes (one listening to the change messages). Per shop an order schedule every
+//! 60 s (lag 5 s, overlap 60 s) and a logistics schedule every 10 minutes; retention and hooks
+//! at their defaults. A `--malformed` share of orders and messages is sent with an unreadable
+//! time (the same ids every time, as a platform's bad record would be); the hook receiver
+//! answers 503 for `--down-minutes` in the middle of the run.
+//!
+//! Counted at the end, against the simulator's live store: watermarks that froze (more than
+//! 3 periods behind at any 30 s sample), good orders not at their last state before the final
+//! watermark, finished runs whose completion was never delivered (after waiting, bounded, for
+//! the hook retries to reach the returned receiver), and the quarantine against the bad
+//! records: records quarantined that are not bad, bad orders the sweeps met that are not
+//! quarantined. Also: Redis keys and the ledger's size over time, the workers' CPU and RSS.
+
+#[path = "../tests/suite/jobs_harness/mod.rs"]
+mod jobs_harness;
+#[path = "../tests/suite/support/mod.rs"]
+mod support;
+
+use chrono::{DateTime, Utc};
+use jobs_harness::sync::hook_receiver_switched;
+use jobs_harness::{arg, ClientOpts, Harness};
+use std::collections::{BTreeMap, HashSet};
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+use syncfleet::platform::Platform;
+use syncfleet::sim::{malformed_record, DrillPatch, LiveOrders, SimConfig};
+use syncfleet::store::RunOutcome;
+
+const TB: Platform = Platform::Taobao;
+const ORDER_EVERY_S: i64 = 60;
+
+/// (the simulator's shop name, the ledger's): s1 is the app's own session.
+fn shop_names(n: usize) -> Vec<(String, String)> {
+    (1..=n.max(1))
+        .map(|i| {
+            let name = format!("s{i}");
+            (if i == 1 { String::new() } else { name.clone() }, name)
+        })
+        .collect()
+}
+
+/// The worker's CPU seconds so far (user + system), from /proc.
+fn cpu_s(pid: u32) -> Option<f64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let rest = stat.rsplit_once(')')?.1;
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let ticks: f64 = fields.get(11)?.parse::<f64>().ok()? + fields.get(12)?.parse::<f64>().ok()?;
+    Some(ticks / 100.0)
+}
+
+async fn redis_keys(url: &str) -> u64 {
+    let Ok(client) = redis::Client::open(url) else {
+        return 0;
+    };
+    let Ok(mut c) = client.get_multiplexed_async_connection().await else {
+        return 0;
+    };
+    redis::cmd("DBSIZE").query_async(&mut c).await.unwrap_or(0)
+}
+
+fn ledger_bytes(db: &str) -> u64 {
+    let path = db.trim_start_matches("sqlite://");
+    let path = path.split('?').next().unwrap_or(path);
+    ["", "-wal"]
+        .iter()
+        .filter_map(|s| std::fs::metadata(format!("{path}{s}")).ok())
+        .map(|m| m.len())
+        .sum()
+}
+
+#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+async fn main() {
+    if !std::env::args().any(|a| a == "--bench") {
+        println!("soakbench: run it with `cargo bench --bench soakbench`");
+        return;
+    }
+    let minutes: u64 = arg("--minutes", 120);
+    let down_minutes: u64 = arg("--down-minutes", 30);
+    let n_shops: usize = arg("--shops", 3);
+    let per_min: f64 = arg("--per-min", 10.0);
+    let bad: f64 = arg("--malformed", 0.01);
+    let shops = shop_names(n_shops);
+    let more: Vec<&str> = shops.iter().skip(1).map(|s| s.1.as_str()).collect();
+    let mut sim = SimConfig::demo().with_shops(TB, &more);
+    sim.orders.live = LiveOrders {
+        new_per_min: per_min,
+        pay_after_s: 60,
+        ship_after_s: 300,
+        sign_after_s: 900,
+        close_share: 0.1,
+        refund_share: 0.05,
+        history_s: 3600,
+        ..LiveOrders::default()
+    };
+    let opts = ClientOpts {
+        shops: shops.iter().skip(1).map(|s| (s.1.clone(), 1)).collect(),
+        ..ClientOpts::default()
+    };
+    let mut h = Harness::start(sim, &opts).await;
+    h.sim
+        .set_drill(DrillPatch {
+            malformed_ratio: Some(bad),
+            ..DrillPatch::default()
+        })
+        .expect("drill");
+    let (hook_url, _posts, down) = hook_receiver_switched("soak-key", 0).await;
+    h.add_hooks(&hook_url, "soak-key", "");
+    let app_key = h.sim.config().apps[0].app_key.clone();
+    let begun: DateTime<Utc> = Utc::now();
+    let mut order_schedules = Vec::new();
+    for (_, shop) in &shops {
+        order_schedules.push(
+            h.add_order_schedule_of("taobao", shop, &format!("{ORDER_EVERY_S}s"), "5s", "60s")
+                .await,
+        );
+        let out = h.run(&[
+            "schedule",
+            "add",
+            "logistics",
+            "--platform",
+            "taobao",
+            "--shop",
+            shop,
+            "--every",
+            "10m",
+        ]);
+        assert!(out.status.success(), "{out:?}");
+    }
+    let config = h.config.clone();
+    let listener = h.spawn_worker_args(&config, 8, 0, &["--listen", "taobao:s1"], &[]);
+    let sweeper = h.spawn_worker_with(&config, 8, 0);
+    let workers = [listener, sweeper];
+    println!(
+        "soakbench: {minutes} min, {n_shops} shops x {per_min} new orders/min, {:.1}% malformed orders and messages, hook receiver down {down_minutes} min in the middle, 2 workers",
+        bad * 100.0
+    );
+
+    let started = Instant::now();
+    let end = started + Duration::from_secs(minutes * 60);
+    let down_from = started + Duration::from_secs((minutes.saturating_sub(down_minutes)) * 30);
+    let down_until = down_from + Duration::from_secs(down_minutes * 60);
+    let mut worst_behind: BTreeMap<String, i64> = BTreeMap::new();
+    let mut frozen: BTreeMap<String, u32> = BTreeMap::new();
+    let mut samples = Vec::new();
+    let mut next_report = started + Duration::from_secs(60);
+    while Instant::now() < end {
+        let now = Instant::now();
+        down.store(now >= down_from && now < down_until, Ordering::SeqCst);
+        let clock = Utc::now();
+        for v in h.store.schedules().await.expect("schedules") {
+            let Some(w) = v.watermark else { continue };
+            let behind = (clock - w).num_seconds() - 5;
+            let worst = worst_behind.entry(v.schedule.shop.clone()).or_default();
+            *worst = (*worst).max(behind);
+            if behind > 3 * ORDER_EVERY_S {
+                *frozen.entry(v.schedule.shop.clone()).or_default() += 1;
+            }
+        }
+        if now >= next_report {
+            let cpu: f64 = workers.iter().filter_map(|p| cpu_s(*p)).sum();
+            let sample = (
+                started.elapsed().as_secs() / 60,
+                redis_keys(&h.redis.url).await,
+                ledger_bytes(&h.db),
+                cpu,
+            );
+            println!(
+                "  {:>4} min: Redis keys {:>5}, ledger {:>6.1} MiB, workers' CPU {:>7.1} s",
+                sample.0,
+                sample.1,
+                sample.2 as f64 / 1_048_576.0,
+                sample.3
+            );
+            samples.push(sample);
+            next_report += Duration::from_secs(if samples.len() == 1 { 540 } else { 600 });
+        }
+        tokio::time::sleep(Duration::from_secs(30).min(end.saturating_duration_since(now))).await;
+    }
+    down.store(false, Ordering::SeqCst);
+
+    // The closing check: a covered run past now for every shop, then every good order at its
+    // last state before its shop's watermark.
+    let asked = Utc::now();
+    let mut watermarks = Vec::new();
+    for id in &order_schedules {
+        let deadline = Instant::now() + Duration::from_secs(600);
+        loop {
+            let runs = h.store.schedule_runs(*id, 100_000).await.expect("runs");
+            if runs.iter().any(|r| {
+                r.outcome == RunOutcome::Covered
+                    && r.window_ms
+                        .is_some_and(|(_, to)| to >= asked.timestamp_millis() - 10_000)
+            }) {
+                break;
+            }
+            assert!(Instant::now() < deadline, "no covered run after the soak");
+            tokio::time::sleep(Duration::from_secs(1)).await;
+        }
+        let views = h.store.schedules().await.expect("schedules");
+        let view = views.iter().find(|v| v.schedule.id == *id).expect("it");
+        watermarks.push(view.watermark.expect("a watermark"));
+    }
+    let mut checked = 0;
+    let mut good_behind = Vec::new();
+    let mut bad_met: HashSet<String> = HashSet::new();
+    for ((sim_shop, _), to) in shops.iter().zip(&watermarks) {
+        let (c, behind) = h.orders_behind_of(TB, sim_shop, Some(begun), *to).await;
+        checked += c;
+        good_behind.extend(behind.into_iter().filter(|id| !malformed_record(*id, bad)));
+        for o in h
+            .sim
+            .live_orders_changed_since(TB, &app_key, sim_shop, Some(begun), *to)
+        {
+            if malformed_record(o.id, bad) {
+                bad_met.insert(o.id.to_string());
+            }
+        }
+    }
+    // Every finished run's completion delivered once the receiver is back (its retries back
+    // off up to 30 minutes: bounded wait of 40).
+    let deadline = Instant::now() + Duration::from_secs(2400);
+    let undelivered = loop {
+        let d = h
+            .store
+            .hook_deliveries(1_000_000)
+            .await
+            .expect("deliveries");
+        let left = d.iter().filter(|d| d.state != "delivered").count();
+        if left == 0 || Instant::now() >= deadline {
+            break (left, d.len());
+        }
+        tokio::time::sleep(Duration::from_secs(5)).await;
+    };
+    let q = h.store.quarantined(1_000_000).await.expect("quarantine");
+    let q_orders: HashSet<String> = q
+        .iter()
+        .filter(|r| r.record.source == "order")
+        .map(|r| r.record.record_id.clone())
+        .collect();
+    let q_messages: Vec<&String> = q
+        .iter()
+        .filter(|r| r.record.source == "message")
+        .map(|r| &r.record.record_id)
+        .collect();
+    let wrongly: Vec<&String> = q_orders
+        .iter()
+        .chain(q_messages.iter().copied())
+        .filter(|id| {
+            id.parse::<u64>()
+                .map_or(true, |n| !malformed_record(n, bad))
+        })
+        .collect();
+    let bad_not_quarantined = bad_met.difference(&q_orders).count();
+    let frozen_total: u32 = frozen.values().sum();
+    println!(
+        "soakbench: {checked} orders checked, good ones not at their last state: {}; watermarks frozen (samples over 3 periods behind): {frozen_total}, worst behind per shop (s): {worst_behind:?}",
+        good_behind.len()
+    );
+    println!(
+        "  quarantine: {} orders ({} bad orders met by the sweeps, {bad_not_quarantined} of them not quarantined), {} messages; good records quarantined: {}",
+        q_orders.len(),
+        bad_met.len(),
+        q_messages.len(),
+        wrongly.len()
+    );
+    println!(
+        "  hooks: {} deliveries, {} not delivered after the receiver returned; workers' RSS peak {:?} MiB",
+        undelivered.1,
+        undelivered.0,
+        workers.iter().map(|p| Harness::peak_rss_mb(*p)).collect::<Vec<_>>()
+    );
+    for pid in workers {
+        h.kill_worker(pid);
+    }
+}
