@@ -107,6 +107,7 @@ pub(crate) async fn serve(
         .route("/api/actions/requeue-dead", post(action_requeue_dead))
         .route("/api/actions/gate", post(action_gate))
         .route("/api/actions/job", post(action_job))
+        .route("/api/actions/resend-hooks", post(action_resend_hooks))
         .layer(axum::middleware::from_fn_with_state(access, access::guard))
         .with_state(app);
     let listener = tokio::net::TcpListener::bind(addr)
@@ -194,6 +195,24 @@ async fn action_retry(
             Json(serde_json::json!({"items": r.items, "tasks": r.tasks})).into_response()
         }
         Err(e) => (StatusCode::BAD_REQUEST, format!("{e:#}")).into_response(),
+    }
+}
+
+/// Send again the completion deliveries that were given up (all, or one job's).
+async fn action_resend_hooks(
+    State(app): State<Shared>,
+    headers: HeaderMap,
+    Json(a): Json<RequeueAction>,
+) -> Response {
+    if let Err(e) = app.token.check(&headers) {
+        return e.into_response();
+    }
+    match app.rt.store.resend_failed_hooks(a.job).await {
+        Ok(n) => {
+            tracing::info!(job = ?a.job, deliveries = n, "dashboard: hooks resent");
+            Json(serde_json::json!({ "deliveries": n })).into_response()
+        }
+        Err(e) => (StatusCode::INTERNAL_SERVER_ERROR, e.to_string()).into_response(),
     }
 }
 

@@ -29,6 +29,10 @@ pub(crate) struct DashboardState {
     paused_shops: Vec<PausedShopView>,
     /// Apps with a daily quota over all their APIs: booked today.
     apps: Vec<AppView>,
+    /// Records set aside because they could not be read, per source.
+    quarantined: Vec<(String, u64)>,
+    /// Completion deliveries given up (a resend sends them again).
+    hooks_failed: u64,
     /// Whether the token-protected actions are enabled.
     actions: bool,
 }
@@ -269,6 +273,8 @@ pub(crate) async fn collect(
         queue,
         paused_shops,
         apps,
+        quarantined: store.quarantine_counts().await?,
+        hooks_failed: store.failed_hook_count().await?,
         actions,
     })
 }

@@ -207,6 +207,18 @@ impl Store {
         Ok(n)
     }
 
+    /// How many deliveries were given up (`failed`): what `resend_failed_hooks` would send.
+    pub async fn failed_hook_count(&self) -> Result<u64, StoreError> {
+        let mut c = self.conn("failed_hook_count").await?;
+        let n = fetch!(
+            fetch_one as (i64,),
+            c.on(),
+            sql!("SELECT COUNT(*) FROM hook_deliveries WHERE state = 'failed'")
+        )
+        .ctx(self, "failed_hook_count")?;
+        Ok(u64::try_from(n.0).unwrap_or(0))
+    }
+
     /// The newest `limit` deliveries.
     pub async fn hook_deliveries(&self, limit: u32) -> Result<Vec<HookRecord>, StoreError> {
         let mut c = self.conn("hook_deliveries").await?;

@@ -91,6 +91,21 @@ impl Store {
         Ok(())
     }
 
+    /// How many records are quarantined, per source (`order`, `message`).
+    pub async fn quarantine_counts(&self) -> Result<Vec<(String, u64)>, StoreError> {
+        let mut c = self.conn("quarantine_counts").await?;
+        let rows = fetch!(
+            fetch_all as (String, i64),
+            c.on(),
+            sql!("SELECT source, COUNT(*) FROM quarantine GROUP BY source ORDER BY source")
+        )
+        .ctx(self, "quarantine_counts")?;
+        Ok(rows
+            .into_iter()
+            .map(|(s, n)| (s, u64::try_from(n).unwrap_or(0)))
+            .collect())
+    }
+
     /// The newest `limit` quarantined records.
     pub async fn quarantined(&self, limit: u32) -> Result<Vec<QuarantineRow>, StoreError> {
         let mut c = self.conn("quarantined").await?;

@@ -290,6 +290,46 @@ async fn dashboard_shows_live_progress_and_guards_its_actions() {
         assert_eq!(ok, "200", "{action}");
         assert_eq!(h.store.job_control(job).await.expect("control"), expect);
     }
+    // A record quarantined shows on the page; given-up hooks are sent again from it.
+    h.store
+        .quarantine(&[syncfleet::store::Quarantined {
+            source: "order".into(),
+            platform: Platform::Taobao,
+            record_id: "4242".into(),
+            shop: "default".into(),
+            reason: "`modified` missing or unreadable".into(),
+            raw: "{}".into(),
+        }])
+        .await
+        .expect("quarantine");
+    let shown = eventually("the quarantine on the page", || async {
+        let text = browser
+            .find_id("quarantine")
+            .await
+            .ok()?
+            .text()
+            .await
+            .ok()?;
+        text.contains("1 order").then_some(text)
+    })
+    .await;
+    assert!(shown.contains("hooks given up"), "{shown}");
+    browser
+        .execute(
+            "document.getElementById('result').dataset.status = ''; \
+             document.getElementById('job').value = '';",
+            vec![],
+        )
+        .await
+        .expect("clear");
+    browser
+        .find_id("resendhooks")
+        .await
+        .expect("button")
+        .click()
+        .await
+        .expect("click");
+    assert_eq!(eventually("the resend", status).await, "200");
     let shot = browser.screenshot().await.expect("screenshot");
     std::fs::write(artifacts().join("dashboard-action.png"), shot).expect("save screenshot");
 
