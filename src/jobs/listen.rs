@@ -254,7 +254,8 @@ pub(crate) async fn listen_once(
                 source: "message".into(),
                 platform: target.platform,
                 record_id: u.record_id(),
-                shop: String::new(),
+                // The listener's own shop: a replay files the message as this listener would.
+                shop: target.shop.clone(),
                 reason: u.reason.clone(),
                 raw: u.raw.clone(),
             })

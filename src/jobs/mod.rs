@@ -13,6 +13,7 @@ pub(crate) mod order_window;
 pub(crate) mod orders;
 pub mod producer;
 pub(crate) mod quota_floor;
+pub(crate) mod replay;
 pub(crate) mod runner;
 pub(crate) mod schedule;
 pub mod secrets;

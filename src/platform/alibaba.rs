@@ -286,18 +286,11 @@ pub(crate) fn parse_response(req: &ApiRequest, body: &Value) -> Result<ApiRespon
                 let b = o
                     .get("baseInfo")
                     .ok_or_else(|| missing(api, "result.baseInfo"))?;
-                let Some(modified) = text(b, "modifyTime").and_then(|m| parse_time(&m)) else {
-                    unreadable.push(Unreadable::entry(b, "id", "baseInfo.modifyTime"));
-                    continue;
-                };
-                orders.push(Order {
-                    order_id: text(b, "id").ok_or_else(|| missing(api, "baseInfo.id"))?,
-                    status: text_or_empty(b, "status"),
-                    modified,
-                    amount: text_or_empty(b, "totalAmount"),
-                    // The list gives no parcel ids: the logistics info call does.
-                    tracking: None,
-                });
+                match base_info(b) {
+                    Ok(Some(order)) => orders.push(order),
+                    Ok(None) => return Err(missing(api, "baseInfo.id")),
+                    Err(bad) => unreadable.push(bad),
+                }
             }
             let total = uint(body, "totalRecord");
             let seen = u64::from(*page) * u64::from(*page_size);
@@ -349,6 +342,22 @@ pub(crate) fn parse_response(req: &ApiRequest, body: &Value) -> Result<ApiRespon
             Err(CallError::not_offered(P, api))
         }
     }
+}
+
+/// One order's `baseInfo` of an order list; `Ok(None)` without an `id`, `Err` when its time
+/// cannot be read (the entry is quarantined, and `syncfleet quarantine replay` reads it again
+/// here). The list gives no parcel ids: the logistics info call does.
+pub(super) fn base_info(b: &Value) -> Result<Option<Order>, Unreadable> {
+    let Some(modified) = text(b, "modifyTime").and_then(|m| parse_time(&m)) else {
+        return Err(Unreadable::entry(b, "id", "baseInfo.modifyTime"));
+    };
+    Ok(text(b, "id").map(|order_id| Order {
+        order_id,
+        status: text_or_empty(b, "status"),
+        modified,
+        amount: text_or_empty(b, "totalAmount"),
+        tracking: None,
+    }))
 }
 
 /// Why a pushed message was refused.

@@ -281,18 +281,11 @@ pub(crate) fn parse_response(req: &ApiRequest, body: &Value) -> Result<ApiRespon
             let mut orders = Vec::new();
             let mut unreadable = Vec::new();
             for o in array(result, "orderInfoList") {
-                let Some(modified) = text(o, "modified").and_then(|m| parse_china_time(&m)) else {
-                    unreadable.push(Unreadable::entry(o, "orderId", "modified"));
-                    continue;
-                };
-                orders.push(Order {
-                    order_id: text(o, "orderId")
-                        .ok_or_else(|| missing(api, "orderInfoList.orderId"))?,
-                    status: text_or_empty(o, "orderState"),
-                    modified,
-                    amount: text_or_empty(o, "orderTotalPrice"),
-                    tracking: text(o, "waybill").filter(|w| !w.trim().is_empty()),
-                });
+                match order_info(o) {
+                    Ok(Some(order)) => orders.push(order),
+                    Ok(None) => return Err(missing(api, "orderInfoList.orderId")),
+                    Err(bad) => unreadable.push(bad),
+                }
             }
             let total = uint(result, "orderTotal");
             // JD has no has_next: there is more while page x page_size < orderTotal.
@@ -328,6 +321,21 @@ pub(crate) fn parse_response(req: &ApiRequest, body: &Value) -> Result<ApiRespon
         | ApiRequest::MessageConsume { .. }
         | ApiRequest::MessageConfirm { .. } => Err(CallError::not_offered(P, api)),
     }
+}
+
+/// One order of an order list; `Ok(None)` without an `orderId`, `Err` when its time cannot be
+/// read (the entry is quarantined, and `syncfleet quarantine replay` reads it again here).
+pub(super) fn order_info(o: &Value) -> Result<Option<Order>, Unreadable> {
+    let Some(modified) = text(o, "modified").and_then(|m| parse_china_time(&m)) else {
+        return Err(Unreadable::entry(o, "orderId", "modified"));
+    };
+    Ok(text(o, "orderId").map(|order_id| Order {
+        order_id,
+        status: text_or_empty(o, "orderState"),
+        modified,
+        amount: text_or_empty(o, "orderTotalPrice"),
+        tracking: text(o, "waybill").filter(|w| !w.trim().is_empty()),
+    }))
 }
 
 #[cfg(test)]

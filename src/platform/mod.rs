@@ -9,6 +9,7 @@ pub(crate) mod jd;
 mod json;
 pub(crate) mod model;
 pub(crate) mod oauth;
+pub(crate) mod reread;
 pub mod sign;
 pub(crate) mod taobao;
 pub(crate) mod webhook;

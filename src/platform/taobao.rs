@@ -322,17 +322,11 @@ pub(crate) fn parse_response(req: &ApiRequest, body: &Value) -> Result<ApiRespon
             let mut orders = Vec::with_capacity(trades.len());
             let mut unreadable = Vec::new();
             for t in trades {
-                let Some(modified) = text(t, "modified").and_then(|m| parse_china_time(&m)) else {
-                    unreadable.push(Unreadable::entry(t, "tid", "modified"));
-                    continue;
-                };
-                orders.push(Order {
-                    order_id: text(t, "tid").ok_or_else(|| missing(api, "trade.tid"))?,
-                    status: text_or_empty(t, "status"),
-                    modified,
-                    amount: text_or_empty(t, "payment"),
-                    tracking: None,
-                });
+                match trade(t) {
+                    Ok(Some(order)) => orders.push(order),
+                    Ok(None) => return Err(missing(api, "trade.tid")),
+                    Err(bad) => unreadable.push(bad),
+                }
             }
             // Without `use_has_next` TOP answers the total, and more follow while this page
             // ends before it; `has_next` is read when an answer carries it.
@@ -394,9 +388,24 @@ pub(crate) fn parse_response(req: &ApiRequest, body: &Value) -> Result<ApiRespon
     }
 }
 
+/// One trade of an order list; `Ok(None)` without a `tid`, `Err` when its time cannot be read
+/// (the entry is quarantined, and `syncfleet quarantine replay` reads it again here).
+pub(super) fn trade(t: &Value) -> Result<Option<Order>, Unreadable> {
+    let Some(modified) = text(t, "modified").and_then(|m| parse_china_time(&m)) else {
+        return Err(Unreadable::entry(t, "tid", "modified"));
+    };
+    Ok(text(t, "tid").map(|order_id| Order {
+        order_id,
+        status: text_or_empty(t, "status"),
+        modified,
+        amount: text_or_empty(t, "payment"),
+        tracking: None,
+    }))
+}
+
 /// One TMC message: its envelope, and the order's new state when its `content` (a JSON
 /// text) names the trade with its status (a trade or refund message).
-fn tmc_message(m: &Value) -> Option<Message> {
+pub(super) fn tmc_message(m: &Value) -> Option<Message> {
     let id = uint(m, "id")?;
     let born = parse_china_time(&text(m, "pub_time")?)?;
     let content: Option<Value> = text(m, "content").and_then(|c| serde_json::from_str(&c).ok());

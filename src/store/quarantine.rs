@@ -91,6 +91,23 @@ impl Store {
         Ok(())
     }
 
+    /// Let a record out of the quarantine (it was read after all). True when it was there.
+    pub async fn release_quarantined(&self, q: &Quarantined) -> Result<bool, StoreError> {
+        let mut c = self.conn("release_quarantined").await?;
+        let n = execute!(
+            c.on(),
+            sql!(
+                "DELETE FROM quarantine
+                 WHERE source = $1 AND platform = $2 AND record_id = $3"
+            ),
+            &q.source,
+            q.platform.as_str(),
+            &q.record_id
+        )
+        .ctx(self, "release_quarantined")?;
+        Ok(n == 1)
+    }
+
     /// How many records are quarantined, per source (`order`, `message`).
     pub async fn quarantine_counts(&self) -> Result<Vec<(String, u64)>, StoreError> {
         let mut c = self.conn("quarantine_counts").await?;

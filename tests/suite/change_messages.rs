@@ -263,4 +263,95 @@ async fn unreadable_orders_and_messages_are_quarantined_and_stop_nothing() {
         text.contains("order") && text.contains("unreadable"),
         "{text}"
     );
+    // Read again as they are, they still do not read: a replay takes none and keeps all.
+    let out = h.run(&["quarantine", "replay"]);
+    assert!(out.status.success(), "{out:?}");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains(&format!(
+            "0 record(s) read and taken, {} still unreadable",
+            quarantined.len()
+        )),
+        "{text}"
+    );
+}
+
+/// A replay takes what reads now (an adapter that learnt to read it, a platform that fixed its
+/// data) as the run or the listener would have, under the shop that met it, and keeps what
+/// still does not read.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_quarantine_replay_takes_what_reads_now_and_keeps_the_rest() {
+    use syncfleet::store::Quarantined;
+    let _serial = jobs_harness::serial().await;
+    let h = Harness::start(live_sim(), &ClientOpts::default()).await;
+    let row = |source: &str, id: &str, raw: String| Quarantined {
+        source: source.into(),
+        platform: TB,
+        record_id: id.into(),
+        shop: "s1".into(),
+        reason: "`modified` missing or unreadable".into(),
+        raw,
+    };
+    let message = serde_json::json!({
+        "id": 9_000_001u64, "topic": "taobao_trade_TradeBuyerPay",
+        "pub_time": "2026-01-01 10:00:05", "user_nick": "",
+        "content": r#"{"tid":"556","status":"WAIT_SELLER_SEND_GOODS","payment":"3.00"}"#,
+    });
+    h.store
+        .quarantine(&[
+            row(
+                "order",
+                "555",
+                r#"{"tid":"555","status":"TRADE_FINISHED","modified":"2026-01-01 10:00:00","payment":"9.90"}"#.into(),
+            ),
+            row(
+                "order",
+                "557",
+                r#"{"tid":"557","modified":"0000-00-00 unreadable"}"#.into(),
+            ),
+            row("message", "9000001", message.to_string()),
+        ])
+        .await
+        .expect("quarantine");
+    let out = h.run(&["quarantine", "replay"]);
+    assert!(out.status.success(), "{out:?}");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("2 record(s) read and taken, 1 still unreadable"),
+        "{text}"
+    );
+    let order = h
+        .store
+        .get_order(TB, "555")
+        .await
+        .expect("read")
+        .expect("stored");
+    assert_eq!(
+        (order.order.shop.as_str(), order.order.amount_cents),
+        ("s1", 990)
+    );
+    let from_message = h
+        .store
+        .get_order(TB, "556")
+        .await
+        .expect("read")
+        .expect("stored");
+    assert_eq!(from_message.order.status, "WAIT_SELLER_SEND_GOODS");
+    assert_eq!(from_message.order.shop, "s1", "the listener's own shop");
+    assert_eq!(
+        h.store
+            .known_messages(TB, &[9_000_001])
+            .await
+            .expect("known")
+            .len(),
+        1,
+        "the message recorded as the listener records it"
+    );
+    let left = h.store.quarantined(100).await.expect("quarantine");
+    assert_eq!(
+        left.iter()
+            .map(|q| q.record.record_id.as_str())
+            .collect::<Vec<_>>(),
+        ["557"]
+    );
 }
