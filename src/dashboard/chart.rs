@@ -1,5 +1,6 @@
-//! Today's burn curve of one gate as an SVG: calls counted so far against the share of the
-//! daily quota the elapsed part of the day allows (above the line, the quota will not last).
+//! Today's burn curve of one gate as an SVG, over the recent hours: calls counted so far
+//! against the share of the daily quota the elapsed part of the day allows (above the pace
+//! line, the quota will not last).
 //! Rendered server-side with plotters: no JavaScript chart library, nothing from a CDN.
 
 use super::DashboardError;
@@ -42,8 +43,15 @@ pub(crate) fn end_at(
     }
 }
 
-/// The burn curve of `title`: `used` (cumulative calls per minute of the day), the quota's
-/// fair share line when `quota` is known, and `now` as the right edge.
+/// How much of the day the chart shows: the recent hours, where the work is. A whole day on
+/// 480 pixels draws an hour of work as a vertical line at the right edge.
+pub(crate) const WINDOW_MIN: f64 = 180.0;
+
+/// The burn curve of `title`: `used` (cumulative calls per minute of the day) over the last
+/// [`WINDOW_MIN`] minutes to `now`, against the day's pace line (the daily quota spread evenly
+/// over the day: above it, the quota will not last) when `quota` is known. The x axis is the
+/// platform's clock (GMT+8), the y axis the day's running count, so the curve and the pace
+/// line compare directly.
 pub(crate) fn burn_svg(
     title: &str,
     day_start: DateTime<Utc>,
@@ -56,33 +64,60 @@ pub(crate) fn burn_svg(
         let root = SVGBackend::with_string(&mut svg, (480, 220)).into_drawing_area();
         root.fill(&WHITE).map_err(chart_err)?;
         let elapsed = (now - day_start).num_minutes().clamp(1, 1440) as f64;
-        let top_used = used.last().map_or(0.0, |p| p.1);
-        let fair_now = quota.map_or(0.0, |q| q as f64 * elapsed / 1440.0);
-        let y_max = (top_used.max(fair_now) * 1.15).max(10.0);
+        let from = window_start(used, elapsed);
+        let line = curve(used);
+        let at = |minute: f64| {
+            line.iter()
+                .take_while(|p| p.0 <= minute)
+                .last()
+                .map_or(0.0, |p| p.1)
+        };
+        let pace = |minute: f64| quota.map(|q| q as f64 * minute / 1440.0);
+        let top = at(elapsed).max(pace(elapsed).unwrap_or(0.0));
+        let bottom = at(from).min(pace(from).unwrap_or(f64::MAX));
+        let span = (top - bottom).max(10.0);
+        let (y_lo, y_hi) = ((bottom - span * 0.05).max(0.0), top + span * 0.15);
         let mut chart = ChartBuilder::on(&root)
             .caption(title, ("sans-serif", 14))
             .margin(8)
-            .x_label_area_size(24)
-            .y_label_area_size(48)
-            .build_cartesian_2d(0f64..elapsed.max(60.0), 0f64..y_max)
+            .x_label_area_size(34)
+            .y_label_area_size(56)
+            // x in half hours, so the axis's round steps fall on the clock's half hours.
+            .build_cartesian_2d(from / 30.0..elapsed.max(from + 1.0) / 30.0, y_lo..y_hi)
             .map_err(chart_err)?;
         chart
             .configure_mesh()
-            .x_desc("minutes since 00:00 GMT+8")
-            .x_labels(6)
+            .x_desc("GMT+8")
+            .axis_desc_style(("sans-serif", 11))
+            .x_labels(7)
+            .x_label_formatter(&|h| {
+                let m = (h * 30.0).round() as i64;
+                format!("{:02}:{:02}", (m / 60) % 24, m % 60)
+            })
             .y_labels(5)
+            .y_label_formatter(&|v| format!("{v:.0}"))
             .draw()
             .map_err(chart_err)?;
-        if let Some(q) = quota {
-            let fair = vec![(0.0, 0.0), (elapsed, q as f64 * elapsed / 1440.0)];
+        if quota.is_some() {
+            let pace_line: Vec<(f64, f64)> = [from, elapsed]
+                .iter()
+                .filter_map(|m| Some((*m, pace(*m)?)))
+                .collect();
             chart
-                .draw_series(LineSeries::new(fair, &RGBColor(150, 150, 150)))
+                .draw_series(LineSeries::new(
+                    pace_line.into_iter().map(|(m, v)| (m / 30.0, v)),
+                    &RGBColor(150, 150, 150),
+                ))
                 .map_err(chart_err)?
-                .label("fair share of the daily quota");
+                .label("the day's pace");
         }
+        let shown: Vec<(f64, f64)> = std::iter::once((from, at(from)))
+            .chain(line.iter().copied().filter(|p| p.0 > from))
+            .chain(std::iter::once((elapsed, at(elapsed))))
+            .collect();
         chart
             .draw_series(LineSeries::new(
-                curve(used),
+                shown.into_iter().map(|(m, v)| (m / 30.0, v)),
                 RGBColor(200, 60, 40).stroke_width(2),
             ))
             .map_err(chart_err)?
@@ -91,6 +126,24 @@ pub(crate) fn burn_svg(
     }
     Ok(svg)
 }
+
+/// Where the chart starts (minute of the day): the last [`WINDOW_MIN`] minutes, closer in
+/// when the calls in them began later (a few minutes before the first, at least
+/// [`WINDOW_MIN_SPAN`] minutes shown), so that a short burst of work has width.
+fn window_start(used: &[(f64, f64)], elapsed: f64) -> f64 {
+    let earliest = (elapsed - WINDOW_MIN).max(0.0);
+    let first_call = used
+        .iter()
+        .find(|p| p.0 >= earliest)
+        .map_or(elapsed, |p| p.0);
+    let lead = ((elapsed - first_call) * 0.1).max(5.0);
+    (first_call - lead)
+        .min(elapsed - WINDOW_MIN_SPAN)
+        .max(earliest)
+}
+
+/// The narrowest window the chart shows (minutes).
+const WINDOW_MIN_SPAN: f64 = 15.0;
 
 /// The drawn line of `used`: from the day's start, flat through minutes without calls (a
 /// straight line from one point to the next would show calls in the idle hours between).
@@ -182,5 +235,40 @@ mod tests {
         assert!(svg.starts_with("<svg"), "{svg}");
         assert!(svg.contains("<polyline"), "{svg}");
         assert!(svg.contains("taobao.item_add"));
+    }
+
+    #[test]
+    fn the_window_closes_in_on_recent_work() {
+        // Calls from 12:30 to 13:00: shown from 12:25, not from 10:00.
+        assert_eq!(window_start(&[(750.0, 10.0), (779.0, 90.0)], 780.0), 745.0);
+        // A burst in the last minute: the narrowest window.
+        assert_eq!(window_start(&[(779.0, 10.0)], 780.0), 765.0);
+        // Work all afternoon: the last three hours.
+        let afternoon = [(590.0, 1.0), (600.0, 2.0), (700.0, 50.0), (779.0, 90.0)];
+        assert_eq!(window_start(&afternoon, 780.0), 600.0);
+        // Nothing yet: the narrowest window; early in the day, from 00:00.
+        assert_eq!(window_start(&[], 780.0), 765.0);
+        assert_eq!(window_start(&[], 10.0), 0.0);
+    }
+
+    /// The x axis spans the recent hours, labelled on the platform's clock: an hour of work in
+    /// the afternoon fills the chart instead of a sliver at the right edge of the day.
+    #[test]
+    fn the_chart_shows_the_recent_hours_on_the_platforms_clock() {
+        // 05:00 UTC is 13:00 GMT+8: the window is 10:00 to 13:00.
+        let now = "2026-12-01T05:00:00Z".parse::<DateTime<Utc>>().unwrap();
+        let svg = burn_svg(
+            "taobao.item_add",
+            day_start(now),
+            now,
+            &[(600.0, 10.0), (720.0, 500.0), (779.0, 5_000.0)],
+            Some(1_000_000),
+        )
+        .unwrap();
+        for tick in ["10:00", "11:30", "13:00"] {
+            assert!(svg.contains(&format!("\n{tick}\n")), "no {tick}: {svg}");
+        }
+        assert!(!svg.contains(">00:00<"), "the whole day drawn: {svg}");
+        assert!(svg.contains("GMT+8"));
     }
 }
