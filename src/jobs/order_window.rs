@@ -7,6 +7,22 @@
 //! at most `catch_up_max` past its start and vouches for its own end; the next run goes on from
 //! there, and each run's cost stays bounded while the shop catches up.
 
+/// The clock an order window is decided on: the ledger's, so every worker decides alike, but
+/// never ahead of this host's. A window vouches for `now - lag`; a ledger clock ahead of the
+/// platform's by more than lag + overlap would vouch for changes that have not happened yet,
+/// and the next run, starting at that watermark less the overlap, would never read them. A
+/// host kept in time (NTP) bounds that; a host behind only makes the window shorter (read
+/// again next run). Answers the clock and how far the ledger's is ahead (ms, 0 when not).
+pub(crate) fn window_clock(ledger_ms: i64, host_ms: i64) -> (i64, i64) {
+    (
+        ledger_ms.min(host_ms),
+        ledger_ms.saturating_sub(host_ms).max(0),
+    )
+}
+
+/// A ledger clock this far ahead of the host's is warned about (ms).
+pub(crate) const CLOCK_AHEAD_WARN_MS: i64 = 5_000;
+
 /// One order run's window, in unix ms: read `[since, until)`, move the watermark to `vouched`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct OrderWindow {
@@ -139,6 +155,26 @@ mod tests {
         // Already vouched for past now - lag, the overlap included.
         assert_eq!(rule(6 * HOUR).window(Some(now + MIN), now), None);
         assert!(rule(6 * HOUR).window(Some(now), now).is_some());
+    }
+
+    /// A ledger clock 5 minutes ahead, more than lag (1 min) + overlap (2 min): the window is
+    /// decided on the host's clock, so the watermark never passes what the platform can have
+    /// stamped.
+    #[test]
+    fn a_ledger_clock_ahead_never_vouches_for_the_future() {
+        let host = 100 * HOUR;
+        let ledger = host + 5 * MIN;
+        let (now, ahead) = window_clock(ledger, host);
+        assert_eq!((now, ahead), (host, 5 * MIN));
+        let r = rule(6 * HOUR);
+        let w = r.window(Some(host - 2 * MIN), now).unwrap();
+        assert!(w.vouched <= host - MIN, "{w:?}");
+        // On the ledger's clock alone it vouched for 4 minutes the platform had not reached,
+        // and the next run (from there less the 2 minute overlap) would skip 2 of them.
+        let on_ledger = r.window(Some(host - 2 * MIN), ledger).unwrap();
+        assert!(on_ledger.vouched - 2 * MIN > host, "{on_ledger:?}");
+        // A ledger behind the host: its clock, nothing to warn about.
+        assert_eq!(window_clock(host - MIN, host), (host - MIN, 0));
     }
 
     #[test]

@@ -11,7 +11,7 @@
 //! its job is created in the transaction that decides its tick, and its tasks are pushed after
 //! the commit (a push lost to a crash is pushed again by the self-healing queue).
 
-use super::order_window::WindowRule;
+use super::order_window::{window_clock, WindowRule, CLOCK_AHEAD_WARN_MS};
 use super::orders::slices;
 use super::producer::{chunk_tasks, ProducerError, Share};
 use super::spec::JobSpec;
@@ -163,7 +163,16 @@ async fn build_run(
             // still be indexing is read if it shows and read again by the next run (the
             // watermark stays behind it), and a change in the last `lag` seconds is not left
             // for a whole period. A shop far behind catches up in runs of bounded size.
-            let Some(window) = rule.window(watermark, now_ms) else {
+            let (window_now, ahead) = window_clock(now_ms, Utc::now().timestamp_millis());
+            if ahead > CLOCK_AHEAD_WARN_MS {
+                tracing::warn!(
+                    schedule = schedule.id,
+                    ahead_ms = ahead,
+                    "the ledger's clock is ahead of this host's: order windows are decided on \
+                     the host's (keep both in time with NTP)"
+                );
+            }
+            let Some(window) = rule.window(watermark, window_now) else {
                 return Ok(None);
             };
             let (since, until) = (at(window.since), at(window.until));
