@@ -169,10 +169,12 @@ end
 local g = redis.call('HMGET', KEYS[1], 'sec', 'sent')
 local gsec = tonumber(g[1]) or -1
 local gsent = tonumber(g[2]) or 0
+local pushed = false
 if sec < gsec then
   -- Behind a later booking (a rate rise): it counts in the second already being filled.
   sec = gsec
   if send < sec * 1000000 then send = sec * 1000000 end
+  pushed = true
 end
 if sec ~= gsec then
   gsent = 0
@@ -180,13 +182,18 @@ elseif gsent >= budget then
   sec = sec + 1
   send = sec * 1000000
   gsent = 0
+  pushed = true
 end
--- A call booked later than the bucket allowed (the band, a spent second) leaves at `send`:
--- the bucket runs on from there, as if it had asked then. Otherwise the calls pushed out of
--- one second would all leave together at the next one's start, on top of that second's own,
--- and the pile would grow by one every time the bucket's phase put one call too many into
--- a second: a sliding window counts such a pile (docs/design.md, "Gates").
-if send > allow_at and send + iv > new_tat then new_tat = send + iv end
+-- A call pushed out of its second (a spent budget, a later booking) leaves at `send`: the
+-- bucket runs on from there, as if it had asked then. Otherwise the calls pushed out of one
+-- second would all leave together at the next one's start, on top of that second's own, and
+-- the pile would grow by one every time the bucket's phase put one call too many into a
+-- second: a sliding window counts such a pile. A call held only by the band does not move
+-- the bucket: it takes the place of the next second's own band calls, which are held in
+-- turn, so each second still sends its budget and the band costs no rate; moving the bucket
+-- for it lost up to the band's share of every second at a burst of one (docs/design.md,
+-- "Gates").
+if pushed and send > allow_at and send + iv > new_tat then new_tat = send + iv end
 local wait = send - now
 if wait > max_wait then
   return {2, math.ceil(wait), '', tostring(rate), '0'}

@@ -929,6 +929,45 @@ fn acquire_script_keeps_the_fleet_inside_each_clock_second() {
     assert!(per_second.len() >= 4, "{per_second:?}");
 }
 
+/// The band costs no rate: at 100/s with a burst of one, a backlog of callers (a busy fleet's
+/// tasks all waiting at the gate) gets 100 calls into every clock second, none in the band. A
+/// call held to the boundary takes the place of the next second's own band calls; when it
+/// moved the bucket on from the boundary, each second lost its band's share (98 calls).
+#[test]
+fn the_boundary_band_costs_no_rate_at_a_burst_of_one() {
+    let redis = TestRedis::start();
+    let mut con = redis.connection();
+    let k = gate_keys(&redis.prefix, P, A);
+    let script = Script::new(include_str!("../../src/throttle/acquire.lua"));
+    let band_ms = 25u64;
+    let now: u64 = 1_700_000_000_000_000;
+    let mut per_second = std::collections::BTreeMap::<u64, u32>::new();
+    for _ in 0..900 {
+        let (code, wait, _reason, _rate, _second): (i64, i64, String, String, u64) = script
+            .key(&k.bucket)
+            .key(&k.aimd)
+            .key(&k.pause)
+            .key(&k.conf)
+            .arg(100.0)
+            .arg(1.0)
+            .arg(20_000_000)
+            .arg(now)
+            .arg(band_ms)
+            .invoke(&mut con)
+            .unwrap();
+        assert!(code <= 1, "booked");
+        let at = now + wait as u64;
+        assert!(
+            at % 1_000_000 < 1_000_000 - band_ms * 1000,
+            "booked in the band: {at}"
+        );
+        *per_second.entry(at / 1_000_000).or_default() += 1;
+    }
+    // The whole seconds after the first.
+    let whole: Vec<u32> = per_second.values().copied().skip(1).take(8).collect();
+    assert!(whole.iter().all(|&n| n == 100), "{per_second:?}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn gate_show_lists_the_override_and_the_adaptive_state() {
     let redis = TestRedis::start();
