@@ -25,6 +25,17 @@ impl Secret {
         hex::encode(&key.hmac_sha256(self.0.as_bytes())[..8])
     }
 
+    /// Whether `tag` is the first bytes of HMAC-SHA256 of `data` keyed with this secret,
+    /// compared in constant time.
+    pub(crate) fn verify_hmac_sha256_prefix(&self, data: &[u8], tag: &[u8]) -> bool {
+        use hmac::{Hmac, Mac};
+        let Ok(mut mac) = Hmac::<sha2::Sha256>::new_from_slice(self.0.as_bytes()) else {
+            return false;
+        };
+        mac.update(data);
+        mac.verify_truncated_left(tag).is_ok()
+    }
+
     /// HMAC-SHA256 of `data` keyed with this secret (a completion hook's signature, a
     /// [`Secret::mark`]).
     pub(crate) fn hmac_sha256(&self, data: &[u8]) -> [u8; 32] {

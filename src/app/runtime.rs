@@ -10,6 +10,7 @@ use crate::link::shared::FleetLink;
 use crate::queue::{Queue, QueueError, QueueOptions, Shutdown, WorkerOptions, WorkerReport};
 use crate::store::{Store, StoreError};
 use crate::throttle::{GateError, Gates};
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -26,6 +27,8 @@ pub struct Runtime {
     /// The task queue (Redis in fleet mode, else embedded).
     pub queue: Queue,
     pub(crate) redis_url: Option<String>,
+    /// The shops' weights the queue orders by (shared with it).
+    shop_weights: crate::queue::ShopWeights,
 }
 
 /// The embedded queue's file: beside a SQLite ledger file (`syncfleet.db` →
@@ -137,12 +140,9 @@ impl Runtime {
         redis_url: Option<&str>,
     ) -> Result<Runtime, RuntimeError> {
         store.migrate().await?;
+        let weights = crate::queue::ShopWeights::new(shop_weights(&cfg, &store).await?);
         let opts = QueueOptions {
-            shop_weights: Arc::new(
-                cfg.shops()
-                    .map(|(name, shop)| (name.to_string(), shop.weight))
-                    .collect(),
-            ),
+            shop_weights: weights.clone(),
             ..QueueOptions::from_config(&cfg.queue)
         };
         let queue = Queue::open(redis_url, queue_file, opts).await?;
@@ -154,7 +154,34 @@ impl Runtime {
             store,
             queue,
             redis_url: redis_url.map(str::to_string),
+            shop_weights: weights,
         })
+    }
+
+    /// Read the shops' weights again every `every` until `stop` (the ledger's directory
+    /// changes while the fleet runs: a shop added weighs what it was added with).
+    pub(crate) fn refresh_shop_weights(
+        &self,
+        every: std::time::Duration,
+        stop: Shutdown,
+    ) -> impl std::future::Future<Output = ()> + Send + 'static {
+        let (cfg, store, weights) = (
+            self.cfg.clone(),
+            self.store.clone(),
+            self.shop_weights.clone(),
+        );
+        async move {
+            loop {
+                tokio::select! {
+                    _ = stop.wait() => return,
+                    _ = tokio::time::sleep(every) => {}
+                }
+                match shop_weights(&cfg, &store).await {
+                    Ok(w) => weights.replace(w),
+                    Err(e) => tracing::debug!(error = %e, "shops' weights not read; kept"),
+                }
+            }
+        }
     }
 
     /// [`Runtime::gateway`] and the gates inside it (clones share their state): the metrics
@@ -242,6 +269,21 @@ impl GatewayError {
     pub(crate) fn is_input_error(&self) -> bool {
         matches!(self, GatewayError::Gates(GateError::AppQuotaOnCluster(_)))
     }
+}
+
+/// Every shop's weight: the config's `[shops]`, and the served shops of the ledger's
+/// directory (docs/design.md, "Shops in the ledger").
+async fn shop_weights(cfg: &Config, store: &Store) -> Result<BTreeMap<String, u32>, StoreError> {
+    let mut weights: BTreeMap<String, u32> = cfg
+        .shops()
+        .map(|(name, shop)| (name.to_string(), shop.weight))
+        .collect();
+    for s in store.ledger_shops().await? {
+        if s.removed_at.is_none() {
+            weights.entry(s.shop).or_insert(s.weight);
+        }
+    }
+    Ok(weights)
 }
 
 #[cfg(test)]

@@ -40,6 +40,9 @@ pub(crate) enum WorkerError {
     /// The client that renews shops' tokens could not be built.
     #[error("token renewal: {0}")]
     Tokens(#[source] crate::platform::oauth::TokenClientError),
+    /// The token key (`SYNCFLEET_TOKEN_KEY`, `SYNCFLEET_TOKEN_KEY_FILE`) could not be read.
+    #[error(transparent)]
+    TokenKey(#[from] crate::seal::TokenKeyError),
     /// `[hooks] url` is set and its signing key's variable is not.
     #[error("completion hooks: {0}")]
     HookSecret(#[from] crate::config::MissingSecret),
@@ -84,7 +87,8 @@ impl WorkerError {
             WorkerError::Gateway(e) => e.is_input_error(),
             WorkerError::Unreachable { .. }
             | WorkerError::GraceExceeded { .. }
-            | WorkerError::Tokens(_) => false,
+            | WorkerError::Tokens(_)
+            | WorkerError::TokenKey(_) => false,
         }
     }
 }
@@ -191,16 +195,25 @@ pub(crate) async fn run_worker(
     };
     // Shops' tokens renewed before they end, once for the fleet (docs/design.md, "Token
     // lifetimes"); the first look before the first task.
-    let tokens = if rt.cfg.renewable_shops().is_empty() {
+    // With a token key, the shops of the ledger's directory too (docs/design.md, "Tokens at
+    // rest").
+    let ring = crate::seal::SealKeys::from_env()?;
+    let tokens = if rt.cfg.renewable_shops().is_empty() && ring.is_none() {
         None
     } else {
         let keeper = Arc::new(
-            crate::jobs::tokens::TokenKeeper::new(rt.cfg.clone(), rt.store.clone())
+            crate::jobs::tokens::TokenKeeper::new(rt.cfg.clone(), rt.store.clone(), ring)
                 .map_err(WorkerError::Tokens)?,
         );
         keeper.look().await;
         Some(keeper)
     };
+    // Shops added to the ledger while the fleet runs weigh in the queue's order within a
+    // heartbeat.
+    let weights_loop = Some(tokio::spawn(rt.refresh_shop_weights(
+        Duration::from_secs(rt.cfg.queue.heartbeat_s.max(1)),
+        shutdown.clone(),
+    )));
     let token_loop = tokens.clone().map(|keeper| {
         tokio::spawn(crate::jobs::tokens::run_token_loop(
             keeper,
@@ -238,10 +251,18 @@ pub(crate) async fn run_worker(
     // it rolls back whole); a message batch is acknowledged only once recorded; a hook
     // delivery cut off keeps its claim until it lapses and the next worker sends it again.
     stopping.trigger();
-    for mut task in [probes, heal, schedules, hooks, receiver, token_loop]
-        .into_iter()
-        .flatten()
-        .chain(listeners)
+    for mut task in [
+        probes,
+        heal,
+        schedules,
+        hooks,
+        receiver,
+        token_loop,
+        weights_loop,
+    ]
+    .into_iter()
+    .flatten()
+    .chain(listeners)
     {
         if tokio::time::timeout(Duration::from_secs(2), &mut task)
             .await

@@ -38,6 +38,15 @@ pub struct PlatformConfig {
     /// token; default: the platform's own (docs/wire-formats.md).
     #[serde(default)]
     pub(crate) token_endpoint: Option<String>,
+    /// The page a seller authorises the app on; default: the platform's own
+    /// (docs/wire-formats.md, "Authorisation").
+    #[serde(default)]
+    pub(crate) authorize_url: Option<String>,
+    /// The callback registered for the app in the platform's console: where the
+    /// authorisation page sends the seller back with a code (the dashboard's
+    /// `/oauth/callback`). Needed to onboard sellers through OAuth.
+    #[serde(default)]
+    pub(crate) redirect_uri: Option<String>,
     /// Orders asked per order-list page on this platform (at most its largest page: TOP
     /// 100, JD 50, 1688 20); unset: `jobs.order_page_size`, else the largest page.
     #[serde(default)]

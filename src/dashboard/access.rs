@@ -119,6 +119,9 @@ pub(super) async fn guard(State(access): State<Access>, req: Request, next: Next
     }
     match req.uri().path() {
         "/login" => return login(&access, req).await,
+        // A seller's browser coming back from the platform has no token: the signed state
+        // and the single-use code are its proof (src/jobs/oauth_state.rs).
+        "/oauth/callback" => return next.run(req).await,
         // A token in the URL is refused, not taken: it would stay in history and logs.
         "/" if req
             .uri()

@@ -15,6 +15,7 @@ mod chart;
 mod state;
 
 use crate::app::runtime::Runtime;
+use crate::jobs::onboard::Onboarding;
 use crate::jobs::producer;
 use crate::platform::{Api, ErrorClass, Platform};
 use crate::store::{ControlAction, ControlChange, GateChange};
@@ -61,6 +62,9 @@ struct App {
     token: Token,
     /// Finished jobs' summaries, counted once (`Store::list_jobs_reusing`).
     finished: tokio::sync::Mutex<crate::store::FinishedSummaries>,
+    /// Sellers' onboarding (docs/design.md, "Onboarding a seller"); `None`: its HTTP client
+    /// could not be built.
+    onboarding: Option<Onboarding>,
 }
 
 type Shared = Arc<App>;
@@ -89,11 +93,26 @@ pub(crate) async fn serve(
         },
         None => Gates::embedded(&rt.cfg),
     };
+    let keys = match crate::seal::SealKeys::from_env() {
+        Ok(keys) => keys,
+        Err(e) => {
+            tracing::warn!(error = %e, "the token key could not be read: shops cannot be added here");
+            None
+        }
+    };
+    let onboarding = match Onboarding::new(rt.cfg.clone(), rt.store.clone(), keys) {
+        Ok(o) => Some(o),
+        Err(e) => {
+            tracing::warn!(error = %e, "onboarding unavailable");
+            None
+        }
+    };
     let app = Arc::new(App {
         rt,
         gates,
         token: token.clone(),
         finished: Default::default(),
+        onboarding,
     });
     let access = Access {
         token,
@@ -108,6 +127,10 @@ pub(crate) async fn serve(
         .route("/api/actions/gate", post(action_gate))
         .route("/api/actions/job", post(action_job))
         .route("/api/actions/resend-hooks", post(action_resend_hooks))
+        .route("/api/shops", get(api_shops))
+        .route("/api/actions/shop-link", post(action_shop_link))
+        .route("/api/actions/shop", post(action_shop))
+        .route("/oauth/callback", get(oauth_callback))
         .layer(axum::middleware::from_fn_with_state(access, access::guard))
         .with_state(app);
     let listener = tokio::net::TcpListener::bind(addr)
@@ -125,7 +148,16 @@ async fn index() -> Html<&'static str> {
 
 async fn api_state(State(app): State<Shared>) -> Response {
     let mut finished = app.finished.lock().await;
-    match state::collect(&app.rt, &app.gates, app.token.is_set(), &mut finished).await {
+    let token_key = app.onboarding.as_ref().is_some_and(|o| o.can_add());
+    match state::collect(
+        &app.rt,
+        &app.gates,
+        app.token.is_set(),
+        token_key,
+        &mut finished,
+    )
+    .await
+    {
         Ok(s) => Json(s).into_response(),
         Err(e) => (StatusCode::SERVICE_UNAVAILABLE, e.to_string()).into_response(),
     }
@@ -214,6 +246,185 @@ async fn action_resend_hooks(
         }
         Err(e) => (StatusCode::INTERNAL_SERVER_ERROR, e.to_string()).into_response(),
     }
+}
+
+/// Every shop, the config's and the ledger's (token-protected: the list names sellers).
+async fn api_shops(State(app): State<Shared>, headers: HeaderMap) -> Response {
+    if let Err(e) = app.token.check(&headers) {
+        return e.into_response();
+    }
+    let ledger = match app.rt.store.ledger_shops().await {
+        Ok(l) => l,
+        Err(e) => return (StatusCode::SERVICE_UNAVAILABLE, e.to_string()).into_response(),
+    };
+    let mut out: Vec<serde_json::Value> = app
+        .rt
+        .cfg
+        .shops()
+        .map(|(name, s)| {
+            serde_json::json!({"shop": name, "platform": s.platform.as_str(), "source": "config",
+                "weight": s.weight, "seller": s.seller, "state": "ok"})
+        })
+        .collect();
+    out.extend(ledger.iter().filter(|s| s.removed_at.is_none()).map(|s| {
+        let state = match (&s.token_error, s.token_remaining_ms) {
+            (Some(e), _) => format!("renewal failing: {e}"),
+            (None, Some(ms)) if ms <= 0 => "token ended".to_string(),
+            _ => "ok".to_string(),
+        };
+        serde_json::json!({"shop": s.shop, "platform": s.platform.as_str(), "source": "ledger",
+            "weight": s.weight, "seller": s.seller, "state": state})
+    }));
+    Json(out).into_response()
+}
+
+#[derive(Deserialize)]
+struct ShopLinkAction {
+    platform: Platform,
+    shop: Option<String>,
+}
+
+/// The address to send a seller to (token-protected: it adds a shop once followed).
+async fn action_shop_link(
+    State(app): State<Shared>,
+    headers: HeaderMap,
+    Json(a): Json<ShopLinkAction>,
+) -> Response {
+    if let Err(e) = app.token.check(&headers) {
+        return e.into_response();
+    }
+    let Some(onboarding) = &app.onboarding else {
+        return (StatusCode::SERVICE_UNAVAILABLE, "onboarding is unavailable").into_response();
+    };
+    let now = chrono::Utc::now().timestamp();
+    match onboarding.link(a.platform, a.shop.as_deref().filter(|s| !s.is_empty()), now) {
+        Ok(url) => Json(serde_json::json!({ "url": url })).into_response(),
+        Err(e) => (StatusCode::BAD_REQUEST, e.to_string()).into_response(),
+    }
+}
+
+#[derive(Deserialize)]
+struct ShopAction {
+    platform: Platform,
+    shop: String,
+    action: String,
+}
+
+/// Remove a shop of the ledger, as `syncfleet shop remove` does.
+async fn action_shop(
+    State(app): State<Shared>,
+    headers: HeaderMap,
+    Json(a): Json<ShopAction>,
+) -> Response {
+    if let Err(e) = app.token.check(&headers) {
+        return e.into_response();
+    }
+    if a.action != "remove" {
+        return (StatusCode::BAD_REQUEST, "action: expected `remove`").into_response();
+    }
+    match app.rt.store.remove_ledger_shop(a.platform, &a.shop).await {
+        Ok(true) => {
+            tracing::info!(platform = %a.platform, shop = a.shop, "dashboard: shop removed");
+            Json(serde_json::json!({ "removed": a.shop })).into_response()
+        }
+        Ok(false) => (
+            StatusCode::NOT_FOUND,
+            format!(
+                "no shop `{}` on {} is served from the ledger",
+                a.shop, a.platform
+            ),
+        )
+            .into_response(),
+        Err(e) => (StatusCode::INTERNAL_SERVER_ERROR, e.to_string()).into_response(),
+    }
+}
+
+#[derive(Deserialize)]
+struct OAuthCallback {
+    code: Option<String>,
+    state: Option<String>,
+    error: Option<String>,
+    error_description: Option<String>,
+}
+
+/// Where the platform sends the seller back: the state (signed, recent) names the platform
+/// and the shop, the code is exchanged for the shop's tokens and the shop added. Needs no
+/// dashboard token: the seller's browser has none, and the state proves the link was ours.
+async fn oauth_callback(State(app): State<Shared>, Query(q): Query<OAuthCallback>) -> Response {
+    let page = |status: StatusCode, text: String| {
+        let body = format!(
+            "<!doctype html><meta charset=utf-8><title>syncfleet: authorisation</title><p id=outcome>{}</p>",
+            html_escape(&text)
+        );
+        (status, Html(body)).into_response()
+    };
+    if let Some(error) = q.error {
+        return page(
+            StatusCode::OK,
+            format!(
+                "The authorisation was not given ({error}{}): no shop was added.",
+                q.error_description
+                    .map(|d| format!(": {d}"))
+                    .unwrap_or_default()
+            ),
+        );
+    }
+    let (Some(code), Some(state)) = (q.code, q.state) else {
+        return page(
+            StatusCode::BAD_REQUEST,
+            "This address is where a platform sends a seller back with `code` and `state`.".into(),
+        );
+    };
+    let Some(onboarding) = &app.onboarding else {
+        return page(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "Onboarding is unavailable.".into(),
+        );
+    };
+    let Some(platform) = crate::jobs::oauth_state::OAuthState::claimed_platform(&state) else {
+        return page(
+            StatusCode::BAD_REQUEST,
+            "The state is not one of ours.".into(),
+        );
+    };
+    let now = chrono::Utc::now().timestamp();
+    let weight = crate::config::DEFAULT_WEIGHT;
+    match onboarding
+        .complete(
+            platform,
+            &crate::secret::Secret::new(code),
+            &state,
+            weight,
+            now,
+        )
+        .await
+    {
+        Ok(o) => page(
+            StatusCode::OK,
+            format!(
+                "Shop {} on {} is {}. The app's workers serve it from their next look.",
+                o.shop,
+                o.platform,
+                if o.new { "added" } else { "authorised anew" }
+            ),
+        ),
+        Err(e) => {
+            tracing::warn!(%platform, error = %e, "a seller's authorisation could not be completed");
+            let status = if e.is_input_error() {
+                StatusCode::BAD_REQUEST
+            } else {
+                StatusCode::BAD_GATEWAY
+            };
+            page(status, format!("The shop could not be added: {e}"))
+        }
+    }
+}
+
+fn html_escape(s: &str) -> String {
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;")
 }
 
 #[derive(Deserialize)]

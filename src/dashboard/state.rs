@@ -27,6 +27,8 @@ pub(crate) struct DashboardState {
     queue: QueueView,
     /// Shops paused because the platform refused their session.
     paused_shops: Vec<PausedShopView>,
+    /// How many shops are served, and how their tokens fare.
+    shops: ShopsView,
     /// Apps with a daily quota over all their APIs: booked today.
     apps: Vec<AppView>,
     /// Records set aside because they could not be read, per source.
@@ -43,6 +45,18 @@ struct AppView {
     quota: u64,
     booked: u64,
     burn: f64,
+}
+
+#[derive(Debug, Serialize)]
+struct ShopsView {
+    /// `[shops]` of the config.
+    config: usize,
+    /// Served from the ledger's directory.
+    ledger: usize,
+    /// Ledger shops whose last renewal failed.
+    renewal_failing: usize,
+    /// Whether this dashboard holds the token key (it can add shops).
+    token_key: bool,
 }
 
 #[derive(Debug, Serialize)]
@@ -118,6 +132,7 @@ pub(crate) async fn collect(
     rt: &Runtime,
     gates: &Gates,
     actions: bool,
+    token_key: bool,
     finished: &mut crate::store::FinishedSummaries,
 ) -> Result<DashboardState, DashboardError> {
     let store = &rt.store;
@@ -272,6 +287,16 @@ pub(crate) async fn collect(
         workers,
         queue,
         paused_shops,
+        shops: {
+            let ledger = store.ledger_shops().await?;
+            let served: Vec<_> = ledger.iter().filter(|s| s.removed_at.is_none()).collect();
+            ShopsView {
+                config: rt.cfg.shops().count(),
+                ledger: served.len(),
+                renewal_failing: served.iter().filter(|s| s.token_error.is_some()).count(),
+                token_key,
+            }
+        },
         apps,
         quarantined: store.quarantine_counts().await?,
         hooks_failed: store.failed_hook_count().await?,

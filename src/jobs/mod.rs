@@ -9,6 +9,8 @@ pub(crate) mod item;
 pub(crate) mod listen;
 pub(crate) mod listing;
 pub(crate) mod logistics;
+pub(crate) mod oauth_state;
+pub(crate) mod onboard;
 pub(crate) mod order_window;
 pub(crate) mod orders;
 pub mod producer;

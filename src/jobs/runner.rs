@@ -228,7 +228,7 @@ impl JobRunner {
             match self.shops.pause(platform, &shop, &reason).await {
                 Ok(()) => {}
                 Err(ShopCheck::Ledger(e)) => return Err(e.into()),
-                Err(ShopCheck::Shop(e)) => tracing::error!(error = %e, "cannot pause the shop"),
+                Err(e) => tracing::error!(error = %e, "cannot pause the shop"),
             }
         }
         ledger_write("keep_carry", || self.ctx.store.keep_carry(job_id, &keep)).await?;
@@ -421,12 +421,12 @@ impl JobRunner {
         let shop = (spec.shop_platform(), spec.shop().to_string());
         let session = match self.shops.paused(shop.0, &shop.1).await {
             Ok(true) => return Ok(TaskResult::RetryAfter(SHOP_PAUSED_RECHECK)),
-            Ok(false) => self.shops.session(shop.0, &shop.1),
-            Err(ShopCheck::Ledger(e)) => return Err(e.into()),
-            Err(ShopCheck::Shop(e)) => Err(e),
+            Ok(false) => self.shops.session(shop.0, &shop.1).await,
+            Err(e) => Err(e),
         };
         let session = match session {
             Ok(s) => s,
+            Err(ShopCheck::Ledger(e)) => return Err(e.into()),
             Err(e) => {
                 // Another worker may hold the session: hand the task back.
                 tracing::error!(job = task.job_id, error = %e, "this worker cannot call as the job's shop: handing the task back");

@@ -1,6 +1,7 @@
 //! A worker's view of the shops it calls for: each shop's session (read once from the
-//! environment variable its `[shops.<name>]` names) and whether the shop is paused because
-//! the platform refused that session (docs/design.md, "Shops").
+//! environment variable its `[shops.<name>]` names, or from the ledger's shop directory,
+//! sealed) and whether the shop is paused because the platform refused that session or
+//! removed from the directory (docs/design.md, "Shops", "Shops in the ledger").
 //!
 //! A refused session concerns one shop, not the app: the shop is paused in the ledger, its
 //! tasks go back uncharged, and the other shops go on. It runs again after `syncfleet shop
@@ -24,6 +25,9 @@ struct Known {
     session: Option<SessionCell>,
     /// When the ledger's pause was last read, and whether the shop was paused then.
     seen: Option<(Instant, bool)>,
+    /// A shop of the ledger's directory (not of the config): its removal is looked for with
+    /// its pause.
+    in_ledger: bool,
 }
 
 /// Sessions and pauses of the shops, per process.
@@ -53,32 +57,53 @@ impl ShopAccess {
         self.known.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    fn known(&self, platform: Platform, shop: &str) -> Result<Known, ShopError> {
+    async fn known(&self, platform: Platform, shop: &str) -> Result<Known, ShopCheck> {
         if let Some(k) = self.lock().get(&(platform, shop.to_string())) {
             return Ok(k.clone());
         }
         let given = self.cfg.shop_session(platform, shop)?;
-        let renewed = self
-            .tokens
-            .as_ref()
-            .filter(|t| t.renews(platform, shop))
-            .and_then(|t| t.cell(platform, shop));
-        let session = renewed.or_else(|| given.map(SessionCell::new));
+        let named = self.cfg.shops().any(|(name, _)| name == shop);
+        let mut in_ledger = false;
+        let session = if named {
+            let renewed = self
+                .tokens
+                .as_ref()
+                .filter(|t| t.renews(platform, shop))
+                .and_then(|t| t.cell(platform, shop));
+            renewed.or_else(|| given.map(SessionCell::new))
+        } else {
+            match self.store.ledger_shop(platform, shop).await? {
+                // A shop of the directory: its sealed session (a removed one has none, and
+                // is held out by `paused`).
+                Some(entry) => {
+                    in_ledger = true;
+                    if entry.removed_at.is_some() {
+                        None
+                    } else {
+                        let tokens = self.tokens.as_ref().ok_or(ShopCheck::NoTokenKey)?;
+                        tokens.ledger_cell(platform, shop).await?
+                    }
+                }
+                // Neither the config's nor the directory's: the platform's own session.
+                None => None,
+            }
+        };
         let k = Known {
             session,
             seen: None,
+            in_ledger,
         };
         self.lock().insert((platform, shop.to_string()), k.clone());
         Ok(k)
     }
 
     /// The session to sign `shop`'s calls on `platform` with (`None`: the platform's own).
-    pub(crate) fn session(
+    pub(crate) async fn session(
         &self,
         platform: Platform,
         shop: &str,
-    ) -> Result<Option<SessionCell>, ShopError> {
-        Ok(self.known(platform, shop)?.session)
+    ) -> Result<Option<SessionCell>, ShopCheck> {
+        Ok(self.known(platform, shop).await?.session)
     }
 
     /// Keyed fingerprint of the session this worker holds for the shop now.
@@ -97,10 +122,27 @@ impl ShopAccess {
     /// of a session other than the one this worker holds is lifted here: the secret was
     /// changed, so the shop may run again.
     pub(crate) async fn paused(&self, platform: Platform, shop: &str) -> Result<bool, ShopCheck> {
-        let known = self.known(platform, shop)?;
+        let known = self.known(platform, shop).await?;
         if let Some((at, paused)) = known.seen {
             if at.elapsed() < CONTROL_FRESH {
                 return Ok(paused);
+            }
+        }
+        if known.in_ledger {
+            // Removed from the directory, or authorised anew (new tokens): looked at as often
+            // as a pause, so the fleet follows within a heartbeat.
+            let entry = self.store.ledger_shop(platform, shop).await?;
+            if entry.is_none_or(|e| e.removed_at.is_some()) {
+                if let Some(t) = &self.tokens {
+                    t.forget(platform, shop);
+                }
+                self.note(platform, shop, true);
+                return Ok(true);
+            }
+            if known.session.is_none() {
+                // Removed when first seen and added again since: read its session anew.
+                self.lock().remove(&(platform, shop.to_string()));
+                return Box::pin(self.paused(platform, shop)).await;
             }
         }
         let mut paused = false;
@@ -133,7 +175,7 @@ impl ShopAccess {
         shop: &str,
         reason: &str,
     ) -> Result<(), ShopCheck> {
-        let known = self.known(platform, shop)?;
+        let known = self.known(platform, shop).await?;
         if self
             .store
             .pause_shop(platform, shop, reason, &self.mark(platform, &known))
@@ -167,4 +209,11 @@ pub(crate) enum ShopCheck {
     /// The ledger failed.
     #[error(transparent)]
     Ledger(#[from] StoreError),
+    /// The shop is in the ledger's directory and this worker has no token key to open its
+    /// session with.
+    #[error("shop in the ledger, and no token key here (SYNCFLEET_TOKEN_KEY or SYNCFLEET_TOKEN_KEY_FILE)")]
+    NoTokenKey,
+    /// Its sealed session could not be read or opened.
+    #[error(transparent)]
+    Token(#[from] super::tokens::TokenError),
 }

@@ -9,7 +9,7 @@
 use crate::config::{Config, Secret};
 use crate::platform::oauth::{self, RenewError, TokenClient, TokenClientError};
 use crate::platform::Platform;
-use crate::seal::{seal, unseal};
+use crate::seal::{SealKeys, TokenKeyError};
 use crate::store::{ShopToken, Store};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, RwLock};
@@ -88,15 +88,22 @@ pub(crate) struct TokenKeeper {
     held: Mutex<HashMap<(Platform, String), Held>>,
     /// Shops whose last look failed: warned once, not at every look.
     failing: Mutex<std::collections::HashSet<(Platform, String)>>,
+    /// The token key ring (`SYNCFLEET_TOKEN_KEY`); `None`: each platform's app secret seals,
+    /// and shops in the ledger cannot be served (docs/design.md, "Tokens at rest").
+    ring: Option<SealKeys>,
 }
 
 /// The ledger row's context: binds a sealed token to its shop.
-fn context(platform: Platform, shop: &str) -> String {
+pub(crate) fn context(platform: Platform, shop: &str) -> String {
     format!("{platform}/{shop}")
 }
 
 impl TokenKeeper {
-    pub(crate) fn new(cfg: Arc<Config>, store: Store) -> Result<TokenKeeper, TokenClientError> {
+    pub(crate) fn new(
+        cfg: Arc<Config>,
+        store: Store,
+        ring: Option<SealKeys>,
+    ) -> Result<TokenKeeper, TokenClientError> {
         let client = TokenClient::new(REFRESH_TIMEOUT)?;
         let policy = RenewalPolicy {
             check_every: Duration::from_millis(cfg.jobs.token_check_ms.max(1)),
@@ -108,7 +115,64 @@ impl TokenKeeper {
             policy,
             held: Mutex::new(HashMap::new()),
             failing: Mutex::new(Default::default()),
+            ring,
         })
+    }
+
+    /// The keys `platform`'s tokens are sealed and opened with: the token key ring (opening
+    /// what the app secret sealed before it was set), else the app secret.
+    pub(crate) fn keys(&self, platform: Platform) -> Result<SealKeys, TokenError> {
+        let app_secret = self
+            .cfg
+            .platform(platform)
+            .ok_or(TokenError::Config("no [platforms] section"))?
+            .secret()
+            .map_err(|_| TokenError::Config("app secret unset"))?;
+        Ok(match &self.ring {
+            Some(ring) => ring.clone().opening_app_secret(app_secret),
+            None => SealKeys::from_app_secret(app_secret),
+        })
+    }
+
+    /// The session of a shop in the ledger (`shop add`, OAuth), held from now on and following
+    /// its renewals. None when it has no token row (removed meanwhile).
+    pub(crate) async fn ledger_cell(
+        &self,
+        platform: Platform,
+        shop: &str,
+    ) -> Result<Option<SessionCell>, TokenError> {
+        let key = (platform, shop.to_string());
+        if let Some(cell) = self
+            .lock()
+            .get(&key)
+            .filter(|h| h.generation.is_some())
+            .map(|h| h.cell.clone())
+        {
+            return Ok(Some(cell));
+        }
+        if self.ring.is_none() {
+            return Err(TokenError::NoTokenKey);
+        }
+        let Some(row) = self.store.shop_token(platform, shop).await? else {
+            return Ok(None);
+        };
+        let access = self
+            .keys(platform)?
+            .unseal(&row.sealed_access, &context(platform, shop))?;
+        let cell = SessionCell::new(access);
+        self.lock().insert(
+            key,
+            Held {
+                cell: cell.clone(),
+                generation: Some(row.generation),
+            },
+        );
+        Ok(Some(cell))
+    }
+
+    /// Forget a removed shop's session.
+    pub(crate) fn forget(&self, platform: Platform, shop: &str) {
+        self.lock().remove(&(platform, shop.to_string()));
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<(Platform, String), Held>> {
@@ -145,8 +209,29 @@ impl TokenKeeper {
     /// One look at every renewable shop.
     pub(crate) async fn look(&self) -> TokenLook {
         let mut out = TokenLook::default();
-        for (platform, shop, refresh_var) in self.cfg.renewable_shops() {
-            let result = self.look_at(platform, &shop, &refresh_var, &mut out).await;
+        let mut shops: Vec<(Platform, String, Option<String>)> = self
+            .cfg
+            .renewable_shops()
+            .into_iter()
+            .map(|(p, s, var)| (p, s, Some(var)))
+            .collect();
+        if self.ring.is_some() {
+            match self.store.ledger_shops().await {
+                Ok(ledger) => shops.extend(
+                    ledger
+                        .into_iter()
+                        .filter(|s| s.removed_at.is_none())
+                        .map(|s| (s.platform, s.shop, None)),
+                ),
+                Err(e) => {
+                    tracing::warn!(error = %e, "the ledger's shops could not be read; their tokens wait for the next look");
+                }
+            }
+        }
+        for (platform, shop, refresh_var) in shops {
+            let result = self
+                .look_at(platform, &shop, refresh_var.as_deref(), &mut out)
+                .await;
             let mut failing = self.failing.lock().unwrap_or_else(|e| e.into_inner());
             match result {
                 Err(e) => {
@@ -166,7 +251,7 @@ impl TokenKeeper {
         &self,
         platform: Platform,
         shop: &str,
-        refresh_var: &str,
+        refresh_var: Option<&str>,
         out: &mut TokenLook,
     ) -> Result<(), TokenError> {
         let pc = self
@@ -176,30 +261,36 @@ impl TokenKeeper {
         let app_secret = pc
             .secret()
             .map_err(|_| TokenError::Config("app secret unset"))?;
+        let keys = self.keys(platform)?;
         let ctx = context(platform, shop);
-        let given_refresh = crate::config::read_secret_env(refresh_var)
-            .map_err(|_| TokenError::Config("refresh token variable unset"))?;
-        let mark = given_refresh.mark(&app_secret);
         let mut row = self.store.shop_token(platform, shop).await?;
-        if row.as_ref().is_none_or(|r| r.source_mark != mark) {
-            let Some(cell) = self.cell(platform, shop) else {
-                return Err(TokenError::Config("session variable unset"));
-            };
-            let access = seal(&cell.get(), &app_secret, &ctx)?;
-            let refresh = seal(&given_refresh, &app_secret, &ctx)?;
-            self.store
-                .seed_shop_token(platform, shop, &access, &refresh, &mark)
-                .await?;
-            row = self.store.shop_token(platform, shop).await?;
+        if let Some(refresh_var) = refresh_var {
+            // A shop of the config: its row is seeded from its variables.
+            let given_refresh = crate::config::read_secret_env(refresh_var)
+                .map_err(|_| TokenError::Config("refresh token variable unset"))?;
+            let mark = given_refresh.mark(&app_secret);
+            if row.as_ref().is_none_or(|r| r.source_mark != mark) {
+                let Some(cell) = self.cell(platform, shop) else {
+                    return Err(TokenError::Config("session variable unset"));
+                };
+                let access = keys.seal(&cell.get(), &ctx)?;
+                let refresh = keys.seal(&given_refresh, &ctx)?;
+                self.store
+                    .seed_shop_token(platform, shop, &access, &refresh, &mark)
+                    .await?;
+                row = self.store.shop_token(platform, shop).await?;
+            }
         }
         let Some(mut row) = row else {
             return Ok(());
         };
+        let renewable = !row.sealed_refresh.is_empty();
         // A refresh the platform refused is not sent again while the shop stays paused for it:
         // a new refresh token (the variable) or `shop resume` lets it try again.
         let refused_before =
             row.last_error.is_some() && self.store.shop_pause(platform, shop).await?.is_some();
         if !refused_before
+            && renewable
             && self.policy.due(row.remaining_ms, row.lifetime_ms)
             && !row.renewing
             && self
@@ -212,7 +303,10 @@ impl TokenKeeper {
                 )
                 .await?
         {
-            match self.renew(platform, shop, pc, &app_secret, &row).await {
+            match self
+                .renew(platform, shop, pc, &app_secret, &keys, &row)
+                .await
+            {
                 Ok(()) => out.renewed += 1,
                 Err(e) => {
                     out.failed += 1;
@@ -223,13 +317,17 @@ impl TokenKeeper {
                     if let TokenError::Renew(RenewError::Refused { .. }) = e {
                         // The shop's calls would all be refused: pause it with the reason
                         // (its session's keyed fingerprint, never the token).
-                        let current = unseal(&row.sealed_access, &app_secret, &ctx)?;
+                        let current = keys.unseal(&row.sealed_access, &ctx)?;
                         let paused = self
                             .store
                             .pause_shop(platform, shop, &why, &current.mark(&app_secret))
                             .await?;
                         if paused {
-                            tracing::warn!(%platform, shop, reason = %why, "shop paused: the platform refused its refresh token; give it a new one ({refresh_var}) and `syncfleet shop resume {shop}`");
+                            let how = match refresh_var {
+                                Some(var) => format!("give it a new one ({var}) and `syncfleet shop resume {shop}`"),
+                                None => "its seller authorises the app again (docs/design.md, \"Onboarding a seller\")".to_string(),
+                            };
+                            tracing::warn!(%platform, shop, reason = %why, "shop paused: the platform refused its refresh token; {how}");
                         }
                     } else {
                         tracing::warn!(%platform, shop, error = %why, "token renewal failed; the next look tries again");
@@ -240,7 +338,7 @@ impl TokenKeeper {
                 row = r;
             }
         }
-        self.pick_up(platform, shop, &app_secret, &ctx, &row, out)
+        self.pick_up(platform, shop, &keys, &ctx, &row, out)
     }
 
     async fn renew(
@@ -249,10 +347,11 @@ impl TokenKeeper {
         shop: &str,
         pc: &crate::config::PlatformConfig,
         app_secret: &Secret,
+        keys: &SealKeys,
         row: &ShopToken,
     ) -> Result<(), TokenError> {
         let ctx = &context(platform, shop);
-        let refresh = unseal(&row.sealed_refresh, app_secret, ctx)?;
+        let refresh = keys.unseal(&row.sealed_refresh, ctx)?;
         let endpoint = pc
             .token_endpoint
             .clone()
@@ -261,13 +360,9 @@ impl TokenKeeper {
             .client
             .renew(platform, &endpoint, &pc.app_key, app_secret, &refresh)
             .await?;
-        let access = seal(&renewed.access, app_secret, ctx)?;
+        let access = keys.seal(&renewed.access, ctx)?;
         // 1688 gives no new refresh token: the old one stays valid.
-        let refresh = seal(
-            renewed.refresh.as_ref().unwrap_or(&refresh),
-            app_secret,
-            ctx,
-        )?;
+        let refresh = keys.seal(renewed.refresh.as_ref().unwrap_or(&refresh), ctx)?;
         let lifetime_ms = i64::try_from(renewed.lifetime.as_millis()).unwrap_or(i64::MAX / 4);
         self.store
             .store_renewed_token(
@@ -288,7 +383,7 @@ impl TokenKeeper {
         &self,
         platform: Platform,
         shop: &str,
-        app_secret: &Secret,
+        keys: &SealKeys,
         ctx: &str,
         row: &ShopToken,
         out: &mut TokenLook,
@@ -300,7 +395,7 @@ impl TokenKeeper {
         if held == Some(row.generation) {
             return Ok(());
         }
-        let access = unseal(&row.sealed_access, app_secret, ctx)?;
+        let access = keys.unseal(&row.sealed_access, ctx)?;
         let cell = self
             .cell(platform, shop)
             .unwrap_or_else(|| SessionCell::new(access.clone()));
@@ -330,6 +425,89 @@ pub(crate) enum TokenError {
     Seal(#[from] crate::seal::SealError),
     #[error(transparent)]
     Renew(#[from] RenewError),
+    /// A shop of the ledger, and no token key to open its tokens with.
+    #[error("the shop's tokens are in the ledger, and this process has no token key (SYNCFLEET_TOKEN_KEY or SYNCFLEET_TOKEN_KEY_FILE)")]
+    NoTokenKey,
+    /// The token key could not be read.
+    #[error(transparent)]
+    Key(#[from] TokenKeyError),
+}
+
+/// What a rekey did.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub(crate) struct RekeyReport {
+    /// Shops whose tokens were sealed anew under the ring's first key.
+    pub(crate) resealed: usize,
+    /// Shops whose tokens were under it already.
+    pub(crate) current: usize,
+    /// Shops (`platform/shop`) whose tokens no key of the ring opens.
+    pub(crate) unopened: Vec<String>,
+}
+
+/// Seal every token row under `ring`'s first key (docs/design.md, "Tokens at rest"). Each row
+/// is replaced only if unchanged since it was read (a renewal meanwhile seals under the key
+/// its worker holds; the next pass takes it). The tokens do not change, so workers holding
+/// them go on; a worker picks up the new sealing only at the next renewal.
+pub(crate) async fn rekey(
+    cfg: &Config,
+    store: &Store,
+    ring: &SealKeys,
+) -> Result<RekeyReport, crate::store::StoreError> {
+    let mut report = RekeyReport::default();
+    for pass in 0..3 {
+        let mut raced = 0;
+        for (platform, shop, access, refresh) in store.sealed_tokens().await? {
+            let keys = match cfg.platform(platform).and_then(|pc| pc.secret().ok()) {
+                Some(app) => ring.clone().opening_app_secret(app),
+                None => ring.clone(),
+            };
+            let refresh_current = refresh.is_empty() || keys.is_current(&refresh);
+            if keys.is_current(&access) && refresh_current {
+                if pass == 0 {
+                    report.current += 1;
+                }
+                continue;
+            }
+            let ctx = context(platform, &shop);
+            let opened = keys.unseal(&access, &ctx).and_then(|a| {
+                let r = if refresh.is_empty() {
+                    None
+                } else {
+                    Some(keys.unseal(&refresh, &ctx)?)
+                };
+                Ok((a, r))
+            });
+            let Ok((a, r)) = opened else {
+                if pass == 0 {
+                    report.unopened.push(format!("{platform}/{shop}"));
+                }
+                continue;
+            };
+            let sealed = keys.seal(&a, &ctx).and_then(|na| {
+                let nr = match &r {
+                    Some(r) => keys.seal(r, &ctx)?,
+                    None => String::new(),
+                };
+                Ok((na, nr))
+            });
+            let Ok((na, nr)) = sealed else {
+                raced += 1;
+                continue;
+            };
+            if store
+                .reseal_tokens(platform, &shop, (&access, &refresh), (&na, &nr))
+                .await?
+            {
+                report.resealed += 1;
+            } else {
+                raced += 1;
+            }
+        }
+        if raced == 0 {
+            break;
+        }
+    }
+    Ok(report)
 }
 
 /// Look at the renewable shops' tokens every `[jobs] token_check_ms` until `stop`; the first

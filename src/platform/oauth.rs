@@ -1,6 +1,9 @@
-//! Renewing a shop's access token with its refresh token, at each platform's OAuth endpoint
-//! (docs/wire-formats.md, "Token lifetime" of each platform): the request each one takes and
-//! the answer it gives. The worker decides when and keeps the result (jobs/tokens.rs).
+//! A shop's tokens at each platform's OAuth service (docs/wire-formats.md, "Token lifetime"
+//! and "Authorisation" of each platform): the page a seller authorises the app on, the
+//! exchange of the code it sends back for the shop's tokens, and the renewal of an access
+//! token with the refresh token: the request each platform takes and the answer it gives. The
+//! worker decides when to renew and keeps the result (jobs/tokens.rs); onboarding keeps a new
+//! shop's (jobs/onboard.rs).
 
 use super::json::{text, uint};
 use super::Platform;
@@ -46,6 +49,120 @@ pub(crate) fn default_endpoint(platform: Platform, app_key: &str) -> String {
             format!("https://gw.open.1688.com/openapi/param2/1/system.oauth2/getToken/{app_key}")
         }
     }
+}
+
+/// The page a seller authorises the app on (its production address).
+pub(crate) fn default_authorize_url(platform: Platform) -> &'static str {
+    match platform {
+        Platform::Taobao => "https://oauth.taobao.com/authorize",
+        Platform::Jd => "https://open-oauth.jd.com/oauth2/to_login",
+        Platform::Alibaba => "https://auth.1688.com/oauth/authorize",
+    }
+}
+
+/// The address a seller is sent to: `base` (the authorisation page) with the app, the
+/// callback and `state` (echoed back unchanged) in each platform's names: TOP
+/// `response_type=code&client_id&view=web`, JD `app_key&response_type=code&scope=snsapi_base`,
+/// 1688 `client_id&site=1688`.
+pub(crate) fn authorize_url(
+    platform: Platform,
+    base: &str,
+    app_key: &str,
+    redirect_uri: &str,
+    state: &str,
+) -> Result<String, url::ParseError> {
+    let mut params: Vec<(&str, &str)> = match platform {
+        Platform::Taobao => vec![
+            ("response_type", "code"),
+            ("client_id", app_key),
+            ("view", "web"),
+        ],
+        Platform::Jd => vec![
+            ("app_key", app_key),
+            ("response_type", "code"),
+            ("scope", "snsapi_base"),
+        ],
+        Platform::Alibaba => vec![("client_id", app_key), ("site", "1688")],
+    };
+    params.push(("redirect_uri", redirect_uri));
+    params.push(("state", state));
+    Ok(url::Url::parse_with_params(base, &params)?.to_string())
+}
+
+/// Where a code is exchanged, given where tokens are renewed: TOP's and 1688's one token
+/// service takes both grants; JD's is `oauth2/access_token` beside `oauth2/refresh_token`.
+pub(crate) fn code_endpoint(platform: Platform, token_endpoint: &str) -> String {
+    match platform {
+        Platform::Jd => match token_endpoint.strip_suffix("refresh_token") {
+            Some(base) => format!("{base}access_token"),
+            None => token_endpoint.to_string(),
+        },
+        Platform::Taobao | Platform::Alibaba => token_endpoint.to_string(),
+    }
+}
+
+/// The form a code exchange posts: TOP `grant_type=authorization_code, code, client_id,
+/// client_secret, redirect_uri`; JD `app_key, app_secret, grant_type, code` (no callback);
+/// 1688 the same as TOP with `need_refresh_token=true` (else no refresh token is given).
+pub(crate) fn code_form(
+    platform: Platform,
+    app_key: &str,
+    app_secret: &Secret,
+    code: &Secret,
+    redirect_uri: &str,
+) -> Vec<(&'static str, String)> {
+    let mut form = vec![("grant_type", "authorization_code".to_string())];
+    match platform {
+        Platform::Jd => {
+            form.push(("app_key", app_key.to_string()));
+            form.push(("app_secret", app_secret.expose().to_string()));
+        }
+        Platform::Taobao | Platform::Alibaba => {
+            form.push(("client_id", app_key.to_string()));
+            form.push(("client_secret", app_secret.expose().to_string()));
+            form.push(("redirect_uri", redirect_uri.to_string()));
+        }
+    }
+    if platform == Platform::Alibaba {
+        form.push(("need_refresh_token", "true".to_string()));
+    }
+    form.push(("code", code.expose().to_string()));
+    form
+}
+
+/// A shop's first tokens, from a code, and who the seller is.
+#[derive(Debug, Clone)]
+pub(crate) struct Granted {
+    /// The tokens (a refresh token when the platform gave one).
+    pub(crate) tokens: Renewed,
+    /// The seller as the platform's change messages name it: TOP `taobao_user_nick`
+    /// (URL-decoded), 1688 `memberId`, JD `uid`. `None`: the answer did not say.
+    pub(crate) seller: Option<String>,
+}
+
+/// The shop's tokens in a code exchange's answer, or why there are none. The answer has the
+/// refresh answer's shape (TOP and 1688 OAuth fields, JD `code` 0) plus the seller.
+pub(crate) fn parse_grant(
+    platform: Platform,
+    http_status: u16,
+    body: &Value,
+) -> Result<Granted, RenewError> {
+    let tokens = parse_refresh(platform, http_status, body)?;
+    let seller = match platform {
+        Platform::Taobao => text(body, "taobao_user_nick").map(|nick| {
+            // URL-encoded UTF-8 in the platform's answers.
+            serde_urlencoded::from_str::<Vec<(String, String)>>(&format!("n={nick}"))
+                .ok()
+                .and_then(|v| v.into_iter().next().map(|(_, n)| n))
+                .unwrap_or(nick)
+        }),
+        Platform::Alibaba => text(body, "memberId"),
+        Platform::Jd => text(body, "uid"),
+    };
+    Ok(Granted {
+        tokens,
+        seller: seller.filter(|s| !s.is_empty()),
+    })
 }
 
 /// The form a refresh posts: TOP and 1688 name the app `client_id` / `client_secret`, JD
@@ -135,6 +252,21 @@ impl TokenClient {
             .map_err(TokenClientError)
     }
 
+    /// Exchange a seller's `code` at `endpoint`: one POST of [`code_form`].
+    pub(crate) async fn exchange_code(
+        &self,
+        platform: Platform,
+        endpoint: &str,
+        app_key: &str,
+        app_secret: &Secret,
+        code: &Secret,
+        redirect_uri: &str,
+    ) -> Result<Granted, RenewError> {
+        let form = code_form(platform, app_key, app_secret, code, redirect_uri);
+        let (status, body) = post_form(&self.http, endpoint, &form).await?;
+        parse_grant(platform, status, &body)
+    }
+
     /// Renew at `endpoint`: one POST of [`refresh_form`].
     pub(crate) async fn renew(
         &self,
@@ -157,10 +289,20 @@ async fn renew(
     refresh: &Secret,
 ) -> Result<Renewed, RenewError> {
     let form = refresh_form(platform, app_key, app_secret, refresh);
+    let (status, body) = post_form(http, endpoint, &form).await?;
+    parse_refresh(platform, status, &body)
+}
+
+/// One POST of `form` to a token endpoint: its status and JSON body (`null` when not JSON).
+async fn post_form(
+    http: &reqwest::Client,
+    endpoint: &str,
+    form: &[(&'static str, String)],
+) -> Result<(u16, Value), RenewError> {
     // The error of a failed send names the endpoint, never the form.
     let resp = http
         .post(endpoint)
-        .form(&form)
+        .form(form)
         .send()
         .await
         .map_err(|e| RenewError::Transient(super::classify::describe_reqwest(e)))?;
@@ -169,8 +311,10 @@ async fn renew(
         .bytes()
         .await
         .map_err(|e| RenewError::Transient(super::classify::describe_reqwest(e)))?;
-    let body: Value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
-    parse_refresh(platform, status, &body)
+    Ok((
+        status,
+        serde_json::from_slice(&bytes).unwrap_or(Value::Null),
+    ))
 }
 
 #[cfg(test)]
@@ -220,5 +364,84 @@ mod tests {
         assert!(form
             .iter()
             .any(|(k, v)| *k == "grant_type" && v == "refresh_token"));
+    }
+
+    #[test]
+    fn a_seller_is_sent_to_each_platforms_page_in_its_names() {
+        let u = authorize_url(
+            Platform::Taobao,
+            default_authorize_url(Platform::Taobao),
+            "12345",
+            "https://isv.example/cb",
+            "s1",
+        )
+        .unwrap();
+        assert!(u.starts_with("https://oauth.taobao.com/authorize?response_type=code&client_id=12345&view=web&redirect_uri=https%3A%2F%2Fisv.example%2Fcb&state=s1"), "{u}");
+        let u = authorize_url(
+            Platform::Jd,
+            default_authorize_url(Platform::Jd),
+            "k",
+            "https://x/cb",
+            "s",
+        )
+        .unwrap();
+        assert!(
+            u.contains("app_key=k&response_type=code&scope=snsapi_base"),
+            "{u}"
+        );
+        let u = authorize_url(
+            Platform::Alibaba,
+            default_authorize_url(Platform::Alibaba),
+            "k",
+            "https://x/cb",
+            "s",
+        )
+        .unwrap();
+        assert!(
+            u.starts_with("https://auth.1688.com/oauth/authorize?client_id=k&site=1688"),
+            "{u}"
+        );
+        assert_eq!(
+            code_endpoint(Platform::Jd, &default_endpoint(Platform::Jd, "k")),
+            "https://open-oauth.jd.com/oauth2/access_token"
+        );
+        let form = code_form(
+            Platform::Jd,
+            "k",
+            &Secret::new("s"),
+            &Secret::new("c"),
+            "https://x",
+        );
+        assert!(
+            !form.iter().any(|(k, _)| *k == "redirect_uri"),
+            "JD's exchange takes no callback"
+        );
+        let form = code_form(
+            Platform::Alibaba,
+            "k",
+            &Secret::new("s"),
+            &Secret::new("c"),
+            "https://x",
+        );
+        assert!(form
+            .iter()
+            .any(|(k, v)| *k == "need_refresh_token" && v == "true"));
+    }
+
+    #[test]
+    fn the_platforms_code_answers_name_the_seller() {
+        let g = parse_grant(Platform::Taobao, 200, &fixture("taobao_code_ok.json")).unwrap();
+        assert_eq!(g.seller.as_deref(), Some("葫芦街返利"));
+        assert_eq!(g.tokens.lifetime, Duration::from_secs(86_400));
+        assert!(g.tokens.refresh.is_some());
+        let g = parse_grant(Platform::Jd, 200, &fixture("jd_code_ok.json")).unwrap();
+        assert_eq!(g.seller.as_deref(), Some("1898013009"));
+        let g = parse_grant(Platform::Alibaba, 200, &fixture("alibaba_code_ok.json")).unwrap();
+        assert_eq!(g.seller.as_deref(), Some("b2b-2379510033"));
+        assert_eq!(g.tokens.lifetime, Duration::from_secs(36_000));
+        assert!(g.tokens.refresh.is_some());
+        // A code used twice: TOP says `invalid_client`.
+        let e = parse_grant(Platform::Taobao, 400, &fixture("taobao_code_used.json")).unwrap_err();
+        assert!(matches!(e, RenewError::Refused { ref code, .. } if code == "invalid_client"));
     }
 }

@@ -160,9 +160,41 @@ pub struct QueueOptions {
     pub promote_batch: usize,
     /// Consumers with nothing pending and idle this long are removed from the group.
     pub consumer_gc_idle: Duration,
-    /// The weight of each configured shop (`[shops.<name>] weight`): its share of the
-    /// tasks handed out among the shops with tasks ready. Unnamed shops weigh 1.
-    pub shop_weights: Arc<BTreeMap<String, u32>>,
+    /// The weight of each shop (`[shops.<name>] weight`, or the ledger's directory): its
+    /// share of the tasks handed out among the shops with tasks ready. Unnamed shops weigh 1.
+    pub shop_weights: ShopWeights,
+}
+
+/// Shops' weights in the queue's fair order: shared by the clones of a queue, replaced when
+/// the ledger's directory changes (a shop added while the fleet runs).
+#[derive(Debug, Clone, Default)]
+pub struct ShopWeights(Arc<std::sync::RwLock<Arc<BTreeMap<String, u32>>>>);
+
+impl ShopWeights {
+    /// These weights.
+    pub fn new(weights: BTreeMap<String, u32>) -> ShopWeights {
+        ShopWeights(Arc::new(std::sync::RwLock::new(Arc::new(weights))))
+    }
+
+    /// The weight of `shop`, if it has one.
+    pub(crate) fn get(&self, shop: &str) -> Option<u32> {
+        self.0
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(shop)
+            .copied()
+    }
+
+    /// Replace them all.
+    pub(crate) fn replace(&self, weights: BTreeMap<String, u32>) {
+        *self.0.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(weights);
+    }
+}
+
+impl FromIterator<(String, u32)> for ShopWeights {
+    fn from_iter<I: IntoIterator<Item = (String, u32)>>(iter: I) -> Self {
+        ShopWeights::new(iter.into_iter().collect())
+    }
 }
 
 impl Default for QueueOptions {
@@ -190,7 +222,7 @@ impl QueueOptions {
             promote_batch: 1_000,
             // Below a minute a consumer between two polls of a slow task could be removed.
             consumer_gc_idle: Duration::from_secs(c.consumer_gc_idle_s.max(60)),
-            shop_weights: Arc::default(),
+            shop_weights: ShopWeights::default(),
         }
     }
 
@@ -198,7 +230,6 @@ impl QueueOptions {
     pub(crate) fn weight(&self, shop: &str) -> u32 {
         self.shop_weights
             .get(shop)
-            .copied()
             .unwrap_or(crate::config::DEFAULT_WEIGHT)
             .max(1)
     }

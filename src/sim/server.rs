@@ -133,6 +133,12 @@ fn router(sim: Arc<Sim>) -> Router {
         // open-oauth.jd.com/oauth2/refresh_token; 1688's is under /openapi, below).
         .route("/token", post(top_token))
         .route("/oauth2/refresh_token", post(jd_token).get(jd_token))
+        .route("/oauth2/access_token", post(jd_token).get(jd_token))
+        // The authorisation pages (oauth.taobao.com/authorize, open-oauth.jd.com/oauth2/to_login,
+        // auth.1688.com/oauth/authorize).
+        .route("/authorize", get(top_authorize))
+        .route("/oauth2/to_login", get(jd_authorize))
+        .route("/oauth/authorize", get(alibaba_authorize))
         .route("/admin/stats", get(stats))
         .route("/admin/reset", post(reset))
         .route("/admin/drill", get(drill_get).post(drill_post))
@@ -206,9 +212,37 @@ async fn token_call(sim: Arc<Sim>, platform: Platform, req: Request) -> Response
         .await
         .unwrap_or_default();
     let params = form_pairs(parts.uri.query(), &bytes).unwrap_or_default();
-    let (status, body) =
-        crate::sim::tokens::refresh(&sim, platform, &params, Utc::now().timestamp_millis());
+    let now = Utc::now().timestamp_millis();
+    let (status, body) = match super::proto::form_get(&params, "grant_type") {
+        Some("authorization_code") => crate::sim::tokens::exchange(&sim, platform, &params, now),
+        _ => crate::sim::tokens::refresh(&sim, platform, &params, now),
+    };
     json_response(status, &body)
+}
+
+/// An authorisation page: a 302 to the app's callback with a code, or a 400 page.
+fn authorize_call(sim: &Sim, platform: Platform, query: Option<&str>) -> Response {
+    let params = form_pairs(query, &[]).unwrap_or_default();
+    match crate::sim::tokens::authorize(sim, platform, &params, Utc::now().timestamp_millis()) {
+        Ok(location) => Response::builder()
+            .status(StatusCode::FOUND)
+            .header(axum::http::header::LOCATION, location)
+            .body(Body::empty())
+            .unwrap_or_default(),
+        Err((status, why)) => (status, why).into_response(),
+    }
+}
+
+async fn top_authorize(State(sim): State<Arc<Sim>>, uri: axum::http::Uri) -> Response {
+    authorize_call(&sim, Platform::Taobao, uri.query())
+}
+
+async fn jd_authorize(State(sim): State<Arc<Sim>>, uri: axum::http::Uri) -> Response {
+    authorize_call(&sim, Platform::Jd, uri.query())
+}
+
+async fn alibaba_authorize(State(sim): State<Arc<Sim>>, uri: axum::http::Uri) -> Response {
+    authorize_call(&sim, Platform::Alibaba, uri.query())
 }
 
 async fn top_token(State(sim): State<Arc<Sim>>, req: Request) -> Response {

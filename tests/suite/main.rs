@@ -46,6 +46,7 @@ mod redis_failover;
 mod redis_memory;
 mod redis_tls;
 mod secrets;
+mod shop_directory;
 mod shops;
 mod sim;
 mod store;

@@ -1232,7 +1232,7 @@ async fn first_shops_handed_out(q: Queue, n: usize) -> Vec<String> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn shops_enqueued_after_a_big_job_get_their_weighted_share_at_once() {
     let weights = |o: QueueOptions| QueueOptions {
-        shop_weights: Arc::new([("small".to_string(), 2)].into_iter().collect()),
+        shop_weights: [("small".to_string(), 2)].into_iter().collect(),
         ..o
     };
     let redis = TestRedis::start();
