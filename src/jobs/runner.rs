@@ -419,7 +419,7 @@ impl JobRunner {
         }
         // A shop paused for a refused session waits, uncharged (docs/design.md, "Shops").
         let shop = (spec.shop_platform(), spec.shop().to_string());
-        let session = match self.shops.paused(shop.0, &shop.1).await {
+        let session = match self.shops.held_at_start(shop.0, &shop.1).await {
             Ok(true) => return Ok(TaskResult::RetryAfter(SHOP_PAUSED_RECHECK)),
             Ok(false) => self.shops.session(shop.0, &shop.1).await,
             Err(e) => Err(e),

@@ -118,13 +118,28 @@ impl ShopAccess {
         held.map_or_else(|| "none".to_string(), |s| s.mark(&key))
     }
 
-    /// Whether `shop` is paused, as the ledger said at most [`CONTROL_FRESH`] ago. A pause
-    /// of a session other than the one this worker holds is lifted here: the secret was
-    /// changed, so the shop may run again.
+    /// Whether `shop` is paused (or removed from the directory), as the ledger said at most
+    /// [`CONTROL_FRESH`] ago. A pause of a session other than the one this worker holds is
+    /// lifted here: the secret was changed, so the shop may run again.
     pub(crate) async fn paused(&self, platform: Platform, shop: &str) -> Result<bool, ShopCheck> {
+        self.held(platform, shop, false).await
+    }
+
+    /// [`ShopAccess::paused`] before a task starts: a directory shop's removal is read now,
+    /// not from the cache, so no task starts for a shop removed before it (one indexed read
+    /// a task; running tasks see it within [`CONTROL_FRESH`]).
+    pub(crate) async fn held_at_start(
+        &self,
+        platform: Platform,
+        shop: &str,
+    ) -> Result<bool, ShopCheck> {
+        self.held(platform, shop, true).await
+    }
+
+    async fn held(&self, platform: Platform, shop: &str, now: bool) -> Result<bool, ShopCheck> {
         let known = self.known(platform, shop).await?;
         if let Some((at, paused)) = known.seen {
-            if at.elapsed() < CONTROL_FRESH {
+            if at.elapsed() < CONTROL_FRESH && !(now && known.in_ledger) {
                 return Ok(paused);
             }
         }
@@ -133,16 +148,28 @@ impl ShopAccess {
             // as a pause, so the fleet follows within a heartbeat.
             let entry = self.store.ledger_shop(platform, shop).await?;
             if entry.is_none_or(|e| e.removed_at.is_some()) {
+                // Held out; its session forgotten, so a shop added again is read anew.
                 if let Some(t) = &self.tokens {
                     t.forget(platform, shop);
                 }
-                self.note(platform, shop, true);
+                let first = known.session.is_some() || known.seen.is_none_or(|(_, p)| !p);
+                if first {
+                    tracing::warn!(%platform, shop, "the shop was removed from the ledger's directory: its tasks are held and its calls stopped (`syncfleet shop add` serves it again; `job cancel` ends its jobs)");
+                }
+                self.lock().insert(
+                    (platform, shop.to_string()),
+                    Known {
+                        session: None,
+                        seen: Some((Instant::now(), true)),
+                        in_ledger: true,
+                    },
+                );
                 return Ok(true);
             }
             if known.session.is_none() {
                 // Removed when first seen and added again since: read its session anew.
                 self.lock().remove(&(platform, shop.to_string()));
-                return Box::pin(self.paused(platform, shop)).await;
+                return Box::pin(self.held(platform, shop, now)).await;
             }
         }
         let mut paused = false;

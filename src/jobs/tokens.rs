@@ -209,28 +209,26 @@ impl TokenKeeper {
     /// One look at every renewable shop.
     pub(crate) async fn look(&self) -> TokenLook {
         let mut out = TokenLook::default();
-        let mut shops: Vec<(Platform, String, Option<String>)> = self
+        let mut shops: Vec<(Platform, String, Option<String>, Option<ShopToken>)> = self
             .cfg
             .renewable_shops()
             .into_iter()
-            .map(|(p, s, var)| (p, s, Some(var)))
+            .map(|(p, s, var)| (p, s, Some(var), None))
             .collect();
         if self.ring.is_some() {
-            match self.store.ledger_shops().await {
-                Ok(ledger) => shops.extend(
-                    ledger
-                        .into_iter()
-                        .filter(|s| s.removed_at.is_none())
-                        .map(|s| (s.platform, s.shop, None)),
-                ),
+            // The directory's shops and their rows in one read.
+            match self.store.ledger_shop_tokens().await {
+                Ok(rows) => {
+                    shops.extend(rows.into_iter().map(|(p, s, row)| (p, s, None, Some(row))))
+                }
                 Err(e) => {
                     tracing::warn!(error = %e, "the ledger's shops could not be read; their tokens wait for the next look");
                 }
             }
         }
-        for (platform, shop, refresh_var) in shops {
+        for (platform, shop, refresh_var, row) in shops {
             let result = self
-                .look_at(platform, &shop, refresh_var.as_deref(), &mut out)
+                .look_at(platform, &shop, refresh_var.as_deref(), row, &mut out)
                 .await;
             let mut failing = self.failing.lock().unwrap_or_else(|e| e.into_inner());
             match result {
@@ -252,6 +250,7 @@ impl TokenKeeper {
         platform: Platform,
         shop: &str,
         refresh_var: Option<&str>,
+        read: Option<ShopToken>,
         out: &mut TokenLook,
     ) -> Result<(), TokenError> {
         let pc = self
@@ -263,7 +262,10 @@ impl TokenKeeper {
             .map_err(|_| TokenError::Config("app secret unset"))?;
         let keys = self.keys(platform)?;
         let ctx = context(platform, shop);
-        let mut row = self.store.shop_token(platform, shop).await?;
+        let mut row = match read {
+            Some(r) => Some(r),
+            None => self.store.shop_token(platform, shop).await?,
+        };
         if let Some(refresh_var) = refresh_var {
             // A shop of the config: its row is seeded from its variables.
             let given_refresh = crate::config::read_secret_env(refresh_var)

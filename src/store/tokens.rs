@@ -101,6 +101,71 @@ impl Store {
         ))
     }
 
+    /// The token rows of every served shop of the directory, in one read (a worker looks at
+    /// a thousand shops every few seconds).
+    pub async fn ledger_shop_tokens(
+        &self,
+    ) -> Result<Vec<(Platform, String, ShopToken)>, StoreError> {
+        let mut c = self.conn("ledger_shop_tokens").await?;
+        let rows = fetch!(
+            fetch_all
+                as (
+                    String,
+                    String,
+                    String,
+                    String,
+                    String,
+                    i64,
+                    i64,
+                    i64,
+                    i64,
+                    Option<String>
+                ),
+            c.on(),
+            sql!(
+                "SELECT t.platform, t.shop, t.sealed_access, t.sealed_refresh, t.source_mark,
+                        t.generation, CAST(t.expires_at - " NOW " AS BIGINT), t.lifetime_ms,
+                        CAST(CASE WHEN t.renewing_until > " NOW " THEN 1 ELSE 0 END AS BIGINT),
+                        t.last_error
+                 FROM shop_tokens t JOIN shops s ON s.platform = t.platform AND s.shop = t.shop
+                 WHERE s.removed_at IS NULL
+                 ORDER BY t.platform, t.shop"
+            )
+        )
+        .ctx(self, "ledger_shop_tokens")?;
+        rows.into_iter()
+            .map(
+                |(
+                    p,
+                    shop,
+                    access,
+                    refresh,
+                    mark,
+                    generation,
+                    remaining,
+                    lifetime,
+                    renewing,
+                    error,
+                )| {
+                    Ok((
+                        self.parse(&p, "shop_tokens.platform")?,
+                        shop,
+                        ShopToken {
+                            sealed_access: access,
+                            sealed_refresh: refresh,
+                            source_mark: mark,
+                            generation,
+                            remaining_ms: remaining,
+                            lifetime_ms: lifetime,
+                            renewing: renewing != 0,
+                            last_error: error,
+                        },
+                    ))
+                },
+            )
+            .collect()
+    }
+
     /// Claim the renewal of `shop`'s token of `generation` for `hold_ms`: true for one worker
     /// of the fleet; false when the token was renewed meanwhile or another worker holds it.
     pub async fn claim_token_renewal(

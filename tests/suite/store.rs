@@ -43,6 +43,7 @@ on_both_backends!(
     job_status_of_unknown_job_is_not_found,
     upsert_order_only_when_modified_advances,
     a_late_change_message_never_holds_back_a_later_order_list,
+    the_shop_directory_adds_authorises_anew_removes_and_reseals,
     logistics_events_dedup_with_insert_or_ignore,
     record_trace_marks_queried_only_together_with_the_events,
     ledger_instants_come_from_the_database_clock,
@@ -1693,4 +1694,131 @@ fn enqueue_orders_refuses_an_unbounded_window() {
         "{err}"
     );
     assert!(!db.exists(), "nothing may be written for a refused job");
+}
+
+/// The shop directory: a shop added with sealed tokens (never in the clear), authorised anew
+/// (the token row's generation moves on, a pause lifts), removed (tokens deleted, schedules
+/// paused, not among the served shops' tokens), resealed only when unchanged since read.
+async fn the_shop_directory_adds_authorises_anew_removes_and_reseals(kind: Kind) {
+    let (_ledger, store) = TestLedger::fresh(kind).await;
+    let shop = |access: &str, lifetime_ms: Option<i64>| NewLedgerShop {
+        platform: Platform::Taobao,
+        shop: "acme".into(),
+        weight: 3,
+        seller: Some("acme-nick".into()),
+        sealed_access: access.into(),
+        sealed_refresh: Some("sealed-r".into()),
+        lifetime_ms,
+    };
+    assert!(store
+        .add_ledger_shop(&shop("sealed-a1", Some(3_600_000)))
+        .await
+        .unwrap());
+    let listed = store.ledger_shops().await.unwrap();
+    assert_eq!(listed.len(), 1);
+    let s = &listed[0];
+    assert_eq!(
+        (s.weight, s.seller.as_deref(), s.renewable),
+        (3, Some("acme-nick"), true)
+    );
+    let left = s.token_remaining_ms.expect("an end");
+    assert!(left > 3_500_000 && left <= 3_600_000, "{left}");
+    let tokens = store.ledger_shop_tokens().await.unwrap();
+    assert_eq!(tokens.len(), 1);
+    let gen0 = tokens[0].2.generation;
+    assert_eq!(tokens[0].2.source_mark, LEDGER_SOURCE);
+
+    // Authorised anew: new tokens, the next generation, and a pause of the old session lifts.
+    store
+        .pause_shop(Platform::Taobao, "acme", "refused", "mark")
+        .await
+        .unwrap();
+    assert!(
+        !store
+            .add_ledger_shop(&shop("sealed-a2", None))
+            .await
+            .unwrap(),
+        "not new"
+    );
+    let t = store
+        .shop_token(Platform::Taobao, "acme")
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        (t.sealed_access.as_str(), t.generation),
+        ("sealed-a2", gen0 + 1)
+    );
+    assert!(store
+        .shop_pause(Platform::Taobao, "acme")
+        .await
+        .unwrap()
+        .is_none());
+
+    // Resealed only when unchanged since read.
+    assert!(!store
+        .reseal_tokens(
+            Platform::Taobao,
+            "acme",
+            ("sealed-a1", "sealed-r"),
+            ("x", "y")
+        )
+        .await
+        .unwrap());
+    assert!(store
+        .reseal_tokens(
+            Platform::Taobao,
+            "acme",
+            ("sealed-a2", "sealed-r"),
+            ("k.a", "k.r")
+        )
+        .await
+        .unwrap());
+    let t = store
+        .shop_token(Platform::Taobao, "acme")
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        (t.sealed_access.as_str(), t.generation),
+        ("k.a", gen0 + 1),
+        "same tokens, same generation"
+    );
+    assert_eq!(store.sealed_tokens().await.unwrap().len(), 1);
+
+    // Removed: its tokens gone, not among the served shops, removed once.
+    assert!(store
+        .remove_ledger_shop(Platform::Taobao, "acme")
+        .await
+        .unwrap());
+    assert!(!store
+        .remove_ledger_shop(Platform::Taobao, "acme")
+        .await
+        .unwrap());
+    assert!(store
+        .shop_token(Platform::Taobao, "acme")
+        .await
+        .unwrap()
+        .is_none());
+    assert!(store.ledger_shop_tokens().await.unwrap().is_empty());
+    let s = store
+        .ledger_shop(Platform::Taobao, "acme")
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(s.removed_at.is_some());
+    // Added again: served.
+    assert!(
+        store
+            .add_ledger_shop(&shop("sealed-a3", None))
+            .await
+            .unwrap(),
+        "new again"
+    );
+    let s = store
+        .ledger_shop(Platform::Taobao, "acme")
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(s.removed_at.is_none() && s.token_remaining_ms.is_none());
 }
