@@ -42,6 +42,23 @@ impl ListenTarget {
         }
     }
 
+    /// This target, also mapping the directory's served shops of its platform by seller (the
+    /// config's own mapping wins).
+    pub(crate) fn with_directory(&self, shops: &[crate::store::LedgerShop]) -> ListenTarget {
+        let mut t = self.clone();
+        for s in shops
+            .iter()
+            .filter(|s| s.platform == self.platform && s.removed_at.is_none())
+        {
+            if let Some(seller) = &s.seller {
+                t.sellers
+                    .entry(seller.clone())
+                    .or_insert_with(|| s.shop.clone());
+            }
+        }
+        t
+    }
+
     /// The shop a message of `seller` belongs to.
     pub(crate) fn shop_of(&self, seller: &str) -> String {
         if seller.is_empty() {
@@ -183,6 +200,15 @@ pub(crate) async fn take_messages(
         .iter()
         .filter(|m| !known.contains(&m.id) && seen.insert(m.id))
         .collect();
+    // The directory's shops are added while the listener runs: their sellers are read with
+    // each batch that has news (docs/design.md, "Shops in the ledger").
+    let directory;
+    let target = if fresh.iter().any(|m| !m.seller.is_empty()) {
+        directory = target.with_directory(&store.ledger_shops().await?);
+        &directory
+    } else {
+        target
+    };
     let shop_of = |m: &Message| target.shop_of(&m.seller);
     let notices: Vec<_> = fresh
         .iter()
@@ -354,6 +380,31 @@ mod tests {
         assert_eq!(t.shop_of("beta"), "beta");
         assert_eq!(t.shop_of(""), "own", "the app's own session");
         assert_eq!(t.shop_of("stranger"), "stranger", "unknown: its own name");
+        // The directory's shops: by their seller; the config's mapping wins; removed ones
+        // and other platforms' do not count.
+        let shop = |name: &str, seller: &str, platform: Platform, removed: bool| {
+            crate::store::LedgerShop {
+                platform,
+                shop: name.into(),
+                weight: 1,
+                seller: Some(seller.into()),
+                added_at: chrono::Utc::now(),
+                removed_at: removed.then(chrono::Utc::now),
+                renewable: true,
+                token_remaining_ms: None,
+                token_error: None,
+            }
+        };
+        let t = t.with_directory(&[
+            shop("gamma", "gamma-nick", Platform::Taobao, false),
+            shop("other", "acme-flagship", Platform::Taobao, false),
+            shop("gone", "gone-nick", Platform::Taobao, true),
+            shop("jd1", "jd-nick", Platform::Jd, false),
+        ]);
+        assert_eq!(t.shop_of("gamma-nick"), "gamma");
+        assert_eq!(t.shop_of("acme-flagship"), "acme");
+        assert_eq!(t.shop_of("gone-nick"), "gone-nick");
+        assert_eq!(t.shop_of("jd-nick"), "jd-nick");
     }
 
     /// Confirms failing for a long time: the ids waiting stay bounded, the newest kept.
