@@ -13,6 +13,17 @@ use crate::app::logging::{self, LogOptions};
 /// waits for the runtime's blocking threads, and no destructor runs after the log is finished).
 pub fn main() -> ! {
     let cli = super::Cli::parse();
+    if !cli.command.serves() {
+        // A report piped into `head` ends quietly when `head` has read enough, as Unix tools
+        // do, instead of panicking on the closed pipe. Rust ignores SIGPIPE so that a socket
+        // write fails with an error rather than killing the process; its sockets send with
+        // MSG_NOSIGNAL either way, so only pipes (stdout) see the default again. Long-running
+        // commands keep ignoring it.
+        // SAFETY: called before any thread is started; SIG_DFL is a valid disposition.
+        unsafe {
+            libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+        }
+    }
     // The demo prints a results table: keep per-call lines and routine info out of it.
     let default_filter = match cli.command {
         super::Command::Demo(_) => "warn",

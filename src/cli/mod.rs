@@ -157,6 +157,15 @@ impl Command {
         }
     }
 
+    /// Whether the command serves for long (a worker, the demo, the dashboard, the
+    /// simulator): those keep SIGPIPE ignored; the others are reports and short commands.
+    pub fn serves(&self) -> bool {
+        matches!(
+            self,
+            Command::Work(_) | Command::Demo(_) | Command::Sim(_) | Command::Dashboard(_)
+        )
+    }
+
     /// Whether the command runs on one thread: a worker waits on replies most of the time, and
     /// on a multi-thread runtime each reply woke one thread from another, which cost the worker
     /// more CPU than its own work did; a fleet scales with processes (`docs/design.md`, "What a

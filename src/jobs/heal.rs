@@ -86,6 +86,10 @@ pub(crate) async fn heal_once(
         .map(|(job, keys)| (job, uncovered(job, keys, &live)))
         .filter(|(_, keys)| !keys.is_empty())
         .collect();
+    // What this sweep found, for `status` (which reads it instead of every key itself).
+    let job_ids: Vec<i64> = jobs.iter().map(|(job, _)| *job).collect();
+    let counts: Vec<(i64, usize)> = found.iter().map(|(job, keys)| (*job, keys.len())).collect();
+    store.record_sweep(&job_ids, &counts).await?;
     let mut pushed = 0;
     for (job, keys) in sweep.confirm(found) {
         let tasks = push_again(store, queue, job, &keys, chunk_size).await?;

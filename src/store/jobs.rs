@@ -397,6 +397,54 @@ impl Store {
         .ctx(self, "running_job_specs")
     }
 
+    /// Keep what a heal sweep found: `uncovered` pending items without a task, per running job
+    /// it looked at (`jobs` not named found none).
+    pub(crate) async fn record_sweep(
+        &self,
+        jobs: &[i64],
+        uncovered: &[(i64, usize)],
+    ) -> Result<(), StoreError> {
+        let mut tx = self.begin("record_sweep: begin").await?;
+        for job in jobs {
+            let n = uncovered
+                .iter()
+                .find_map(|(j, n)| (j == job).then_some(*n))
+                .unwrap_or(0);
+            execute!(
+                tx.on(),
+                sql!(
+                    "UPDATE jobs SET uncovered_items = $2, swept_at = " NOW "
+                     WHERE id = $1 AND status = 'running'"
+                ),
+                job,
+                i64::try_from(n).unwrap_or(i64::MAX)
+            )
+            .ctx(self, "record_sweep")?;
+        }
+        tx.commit().await.ctx(self, "record_sweep: commit")?;
+        Ok(())
+    }
+
+    /// What the last heal sweep found of `job`: (pending items without a task, milliseconds
+    /// since the sweep, database clock); `None` when no sweep looked at it.
+    pub async fn last_sweep(&self, job_id: i64) -> Result<Option<(u64, i64)>, StoreError> {
+        let mut c = self.conn("last_sweep").await?;
+        let row = fetch!(
+            fetch_optional as (Option<i64>, Option<i64>),
+            c.on(),
+            sql!(
+                "SELECT uncovered_items, CAST(" NOW " - swept_at AS BIGINT)
+                 FROM jobs WHERE id = $1"
+            ),
+            job_id
+        )
+        .ctx(self, "last_sweep")?;
+        Ok(match row {
+            Some((Some(n), Some(ago))) => Some((to_u64(n), ago)),
+            _ => None,
+        })
+    }
+
     /// The most recent jobs (newest first) with their counts.
     pub async fn list_jobs(&self, limit: u32) -> Result<Vec<JobSummary>, StoreError> {
         self.list_jobs_reusing(limit, &mut FinishedSummaries::default())

@@ -82,3 +82,26 @@ async fn json_logs_are_one_object_per_line() {
         "{stderr}"
     );
 }
+
+/// `syncfleet status | head -3`: a report whose reader has gone ends quietly, as Unix tools
+/// do, not with a panic on the closed pipe (exit 101). The pipe's read end is closed before
+/// the command starts, so every write meets the closed pipe.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_report_into_a_closed_pipe_ends_quietly() {
+    let h = Harness::start(SimConfig::demo(), &ClientOpts::default()).await;
+    h.enqueue_listing(10);
+    let (reader, writer) = std::io::pipe().expect("a pipe");
+    drop(reader);
+    let out = h
+        .command_with(&h.config, &["status"])
+        .stdin(std::process::Stdio::null())
+        .stdout(writer)
+        .stderr(std::process::Stdio::piped())
+        .output()
+        .expect("run status");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert_ne!(out.status.code(), Some(101), "{stderr}");
+    use std::os::unix::process::ExitStatusExt;
+    assert_eq!(out.status.signal(), Some(13), "ended by SIGPIPE: {:?}", out.status);
+}

@@ -138,7 +138,7 @@ pub(crate) async fn status(cli: &Cli, args: &StatusArgs) -> Result<(), CliError>
             fmt_eta(s.eta())
         );
         if s.job.state == JobState::Running && c.pending > 0 {
-            if let Some(note) = stranded_note(cli, &store, job).await {
+            if let Some(note) = stranded_note(cli, &store, job, c.pending).await {
                 println!("{note}");
             }
             if let Some(p) = paused_shop_of(&store, job).await? {
@@ -167,9 +167,27 @@ pub(crate) async fn status(cli: &Cli, args: &StatusArgs) -> Result<(), CliError>
     }
 }
 
+/// Up to this many pending items, `status` checks itself that each has a task; above it reads
+/// what the heal loop's last sweep found: a check reads every pending key and every queued
+/// task, and a status must not cost in proportion to its job (a 1,000,000-item job read 215 MB
+/// for 4.7 s; docs/design.md, "Self-healing queue").
+const DIRECT_CHECK_MAX: u64 = 10_000;
+
 /// "N pending items have no task": the job would wait forever without a `reconcile`.
-/// Needs the config (queue name) and the queue; without them the check is skipped.
-async fn stranded_note(cli: &Cli, store: &Store, job: i64) -> Option<String> {
+async fn stranded_note(cli: &Cli, store: &Store, job: i64, pending: u64) -> Option<String> {
+    if pending > DIRECT_CHECK_MAX {
+        return match store.last_sweep(job).await.ok()? {
+            Some((0, _)) => None,
+            Some((n, ago_ms)) => Some(format!(
+                "warning: the queue's heal sweep {} s ago found {n} pending item(s) with no task in the queue (a lost task): a running worker pushes them again at its next sweep; `syncfleet reconcile {job}` does it now",
+                ago_ms.max(0) / 1000
+            )),
+            None => Some(format!(
+                "no heal sweep has looked at this job yet (a running worker sweeps every [queue] heal_interval_s): `syncfleet reconcile {job}` checks now that every pending item has a task"
+            )),
+        };
+    }
+    // Needs the config (queue name) and the queue; without them the check is skipped.
     let cfg = Config::load(&cli.config).ok()?;
     let queue = Queue::open(
         cli.redis.as_deref(),
