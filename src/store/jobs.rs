@@ -13,7 +13,7 @@ use std::collections::{HashMap, HashSet};
 /// total, created, finished). A job without items gives one row with no status.
 type SummaryRow = (
     Option<String>,
-    i64,
+    Option<i64>,
     String,
     String,
     i64,
@@ -142,6 +142,20 @@ impl Store {
             }
             Err(e) => return Err(e).ctx(self, "create_job: insert items"),
         }
+        // Every item pending: the counts the database keeps from here on (a trigger moves an
+        // item's count with its status; migrations, "job_status_counts").
+        if !item_keys.is_empty() {
+            execute!(
+                tx.on(),
+                sql!(
+                    "INSERT INTO job_status_counts (job_id, status, n)
+                     VALUES ($1, 'pending', $2)"
+                ),
+                job_id,
+                total
+            )
+            .ctx(self, "create_job: count items")?;
+        }
         if item_keys.is_empty() {
             // Finished at the instant it was created.
             execute!(
@@ -201,6 +215,12 @@ impl Store {
                 .await
                 .ctx(self, "create_job: insert items")?;
         }
+        sqlx::query("INSERT INTO job_status_counts (job_id, status, n) VALUES ($1, 'pending', $2)")
+            .bind(job_id)
+            .bind(to_i64(item_keys.len() as u64))
+            .execute(&mut **lite)
+            .await
+            .ctx(self, "create_job: count items")?;
         tx.commit().await.ctx(self, "create_job: commit")?;
         Ok(job_id)
     }
@@ -544,12 +564,10 @@ impl Store {
             fetch_all as SummaryRow,
             c.on(),
             sql!(
-                "SELECT i.status, COUNT(i.item_key), j.kind, j.status, j.total_items,
+                "SELECT c.status, c.n, j.kind, j.status, j.total_items,
                         j.created_at, j.finished_at, j.control
-                 FROM jobs AS j LEFT JOIN job_items AS i ON i.job_id = j.id
-                 WHERE j.id = $1
-                 GROUP BY i.status, j.kind, j.status, j.total_items, j.created_at, j.finished_at,
-                          j.control"
+                 FROM jobs AS j LEFT JOIN job_status_counts AS c ON c.job_id = j.id
+                 WHERE j.id = $1"
             ),
             id
         )
@@ -561,7 +579,10 @@ impl Store {
         let mut counts = StatusCounts::default();
         for (status, n, ..) in rows {
             if let Some(status) = status {
-                counts.add(self.parse(&status, "job_items.status")?, to_u64(n));
+                counts.add(
+                    self.parse(&status, "job_status_counts.status")?,
+                    to_u64(n.unwrap_or(0)),
+                );
             }
         }
         Ok(JobSummary {

@@ -103,5 +103,10 @@ async fn a_report_into_a_closed_pipe_ends_quietly() {
     assert!(!stderr.contains("panicked"), "{stderr}");
     assert_ne!(out.status.code(), Some(101), "{stderr}");
     use std::os::unix::process::ExitStatusExt;
-    assert_eq!(out.status.signal(), Some(13), "ended by SIGPIPE: {:?}", out.status);
+    assert_eq!(
+        out.status.signal(),
+        Some(13),
+        "ended by SIGPIPE: {:?}",
+        out.status
+    );
 }

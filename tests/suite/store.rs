@@ -44,6 +44,7 @@ on_both_backends!(
     upsert_order_only_when_modified_advances,
     a_late_change_message_never_holds_back_a_later_order_list,
     the_shop_directory_adds_authorises_anew_removes_and_reseals,
+    the_kept_counts_equal_a_recount_after_every_kind_of_change,
     logistics_events_dedup_with_insert_or_ignore,
     record_trace_marks_queried_only_together_with_the_events,
     ledger_instants_come_from_the_database_clock,
@@ -1821,4 +1822,51 @@ async fn the_shop_directory_adds_authorises_anew_removes_and_reseals(kind: Kind)
         .unwrap()
         .unwrap();
     assert!(s.removed_at.is_none() && s.token_remaining_ms.is_none());
+}
+
+/// A job's counts are kept by the database as its items change (not counted at each status):
+/// after finishes of every outcome, a reset to pending, a cancel, they equal a recount of
+/// the items themselves.
+async fn the_kept_counts_equal_a_recount_after_every_kind_of_change(kind: Kind) {
+    let (_ledger, store) = TestLedger::fresh(kind).await;
+    let ks = keys(40);
+    let id = store.create_job(JobKind::Listing, "{}", &ks).await.unwrap();
+    let recount = |items: Vec<ItemRecord>| {
+        let n = |s: ItemStatus| items.iter().filter(|i| i.status == s).count() as u64;
+        StatusCounts {
+            pending: n(ItemStatus::Pending),
+            done: n(ItemStatus::Done),
+            stale: n(ItemStatus::Stale),
+            failed: n(ItemStatus::Failed),
+            skipped: n(ItemStatus::Skipped),
+            cancelled: n(ItemStatus::Cancelled),
+        }
+    };
+    let check = |store: Store| async move {
+        let kept = store.job_status(id).await.unwrap().job.counts;
+        let items = store.items(id, None, 1_000).await.unwrap();
+        assert_eq!(kept, recount(items));
+        kept
+    };
+    assert_eq!(check(store.clone()).await.pending, 40);
+    let mut outcomes = Vec::new();
+    for (i, k) in ks.iter().take(30).enumerate() {
+        outcomes.push(match i % 4 {
+            0 => ItemOutcome::done(k, None),
+            1 => ItemOutcome::failed(k, ErrorClass::Slow, "limited"),
+            2 => ItemOutcome::skipped(k, "dup"),
+            _ => ItemOutcome::done(k, Some("1".into())),
+        });
+    }
+    store.finish_items(id, &outcomes).await.unwrap();
+    // The same outcomes again (a re-delivered task) change nothing.
+    store.finish_items(id, &outcomes).await.unwrap();
+    let c = check(store.clone()).await;
+    assert_eq!((c.pending, c.failed), (10, 8));
+    let slow = store.items_by_class(id, ErrorClass::Slow).await.unwrap();
+    assert_eq!(store.reset_items_to_pending(id, &slow).await.unwrap(), 8);
+    assert_eq!(check(store.clone()).await.pending, 18);
+    store.control_job(id, ControlAction::Cancel).await.unwrap();
+    let c = check(store.clone()).await;
+    assert_eq!((c.pending, c.cancelled), (0, 18));
 }
