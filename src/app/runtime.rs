@@ -79,6 +79,7 @@ impl RuntimeError {
             QueueError::FleetMismatch { .. }
                 | QueueError::EmbeddedBusy { .. }
                 | QueueError::Evicting { .. }
+                | QueueError::Setup { .. }
         )
     }
 }

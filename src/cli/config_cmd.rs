@@ -7,8 +7,10 @@ use clap::Subcommand;
 #[derive(Debug, Subcommand)]
 pub enum ConfigCommand {
     /// Validate the config: unknown keys, burst/rate bounds, keep-alive vs idle close, the
-    /// timeout chain, secrets present in the environment, the listing map `[listing] map`
-    /// names. Exit 2 on any error.
+    /// timeout chain, secrets present in the environment (platforms, shops, the hooks'
+    /// signing key), the listing map `[listing] map` names, and `--redis` (its form and the
+    /// certificate files the environment names; no connection is made). Whatever `work`
+    /// would refuse at start is an error here. Exit 2 on any error.
     Check,
 }
 
@@ -30,6 +32,34 @@ pub(crate) async fn run(cli: &Cli, cmd: &ConfigCommand) -> Result<(), CliError> 
                         );
                         errors += 1;
                     }
+                }
+            }
+            // Each shop's session (and refresh token) variable, as a worker reads them.
+            for (name, shop) in cfg.shops() {
+                let vars = std::iter::once(&shop.session_env).chain(shop.refresh_env.as_ref());
+                for var in vars {
+                    if let Err(missing) = crate::config::read_secret_env(var) {
+                        println!(
+                            "error: {}: key `shops.{name}`: {missing}",
+                            cfg.file.display()
+                        );
+                        errors += 1;
+                    }
+                }
+            }
+            // The hooks' signing key, when hooks are on.
+            if let Err(missing) = cfg.hooks.secret() {
+                println!(
+                    "error: {}: key `hooks.secret_env`: {missing}",
+                    cfg.file.display()
+                );
+                errors += 1;
+            }
+            // `--redis`: its form and the certificate files the environment names.
+            if let Some(url) = &cli.redis {
+                if let Err(e) = crate::redis_conn::target(url) {
+                    println!("error: --redis {}: {e}", crate::secret::redact_url(url));
+                    errors += 1;
                 }
             }
             // The listing map `[listing] map` names: read and checked as enqueue would.

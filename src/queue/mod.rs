@@ -366,6 +366,16 @@ impl WorkerStats {
 /// Queue errors. Messages never contain credentials (URLs are redacted).
 #[derive(Debug, thiserror::Error)]
 pub enum QueueError {
+    /// The Redis URL (or a certificate file the environment names) cannot be used: the
+    /// operator's to fix, nothing to retry.
+    #[error("redis queue at {url}: {source}")]
+    Setup {
+        /// The Redis URL, password redacted.
+        url: String,
+        /// What is wrong with it.
+        #[source]
+        source: crate::redis_conn::RedisOpenError,
+    },
     /// Redis could not be reached, or failed or refused a command.
     #[error("redis queue at {url}: {msg}")]
     Redis {

@@ -10,6 +10,7 @@ mod jobs_harness;
 mod support;
 
 mod change_messages;
+mod config_check;
 mod continuous_sync;
 mod dashboard_access;
 mod dashboard_browser;

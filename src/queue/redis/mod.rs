@@ -191,9 +191,9 @@ impl RedisQueue {
             url: red.clone(),
             msg: e.to_string(),
         };
-        let client = crate::redis_conn::target(url).map_err(|e| QueueError::Redis {
+        let client = crate::redis_conn::target(url).map_err(|source| QueueError::Setup {
             url: red.clone(),
-            msg: e.to_string(),
+            source,
         })?;
         // A 20k-task pipeline takes far longer than the 500 ms default response timeout;
         // a timed-out push would be retried and duplicated.
@@ -217,10 +217,10 @@ impl RedisQueue {
         opts: QueueOptions,
         shutdown: &Shutdown,
     ) -> Result<RedisQueue, QueueError> {
-        if let Err(e) = crate::redis_conn::target(url) {
-            return Err(QueueError::Redis {
+        if let Err(source) = crate::redis_conn::target(url) {
+            return Err(QueueError::Setup {
                 url: redact(url),
-                msg: e.to_string(),
+                source,
             });
         }
         let mut backoff = CONNECT_RETRY.doubling();
