@@ -358,13 +358,15 @@ pub struct JobStatus {
 }
 
 impl JobStatus {
-    /// Time left at the last minute's rate; None when finished or nothing moved lately.
+    /// Time left at the last minute's rate; `Some(0)` when nothing is pending; None when
+    /// nothing moved lately or the job is paused (its last minute's rate says nothing of when
+    /// it will be resumed).
     pub fn eta(&self) -> Option<Duration> {
         let pending = self.job.counts.pending;
         if pending == 0 {
             return Some(Duration::ZERO);
         }
-        if self.rate_per_sec <= 0.0 {
+        if self.rate_per_sec <= 0.0 || self.job.control == Some(JobControl::Paused) {
             return None;
         }
         Some(Duration::from_secs_f64(pending as f64 / self.rate_per_sec))

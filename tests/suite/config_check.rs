@@ -65,3 +65,43 @@ async fn config_check_refuses_what_work_would() {
         assert!(text.contains("not a redis URL"), "{args:?}: {text}");
     }
 }
+
+/// `enqueue --lane` and `--chunk-size` are taken after the subcommand too, as `schedule add`
+/// takes them (before: only in front of it, "unexpected argument" after).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn enqueue_takes_its_lane_before_or_after_the_subcommand() {
+    let h = Harness::start(SimConfig::demo(), &ClientOpts::default()).await;
+    let items = h.item_file(3);
+    let items = items.to_str().expect("utf-8 path");
+    let after = h.enqueue(&[
+        "listing",
+        "--from",
+        "alibaba",
+        "--to",
+        "taobao",
+        "--items",
+        items,
+        "--lane",
+        "interactive",
+        "--chunk-size",
+        "1",
+    ]);
+    let before = h.enqueue(&[
+        "--lane",
+        "interactive",
+        "listing",
+        "--from",
+        "alibaba",
+        "--to",
+        "taobao",
+        "--items",
+        items,
+    ]);
+    for job in [after, before] {
+        let spec = h.store.job_status(job).await.expect("status").spec;
+        assert!(
+            spec.contains("\"lane\":\"interactive\""),
+            "job {job}: {spec}"
+        );
+    }
+}

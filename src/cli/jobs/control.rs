@@ -37,7 +37,9 @@ pub(crate) async fn job(cli: &Cli, cmd: &JobCommand) -> Result<(), CliError> {
     let store = Store::connect(&cli.db).await?;
     match store.control_job(job, action).await? {
         ControlChange::Done { cancelled } if action == ControlAction::Cancel => {
-            println!("job {job}: cancelled; {cancelled} pending item(s) ended `cancelled`");
+            println!(
+                "job {job}: cancelled; {cancelled} pending item(s) ended `cancelled` (one whose call was already on the wire ends as what the platform did: `done` if it made something)"
+            );
         }
         ControlChange::Done { .. } => println!("job {job}: {done}"),
         ControlChange::Already => println!("job {job}: already {done}"),

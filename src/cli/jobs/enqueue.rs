@@ -23,12 +23,12 @@ pub struct EnqueueArgs {
     #[arg(long)]
     pub(crate) spec: Option<PathBuf>,
     /// Items per task (default: queue.chunk_size of the config).
-    #[arg(long)]
+    #[arg(long, global = true)]
     pub(crate) chunk_size: Option<usize>,
     /// `interactive` (a person or a live change waits: its tasks go first, and its calls use
     /// the share of each gate kept for interactive work) or `bulk` (default; back-fills,
     /// big listings). Overrides a spec file's `lane`.
-    #[arg(long)]
+    #[arg(long, global = true)]
     pub(crate) lane: Option<crate::jobs::spec::Lane>,
     #[command(subcommand)]
     pub(crate) what: Option<EnqueueWhat>,

@@ -135,7 +135,11 @@ pub(crate) async fn status(cli: &Cli, args: &StatusArgs) -> Result<(), CliError>
             c.cancelled,
             c.pending,
             s.rate_per_sec,
-            fmt_eta(s.eta())
+            if s.job.control == Some(crate::store::JobControl::Paused) {
+                "none while paused".to_string()
+            } else {
+                fmt_eta(s.eta())
+            }
         );
         if s.job.state == JobState::Running && c.pending > 0 {
             if let Some(note) = stranded_note(cli, &store, job, c.pending).await {

@@ -108,4 +108,8 @@ fn eta_uses_rate() {
     };
     assert_eq!(status.eta(), Some(Duration::from_secs(5)));
     assert!((status.job.percent() - 50.0).abs() < 1e-9);
+    // Paused: the last minute's rate says nothing of when it will be resumed.
+    let mut paused = status.clone();
+    paused.job.control = Some(JobControl::Paused);
+    assert_eq!(paused.eta(), None);
 }
