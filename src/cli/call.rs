@@ -87,6 +87,24 @@ pub(crate) async fn run(cli: &Cli, args: &CallArgs) -> Result<(), CliError> {
     drop(permit);
     gates.report_sent(platform, api, GateOutcome::of(&outcome), sent);
     gates.flush().await;
+    // The call counts against the app's quota like a worker's: into the ledger's calls, when
+    // there is a ledger (what `report` and an embedded `gate show` read).
+    if let Ok(store) = crate::store::Store::connect_existing(&cli.db).await {
+        let record = crate::store::CallRecord {
+            minute: Utc::now(),
+            platform,
+            api,
+            class: outcome.as_ref().map_or_else(
+                |e| crate::store::CallClass::from(e.class),
+                |_| crate::store::CallClass::Ok,
+            ),
+            calls: 1,
+            useful: 0,
+        };
+        if let Err(e) = store.record_calls(&[record]).await {
+            tracing::warn!("the call was not recorded in the ledger: {e}");
+        }
+    }
     match outcome {
         Ok(()) => {
             println!("class: ok");

@@ -81,6 +81,15 @@ fn fmt_opt(v: Option<f64>) -> String {
 async fn show(cli: &Cli, namespace: &str) -> Result<(), CliError> {
     let cfg = cli.load_config()?;
     let gates = gates_for(cli, &cfg, namespace).await?;
+    if cli.redis.is_none() {
+        // Embedded gates live in the worker's process, so this one starts at zero: today's
+        // calls come from the ledger (as a worker's own gates are raised to it).
+        if let Ok(store) = crate::store::Store::connect_existing(&cli.db).await {
+            if let Err(e) = crate::jobs::quota_floor::floor_from_ledger(&store, &gates).await {
+                tracing::warn!("today's calls could not be read from the ledger: {e}");
+            }
+        }
+    }
     let snaps = gates.snapshot().await?;
     // Written with errors ignored: `gate show | head` must not panic on a closed pipe.
     let mut out = String::new();

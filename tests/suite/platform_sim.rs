@@ -690,6 +690,47 @@ async fn a_call_from_the_terminal_books_in_the_fleet_gate() {
     );
 }
 
+/// Without Redis the gates live in each process, so `gate show` starts at zero: it counts
+/// today's calls from the ledger, where `call` (like a worker) records its call (before: 0
+/// after any number of calls).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_embedded_gate_show_counts_todays_calls_from_the_ledger() {
+    let sim = start(roomy()).await;
+    let dir = tempfile::tempdir().unwrap();
+    let cfg_path = dir.path().join("local.toml");
+    std::fs::write(
+        &cfg_path,
+        local_config_text().replace("http://127.0.0.1:7800", &sim.base_url()),
+    )
+    .unwrap();
+    let db = format!("sqlite://{}", dir.path().join("ledger.db").display());
+    let run = |args: &[&str]| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_syncfleet"))
+            .arg("--config")
+            .arg(&cfg_path)
+            .args(["--db", &db])
+            .args(args)
+            .env_remove("SYNCFLEET_REDIS_URL")
+            .env("SIM_JD_SECRET", "sim-jd-secret")
+            .env("SIM_JD_TOKEN", "sim-jd-token")
+            .output()
+            .expect("syncfleet runs")
+    };
+    assert!(run(&["db", "migrate"]).status.success());
+    for id in ["7", "8"] {
+        let out = run(&["call", "jd", "item_get", &format!("wareId={id}")]);
+        assert!(out.status.success(), "{out:?}");
+    }
+    let shown = run(&["gate", "show"]);
+    let text = String::from_utf8_lossy(&shown.stdout);
+    let line = text
+        .lines()
+        .find(|l| l.starts_with("jd.item_get"))
+        .unwrap_or_else(|| panic!("{text}"));
+    let cols: Vec<&str> = line.split_whitespace().collect();
+    assert_eq!(cols[7], "2", "two calls counted today: {line}");
+}
+
 #[tokio::test]
 async fn call_subcommand_exit_codes() {
     let sim = start(roomy()).await;
