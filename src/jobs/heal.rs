@@ -9,8 +9,9 @@
 //! ([`Sweep`]): an item is briefly uncovered while its job is being pushed, and never for
 //! a whole interval unless its task is gone.
 
-use super::producer::{push_again, uncovered, ProducerError};
+use super::producer::{pending_hashes, pending_keys_of, push_again, ProducerError};
 use crate::link::shared::FleetLink;
+use crate::queue::LiveCover;
 use crate::queue::Queue;
 use crate::shutdown::Shutdown;
 use crate::store::Store;
@@ -71,21 +72,29 @@ pub(crate) async fn heal_once(
     chunk_size: usize,
 ) -> Result<usize, ProducerError> {
     let jobs = store.running_job_specs().await?;
-    // The ledger first, then one consistent snapshot of the queue (as `uncovered_pending`).
+    // The ledger first, then one consistent snapshot of the queue (as `uncovered_pending`);
+    // pending keys are kept as hashes and read by `seq` pages, so a million-item job costs
+    // this sweep megabytes, not the hundreds its keys and tasks would.
     let mut pending = Vec::with_capacity(jobs.len());
     for (job, _) in &jobs {
-        pending.push((*job, store.pending_keys(*job).await?));
+        pending.push((*job, pending_hashes(store, *job).await?));
     }
-    let live = if pending.iter().any(|(_, k)| !k.is_empty()) {
-        queue.live_tasks().await?
+    let live = if pending.iter().any(|(_, h)| !h.is_empty()) {
+        queue.live_cover().await?
     } else {
-        Vec::new()
+        LiveCover::default()
     };
-    let found: HashMap<i64, Vec<String>> = pending
-        .into_iter()
-        .map(|(job, keys)| (job, uncovered(job, keys, &live)))
-        .filter(|(_, keys)| !keys.is_empty())
-        .collect();
+    let mut found: HashMap<i64, Vec<String>> = HashMap::new();
+    for (job, hashes) in pending {
+        let missing: HashSet<u64> = hashes
+            .into_iter()
+            .filter(|h| !live.covers_hash(job, *h))
+            .collect();
+        let keys = pending_keys_of(store, job, &missing).await?;
+        if !keys.is_empty() {
+            found.insert(job, keys);
+        }
+    }
     // What this sweep found, for `status` (which reads it instead of every key itself).
     let job_ids: Vec<i64> = jobs.iter().map(|(job, _)| *job).collect();
     let counts: Vec<(i64, usize)> = found.iter().map(|(job, keys)| (*job, keys.len())).collect();

@@ -6,7 +6,7 @@ use super::orders::slices;
 use super::spec::{JobKind, JobSpec};
 use crate::config::Config;
 use crate::platform::ErrorClass;
-use crate::queue::{Lane, Queue, QueueError, TaskMsg};
+use crate::queue::{Lane, LiveCover, Queue, QueueError, TaskMsg};
 use crate::store::{Store, StoreError};
 use std::collections::HashSet;
 use std::time::Duration;
@@ -167,22 +167,51 @@ pub(crate) async fn uncovered_pending(
     queue: &Queue,
     job_id: i64,
 ) -> Result<Vec<String>, ProducerError> {
-    let pending = store.pending_keys(job_id).await?;
-    let live = queue.live_tasks().await?;
-    Ok(uncovered(job_id, pending, &live))
+    let pending = pending_hashes(store, job_id).await?;
+    let cover = queue.live_cover().await?;
+    let missing: HashSet<u64> = pending
+        .into_iter()
+        .filter(|h| !cover.covers_hash(job_id, *h))
+        .collect();
+    pending_keys_of(store, job_id, &missing).await
 }
 
-/// The `pending` keys of `job_id` that no task of `live` carries.
-pub(crate) fn uncovered(job_id: i64, pending: Vec<String>, live: &[TaskMsg]) -> Vec<String> {
-    let covered: HashSet<&str> = live
-        .iter()
-        .filter(|t| t.job_id == job_id)
-        .flat_map(|t| t.keys.iter().map(String::as_str))
-        .collect();
-    pending
-        .into_iter()
-        .filter(|k| !covered.contains(k.as_str()))
-        .collect()
+/// Items a coverage check reads from the ledger at a time, by `seq` range: a million-item
+/// job is read in pages and kept as 8-byte hashes, never as one result of its keys.
+pub(crate) const PENDING_PAGE: u64 = 50_000;
+
+/// The hashes ([`LiveCover::key_hash`]) of `job_id`'s pending keys, read a page at a time.
+pub(crate) async fn pending_hashes(store: &Store, job_id: i64) -> Result<Vec<u64>, ProducerError> {
+    let total = store.job_status(job_id).await?.job.total;
+    let mut hashes = Vec::new();
+    for page in 0..total.div_ceil(PENDING_PAGE) {
+        let keys = store.chunk_pending_keys(job_id, page, PENDING_PAGE).await?;
+        hashes.extend(keys.iter().map(|k| LiveCover::key_hash(k)));
+    }
+    Ok(hashes)
+}
+
+/// The pending keys of `job_id` whose hashes are in `wanted`, in `seq` order (a second pass
+/// over the pages; nothing is read when nothing is wanted).
+pub(crate) async fn pending_keys_of(
+    store: &Store,
+    job_id: i64,
+    wanted: &HashSet<u64>,
+) -> Result<Vec<String>, ProducerError> {
+    if wanted.is_empty() {
+        return Ok(Vec::new());
+    }
+    let total = store.job_status(job_id).await?.job.total;
+    let mut keys = Vec::new();
+    for page in 0..total.div_ceil(PENDING_PAGE) {
+        let page_keys = store.chunk_pending_keys(job_id, page, PENDING_PAGE).await?;
+        keys.extend(
+            page_keys
+                .into_iter()
+                .filter(|k| wanted.contains(&LiveCover::key_hash(k))),
+        );
+    }
+    Ok(keys)
 }
 
 /// Push `keys` of the job again as fresh tasks, in the job's turn of the queue; returns the

@@ -56,6 +56,50 @@ pub struct TaskMsg {
     pub lane: Lane,
 }
 
+/// Which items the queue's live tasks (ready, in flight, delayed) carry, per job, as hashes
+/// of their keys: what a coverage check needs, at 8 bytes a key instead of the tasks
+/// themselves (a million-item job's tasks were ~200 MB as `TaskMsg`s; docs/design.md,
+/// "Self-healing queue"). Hashes are of this process only (never stored).
+#[derive(Debug, Default)]
+pub struct LiveCover {
+    by_job: std::collections::HashMap<i64, std::collections::HashSet<u64>>,
+}
+
+impl LiveCover {
+    /// The hash a key is kept as.
+    pub fn key_hash(key: &str) -> u64 {
+        use std::hash::{Hash, Hasher};
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        key.hash(&mut h);
+        h.finish()
+    }
+
+    /// Count `task`'s items as carried.
+    pub fn add(&mut self, task: &TaskMsg) {
+        let set = self.by_job.entry(task.job_id).or_default();
+        set.extend(task.keys.iter().map(|k| Self::key_hash(k)));
+    }
+
+    /// Whether a live task of `job_id` carries `key`.
+    pub fn covers(&self, job_id: i64, key: &str) -> bool {
+        self.by_job
+            .get(&job_id)
+            .is_some_and(|set| set.contains(&Self::key_hash(key)))
+    }
+
+    /// Whether a live task of `job_id` carries the key of hash `hash` ([`LiveCover::key_hash`]).
+    pub fn covers_hash(&self, job_id: i64, hash: u64) -> bool {
+        self.by_job
+            .get(&job_id)
+            .is_some_and(|set| set.contains(&hash))
+    }
+
+    /// Whether no live task carries anything.
+    pub fn is_empty(&self) -> bool {
+        self.by_job.values().all(|s| s.is_empty())
+    }
+}
+
 /// What the handler learns about the delivery it runs.
 #[derive(Debug, Clone)]
 pub struct TaskCtx {

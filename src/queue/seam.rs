@@ -31,6 +31,18 @@ pub trait TaskQueue: Send + Sync {
     fn lengths(&self) -> BoxFuture<'_, Result<QueueLen, QueueError>>;
     /// Every task that will still run: ready, in flight and delayed (not dead).
     fn live_tasks(&self) -> BoxFuture<'_, Result<Vec<TaskMsg>, QueueError>>;
+    /// What the live tasks carry, per job ([`super::LiveCover`]): the same snapshot as
+    /// [`TaskQueue::live_tasks`], folded as it is read where the transport can.
+    fn live_cover(&self) -> BoxFuture<'_, Result<super::LiveCover, QueueError>> {
+        async move {
+            let mut cover = super::LiveCover::default();
+            for t in self.live_tasks().await? {
+                cover.add(&t);
+            }
+            Ok(cover)
+        }
+        .boxed()
+    }
     /// The fleet's workers seen recently; none for a transport without a fleet.
     fn workers(&self, within: Duration) -> BoxFuture<'_, Result<Vec<LiveWorker>, QueueError>> {
         let _ = within;
@@ -114,6 +126,11 @@ impl Queue {
     /// `reconcile` and `status` compare with the ledger's pending items.
     pub async fn live_tasks(&self) -> Result<Vec<TaskMsg>, QueueError> {
         self.0.live_tasks().await
+    }
+
+    /// What the live tasks carry, per job, as key hashes (the coverage check's input).
+    pub async fn live_cover(&self) -> Result<super::LiveCover, QueueError> {
+        self.0.live_cover().await
     }
 
     /// The workers of the fleet seen by the queue recently (consumers idle less than

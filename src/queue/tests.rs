@@ -98,3 +98,23 @@ fn a_task_names_its_kind_as_the_ledger_spells_it() {
     let odd = r#"{"job_id":7,"kind":"refunds","chunk":2,"keys":["a"]}"#;
     assert!(serde_json::from_str::<TaskMsg>(odd).is_err());
 }
+
+#[test]
+fn a_live_cover_knows_each_jobs_keys_and_no_others() {
+    let task = |job_id: i64, keys: &[&str]| TaskMsg {
+        job_id,
+        kind: crate::store::JobKind::Listing,
+        chunk: 0,
+        keys: keys.iter().map(|k| k.to_string()).collect(),
+        shop: String::new(),
+        lane: Lane::Bulk,
+    };
+    let mut cover = LiveCover::default();
+    assert!(cover.is_empty());
+    cover.add(&task(1, &["a", "b"]));
+    cover.add(&task(2, &["c"]));
+    assert!(cover.covers(1, "a") && cover.covers(1, "b") && cover.covers(2, "c"));
+    assert!(!cover.covers(1, "c"), "another job's key");
+    assert!(!cover.covers(3, "a"), "a job with no task");
+    assert!(cover.covers_hash(2, LiveCover::key_hash("c")));
+}

@@ -439,6 +439,21 @@ impl RedisQueue {
     /// items lost (`reconcile` and the heal loop would push them twice). The cost is one
     /// longer command on a large backlog (about 10 ms for 20,000 tasks).
     pub(crate) async fn live_tasks(&self) -> Result<Vec<TaskMsg>, QueueError> {
+        let mut out = Vec::new();
+        self.each_live_task(|t| out.push(t)).await?;
+        Ok(out)
+    }
+
+    /// [`RedisQueue::live_tasks`] folded into a [`super::LiveCover`] as each task is read.
+    pub(crate) async fn live_cover(&self) -> Result<super::LiveCover, QueueError> {
+        let mut cover = super::LiveCover::default();
+        self.each_live_task(|t| cover.add(&t)).await?;
+        Ok(cover)
+    }
+
+    /// One consistent snapshot of the stream, the ready set and the delayed set, each task
+    /// handed to `each` as it is parsed.
+    async fn each_live_task(&self, mut each: impl FnMut(TaskMsg)) -> Result<(), QueueError> {
         let mut c = self.conn.clone();
         type Snapshot = (
             Vec<(String, Vec<(String, String)>)>,
@@ -462,11 +477,10 @@ impl RedisQueue {
             .query_async(&mut c)
             .await
             .map_err(|e| self.err(e))?;
-        let mut out = Vec::with_capacity(stream.len() + ready.len() + delayed.len());
         for (_, fields) in stream {
             if let Some((_, d)) = fields.iter().find(|(k, _)| k == "d") {
                 if let Ok(t) = serde_json::from_str::<TaskMsg>(d) {
-                    out.push(t);
+                    each(t);
                 }
             }
         }
@@ -474,11 +488,11 @@ impl RedisQueue {
             // member = attempts:ulid:json
             if let Some(json) = m.splitn(3, ':').nth(2) {
                 if let Ok(t) = serde_json::from_str::<TaskMsg>(json) {
-                    out.push(t);
+                    each(t);
                 }
             }
         }
-        Ok(out)
+        Ok(())
     }
 
     /// Consumers of the group idle less than `within` (see [`super::Queue::workers`]).
@@ -597,6 +611,9 @@ impl super::TaskQueue for RedisQueue {
     }
     fn live_tasks(&self) -> futures::future::BoxFuture<'_, Result<Vec<TaskMsg>, QueueError>> {
         RedisQueue::live_tasks(self).boxed()
+    }
+    fn live_cover(&self) -> futures::future::BoxFuture<'_, Result<super::LiveCover, QueueError>> {
+        RedisQueue::live_cover(self).boxed()
     }
     fn workers(
         &self,
