@@ -73,13 +73,21 @@ impl fmt::Display for ConfigProblem {
 pub struct ConfigError(pub(crate) Vec<ConfigProblem>);
 
 impl ConfigError {
-    /// A TOML file `path` that does not parse: the line the parser points at, its words.
+    /// A TOML file `path` that does not parse: the line the parser points at, its words, and
+    /// that line's text (the parser's words alone can be "duplicate key", naming nothing).
     pub(crate) fn of_toml(path: &Path, text: &str, e: &toml::de::Error) -> ConfigError {
+        let line = e.span().map(|s| line_of(text, s.start));
+        let quoted = line
+            .and_then(|n| text.lines().nth(n - 1))
+            .map(str::trim)
+            .filter(|l| !l.is_empty())
+            .map(|l| format!(" (at `{}`)", l.chars().take(120).collect::<String>()))
+            .unwrap_or_default();
         ConfigError(vec![ConfigProblem {
             file: path.to_path_buf(),
             key: String::new(),
-            line: e.span().map(|s| line_of(text, s.start)),
-            message: e.message().to_string(),
+            line,
+            message: format!("{}{quoted}", e.message()),
             warning: false,
         }])
     }
@@ -330,6 +338,19 @@ per_second_cap = 400
         let err = parse("[gates.default]\npacing = \"fast\"\n").unwrap_err();
         assert_eq!(err.0[0].line, Some(2), "{err}");
         assert!(err.0[0].message.contains("spend"), "{err}");
+    }
+
+    /// A table given twice (a README snippet pasted into a config that has it): the error
+    /// names the line and quotes it, not only "duplicate key".
+    #[test]
+    fn a_table_given_twice_is_named() {
+        let err = parse(&format!(
+            "{PLATFORM}[gates.\"taobao.item_add\"]\nrate = 1\n[gates.\"taobao.item_add\"]\nrate = 2\n"
+        ))
+        .unwrap_err();
+        let p = &err.0[0];
+        assert_eq!(p.line, Some(9), "{err}");
+        assert!(p.message.contains("[gates.\"taobao.item_add\"]"), "{err}");
     }
 
     #[test]
