@@ -23,7 +23,7 @@ async fn messages_with_drills(kind: Kind) {
     let mut h = Harness::start_on(kind, sim, &ClientOpts::default()).await;
     let id = h.add_order_schedule("taobao", "6s", "1s", "2s").await;
     let config = h.config.clone();
-    h.spawn_worker_args(&config, 4, 600, &["--listen", "taobao:s1"], &[]);
+    h.spawn_worker_args(&config, 4, 0, &["--listen", "taobao:s1"], &[]);
     wait_until("four sweeps", Duration::from_secs(90), || async {
         started_runs(&h, id).await >= 4
     })
@@ -86,7 +86,7 @@ async fn one_listener_takes_the_whole_apps_messages_each_to_its_shop() {
     .expect("config");
     let begun = chrono::Utc::now();
     let config = h.config.clone();
-    h.spawn_worker_args(&config, 4, 600, &["--listen", "taobao:s1"], &[]);
+    h.spawn_worker_args(&config, 4, 0, &["--listen", "taobao:s1"], &[]);
     // Every order whose state is 10 s old is in the ledger at that state (the listener pulls
     // every few seconds), for at least 10 such orders of each shop.
     for sim_shop in ["", "nick2"] {
@@ -159,7 +159,7 @@ async fn pushed_messages(kind: Kind) {
     h.spawn_worker_args(
         &config,
         4,
-        600,
+        0,
         &["--receive", &addr, "--receive-shop", "s1"],
         &[],
     );
@@ -210,7 +210,7 @@ async fn unreadable_orders_and_messages_are_quarantined_and_stop_nothing() {
     let malformed = |id: u64| id % 1000 < 50;
     let id = h.add_order_schedule("taobao", "6s", "1s", "2s").await;
     let config = h.config.clone();
-    h.spawn_worker_args(&config, 4, 600, &["--listen", "taobao:s1"], &[]);
+    h.spawn_worker_args(&config, 4, 0, &["--listen", "taobao:s1"], &[]);
     wait_until("four sweeps", Duration::from_secs(90), || async {
         started_runs(&h, id).await >= 4
     })

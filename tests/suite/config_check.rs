@@ -105,3 +105,23 @@ async fn enqueue_takes_its_lane_before_or_after_the_subcommand() {
         );
     }
 }
+
+/// `work --listen` with `--exit-when-idle-s` is refused (exit 2) instead of the flag being
+/// ignored while the listener kept the worker up.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_listener_with_an_idle_exit_is_refused() {
+    let h = Harness::start(SimConfig::demo(), &ClientOpts::default()).await;
+    let out = output_within(
+        h.command_with(
+            &h.config,
+            &["work", "--listen", "taobao:s1", "--exit-when-idle-s", "5"],
+        ),
+        WAIT,
+    );
+    let text = said(&out);
+    assert_eq!(out.status.code(), Some(2), "{text}");
+    assert!(
+        text.contains("--exit-when-idle-s does not go with --listen"),
+        "{text}"
+    );
+}

@@ -15,7 +15,10 @@ pub struct WorkArgs {
     /// Tasks run at once by this process.
     #[arg(long, default_value_t = 8)]
     pub(crate) concurrency: usize,
-    /// Exit once the queue stays empty this many seconds (0 = run until SIGTERM/SIGINT).
+    /// Exit once the queue stays empty this many seconds (0 = run until SIGTERM/SIGINT). The
+    /// tasks of a paused job or shop are in the queue: it does not exit while they wait
+    /// (`job cancel` or `shop resume` them). Not with --listen or --receive: a listener's work
+    /// comes from the platform, not the queue.
     #[arg(long, default_value_t = 0)]
     pub(crate) exit_when_idle_s: u64,
     /// Serve Prometheus metrics at http://ADDR/metrics while the worker runs (off by
@@ -26,12 +29,12 @@ pub struct WorkArgs {
     /// (`taobao`). One listener takes the whole app's messages: each names its seller, whose
     /// shop is the `[shops.NAME]` with that `seller` (default: the shop named like the
     /// seller); `taobao:SHOP` names the shop of the app's own session's messages (default
-    /// `default`). Repeatable. A listening worker runs without --exit-when-idle-s.
+    /// `default`). Repeatable. Not with --exit-when-idle-s (refused, exit 2).
     #[arg(long, value_name = "PLATFORM[:SHOP]", value_parser = parse_listen)]
     pub(crate) listen: Vec<(Platform, String)>,
     /// Receive 1688's pushed change messages at http://ADDR/ (its message service posts each
     /// change; point it, or the simulator's `[orders.live] push_url`, here), e.g.
-    /// 127.0.0.1:7900.
+    /// 127.0.0.1:7900. Not with --exit-when-idle-s.
     #[arg(long, value_name = "ADDR")]
     pub(crate) receive: Option<std::net::SocketAddr>,
     /// The shop the pushed messages of the app's own session belong to.
@@ -75,6 +78,12 @@ impl From<WorkerError> for CliError {
 }
 
 pub(crate) async fn work(cli: &Cli, args: &WorkArgs) -> Result<(), CliError> {
+    if args.exit_when_idle_s > 0 && (!args.listen.is_empty() || args.receive.is_some()) {
+        // Before: the listener kept the worker up and the flag was silently ignored.
+        return Err(CliError::input(
+            "--exit-when-idle-s does not go with --listen or --receive: a listener's work comes from the platform, not the queue (run the listener without it)",
+        ));
+    }
     let cfg = cli.load_config()?;
     let rt = Runtime::open(cfg, &cli.db, cli.redis.as_deref()).await?;
     let opts = RunOptions {
