@@ -77,20 +77,21 @@ pub(crate) async fn heal_once(
     // this sweep megabytes, not the hundreds its keys and tasks would.
     let mut pending = Vec::with_capacity(jobs.len());
     for (job, _) in &jobs {
-        pending.push((*job, pending_hashes(store, *job).await?));
+        let total = store.job_status(*job).await?.job.total;
+        pending.push((*job, total, pending_hashes(store, *job, total).await?));
     }
-    let live = if pending.iter().any(|(_, h)| !h.is_empty()) {
+    let live = if pending.iter().any(|(_, _, h)| !h.is_empty()) {
         queue.live_cover().await?
     } else {
         LiveCover::default()
     };
     let mut found: HashMap<i64, Vec<String>> = HashMap::new();
-    for (job, hashes) in pending {
+    for (job, total, hashes) in pending {
         let missing: HashSet<u64> = hashes
             .into_iter()
             .filter(|h| !live.covers_hash(job, *h))
             .collect();
-        let keys = pending_keys_of(store, job, &missing).await?;
+        let keys = pending_keys_of(store, job, total, &missing).await?;
         if !keys.is_empty() {
             found.insert(job, keys);
         }

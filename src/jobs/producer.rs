@@ -167,22 +167,27 @@ pub(crate) async fn uncovered_pending(
     queue: &Queue,
     job_id: i64,
 ) -> Result<Vec<String>, ProducerError> {
-    let pending = pending_hashes(store, job_id).await?;
+    let total = store.job_status(job_id).await?.job.total;
+    let pending = pending_hashes(store, job_id, total).await?;
     let cover = queue.live_cover().await?;
     let missing: HashSet<u64> = pending
         .into_iter()
         .filter(|h| !cover.covers_hash(job_id, *h))
         .collect();
-    pending_keys_of(store, job_id, &missing).await
+    pending_keys_of(store, job_id, total, &missing).await
 }
 
 /// Items a coverage check reads from the ledger at a time, by `seq` range: a million-item
 /// job is read in pages and kept as 8-byte hashes, never as one result of its keys.
 pub(crate) const PENDING_PAGE: u64 = 50_000;
 
-/// The hashes ([`LiveCover::key_hash`]) of `job_id`'s pending keys, read a page at a time.
-pub(crate) async fn pending_hashes(store: &Store, job_id: i64) -> Result<Vec<u64>, ProducerError> {
-    let total = store.job_status(job_id).await?.job.total;
+/// The hashes ([`LiveCover::key_hash`]) of the pending keys of `job_id` (of `total` items),
+/// read a page at a time.
+pub(crate) async fn pending_hashes(
+    store: &Store,
+    job_id: i64,
+    total: u64,
+) -> Result<Vec<u64>, ProducerError> {
     let mut hashes = Vec::new();
     for page in 0..total.div_ceil(PENDING_PAGE) {
         let keys = store.chunk_pending_keys(job_id, page, PENDING_PAGE).await?;
@@ -196,12 +201,12 @@ pub(crate) async fn pending_hashes(store: &Store, job_id: i64) -> Result<Vec<u64
 pub(crate) async fn pending_keys_of(
     store: &Store,
     job_id: i64,
+    total: u64,
     wanted: &HashSet<u64>,
 ) -> Result<Vec<String>, ProducerError> {
     if wanted.is_empty() {
         return Ok(Vec::new());
     }
-    let total = store.job_status(job_id).await?.job.total;
     let mut keys = Vec::new();
     for page in 0..total.div_ceil(PENDING_PAGE) {
         let page_keys = store.chunk_pending_keys(job_id, page, PENDING_PAGE).await?;

@@ -134,6 +134,49 @@ pub(crate) fn holder(sim: &Sim, app: usize, given: Option<&str>, now_ms: i64) ->
     }
 }
 
+/// A token service's refusal in the platform's shape: JD `{code, msg}` in HTTP 200, TOP and
+/// 1688 OAuth's `{error, error_description}` with `status`.
+fn refusal(
+    sim: &Sim,
+    platform: Platform,
+    status: StatusCode,
+    code: &str,
+    why: &str,
+) -> (StatusCode, Value) {
+    match platform {
+        Platform::Jd => (
+            StatusCode::OK,
+            json!({"code": 304, "msg": why, "requestId": sim.request_id()}),
+        ),
+        _ => (status, json!({"error": code, "error_description": why})),
+    }
+}
+
+/// The app a token service's request names, with its secret (TOP and 1688 `client_id` /
+/// `client_secret`, JD `app_key` / `app_secret`), or the platform's refusal.
+fn token_app(
+    sim: &Sim,
+    platform: Platform,
+    params: &[(String, String)],
+) -> Result<usize, (StatusCode, Value)> {
+    let (id_key, secret_key) = match platform {
+        Platform::Jd => ("app_key", "app_secret"),
+        _ => ("client_id", "client_secret"),
+    };
+    get(params, id_key)
+        .and_then(|k| sim.app(platform, k))
+        .filter(|&a| get(params, secret_key) == Some(sim.apps[a].cfg.secret.expose()))
+        .ok_or_else(|| {
+            refusal(
+                sim,
+                platform,
+                StatusCode::UNAUTHORIZED,
+                "invalid_client",
+                "client_id or client_secret is wrong",
+            )
+        })
+}
+
 /// A platform's token endpoint: renew a shop's token with its refresh token. `params` are the
 /// form and query pairs; the answer is the platform's own (status and body).
 pub(crate) fn refresh(
@@ -142,26 +185,11 @@ pub(crate) fn refresh(
     params: &[(String, String)],
     now_ms: i64,
 ) -> (StatusCode, Value) {
-    let (id_key, secret_key) = match platform {
-        Platform::Jd => ("app_key", "app_secret"),
-        _ => ("client_id", "client_secret"),
-    };
-    let refuse = |status: StatusCode, code: &str, why: &str| match platform {
-        Platform::Jd => (
-            StatusCode::OK,
-            json!({"code": 304, "msg": why, "requestId": sim.request_id()}),
-        ),
-        _ => (status, json!({"error": code, "error_description": why})),
-    };
-    let app = get(params, id_key).and_then(|k| sim.app(platform, k));
-    let Some(app) =
-        app.filter(|&a| get(params, secret_key) == Some(sim.apps[a].cfg.secret.expose()))
-    else {
-        return refuse(
-            StatusCode::UNAUTHORIZED,
-            "invalid_client",
-            "client_id or client_secret is wrong",
-        );
+    let refuse =
+        |status: StatusCode, code: &str, why: &str| refusal(sim, platform, status, code, why);
+    let app = match token_app(sim, platform, params) {
+        Ok(app) => app,
+        Err(refused) => return refused,
     };
     if get(params, "grant_type") != Some("refresh_token") {
         return refuse(
@@ -303,26 +331,11 @@ pub(crate) fn exchange(
     params: &[(String, String)],
     now_ms: i64,
 ) -> (StatusCode, Value) {
-    let (id_key, secret_key) = match platform {
-        Platform::Jd => ("app_key", "app_secret"),
-        _ => ("client_id", "client_secret"),
-    };
-    let refuse = |status: StatusCode, code: &str, why: String| match platform {
-        Platform::Jd => (
-            StatusCode::OK,
-            json!({"code": 304, "msg": why, "requestId": sim.request_id()}),
-        ),
-        _ => (status, json!({"error": code, "error_description": why})),
-    };
-    let app = get(params, id_key).and_then(|k| sim.app(platform, k));
-    let Some(app) =
-        app.filter(|&a| get(params, secret_key) == Some(sim.apps[a].cfg.secret.expose()))
-    else {
-        return refuse(
-            StatusCode::UNAUTHORIZED,
-            "invalid_client",
-            "client_id or client_secret is wrong".into(),
-        );
+    let refuse =
+        |status: StatusCode, code: &str, why: String| refusal(sim, platform, status, code, &why);
+    let app = match token_app(sim, platform, params) {
+        Ok(app) => app,
+        Err(refused) => return refused,
     };
     let given = get(params, "code").unwrap_or("");
     // Single use: taken out whether or not it is still valid.

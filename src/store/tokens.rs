@@ -29,6 +29,21 @@ pub struct ShopToken {
 
 type TokenRow = (String, String, String, i64, i64, i64, i64, Option<String>);
 
+fn token_of(
+    (access, refresh, mark, generation, remaining, lifetime, renewing, error): TokenRow,
+) -> ShopToken {
+    ShopToken {
+        sealed_access: access,
+        sealed_refresh: refresh,
+        source_mark: mark,
+        generation,
+        remaining_ms: remaining,
+        lifetime_ms: lifetime,
+        renewing: renewing != 0,
+        last_error: error,
+    }
+}
+
 impl Store {
     /// Seed `shop`'s row with the tokens the operator gave, or reseed it when the refresh token
     /// the operator gives now is another (`source_mark` differs). A seeded token's end is not
@@ -87,18 +102,7 @@ impl Store {
             shop
         )
         .ctx(self, "shop_token")?;
-        Ok(row.map(
-            |(access, refresh, mark, generation, remaining, lifetime, renewing, error)| ShopToken {
-                sealed_access: access,
-                sealed_refresh: refresh,
-                source_mark: mark,
-                generation,
-                remaining_ms: remaining,
-                lifetime_ms: lifetime,
-                renewing: renewing != 0,
-                last_error: error,
-            },
-        ))
+        Ok(row.map(token_of))
     }
 
     /// The token rows of every served shop of the directory, in one read (a worker looks at
@@ -135,32 +139,10 @@ impl Store {
         .ctx(self, "ledger_shop_tokens")?;
         rows.into_iter()
             .map(
-                |(
-                    p,
-                    shop,
-                    access,
-                    refresh,
-                    mark,
-                    generation,
-                    remaining,
-                    lifetime,
-                    renewing,
-                    error,
-                )| {
-                    Ok((
-                        self.parse(&p, "shop_tokens.platform")?,
-                        shop,
-                        ShopToken {
-                            sealed_access: access,
-                            sealed_refresh: refresh,
-                            source_mark: mark,
-                            generation,
-                            remaining_ms: remaining,
-                            lifetime_ms: lifetime,
-                            renewing: renewing != 0,
-                            last_error: error,
-                        },
-                    ))
+                |(p, shop, a, r, mark, generation, remaining, lifetime, renewing, error)| {
+                    let token =
+                        token_of((a, r, mark, generation, remaining, lifetime, renewing, error));
+                    Ok((self.parse(&p, "shop_tokens.platform")?, shop, token))
                 },
             )
             .collect()
