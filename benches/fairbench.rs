@@ -1,7 +1,7 @@
 //! Fair shares: a big job enqueued first does not hold back the small jobs of other shops.
 //!
 //! `cargo bench --bench fairbench -- [--shops 10] [--big 20000] [--small 1000] [--workers 3]
-//!  [--configs fixed:400,sliding:200] [--weight1 1] [--no-baseline]
+//!  [--chunk 50] [--configs fixed:400,sliding:200] [--weight1 1] [--no-baseline]
 //!  [--sliding-gate F [--sliding-burst B] [--sliding-band MS]]`
 //!
 //! `--sliding-gate F` sets the item_add gate on a sliding window as an operator who knows a
@@ -15,8 +15,10 @@
 //!
 //! One app (1688 -> Taobao listing), `--shops` shops each with a session of its own at the
 //! simulator. Shop 0 enqueues a `--big` job first, then shops 1.. enqueue `--small` jobs;
-//! `--workers` worker processes (work --concurrency 8) run them. The item_add gate is set to
-//! the grant (rate = the simulator's limit, burst 20): fairness, not discovery, is measured.
+//! `--workers` worker processes (work --concurrency 8, the default) run them, in tasks of
+//! `--chunk` items (the worker's default is 100). The item_add gate is set to
+//! the grant (rate = the simulator's limit, burst 20, or the rate when lower): fairness, not
+//! discovery, is measured.
 //! Each configuration (`kind:rate` of the simulator's item_add limit) runs twice, each on a
 //! fresh simulator, Redis and ledger:
 //! - **one shop** (baseline): every job for the same shop: the queue hands tasks out first
@@ -54,6 +56,7 @@ struct Setup {
     big: u64,
     small: u64,
     workers: usize,
+    chunk: usize,
     weight1: u32,
     /// On a sliding window: the item_add gate at this share of the limit, and its burst.
     sliding_gate: Option<f64>,
@@ -93,7 +96,7 @@ async fn run(s: &Setup, fair: bool) {
         .with_shops(TO, &refs);
     let opts = ClientOpts {
         rate: (4 * s.rate) as f64,
-        chunk_size: 50,
+        chunk_size: s.chunk,
         shops: names
             .iter()
             .enumerate()
@@ -111,7 +114,8 @@ async fn run(s: &Setup, fair: bool) {
                 .map(|ms| format!("boundary_band_ms = {ms}\n"))
                 .unwrap_or_default(),
         ),
-        _ => (s.rate as f64, 20.0, String::new()),
+        // A burst above a second's grant is a rejection on a fixed window.
+        _ => (s.rate as f64, 20.0f64.min(s.rate as f64), String::new()),
     };
     let text = format!(
         "{}\n[gates.\"alibaba.item_get\"]\nrate = {}\nburst = 20\n\n[gates.\"taobao.item_add\"]\nrate = {add_rate}\nburst = {add_burst}\nmax_wait_ms = 2000\n{band}",
@@ -229,6 +233,7 @@ async fn main() {
     let big: u64 = arg("--big", 20_000);
     let small: u64 = arg("--small", 1_000);
     let workers: usize = arg("--workers", 3);
+    let chunk: usize = arg("--chunk", 50);
     let configs: String = arg("--configs", "fixed:400,sliding:200".to_string());
     let weight1: u32 = arg("--weight1", 1);
     let baseline = !std::env::args().any(|a| a == "--no-baseline");
@@ -236,7 +241,7 @@ async fn main() {
     let sliding_burst: f64 = arg("--sliding-burst", 1.0);
     let sliding_band_ms = Some(arg("--sliding-band", u64::MAX)).filter(|ms| *ms != u64::MAX);
     println!(
-        "fairbench: {shops} shops, one {big}-item job first then {} jobs of {small}, {workers} workers",
+        "fairbench: {shops} shops, one {big}-item job first then {} jobs of {small}, {workers} workers, chunks of {chunk}",
         shops - 1
     );
     for c in configs.split(',') {
@@ -253,6 +258,7 @@ async fn main() {
             big,
             small,
             workers,
+            chunk,
             weight1,
             sliding_gate,
             sliding_burst,

@@ -230,6 +230,7 @@ impl Runtime {
             gateway.clone(),
             self.cfg.clone(),
             tokens,
+            self.shop_weights.clone(),
         ));
         let opts = WorkerOptions {
             concurrency: concurrency.max(1),

@@ -10,7 +10,7 @@ use crate::link::gateway::{CallContext, Gateway, LinkError, LinkErrorKind};
 use crate::platform::{Api, ErrorClass, Platform};
 use crate::queue::TaskCtx;
 use crate::store::{CallClass, CallRecord, ItemOutcome, Store, StoreError};
-use crate::throttle::Lane;
+use crate::throttle::{GateShare, Lane};
 use chrono::Utc;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -28,14 +28,24 @@ pub(crate) struct HandlerCtx {
     pub(crate) shop_session: Option<SessionCell>,
     /// The task's job's lane: every call of the task books its gate token in it.
     pub(crate) lane: Lane,
+    /// The task's shop's share of the gates (docs/design.md, "Fair shares at the gate"):
+    /// every call of the task, a listing's source read too, is made for that shop.
+    pub(crate) share: Option<Arc<GateShare>>,
 }
 
 impl HandlerCtx {
-    /// This context for a task of a shop whose calls carry `session`, in `lane`.
-    pub(crate) fn for_task(&self, session: Option<SessionCell>, lane: Lane) -> HandlerCtx {
+    /// This context for a task of a shop whose calls carry `session`, in `lane`, booked in
+    /// the shop's `share` of the gates.
+    pub(crate) fn for_task(
+        &self,
+        session: Option<SessionCell>,
+        lane: Lane,
+        share: GateShare,
+    ) -> HandlerCtx {
         HandlerCtx {
             shop_session: session,
             lane,
+            share: Some(Arc::new(share)),
             ..self.clone()
         }
     }
@@ -58,6 +68,7 @@ impl HandlerCtx {
         self.call_context()
             .with_halt(stop.held.clone())
             .with_lane(self.lane)
+            .with_share(self.share.clone())
     }
 }
 

@@ -18,15 +18,16 @@ use super::shops::{ShopAccess, ShopCheck};
 use super::spec::{JobSpec, DEFAULT_SHOP};
 use super::tokens::TokenKeeper;
 use super::{listing, logistics, orders};
-use crate::config::Config;
+use crate::config::{Config, DEFAULT_WEIGHT};
 use crate::link::gateway::Gateway;
 use crate::platform::{Api, Platform};
 use crate::queue::DeadHook;
-use crate::queue::{TaskCtx, TaskMsg, TaskResult};
+use crate::queue::{ShopWeights, TaskCtx, TaskMsg, TaskResult};
 use crate::store::{
     Claim, ClaimRequest, ItemOutcome, ItemStatus, JobControl, JobKind, ListingRoute, Store,
     StoreError,
 };
+use crate::throttle::GateShare;
 use futures::StreamExt;
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
@@ -72,6 +73,8 @@ pub(crate) struct JobRunner {
     controls: Arc<JobControls>,
     /// The shops' sessions, and which are paused (a refused session).
     shops: Arc<ShopAccess>,
+    /// The shops' weights: their shares of the queue and of the gates.
+    weights: ShopWeights,
 }
 
 impl JobRunner {
@@ -80,8 +83,10 @@ impl JobRunner {
         gateway: Gateway,
         cfg: Arc<Config>,
         tokens: Option<Arc<TokenKeeper>>,
+        weights: ShopWeights,
     ) -> JobRunner {
         JobRunner {
+            weights,
             controls: Arc::new(JobControls::new(store.clone())),
             shops: Arc::new(ShopAccess::new(cfg.clone(), store.clone(), tokens)),
             ctx: HandlerCtx {
@@ -90,6 +95,7 @@ impl JobRunner {
                 cfg,
                 shop_session: None,
                 lane: Default::default(),
+                share: None,
             },
             specs: Mutex::new(HashMap::new()),
         }
@@ -434,7 +440,10 @@ impl JobRunner {
             }
         };
         let _watch = self.watch_control(task.job_id, shop.clone(), &stop);
-        let hctx = self.ctx.for_task(session, spec.lane());
+        let weight = self.weights.get(&shop.1).unwrap_or(DEFAULT_WEIGHT);
+        let hctx = self
+            .ctx
+            .for_task(session, spec.lane(), GateShare::new(&shop.1, weight));
         // A re-delivered task does only what the ledger still shows pending.
         let pending = self
             .ctx

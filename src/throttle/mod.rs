@@ -18,12 +18,14 @@ mod admitted;
 pub mod aimd;
 pub(crate) mod burn;
 mod embedded;
+mod fair_slots;
 pub(crate) mod gcra;
 mod lane;
 pub(crate) mod latency;
 mod pacing;
 mod second_guard;
 mod shared;
+mod shop_turns;
 mod state;
 mod verdicts;
 
@@ -33,8 +35,9 @@ use std::collections::HashMap;
 use std::fmt;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
+pub use fair_slots::GateShare;
+use fair_slots::{FairSlot, FairSlots};
 pub(crate) use lane::{bulk_quota, bulk_rate};
 pub use lane::{Lane, UnknownLane};
 pub use pacing::Pacing;
@@ -57,7 +60,7 @@ pub(crate) const FLUSH_BATCH: u32 = 50;
 /// held is recorded as the gate's call latency (hold it for the call, drop it right after).
 #[derive(Debug)]
 pub struct Permit {
-    _slot: OwnedSemaphorePermit,
+    _slot: FairSlot,
     waited: Duration,
     granted: Instant,
     latency: Arc<Mutex<latency::LatencyWindow>>,
@@ -173,6 +176,20 @@ enum Booking {
     Again,
 }
 
+/// What a call asks of a backend's token step.
+#[derive(Debug, Clone, Copy)]
+struct Ask<'a> {
+    /// The lane the call books in.
+    lane: Lane,
+    /// The shop the call is for: a state shared by processes keeps each shop to its share
+    /// of the booked calls (one process's slots already take turns by shop).
+    share: Option<&'a GateShare>,
+    /// The longest the call may wait for its token.
+    max_wait: Duration,
+    /// Whether the call was booked (and counted in the day's budgets) already.
+    booking: Booking,
+}
+
 /// Internal answer of a backend's token step.
 #[derive(Debug, Clone, PartialEq)]
 enum Reservation {
@@ -180,15 +197,19 @@ enum Reservation {
     /// Go after the wait; a fleet gate says which clock second (server clock) it booked.
     After(Duration, Option<u64>),
     Refused(Duration),
+    /// The call's shop has its share of the gate's booked calls: ask again after the wait
+    /// (its shop's next booked call leaves then).
+    ShareWait(Duration),
     Paused(Duration, String),
     Unreachable(Duration, String, bool),
 }
 
 struct Local {
     cfg: GateConfig,
-    slots: Arc<Semaphore>,
+    /// Handed out shop by shop (docs/design.md, "Fair shares at the gate").
+    slots: FairSlots,
     /// Interactive calls' own slots: they never wait behind bulk calls holding the others.
-    interactive_slots: Arc<Semaphore>,
+    interactive_slots: FairSlots,
     /// Latency of this process's recent calls through the gate.
     latency: Arc<Mutex<latency::LatencyWindow>>,
     /// When the slots were last checked against rate x measured p95, and last warned about.
@@ -298,9 +319,9 @@ fn locals(cfg: &Config) -> HashMap<(Platform, Api), Local> {
     for p in Platform::ALL {
         for a in Api::ALL {
             let g = cfg.gate(p, a);
-            let slots = Arc::new(Semaphore::new(g.concurrency.max(1) as usize));
+            let slots = FairSlots::new(g.concurrency.max(1) as usize);
             let interactive = (f64::from(g.concurrency) * g.interactive_share.max(0.1)).ceil();
-            let interactive_slots = Arc::new(Semaphore::new((interactive as usize).max(2)));
+            let interactive_slots = FairSlots::new((interactive as usize).max(2));
             out.insert(
                 (p, a),
                 Local {
@@ -387,7 +408,7 @@ impl Gates {
     /// capped by the gate's configured `max_wait`); a token further away is not taken and the
     /// refusal says when to come back. `lane` picks the slots and, when the gate keeps a
     /// share for interactive work, the part of the gate the call books in
-    /// (docs/design.md, "Lanes").
+    /// (docs/design.md, "Lanes"). A call of no shop: see [`Gates::acquire_as`].
     pub async fn acquire(
         &self,
         platform: Platform,
@@ -395,69 +416,107 @@ impl Gates {
         lane: Lane,
         max_wait: Duration,
     ) -> Result<Permit, GateRefusal> {
+        self.acquire_as(platform, api, lane, None, max_wait).await
+    }
+
+    /// [`Gates::acquire`] for a call in `share`: the slots of this process go to the shops
+    /// with callers waiting in turn, and a fleet gate books no more of its next second's
+    /// calls for one shop than its share while other shops have calls booked
+    /// (docs/design.md, "Fair shares at the gate"). A call over its share waits for its
+    /// shop's next booked call to leave, without its slot.
+    pub async fn acquire_as(
+        &self,
+        platform: Platform,
+        api: Api,
+        lane: Lane,
+        share: Option<&GateShare>,
+        max_wait: Duration,
+    ) -> Result<Permit, GateRefusal> {
         let start = Instant::now();
         let local = self.inner.local_gate(platform, api);
         let max_wait = max_wait.min(local.cfg.max_wait);
-        let slot_wait = SLOT_WAIT.min(max_wait);
         let slots = match lane {
-            Lane::Interactive => local.interactive_slots.clone(),
-            Lane::Bulk => local.slots.clone(),
+            Lane::Interactive => &local.interactive_slots,
+            Lane::Bulk => &local.slots,
         };
-        let slot = match tokio::time::timeout(slot_wait, slots.acquire_owned()).await {
-            Ok(Ok(slot)) => slot,
-            // Timed out (or the semaphore closed, which never happens here).
-            _ => return Err(GateRefusal::Busy),
-        };
-        if let Some(refusal) = local.held() {
-            return Err(refusal);
-        }
+        let (shop, weight) = share.map_or(("", 1), |s| (s.shop.as_str(), s.weight));
         // A fleet call that wakes too late for the second it was booked in books again (at
         // most a few times; each is a round trip only for such a late waker).
         let mut rebooks = 0;
-        loop {
-            let left = max_wait.saturating_sub(start.elapsed());
-            let booking = if rebooks == 0 {
-                Booking::First
-            } else {
-                Booking::Again
+        let slot = 'booked: loop {
+            let slot_wait = SLOT_WAIT.min(max_wait.saturating_sub(start.elapsed()));
+            let slot = match tokio::time::timeout(slot_wait, slots.acquire(shop, weight)).await {
+                Ok(slot) => slot,
+                Err(_) => return Err(GateRefusal::Busy),
             };
-            let answer = self
-                .inner
-                .backend
-                .reserve(platform, api, &local.cfg, lane, left, booking)
-                .await;
-            match answer {
-                Reservation::Now => break,
-                // Reserved: sleep exactly once, holding the slot (slot first, then token).
-                Reservation::After(wait, booked) => {
-                    tokio::time::sleep(wait).await;
-                    // Paused while asleep (reported here, or announced by another worker): the
-                    // token is forfeit rather than spent into a ban.
-                    if let Some(refusal) = local.held() {
-                        return Err(refusal);
+            if let Some(refusal) = local.held() {
+                return Err(refusal);
+            }
+            loop {
+                let left = max_wait.saturating_sub(start.elapsed());
+                let booking = if rebooks == 0 {
+                    Booking::First
+                } else {
+                    Booking::Again
+                };
+                let answer = self
+                    .inner
+                    .backend
+                    .reserve(
+                        platform,
+                        api,
+                        &local.cfg,
+                        Ask {
+                            lane,
+                            share,
+                            max_wait: left,
+                            booking,
+                        },
+                    )
+                    .await;
+                match answer {
+                    Reservation::Now => break 'booked slot,
+                    // Reserved: sleep exactly once, holding the slot (slot first, then token).
+                    Reservation::After(wait, booked) => {
+                        tokio::time::sleep(wait).await;
+                        // Paused while asleep (reported here, or announced by another
+                        // worker): the token is forfeit rather than spent into a ban.
+                        if let Some(refusal) = local.held() {
+                            return Err(refusal);
+                        }
+                        let late = self
+                            .inner
+                            .backend
+                            .woke_late(booked, local.cfg.boundary_band_ms);
+                        if !late || rebooks >= MAX_REBOOKS {
+                            break 'booked slot;
+                        }
+                        rebooks += 1;
                     }
-                    let late = self
-                        .inner
-                        .backend
-                        .woke_late(booked, local.cfg.boundary_band_ms);
-                    if !late || rebooks >= MAX_REBOOKS {
-                        break;
+                    // Over the shop's share: the slot goes to the next shop's caller while
+                    // this one waits for its shop's next booked call to leave.
+                    Reservation::ShareWait(wait) => {
+                        drop(slot);
+                        if wait > max_wait.saturating_sub(start.elapsed()) {
+                            return Err(GateRefusal::RetryAt(wait));
+                        }
+                        tokio::time::sleep(wait).await;
+                        continue 'booked;
                     }
-                    rebooks += 1;
-                }
-                Reservation::Refused(retry) => return Err(GateRefusal::RetryAt(retry)),
-                Reservation::Paused(remaining, reason) => {
-                    return Err(GateRefusal::Paused { remaining, reason })
-                }
-                Reservation::Unreachable(retry_in, error, timed_out) => {
-                    return Err(GateRefusal::Unreachable {
-                        retry_in,
-                        error,
-                        timed_out,
-                    })
+                    Reservation::Refused(retry) => return Err(GateRefusal::RetryAt(retry)),
+                    Reservation::Paused(remaining, reason) => {
+                        return Err(GateRefusal::Paused { remaining, reason })
+                    }
+                    Reservation::Unreachable(retry_in, error, timed_out) => {
+                        return Err(GateRefusal::Unreachable {
+                            retry_in,
+                            error,
+                            timed_out,
+                        })
+                    }
                 }
             }
-        }
+        };
         // In one process, late wakers must not put more than a second's worth of calls into
         // one clock second (second_guard.rs). A fleet gate made the same check when
         // acquire.lua booked the call, on the Redis server's clock.

@@ -7,7 +7,7 @@
 use super::admitted::SLOT_MS;
 use super::aimd::AimdParams;
 use super::{
-    bulk_rate, Booking, GateError, GateLimits, GateSnapshot, Inner, Lane, Noted, RateChange,
+    bulk_rate, Ask, Booking, GateError, GateLimits, GateSnapshot, Inner, Lane, Noted, RateChange,
     Reservation, FLUSH_BATCH, FLUSH_INTERVAL,
 };
 use crate::config::GateConfig;
@@ -65,6 +65,13 @@ pub struct GateKeys {
     /// Prefix of the reporters' high-water marks of report.lua: one key per reporting
     /// process, holding the sequence number of its last batch applied.
     pub(crate) reporter_prefix: String,
+    /// The shops with bulk calls booked and not yet left: sorted set, shop -> when its
+    /// last booked call leaves (us, server clock).
+    pub shares: String,
+    /// Those shops' weights, and their sum (field `_sum`).
+    pub share_weights: String,
+    /// Prefix of each shop's booked calls: sorted set, booking -> when it leaves.
+    pub(crate) shop_booked_prefix: String,
 }
 
 impl GateKeys {
@@ -84,6 +91,11 @@ impl GateKeys {
     /// Key of the counter of calls booked on the day labelled `day`.
     pub fn booked(&self, day: &str) -> String {
         format!("{}{day}", self.booked_prefix)
+    }
+
+    /// Key of the bulk calls booked for `shop` that have not left yet.
+    pub fn shop_booked(&self, shop: &str) -> String {
+        format!("{}{shop}", self.shop_booked_prefix)
     }
 }
 
@@ -111,6 +123,9 @@ pub fn gate_keys(namespace: &str, platform: Platform, api: Api) -> GateKeys {
         quota_prefix: format!("{base}:quota:"),
         booked_prefix: format!("{base}:booked:"),
         reporter_prefix: format!("{base}:reported:"),
+        shares: format!("{base}:shares"),
+        share_weights: format!("{base}:share_weights"),
+        shop_booked_prefix: format!("{base}:shop:"),
     }
 }
 
@@ -287,10 +302,14 @@ impl RedisGates {
         platform: Platform,
         api: Api,
         cfg: &GateConfig,
-        lane: Lane,
-        max_wait: Duration,
-        booking: Booking,
+        ask: Ask<'_>,
     ) -> Reservation {
+        let Ask {
+            lane,
+            share: shop_share,
+            max_wait,
+            booking,
+        } = ask;
         let k = self.keys(platform, api);
         let share = cfg.interactive_share;
         // With a share kept for interactive work each lane books in a bucket of its own
@@ -310,9 +329,22 @@ impl RedisGates {
             .key(k.booked(&day));
         // Only with an app quota: the app's key lies outside the gate's slot (acquire.lua
         // reads KEYS[7] only then; a cluster refuses app quotas at start).
+        let mut keys = 6;
         if cfg.app_quota.is_some() {
             inv.key(app_booked_key(&self.namespace, platform, &day));
+            keys += 1;
         }
+        // A bulk call for a shop books within the shop's share (acquire.lua: the shops with
+        // calls booked, their weights, and this shop's booked calls).
+        let shares_at = match shop_share.filter(|_| lane == Lane::Bulk) {
+            Some(s) => {
+                inv.key(&k.shares)
+                    .key(&k.share_weights)
+                    .key(k.shop_booked(&s.shop));
+                keys + 1
+            }
+            None => 0,
+        };
         inv.arg(cfg.rate)
             .arg(cfg.burst)
             .arg(max_wait.as_micros() as u64)
@@ -326,7 +358,10 @@ impl RedisGates {
             .arg(u64::from(cfg.day.seconds()) * 1000)
             .arg(share)
             .arg(QUOTA_TTL_S.max(2 * u64::from(cfg.day.seconds())))
-            .arg(u8::from(booking == Booking::Again));
+            .arg(u8::from(booking == Booking::Again))
+            .arg(shop_share.map_or("", |s| s.shop.as_str()))
+            .arg(shop_share.map_or(1, |s| s.weight))
+            .arg(shares_at);
         let mut conn = self.conn.clone();
         match inv
             .invoke_async::<(i64, i64, String, String, u64)>(&mut conn)
@@ -338,6 +373,7 @@ impl RedisGates {
                     0 => Reservation::Now,
                     1 => Reservation::After(wait, Some(second)),
                     2 => Reservation::Refused(wait),
+                    4 => Reservation::ShareWait(wait.max(Duration::from_millis(1))),
                     _ => Reservation::Paused(wait, reason),
                 }
             }
@@ -878,6 +914,9 @@ mod tests {
             &k.conf,
             &k.quota_prefix,
             &k.booked_prefix,
+            &k.shares,
+            &k.share_weights,
+            &k.shop_booked("shop-1"),
         ] {
             assert!(key.starts_with("sf:{jd:order_list}:"), "{key}");
         }

@@ -5,9 +5,7 @@
 
 use super::embedded::EmbeddedGates;
 use super::shared::RedisGates;
-use super::{
-    Booking, DayCalls, GateError, GateSnapshot, Inner, Lane, Noted, RateChange, Reservation,
-};
+use super::{Ask, DayCalls, GateError, GateSnapshot, Inner, Lane, Noted, RateChange, Reservation};
 use crate::config::GateConfig;
 use crate::platform::{Api, Platform};
 use futures::future::BoxFuture;
@@ -19,16 +17,13 @@ pub(super) trait GateState: Send + Sync {
     /// `"redis"` or `"embedded"`, for `gate show` and the logs.
     fn mode(&self) -> &'static str;
 
-    /// Reserve a token for one call of (platform, api) in `lane`, waiting at most `max_wait`.
-    /// `booking` says whether the call was booked (and counted in the day's budgets) already.
+    /// Reserve a token for one call of (platform, api) as `ask` says.
     fn reserve<'a>(
         &'a self,
         platform: Platform,
         api: Api,
         cfg: &'a GateConfig,
-        lane: Lane,
-        max_wait: Duration,
-        booking: Booking,
+        ask: Ask<'a>,
     ) -> BoxFuture<'a, Reservation>;
 
     /// After sleeping for a reservation booked in clock second `booked` (server clock): did
@@ -107,11 +102,9 @@ impl GateState for RedisGates {
         platform: Platform,
         api: Api,
         cfg: &'a GateConfig,
-        lane: Lane,
-        max_wait: Duration,
-        booking: Booking,
+        ask: Ask<'a>,
     ) -> BoxFuture<'a, Reservation> {
-        RedisGates::reserve(self, platform, api, cfg, lane, max_wait, booking).boxed()
+        RedisGates::reserve(self, platform, api, cfg, ask).boxed()
     }
 
     fn woke_late(&self, booked: Option<u64>, band_ms: u64) -> bool {
@@ -181,12 +174,11 @@ impl GateState for EmbeddedGates {
         platform: Platform,
         api: Api,
         _cfg: &'a GateConfig,
-        lane: Lane,
-        max_wait: Duration,
-        _booking: Booking,
+        ask: Ask<'a>,
     ) -> BoxFuture<'a, Reservation> {
         // In one process a call is booked once: only fleet calls wake late and book again.
-        EmbeddedGates::reserve(self, platform, api, lane, max_wait).boxed()
+        // Its slots take turns by shop, which is the whole of the shops' shares there.
+        EmbeddedGates::reserve(self, platform, api, ask.lane, ask.max_wait).boxed()
     }
 
     fn send_wait(&self, platform: Platform, api: Api, lane: Lane) -> Option<Duration> {

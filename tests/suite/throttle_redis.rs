@@ -1113,3 +1113,116 @@ async fn a_ban_cancels_reservations_other_workers_are_sleeping_on() {
         other => panic!("the sleeping reservation fired into the ban: {other:?}"),
     }
 }
+
+/// Fair shares at the gate (acquire.lua ARGV 15-17; docs/design.md, "Fair shares at the
+/// gate"): a shop alone books as before; while another shop has calls booked, each holds at
+/// most its weighted part of the calls booked ahead, and one over it is told to come back
+/// when its own next booked call leaves; a shop whose calls have all left weighs nothing.
+#[test]
+fn while_shops_share_a_gate_each_holds_at_most_its_part_of_what_is_booked_ahead() {
+    let redis = TestRedis::start();
+    let mut con = redis.connection();
+    let k = gate_keys(&redis.prefix, P, A);
+    let script = Script::new(include_str!("../../src/throttle/acquire.lua"));
+    let t0: u64 = 1_700_000_000_000_000;
+    // (code, wait us) of one bulk booking of `shop` at `now`, rate 40/s, burst 1.
+    let mut book = |shop: &str, weight: u32, now: u64| -> (i64, i64) {
+        let (code, wait, _reason, _rate, _second): (i64, i64, String, String, u64) = script
+            .key(&k.bucket)
+            .key(&k.aimd)
+            .key(&k.pause)
+            .key(&k.conf)
+            .key(k.quota("20260101"))
+            .key(k.booked("20260101"))
+            .key(&k.shares)
+            .key(&k.share_weights)
+            .key(k.shop_booked(shop))
+            .arg(40.0) // rate
+            .arg(1.0) // burst
+            .arg(60_000_000) // max wait (us)
+            .arg(now)
+            .arg(0) // band
+            .arg(1) // the lane's part
+            .arg(1) // bulk
+            .arg(0) // pacing: spend
+            .arg(0) // no daily quota
+            .arg(0) // no app quota
+            .arg(86_400_000)
+            .arg(0) // no interactive share
+            .arg(60)
+            .arg("0")
+            .arg(shop)
+            .arg(weight)
+            .arg(7) // the shares' keys start at KEYS[7]
+            .invoke(&mut con)
+            .unwrap();
+        (code, wait)
+    };
+    // Alone at the gate, a shop books as far ahead as it may wait: 100 calls, 2.5 s.
+    for _ in 0..100 {
+        assert!(book("big", 1, t0).0 <= 1);
+    }
+    // A second shop is let in at once: it holds nothing yet.
+    let (code, first_small) = book("small", 1, t0);
+    assert!(code <= 1, "{code}");
+    // The big shop holds 99 calls not yet left, over half of the 102 booked ahead: it waits
+    // for its next call to leave (the one booked at t0 has).
+    let (code, wait) = book("big", 1, t0);
+    assert_eq!(code, 4, "over its share");
+    assert_eq!(wait, 25_000, "told to come back when its next call leaves");
+    // The small shop books until it holds half of what is booked ahead, then waits for its
+    // own first call to leave.
+    let mut small = 1;
+    loop {
+        let (code, wait) = book("small", 1, t0);
+        if code == 4 {
+            assert_eq!(
+                wait, first_small,
+                "told to come back when its first call leaves"
+            );
+            break;
+        }
+        small += 1;
+        assert!(small <= 200, "never refused");
+    }
+    assert_eq!(
+        small, 101,
+        "half of the 202 calls booked ahead, its next one included"
+    );
+    // Every booked call has left: each shop is alone again and books as before.
+    let later = t0 + 10_000_000;
+    for _ in 0..30 {
+        assert!(book("big", 1, later).0 <= 1);
+    }
+    let mut check = redis.connection();
+    let shops: Vec<String> = redis::cmd("ZRANGE")
+        .arg(&k.shares)
+        .arg(0)
+        .arg(-1)
+        .query(&mut check)
+        .unwrap();
+    assert_eq!(shops, ["big"], "the small shop left the shares");
+    let sum: i64 = redis::cmd("HGET")
+        .arg(&k.share_weights)
+        .arg("_sum")
+        .query(&mut check)
+        .unwrap();
+    assert_eq!(sum, 1);
+    // Weights: a shop of weight 3 beside one of weight 1 holds three parts of four of what
+    // is booked ahead. The light shop has one call booked to leave later (its first leaves
+    // at once): with the heavy shop's 9, 9 of the 12 booked ahead (its next one included).
+    let heavy_at = later + 10_000_000;
+    assert!(book("light", 1, heavy_at).0 <= 1);
+    assert!(book("light", 1, heavy_at).0 <= 1);
+    let mut heavy = 0;
+    while book("heavy", 3, heavy_at).0 <= 1 {
+        heavy += 1;
+        assert!(heavy <= 100, "never refused");
+    }
+    assert_eq!(heavy, 9);
+    let ttl: i64 = redis::cmd("PTTL")
+        .arg(k.shop_booked("heavy"))
+        .query(&mut check)
+        .unwrap();
+    assert!(ttl > 0, "a shop's bookings expire: {ttl}");
+}

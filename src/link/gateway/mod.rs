@@ -33,7 +33,7 @@ use crate::platform::{
     Api, ApiRequest, ApiResponse, CallError, ErrorClass, Platform, PlatformClient,
 };
 use crate::store::Store;
-use crate::throttle::{Gates, Lane};
+use crate::throttle::{GateShare, Gates, Lane};
 use chrono::{DateTime, Utc};
 use std::collections::HashMap;
 use std::fmt;
@@ -56,6 +56,9 @@ pub struct CallContext {
     pub(crate) session: Option<crate::secret::Secret>,
     /// The call's lane at the gate (docs/design.md, "Lanes").
     pub(crate) lane: Lane,
+    /// The shop whose share of the gate the call is booked in (docs/design.md, "Fair
+    /// shares at the gate"); `None`: a call for no shop.
+    pub(crate) share: Option<Arc<GateShare>>,
 }
 
 impl CallContext {
@@ -67,6 +70,7 @@ impl CallContext {
             halt: None,
             session: None,
             lane: Lane::Bulk,
+            share: None,
         }
     }
 
@@ -93,6 +97,12 @@ impl CallContext {
     /// Book the call's gate token in `lane`.
     pub fn with_lane(mut self, lane: Lane) -> Self {
         self.lane = lane;
+        self
+    }
+
+    /// Book the call's gate token in `share`.
+    pub fn with_share(mut self, share: Option<Arc<GateShare>>) -> Self {
+        self.share = share;
         self
     }
 

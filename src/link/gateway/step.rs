@@ -171,11 +171,14 @@ impl Gateway {
         }
         // Probes ask for the platform's health on behalf of no job: interactive (a person
         // or an alert waits on them), never stuck behind bulk bookings.
-        let lane = match mode {
-            Mode::Call { ctx, .. } => ctx.lane,
-            Mode::Probe { .. } => Lane::Interactive,
+        let (lane, share) = match mode {
+            Mode::Call { ctx, .. } => (ctx.lane, ctx.share.as_deref()),
+            Mode::Probe { .. } => (Lane::Interactive, None),
         };
-        let acquire = self.inner.gates.acquire(platform, api, lane, max_wait);
+        let acquire = self
+            .inner
+            .gates
+            .acquire_as(platform, api, lane, share, max_wait);
         let acquired = match &halt {
             Some(h) => tokio::select! {
                 r = acquire => Some(r),
