@@ -231,6 +231,8 @@ impl Runtime {
             self.cfg.clone(),
             tokens,
             self.shop_weights.clone(),
+            queue.clone(),
+            concurrency.max(1),
         ));
         let opts = WorkerOptions {
             concurrency: concurrency.max(1),

@@ -215,6 +215,9 @@ pub(crate) struct Stop {
     lease_lost: crate::queue::Shutdown,
     /// The job was paused or cancelled while the task ran; given to every call's context.
     pub(crate) held: crate::queue::Shutdown,
+    /// The task's turn is over: other tasks wait for a worker slot (docs/design.md, "Fair
+    /// shares at the gate"). No new item; items started finish; the rest goes back.
+    pub(crate) turn_over: crate::queue::Shutdown,
     grace: Duration,
 }
 
@@ -224,13 +227,17 @@ impl Stop {
             stopping: ctx.stopping.clone(),
             lease_lost: ctx.lease_lost.clone(),
             held: crate::queue::Shutdown::new(),
+            turn_over: crate::queue::Shutdown::new(),
             grace,
         }
     }
 
     /// No new item may start.
     pub(crate) fn refuses_new_items(&self) -> bool {
-        self.stopping.is_triggered() || self.lease_lost.is_triggered() || self.held.is_triggered()
+        self.stopping.is_triggered()
+            || self.lease_lost.is_triggered()
+            || self.held.is_triggered()
+            || self.turn_over.is_triggered()
     }
 
     /// Resolves when running items must be abandoned.

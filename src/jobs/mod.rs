@@ -23,3 +23,4 @@ pub(crate) mod shops;
 pub mod spec;
 pub(crate) mod tick;
 pub(crate) mod tokens;
+pub(crate) mod turns;

@@ -218,7 +218,13 @@ impl Onboarding {
             return Err(OnboardError::NoTokenKey);
         }
         let (pc, secret) = self.app(platform)?;
-        let redirect = self.redirect_uri(platform).unwrap_or_default();
+        // TOP and 1688 check the exchange's callback against the one the code was issued
+        // for: refused here, before the single-use code is spent on a sure refusal.
+        let redirect = if oauth::exchange_names_callback(platform) {
+            self.redirect_uri(platform)?
+        } else {
+            self.redirect_uri(platform).unwrap_or_default()
+        };
         let token_endpoint = pc
             .token_endpoint
             .clone()

@@ -17,12 +17,13 @@ use super::item::{
 use super::shops::{ShopAccess, ShopCheck};
 use super::spec::{JobSpec, DEFAULT_SHOP};
 use super::tokens::TokenKeeper;
+use super::turns::TaskTurns;
 use super::{listing, logistics, orders};
 use crate::config::{Config, DEFAULT_WEIGHT};
 use crate::link::gateway::Gateway;
 use crate::platform::{Api, Platform};
 use crate::queue::DeadHook;
-use crate::queue::{ShopWeights, TaskCtx, TaskMsg, TaskResult};
+use crate::queue::{Queue, ShopWeights, TaskCtx, TaskMsg, TaskResult};
 use crate::store::{
     Claim, ClaimRequest, ItemOutcome, ItemStatus, JobControl, JobKind, ListingRoute, Store,
     StoreError,
@@ -75,6 +76,30 @@ pub(crate) struct JobRunner {
     shops: Arc<ShopAccess>,
     /// The shops' weights: their shares of the queue and of the gates.
     weights: ShopWeights,
+    /// The queue this worker takes tasks from: a task whose turn is over gives its slot
+    /// back when others wait there.
+    queue: Queue,
+    /// The tasks running in this worker per shop, and its task slots.
+    turns: Arc<Mutex<TaskTurns>>,
+    slots: usize,
+}
+
+/// A task counted in [`TaskTurns`] while it runs (unless it gave its slot back).
+struct Running {
+    turns: Arc<Mutex<TaskTurns>>,
+    shop: String,
+    gave_back: crate::queue::Shutdown,
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        if !self.gave_back.is_triggered() {
+            self.turns
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .end(&self.shop);
+        }
+    }
 }
 
 impl JobRunner {
@@ -84,9 +109,14 @@ impl JobRunner {
         cfg: Arc<Config>,
         tokens: Option<Arc<TokenKeeper>>,
         weights: ShopWeights,
+        queue: Queue,
+        slots: usize,
     ) -> JobRunner {
         JobRunner {
             weights,
+            queue,
+            turns: Arc::new(Mutex::new(TaskTurns::default())),
+            slots: slots.max(1),
             controls: Arc::new(JobControls::new(store.clone())),
             shops: Arc::new(ShopAccess::new(cfg.clone(), store.clone(), tokens)),
             ctx: HandlerCtx {
@@ -140,6 +170,47 @@ impl JobRunner {
                 }
             }
         }))
+    }
+
+    /// Once the task has run [`TASK_TURN`], at each turn: if its shop runs more tasks in this
+    /// worker than its share while another shop's task waits in the queue, the task's turn is
+    /// over (`stop.turn_over`): it starts no new item and the rest of its chunk goes back to
+    /// the queue, behind the waiting shops in the fair order ([`TaskTurns`]).
+    fn watch_turn(&self, stop: &Stop, shop: &str) -> (Running, AbortOnDrop) {
+        self.turns
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .start(shop);
+        let running = Running {
+            turns: self.turns.clone(),
+            shop: shop.to_string(),
+            gave_back: stop.turn_over.clone(),
+        };
+        let queue = self.queue.clone();
+        let turns = self.turns.clone();
+        let weights = self.weights.clone();
+        let slots = self.slots;
+        let shop = shop.to_string();
+        let turn_over = stop.turn_over.clone();
+        let watch = AbortOnDrop(tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(TASK_TURN).await;
+                // A queue that does not answer: the next turn asks again.
+                let Ok(waiting) = queue.waiting_shops(WAITING_LOOKED_AT).await else {
+                    continue;
+                };
+                let weight = |s: &str| weights.get(s).unwrap_or(DEFAULT_WEIGHT);
+                let over = turns
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .over_its_turn(&shop, slots, &waiting, weight);
+                if over {
+                    turn_over.trigger();
+                    return;
+                }
+            }
+        }));
+        (running, watch)
     }
 
     /// Run one task. Failures of the ledger or queue count an attempt (the task is retried);
@@ -440,6 +511,7 @@ impl JobRunner {
             }
         };
         let _watch = self.watch_control(task.job_id, shop.clone(), &stop);
+        let _turn = self.watch_turn(&stop, &shop.1);
         let weight = self.weights.get(&shop.1).unwrap_or(DEFAULT_WEIGHT);
         let hctx = self
             .ctx
@@ -701,6 +773,10 @@ impl Drop for AbortOnDrop {
 
 /// How soon a handed-back task (worker stopping, items deferred) may run again.
 const HAND_BACK_DELAY: Duration = Duration::from_millis(50);
+/// How long a task runs before it may give its worker slot to a task waiting in the queue.
+pub(crate) const TASK_TURN: Duration = Duration::from_secs(5);
+/// Tasks at the head of the queue whose shops a turn looks at.
+const WAITING_LOOKED_AT: usize = 64;
 /// How soon a task of a paused shop comes back to look again (uncharged).
 const SHOP_PAUSED_RECHECK: Duration = Duration::from_secs(5);
 /// How soon a task of a shop whose session this worker lacks comes back (another worker may

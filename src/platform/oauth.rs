@@ -101,6 +101,12 @@ pub(crate) fn code_endpoint(platform: Platform, token_endpoint: &str) -> String 
     }
 }
 
+/// Whether `platform`'s code exchange names the callback the code was issued for (TOP and
+/// 1688 do; JD does not).
+pub(crate) fn exchange_names_callback(platform: Platform) -> bool {
+    !matches!(platform, Platform::Jd)
+}
+
 /// The form a code exchange posts: TOP `grant_type=authorization_code, code, client_id,
 /// client_secret, redirect_uri`; JD `app_key, app_secret, grant_type, code` (no callback);
 /// 1688 the same as TOP with `need_refresh_token=true` (else no refresh token is given).
@@ -120,8 +126,10 @@ pub(crate) fn code_form(
         Platform::Taobao | Platform::Alibaba => {
             form.push(("client_id", app_key.to_string()));
             form.push(("client_secret", app_secret.expose().to_string()));
-            form.push(("redirect_uri", redirect_uri.to_string()));
         }
+    }
+    if exchange_names_callback(platform) {
+        form.push(("redirect_uri", redirect_uri.to_string()));
     }
     if platform == Platform::Alibaba {
         form.push(("need_refresh_token", "true".to_string()));

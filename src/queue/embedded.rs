@@ -397,6 +397,28 @@ impl EmbeddedQueue {
             .collect())
     }
 
+    /// The shops of the first `limit` pending rows, in the order workers take them (see
+    /// [`super::Queue::waiting_shops`]).
+    pub(crate) async fn waiting_shops(&self, limit: usize) -> Result<Vec<String>, QueueError> {
+        let (bulk, interactive) = self.queue_names();
+        let rows: Vec<Vec<u8>> = sqlx::query_scalar(
+            "SELECT job FROM Jobs WHERE job_type IN (?, ?) AND status = 'Pending'
+             AND run_at <= CAST(strftime('%s', 'now') AS INTEGER)
+             ORDER BY priority DESC, run_at LIMIT ?",
+        )
+        .bind(bulk)
+        .bind(interactive)
+        .bind(i64::try_from(limit).unwrap_or(i64::MAX))
+        .fetch_all(&self.pool)
+        .await
+        .map_err(|e| self.err(e))?;
+        Ok(rows
+            .iter()
+            .filter_map(|b| serde_json::from_slice::<Stored>(b).ok())
+            .map(|s| s.msg.shop)
+            .collect())
+    }
+
     /// Failed rows (the dead letters) not yet removed by the worker's vacuum at start and
     /// exit; the ledger keeps their items as `failed` with class `dead` either way.
     pub(crate) async fn dead_entries(&self, limit: usize) -> Result<Vec<DeadEntry>, QueueError> {
@@ -708,6 +730,12 @@ impl super::TaskQueue for EmbeddedQueue {
     }
     fn live_tasks(&self) -> futures::future::BoxFuture<'_, Result<Vec<TaskMsg>, QueueError>> {
         EmbeddedQueue::live_tasks(self).boxed()
+    }
+    fn waiting_shops(
+        &self,
+        limit: usize,
+    ) -> futures::future::BoxFuture<'_, Result<Vec<String>, QueueError>> {
+        EmbeddedQueue::waiting_shops(self, limit).boxed()
     }
     fn dead_entries(
         &self,

@@ -31,6 +31,9 @@ pub trait TaskQueue: Send + Sync {
     fn lengths(&self) -> BoxFuture<'_, Result<QueueLen, QueueError>>;
     /// Every task that will still run: ready, in flight and delayed (not dead).
     fn live_tasks(&self) -> BoxFuture<'_, Result<Vec<TaskMsg>, QueueError>>;
+    /// The shops of the first `limit` tasks waiting for a worker, in the order they will be
+    /// handed out (a shop once per task).
+    fn waiting_shops(&self, limit: usize) -> BoxFuture<'_, Result<Vec<String>, QueueError>>;
     /// What the live tasks carry, per job ([`super::LiveCover`]): the same snapshot as
     /// [`TaskQueue::live_tasks`], folded as it is read where the transport can.
     fn live_cover(&self) -> BoxFuture<'_, Result<super::LiveCover, QueueError>> {
@@ -120,6 +123,11 @@ impl Queue {
     /// Queue lengths. The embedded queue reports its delayed tasks as ready.
     pub async fn len(&self) -> Result<QueueLen, QueueError> {
         self.0.lengths().await
+    }
+
+    /// See [`TaskQueue::waiting_shops`].
+    pub(crate) async fn waiting_shops(&self, limit: usize) -> Result<Vec<String>, QueueError> {
+        self.0.waiting_shops(limit).await
     }
 
     /// Every task that will still run: ready, in flight and delayed (not dead). What

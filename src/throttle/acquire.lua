@@ -13,13 +13,15 @@
 --       14 '1' when the call was booked and counted already (a late waker booking again:
 --          throttle::Gates::acquire): neither the daily budgets nor their counters again,
 --       15 the shop a bulk call is for, 16 its weight, 17 the index in KEYS of the shares
---          (0 = no share kept: an interactive call, or a call of no shop).
--- KEYS (from ARGV[17] on): the shops with bulk calls booked and not yet left (sorted set,
---       shop -> when its last booked call leaves), their weights (hash, `_sum` their sum),
---       this shop's booked calls (sorted set, booking -> when it leaves).
+--          (0 = no share kept: an interactive call, or a call of no shop), 18 how long a
+--          call is held after it leaves (us: the gate's p95 latency, the call in flight).
+-- KEYS (from ARGV[17] on): the shops with bulk calls held (booked, or in flight: sorted
+--       set, shop -> when its last held call ends), their weights (hash, `_sum` their sum),
+--       this shop's held calls (sorted set, booking -> when it ends), every shop's held
+--       calls (sorted set, shop:booking -> when it ends).
 -- Fair shares (docs/design.md, "Fair shares at the gate"): while other shops have calls
--- booked, a shop holds at most its weighted part of the calls booked ahead; over it, the
--- answer is code 4 with the wait until the shop's next booked call leaves.
+-- held, a shop holds at most its weighted part of the calls held (booked ahead or in flight);
+-- over it, the answer is code 4 with the wait until the shop's next held call ends.
 -- KEYS: 5 the gate's calls counted today (report.lua), 6 the gate's calls booked today,
 --       7 the app's calls booked today (every gate of the platform; only with an app quota).
 -- The day as a budget (throttle::pacing, docs/design.md, "Pacing"): a bulk call under a spent
@@ -156,13 +158,15 @@ elseif iv > old_iv then
 end
 local share_at = tonumber(ARGV[17]) or 0
 local shop = ARGV[15] or ''
-local shares, weights, mine
+local shares, weights, mine, held
+local hold = tonumber(ARGV[18]) or 0
 local shop_weight = math.floor(tonumber(ARGV[16]) or 1)
 if shop_weight < 1 then shop_weight = 1 end
 local present = false
 if share_at > 0 and shop ~= '' then
   shares, weights, mine = KEYS[share_at], KEYS[share_at + 1], KEYS[share_at + 2]
-  -- Shops whose booked calls have all left share nothing any more.
+  held = KEYS[share_at + 3]
+  -- Shops whose held calls have all ended share nothing any more.
   local gone = redis.call('ZRANGEBYSCORE', shares, '-inf', now)
   for _, s in ipairs(gone) do
     local w = tonumber(redis.call('HGET', weights, s)) or 0
@@ -171,14 +175,15 @@ if share_at > 0 and shop ~= '' then
     redis.call('ZREM', shares, s)
   end
   redis.call('ZREMRANGEBYSCORE', mine, '-inf', now)
+  redis.call('ZREMRANGEBYSCORE', held, '-inf', now)
   present = redis.call('ZSCORE', shares, shop) ~= false
   local total = math.max(0, tonumber(redis.call('HGET', weights, '_sum')) or 0)
   if not present then total = total + shop_weight end
   -- A late waker booking again was let in already.
   if total > shop_weight and not counted_already then
-    -- Another shop has calls booked: this one may hold at most its weighted part of the
-    -- calls booked ahead (the bucket's debt, in calls, this one included).
-    local ahead = math.ceil((tat - now) / iv) + 1
+    -- Another shop has calls held: this one may hold at most its weighted part of the
+    -- calls held, this one included.
+    local ahead = redis.call('ZCARD', held) + 1
     local part_calls = math.max(1, math.ceil(ahead * shop_weight / total))
     if redis.call('ZCARD', mine) >= part_calls then
       local first = redis.call('ZRANGE', mine, 0, 0, 'WITHSCORES')
@@ -253,19 +258,22 @@ end
 -- An idle bucket is full anyway: let the key go once its debt is paid, plus a margin.
 redis.call('PEXPIRE', KEYS[1], math.ceil((new_tat - now) / 1000) + 60000)
 if shares then
-  -- This call is booked in its shop's share until it leaves.
-  redis.call('ZADD', mine, send, fmt(new_tat))
+  -- This call is held in its shop's share until it leaves and its answer is in.
+  local ends = send + hold
+  redis.call('ZADD', mine, ends, fmt(new_tat))
+  redis.call('ZADD', held, ends, shop .. ':' .. fmt(new_tat))
   local last = tonumber(redis.call('ZSCORE', shares, shop)) or 0
-  if send > last then redis.call('ZADD', shares, send, shop) end
+  if ends > last then redis.call('ZADD', shares, ends, shop) end
   if not present then
     redis.call('HSET', weights, shop, shop_weight)
     redis.call('HINCRBY', weights, '_sum', shop_weight)
   end
-  local keep = math.ceil((send - now) / 1000) + 60000
+  local keep = math.ceil((ends - now) / 1000) + 60000
   redis.call('PEXPIRE', mine, keep)
   if redis.call('PTTL', shares) < keep then
     redis.call('PEXPIRE', shares, keep)
     redis.call('PEXPIRE', weights, keep)
+    redis.call('PEXPIRE', held, keep)
   end
 end
 if wait == 0 then

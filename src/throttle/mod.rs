@@ -188,6 +188,9 @@ struct Ask<'a> {
     max_wait: Duration,
     /// Whether the call was booked (and counted in the day's budgets) already.
     booking: Booking,
+    /// How long a call stays in flight after it leaves (the gate's p95 latency): a fleet
+    /// gate counts it in its shop's share until then.
+    hold: Duration,
 }
 
 /// Internal answer of a backend's token step.
@@ -434,26 +437,40 @@ impl Gates {
     ) -> Result<Permit, GateRefusal> {
         let start = Instant::now();
         let local = self.inner.local_gate(platform, api);
+        // A call for a shop waits its turn in the shops' line as long as it may wait at the
+        // gate (`max_wait`), not a second: the line is the shops' fair order, and a caller
+        // that left it early would hand its item back only to queue again.
+        let asked = max_wait.min(local.cfg.max_wait);
+        let deadline = start + asked;
         let max_wait = max_wait.min(local.cfg.max_wait);
         let slots = match lane {
             Lane::Interactive => &local.interactive_slots,
             Lane::Bulk => &local.slots,
         };
         let (shop, weight) = share.map_or(("", 1), |s| (s.shop.as_str(), s.weight));
+        let hold = Duration::from_millis(local.p95_ms().unwrap_or(local.cfg.p95_ms));
         // A fleet call that wakes too late for the second it was booked in books again (at
         // most a few times; each is a round trip only for such a late waker).
         let mut rebooks = 0;
         let slot = 'booked: loop {
-            let slot_wait = SLOT_WAIT.min(max_wait.saturating_sub(start.elapsed()));
+            let left = deadline.saturating_duration_since(Instant::now());
+            let slot_wait = if share.is_some() {
+                left
+            } else {
+                SLOT_WAIT.min(left)
+            };
             let slot = match tokio::time::timeout(slot_wait, slots.acquire(shop, weight)).await {
                 Ok(slot) => slot,
                 Err(_) => return Err(GateRefusal::Busy),
             };
+            let slot_at = Instant::now();
             if let Some(refusal) = local.held() {
                 return Err(refusal);
             }
             loop {
-                let left = max_wait.saturating_sub(start.elapsed());
+                let left = max_wait
+                    .saturating_sub(slot_at.elapsed())
+                    .min(deadline.saturating_duration_since(Instant::now()));
                 let booking = if rebooks == 0 {
                     Booking::First
                 } else {
@@ -471,6 +488,7 @@ impl Gates {
                             share,
                             max_wait: left,
                             booking,
+                            hold,
                         },
                     )
                     .await;
@@ -497,7 +515,7 @@ impl Gates {
                     // this one waits for its shop's next booked call to leave.
                     Reservation::ShareWait(wait) => {
                         drop(slot);
-                        if wait > max_wait.saturating_sub(start.elapsed()) {
+                        if wait > deadline.saturating_duration_since(Instant::now()) {
                             return Err(GateRefusal::RetryAt(wait));
                         }
                         tokio::time::sleep(wait).await;

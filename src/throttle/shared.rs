@@ -70,8 +70,10 @@ pub struct GateKeys {
     pub shares: String,
     /// Those shops' weights, and their sum (field `_sum`).
     pub share_weights: String,
-    /// Prefix of each shop's booked calls: sorted set, booking -> when it leaves.
+    /// Prefix of each shop's held calls: sorted set, booking -> when it ends.
     pub(crate) shop_booked_prefix: String,
+    /// Every shop's held calls: sorted set, `shop:booking` -> when it ends.
+    pub shares_held: String,
 }
 
 impl GateKeys {
@@ -93,7 +95,7 @@ impl GateKeys {
         format!("{}{day}", self.booked_prefix)
     }
 
-    /// Key of the bulk calls booked for `shop` that have not left yet.
+    /// Key of the bulk calls held for `shop` (booked, or in flight).
     pub fn shop_booked(&self, shop: &str) -> String {
         format!("{}{shop}", self.shop_booked_prefix)
     }
@@ -126,6 +128,7 @@ pub fn gate_keys(namespace: &str, platform: Platform, api: Api) -> GateKeys {
         shares: format!("{base}:shares"),
         share_weights: format!("{base}:share_weights"),
         shop_booked_prefix: format!("{base}:shop:"),
+        shares_held: format!("{base}:shares_held"),
     }
 }
 
@@ -309,6 +312,7 @@ impl RedisGates {
             share: shop_share,
             max_wait,
             booking,
+            hold,
         } = ask;
         let k = self.keys(platform, api);
         let share = cfg.interactive_share;
@@ -340,7 +344,8 @@ impl RedisGates {
             Some(s) => {
                 inv.key(&k.shares)
                     .key(&k.share_weights)
-                    .key(k.shop_booked(&s.shop));
+                    .key(k.shop_booked(&s.shop))
+                    .key(&k.shares_held);
                 keys + 1
             }
             None => 0,
@@ -361,7 +366,8 @@ impl RedisGates {
             .arg(u8::from(booking == Booking::Again))
             .arg(shop_share.map_or("", |s| s.shop.as_str()))
             .arg(shop_share.map_or(1, |s| s.weight))
-            .arg(shares_at);
+            .arg(shares_at)
+            .arg(hold.as_micros() as u64);
         let mut conn = self.conn.clone();
         match inv
             .invoke_async::<(i64, i64, String, String, u64)>(&mut conn)
@@ -917,6 +923,7 @@ mod tests {
             &k.shares,
             &k.share_weights,
             &k.shop_booked("shop-1"),
+            &k.shares_held,
         ] {
             assert!(key.starts_with("sf:{jd:order_list}:"), "{key}");
         }

@@ -228,6 +228,25 @@ async fn shops_added_while_the_fleet_runs_are_served_and_removed_ones_are_not() 
         "{}",
         stdout(&out)
     );
+    // Without the callback the code was issued for, TOP refuses the exchange: refused here,
+    // before a code is spent on it (exit 2, naming the key).
+    let out = jobs_harness::output_within(
+        h.command_with(
+            &h.config,
+            &[
+                "shop",
+                "authorize",
+                "--platform",
+                "taobao",
+                "--code",
+                "c0de",
+            ],
+        ),
+        WAIT,
+    );
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{said}");
+    assert!(said.contains("redirect_uri"), "{said}");
 
     // 3. A shop added with tokens the operator holds.
     let beta_var = shop_session_env("beta");

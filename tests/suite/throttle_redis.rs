@@ -1115,11 +1115,12 @@ async fn a_ban_cancels_reservations_other_workers_are_sleeping_on() {
 }
 
 /// Fair shares at the gate (acquire.lua ARGV 15-17; docs/design.md, "Fair shares at the
-/// gate"): a shop alone books as before; while another shop has calls booked, each holds at
-/// most its weighted part of the calls booked ahead, and one over it is told to come back
-/// when its own next booked call leaves; a shop whose calls have all left weighs nothing.
+/// gate"): a shop alone books as before; while another shop has calls held (booked ahead,
+/// or in flight: here none is in flight, ARGV 18 unset), each holds at most its weighted part
+/// of them, and one over it is told to come back when its own next held call ends; a shop
+/// whose calls have all ended weighs nothing.
 #[test]
-fn while_shops_share_a_gate_each_holds_at_most_its_part_of_what_is_booked_ahead() {
+fn while_shops_share_a_gate_each_holds_at_most_its_part_of_the_calls_held() {
     let redis = TestRedis::start();
     let mut con = redis.connection();
     let k = gate_keys(&redis.prefix, P, A);
@@ -1137,6 +1138,7 @@ fn while_shops_share_a_gate_each_holds_at_most_its_part_of_what_is_booked_ahead(
             .key(&k.shares)
             .key(&k.share_weights)
             .key(k.shop_booked(shop))
+            .key(&k.shares_held)
             .arg(40.0) // rate
             .arg(1.0) // burst
             .arg(60_000_000) // max wait (us)
@@ -1165,8 +1167,8 @@ fn while_shops_share_a_gate_each_holds_at_most_its_part_of_what_is_booked_ahead(
     // A second shop is let in at once: it holds nothing yet.
     let (code, first_small) = book("small", 1, t0);
     assert!(code <= 1, "{code}");
-    // The big shop holds 99 calls not yet left, over half of the 102 booked ahead: it waits
-    // for its next call to leave (the one booked at t0 has).
+    // The big shop holds 99 calls not yet left, over half of the 101 held (its next one
+    // included): it waits for its next call to leave (the one booked at t0 has).
     let (code, wait) = book("big", 1, t0);
     assert_eq!(code, 4, "over its share");
     assert_eq!(wait, 25_000, "told to come back when its next call leaves");
@@ -1186,8 +1188,8 @@ fn while_shops_share_a_gate_each_holds_at_most_its_part_of_what_is_booked_ahead(
         assert!(small <= 200, "never refused");
     }
     assert_eq!(
-        small, 101,
-        "half of the 202 calls booked ahead, its next one included"
+        small, 100,
+        "half of the 200 calls held, its next one included"
     );
     // Every booked call has left: each shop is alone again and books as before.
     let later = t0 + 10_000_000;
@@ -1208,9 +1210,9 @@ fn while_shops_share_a_gate_each_holds_at_most_its_part_of_what_is_booked_ahead(
         .query(&mut check)
         .unwrap();
     assert_eq!(sum, 1);
-    // Weights: a shop of weight 3 beside one of weight 1 holds three parts of four of what
-    // is booked ahead. The light shop has one call booked to leave later (its first leaves
-    // at once): with the heavy shop's 9, 9 of the 12 booked ahead (its next one included).
+    // Weights: a shop of weight 3 beside one of weight 1 holds three parts of four of the
+    // calls held. The light shop has one call booked to leave later (its first leaves at
+    // once): with the heavy shop's 6, 6 of the 8 held (its next one included).
     let heavy_at = later + 10_000_000;
     assert!(book("light", 1, heavy_at).0 <= 1);
     assert!(book("light", 1, heavy_at).0 <= 1);
@@ -1219,7 +1221,7 @@ fn while_shops_share_a_gate_each_holds_at_most_its_part_of_what_is_booked_ahead(
         heavy += 1;
         assert!(heavy <= 100, "never refused");
     }
-    assert_eq!(heavy, 9);
+    assert_eq!(heavy, 6);
     let ttl: i64 = redis::cmd("PTTL")
         .arg(k.shop_booked("heavy"))
         .query(&mut check)

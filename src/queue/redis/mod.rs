@@ -444,6 +444,26 @@ impl RedisQueue {
         Ok(out)
     }
 
+    /// The shops of the first `limit` tasks of the ready set (see
+    /// [`super::Queue::waiting_shops`]).
+    pub(crate) async fn waiting_shops(&self, limit: usize) -> Result<Vec<String>, QueueError> {
+        let mut c = self.conn.clone();
+        let ready: Vec<String> = redis::cmd("ZRANGE")
+            .arg(&self.keys.ready)
+            .arg(0)
+            .arg(limit.max(1) - 1)
+            .query_async(&mut c)
+            .await
+            .map_err(|e| self.err(e))?;
+        Ok(ready
+            .iter()
+            // member = attempts:ulid:json
+            .filter_map(|m| m.splitn(3, ':').nth(2))
+            .filter_map(|json| serde_json::from_str::<TaskMsg>(json).ok())
+            .map(|t| t.shop)
+            .collect())
+    }
+
     /// [`RedisQueue::live_tasks`] folded into a [`super::LiveCover`] as each task is read.
     pub(crate) async fn live_cover(&self) -> Result<super::LiveCover, QueueError> {
         let mut cover = super::LiveCover::default();
@@ -614,6 +634,12 @@ impl super::TaskQueue for RedisQueue {
     }
     fn live_cover(&self) -> futures::future::BoxFuture<'_, Result<super::LiveCover, QueueError>> {
         RedisQueue::live_cover(self).boxed()
+    }
+    fn waiting_shops(
+        &self,
+        limit: usize,
+    ) -> futures::future::BoxFuture<'_, Result<Vec<String>, QueueError>> {
+        RedisQueue::waiting_shops(self, limit).boxed()
     }
     fn workers(
         &self,
