@@ -13,15 +13,13 @@
 --       14 '1' when the call was booked and counted already (a late waker booking again:
 --          throttle::Gates::acquire): neither the daily budgets nor their counters again,
 --       15 the shop a bulk call is for, 16 its weight, 17 the index in KEYS of the shares
---          (0 = no share kept: an interactive call, or a call of no shop), 18 how long a
---          call is held after it leaves (us: the gate's p95 latency, the call in flight).
--- KEYS (from ARGV[17] on): the shops with bulk calls held (booked, or in flight: sorted
---       set, shop -> when its last held call ends), their weights (hash, `_sum` their sum),
---       this shop's held calls (sorted set, booking -> when it ends), every shop's held
---       calls (sorted set, shop:booking -> when it ends).
--- Fair shares (docs/design.md, "Fair shares at the gate"): while other shops have calls
--- held, a shop holds at most its weighted part of the calls held (booked ahead or in flight);
--- over it, the answer is code 4 with the wait until the shop's next held call ends.
+--          (0 = no share kept: an interactive call, or a call of no shop).
+-- KEYS (from ARGV[17] on): the shops booking lately (sorted set, shop -> until when it
+--       counts), their weights, `_sum` their sum and `t:<shop>` each one's next turn (hash).
+-- Fair shares (docs/design.md, "Fair shares at the gate"): while other shops book too and
+-- calls are booked ahead, a shop books at its weighted part of the rate (its turns spaced
+-- by the interval x the sum of the weights / its weight); a call more than one turn ahead
+-- of its shop's pace gets code 4 with the wait until its turn.
 -- KEYS: 5 the gate's calls counted today (report.lua), 6 the gate's calls booked today,
 --       7 the app's calls booked today (every gate of the platform; only with an app quota).
 -- The day as a budget (throttle::pacing, docs/design.md, "Pacing"): a bulk call under a spent
@@ -158,37 +156,34 @@ elseif iv > old_iv then
 end
 local share_at = tonumber(ARGV[17]) or 0
 local shop = ARGV[15] or ''
-local shares, weights, mine, held
-local hold = tonumber(ARGV[18]) or 0
+local shares, weights
 local shop_weight = math.floor(tonumber(ARGV[16]) or 1)
 if shop_weight < 1 then shop_weight = 1 end
 local present = false
+local total = shop_weight
+local turn_key = 't:' .. shop
 if share_at > 0 and shop ~= '' then
-  shares, weights, mine = KEYS[share_at], KEYS[share_at + 1], KEYS[share_at + 2]
-  held = KEYS[share_at + 3]
-  -- Shops whose held calls have all ended share nothing any more.
+  shares, weights = KEYS[share_at], KEYS[share_at + 1]
+  -- Shops that booked nothing lately share nothing any more.
   local gone = redis.call('ZRANGEBYSCORE', shares, '-inf', now)
   for _, s in ipairs(gone) do
     local w = tonumber(redis.call('HGET', weights, s)) or 0
     redis.call('HINCRBY', weights, '_sum', -w)
-    redis.call('HDEL', weights, s)
+    redis.call('HDEL', weights, s, 't:' .. s)
     redis.call('ZREM', shares, s)
   end
-  redis.call('ZREMRANGEBYSCORE', mine, '-inf', now)
-  redis.call('ZREMRANGEBYSCORE', held, '-inf', now)
   present = redis.call('ZSCORE', shares, shop) ~= false
-  local total = math.max(0, tonumber(redis.call('HGET', weights, '_sum')) or 0)
+  total = math.max(0, tonumber(redis.call('HGET', weights, '_sum')) or 0)
   if not present then total = total + shop_weight end
-  -- A late waker booking again was let in already.
-  if total > shop_weight and not counted_already then
-    -- Another shop has calls held: this one may hold at most its weighted part of the
-    -- calls held, this one included.
-    local ahead = redis.call('ZCARD', held) + 1
-    local part_calls = math.max(1, math.ceil(ahead * shop_weight / total))
-    if redis.call('ZCARD', mine) >= part_calls then
-      local first = redis.call('ZRANGE', mine, 0, 0, 'WITHSCORES')
-      local leaves = tonumber(first[2]) or (now + iv)
-      return {4, math.max(1000, math.ceil(leaves - now)), '', tostring(rate), '0'}
+  -- Only while other shops book too, and the gate has calls booked ahead (when it has
+  -- none, what the others leave is anyone's); a late waker booking again was let in.
+  if total > shop_weight and tat > now and not counted_already then
+    -- The shop's own pace: its weighted part of the rate. One call of it may be booked
+    -- ahead of that pace; a call further ahead waits for its turn.
+    local spacing = iv * total / shop_weight
+    local turn = tonumber(redis.call('HGET', weights, turn_key)) or 0
+    if turn > now + spacing then
+      return {4, math.max(1000, math.ceil(turn - now - spacing)), '', tostring(rate), '0'}
     end
   end
 end
@@ -258,22 +253,24 @@ end
 -- An idle bucket is full anyway: let the key go once its debt is paid, plus a margin.
 redis.call('PEXPIRE', KEYS[1], math.ceil((new_tat - now) / 1000) + 60000)
 if shares then
-  -- This call is held in its shop's share until it leaves and its answer is in.
-  local ends = send + hold
-  redis.call('ZADD', mine, ends, fmt(new_tat))
-  redis.call('ZADD', held, ends, shop .. ':' .. fmt(new_tat))
+  -- The shop's next call keeps its pace: its part of the rate from this one's send time.
+  local spacing = iv * total / shop_weight
+  local turn = tonumber(redis.call('HGET', weights, turn_key)) or 0
+  if turn < send then turn = send end
+  redis.call('HSET', weights, turn_key, fmt(turn + spacing))
+  -- The shop shares the gate while it books: until a second (or two of its paces) after
+  -- this call leaves.
+  local active = send + math.max(1000000, 2 * spacing)
   local last = tonumber(redis.call('ZSCORE', shares, shop)) or 0
-  if ends > last then redis.call('ZADD', shares, ends, shop) end
+  if active > last then redis.call('ZADD', shares, active, shop) end
   if not present then
     redis.call('HSET', weights, shop, shop_weight)
     redis.call('HINCRBY', weights, '_sum', shop_weight)
   end
-  local keep = math.ceil((ends - now) / 1000) + 60000
-  redis.call('PEXPIRE', mine, keep)
+  local keep = math.ceil((active - now) / 1000) + 60000
   if redis.call('PTTL', shares) < keep then
     redis.call('PEXPIRE', shares, keep)
     redis.call('PEXPIRE', weights, keep)
-    redis.call('PEXPIRE', held, keep)
   end
 end
 if wait == 0 then

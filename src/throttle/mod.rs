@@ -188,9 +188,6 @@ struct Ask<'a> {
     max_wait: Duration,
     /// Whether the call was booked (and counted in the day's budgets) already.
     booking: Booking,
-    /// How long a call stays in flight after it leaves (the gate's p95 latency): a fleet
-    /// gate counts it in its shop's share until then.
-    hold: Duration,
 }
 
 /// Internal answer of a backend's token step.
@@ -448,7 +445,6 @@ impl Gates {
             Lane::Bulk => &local.slots,
         };
         let (shop, weight) = share.map_or(("", 1), |s| (s.shop.as_str(), s.weight));
-        let hold = Duration::from_millis(local.p95_ms().unwrap_or(local.cfg.p95_ms));
         // A fleet call that wakes too late for the second it was booked in books again (at
         // most a few times; each is a round trip only for such a late waker).
         let mut rebooks = 0;
@@ -488,7 +484,6 @@ impl Gates {
                             share,
                             max_wait: left,
                             booking,
-                            hold,
                         },
                     )
                     .await;

@@ -65,15 +65,11 @@ pub struct GateKeys {
     /// Prefix of the reporters' high-water marks of report.lua: one key per reporting
     /// process, holding the sequence number of its last batch applied.
     pub(crate) reporter_prefix: String,
-    /// The shops with bulk calls booked and not yet left: sorted set, shop -> when its
-    /// last booked call leaves (us, server clock).
+    /// The shops booking bulk calls lately: sorted set, shop -> until when it counts (us,
+    /// server clock).
     pub shares: String,
-    /// Those shops' weights, and their sum (field `_sum`).
+    /// Those shops' weights, their sum (field `_sum`) and each one's next turn (`t:<shop>`).
     pub share_weights: String,
-    /// Prefix of each shop's held calls: sorted set, booking -> when it ends.
-    pub(crate) shop_booked_prefix: String,
-    /// Every shop's held calls: sorted set, `shop:booking` -> when it ends.
-    pub shares_held: String,
 }
 
 impl GateKeys {
@@ -93,11 +89,6 @@ impl GateKeys {
     /// Key of the counter of calls booked on the day labelled `day`.
     pub fn booked(&self, day: &str) -> String {
         format!("{}{day}", self.booked_prefix)
-    }
-
-    /// Key of the bulk calls held for `shop` (booked, or in flight).
-    pub fn shop_booked(&self, shop: &str) -> String {
-        format!("{}{shop}", self.shop_booked_prefix)
     }
 }
 
@@ -127,8 +118,6 @@ pub fn gate_keys(namespace: &str, platform: Platform, api: Api) -> GateKeys {
         reporter_prefix: format!("{base}:reported:"),
         shares: format!("{base}:shares"),
         share_weights: format!("{base}:share_weights"),
-        shop_booked_prefix: format!("{base}:shop:"),
-        shares_held: format!("{base}:shares_held"),
     }
 }
 
@@ -312,7 +301,6 @@ impl RedisGates {
             share: shop_share,
             max_wait,
             booking,
-            hold,
         } = ask;
         let k = self.keys(platform, api);
         let share = cfg.interactive_share;
@@ -338,14 +326,11 @@ impl RedisGates {
             inv.key(app_booked_key(&self.namespace, platform, &day));
             keys += 1;
         }
-        // A bulk call for a shop books within the shop's share (acquire.lua: the shops with
-        // calls booked, their weights, and this shop's booked calls).
+        // A bulk call for a shop books at its shop's pace (acquire.lua: the shops booking
+        // lately, their weights and turns).
         let shares_at = match shop_share.filter(|_| lane == Lane::Bulk) {
-            Some(s) => {
-                inv.key(&k.shares)
-                    .key(&k.share_weights)
-                    .key(k.shop_booked(&s.shop))
-                    .key(&k.shares_held);
+            Some(_) => {
+                inv.key(&k.shares).key(&k.share_weights);
                 keys + 1
             }
             None => 0,
@@ -366,8 +351,7 @@ impl RedisGates {
             .arg(u8::from(booking == Booking::Again))
             .arg(shop_share.map_or("", |s| s.shop.as_str()))
             .arg(shop_share.map_or(1, |s| s.weight))
-            .arg(shares_at)
-            .arg(hold.as_micros() as u64);
+            .arg(shares_at);
         let mut conn = self.conn.clone();
         match inv
             .invoke_async::<(i64, i64, String, String, u64)>(&mut conn)
@@ -922,8 +906,6 @@ mod tests {
             &k.booked_prefix,
             &k.shares,
             &k.share_weights,
-            &k.shop_booked("shop-1"),
-            &k.shares_held,
         ] {
             assert!(key.starts_with("sf:{jd:order_list}:"), "{key}");
         }
