@@ -82,7 +82,12 @@ pub(crate) struct JobRunner {
     /// The tasks running in this worker per shop, and its task slots.
     turns: Arc<Mutex<TaskTurns>>,
     slots: usize,
+    /// The shops waiting in the queue as last looked at, and when.
+    waiting_seen: Arc<Mutex<Option<WaitingSeen>>>,
 }
+
+/// The shops waiting in the queue, and when they were read.
+type WaitingSeen = (Instant, Arc<Vec<String>>);
 
 /// A task counted in [`TaskTurns`] while it runs (unless it gave its slot back).
 struct Running {
@@ -117,6 +122,7 @@ impl JobRunner {
             queue,
             turns: Arc::new(Mutex::new(TaskTurns::default())),
             slots: slots.max(1),
+            waiting_seen: Arc::new(Mutex::new(None)),
             controls: Arc::new(JobControls::new(store.clone())),
             shops: Arc::new(ShopAccess::new(cfg.clone(), store.clone(), tokens)),
             ctx: HandlerCtx {
@@ -187,6 +193,7 @@ impl JobRunner {
             gave_back: stop.turn_over.clone(),
         };
         let queue = self.queue.clone();
+        let seen = self.waiting_seen.clone();
         let turns = self.turns.clone();
         let weights = self.weights.clone();
         let slots = self.slots;
@@ -195,9 +202,25 @@ impl JobRunner {
         let watch = AbortOnDrop(tokio::spawn(async move {
             loop {
                 tokio::time::sleep(TASK_TURN).await;
-                // A queue that does not answer: the next turn asks again.
-                let Ok(waiting) = queue.waiting_shops(WAITING_LOOKED_AT).await else {
-                    continue;
+                // One look at the queue serves every task of this worker whose turn comes
+                // within a second of it; a queue that does not answer: the next turn asks again.
+                let fresh = seen
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .as_ref()
+                    .filter(|(at, _)| at.elapsed() < WAITING_FRESH)
+                    .map(|(_, w)| w.clone());
+                let waiting = match fresh {
+                    Some(w) => w,
+                    None => {
+                        let Ok(w) = queue.waiting_shops(WAITING_LOOKED_AT).await else {
+                            continue;
+                        };
+                        let w = Arc::new(w);
+                        *seen.lock().unwrap_or_else(|e| e.into_inner()) =
+                            Some((Instant::now(), w.clone()));
+                        w
+                    }
                 };
                 let weight = |s: &str| weights.get(s).unwrap_or(DEFAULT_WEIGHT);
                 let over = turns
@@ -777,6 +800,8 @@ const HAND_BACK_DELAY: Duration = Duration::from_millis(50);
 pub(crate) const TASK_TURN: Duration = Duration::from_secs(5);
 /// Tasks at the head of the queue whose shops a turn looks at.
 const WAITING_LOOKED_AT: usize = 64;
+/// How long one look at the waiting shops serves the worker's other tasks.
+const WAITING_FRESH: Duration = Duration::from_secs(1);
 /// How soon a task of a paused shop comes back to look again (uncharged).
 const SHOP_PAUSED_RECHECK: Duration = Duration::from_secs(5);
 /// How soon a task of a shop whose session this worker lacks comes back (another worker may

@@ -58,6 +58,12 @@ const FAIR_CLOCK_ROW: &str = "\u{1}virtual_time";
 /// Each lane has a queue of its own in the file.
 const LANES: [Lane; 2] = [Lane::Bulk, Lane::Interactive];
 
+/// The one field of a stored row a look at the waiting shops needs (the rest is skipped).
+#[derive(Deserialize)]
+struct StoredShop {
+    msg: super::TaskShop,
+}
+
 /// What the SQLite queue stores: the task and the attempts consumed before this row.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub(crate) struct Stored {
@@ -414,7 +420,7 @@ impl EmbeddedQueue {
         .map_err(|e| self.err(e))?;
         Ok(rows
             .iter()
-            .filter_map(|b| serde_json::from_slice::<Stored>(b).ok())
+            .filter_map(|b| serde_json::from_slice::<StoredShop>(b).ok())
             .map(|s| s.msg.shop)
             .collect())
     }

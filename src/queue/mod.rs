@@ -179,6 +179,13 @@ pub enum TaskResult {
     Failed(String),
 }
 
+/// The one field of a task a look at the waiting shops needs: the rest of a task (its keys)
+/// is skipped by the parser, not built.
+#[derive(Debug, serde::Deserialize)]
+pub(crate) struct TaskShop {
+    pub(crate) shop: String,
+}
+
 /// Queue tuning, usually from `[queue]` of the config file ([`QueueOptions::from_config`]).
 #[derive(Debug, Clone)]
 pub struct QueueOptions {

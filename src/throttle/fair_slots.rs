@@ -122,7 +122,7 @@ impl FairSlots {
         }
     }
 
-    /// Slots free now (tests, `gate show`).
+    /// Slots free now.
     #[cfg(test)]
     pub(crate) fn free(&self) -> usize {
         self.state.lock().unwrap_or_else(|e| e.into_inner()).free

@@ -181,8 +181,8 @@ enum Booking {
 struct Ask<'a> {
     /// The lane the call books in.
     lane: Lane,
-    /// The shop the call is for: a state shared by processes keeps each shop to its share
-    /// of the booked calls (one process's slots already take turns by shop).
+    /// The shop the call is for: a state shared by processes paces each shop at its part of
+    /// the rate (one process's slots already take turns by shop).
     share: Option<&'a GateShare>,
     /// The longest the call may wait for its token.
     max_wait: Duration,
@@ -197,8 +197,8 @@ enum Reservation {
     /// Go after the wait; a fleet gate says which clock second (server clock) it booked.
     After(Duration, Option<u64>),
     Refused(Duration),
-    /// The call's shop has its share of the gate's booked calls: ask again after the wait
-    /// (its shop's next booked call leaves then).
+    /// The call is ahead of its shop's pace at the gate: ask again after the wait (its
+    /// shop's turn comes then).
     ShareWait(Duration),
     Paused(Duration, String),
     Unreachable(Duration, String, bool),
@@ -420,10 +420,9 @@ impl Gates {
     }
 
     /// [`Gates::acquire`] for a call in `share`: the slots of this process go to the shops
-    /// with callers waiting in turn, and a fleet gate books no more of its next second's
-    /// calls for one shop than its share while other shops have calls booked
-    /// (docs/design.md, "Fair shares at the gate"). A call over its share waits for its
-    /// shop's next booked call to leave, without its slot.
+    /// with callers waiting in turn, and a fleet gate paces each shop at its weighted part of
+    /// the rate while other shops book too (docs/design.md, "Fair shares at the gate"). A
+    /// call ahead of its shop's pace waits for its turn, without its slot.
     pub async fn acquire_as(
         &self,
         platform: Platform,
@@ -434,12 +433,7 @@ impl Gates {
     ) -> Result<Permit, GateRefusal> {
         let start = Instant::now();
         let local = self.inner.local_gate(platform, api);
-        // A call for a shop waits its turn in the shops' line as long as it may wait at the
-        // gate (`max_wait`), not a second: the line is the shops' fair order, and a caller
-        // that left it early would hand its item back only to queue again.
-        let asked = max_wait.min(local.cfg.max_wait);
-        let deadline = start + asked;
-        let max_wait = max_wait.min(local.cfg.max_wait);
+        let deadline = start + max_wait.min(local.cfg.max_wait);
         let slots = match lane {
             Lane::Interactive => &local.interactive_slots,
             Lane::Bulk => &local.slots,
@@ -449,6 +443,9 @@ impl Gates {
         // most a few times; each is a round trip only for such a late waker).
         let mut rebooks = 0;
         let slot = 'booked: loop {
+            // A call for a shop waits its turn in the shops' line as long as it may wait at
+            // the gate, not a second: the line is the shops' fair order, and a caller that
+            // left it early would hand its item back only to queue again.
             let left = deadline.saturating_duration_since(Instant::now());
             let slot_wait = if share.is_some() {
                 left
@@ -459,14 +456,11 @@ impl Gates {
                 Ok(slot) => slot,
                 Err(_) => return Err(GateRefusal::Busy),
             };
-            let slot_at = Instant::now();
             if let Some(refusal) = local.held() {
                 return Err(refusal);
             }
             loop {
-                let left = max_wait
-                    .saturating_sub(slot_at.elapsed())
-                    .min(deadline.saturating_duration_since(Instant::now()));
+                let left = deadline.saturating_duration_since(Instant::now());
                 let booking = if rebooks == 0 {
                     Booking::First
                 } else {
@@ -506,8 +500,8 @@ impl Gates {
                         }
                         rebooks += 1;
                     }
-                    // Over the shop's share: the slot goes to the next shop's caller while
-                    // this one waits for its shop's next booked call to leave.
+                    // Ahead of the shop's pace: the slot goes to the next shop's caller while
+                    // this one waits for its shop's turn.
                     Reservation::ShareWait(wait) => {
                         drop(slot);
                         if wait > deadline.saturating_duration_since(Instant::now()) {

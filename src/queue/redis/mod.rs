@@ -457,9 +457,8 @@ impl RedisQueue {
             .map_err(|e| self.err(e))?;
         Ok(ready
             .iter()
-            // member = attempts:ulid:json
-            .filter_map(|m| m.splitn(3, ':').nth(2))
-            .filter_map(|json| serde_json::from_str::<TaskMsg>(json).ok())
+            .filter_map(|m| member_json(m))
+            .filter_map(|json| serde_json::from_str::<super::TaskShop>(json).ok())
             .map(|t| t.shop)
             .collect())
     }
@@ -505,8 +504,7 @@ impl RedisQueue {
             }
         }
         for m in ready.into_iter().chain(delayed) {
-            // member = attempts:ulid:json
-            if let Some(json) = m.splitn(3, ':').nth(2) {
+            if let Some(json) = member_json(&m) {
                 if let Ok(t) = serde_json::from_str::<TaskMsg>(json) {
                     each(t);
                 }
@@ -610,6 +608,11 @@ impl RedisQueue {
 
 fn member(prior_attempts: u32, d: &str) -> String {
     format!("{prior_attempts}:{}:{d}", ulid::Ulid::new())
+}
+
+/// The task JSON of a ready or delayed set's [`member`].
+fn member_json(m: &str) -> Option<&str> {
+    m.splitn(3, ':').nth(2)
 }
 
 impl super::TaskQueue for RedisQueue {
