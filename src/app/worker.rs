@@ -149,6 +149,7 @@ pub(crate) async fn run_worker(
             rt.store.clone(),
             rt.queue.clone(),
             rt.cfg.clone(),
+            gateway.platform_clocks(),
             Duration::from_millis(rt.cfg.jobs.schedule_check_ms),
             shutdown.clone(),
         ))

@@ -8,19 +8,38 @@
 //! there, and each run's cost stays bounded while the shop catches up.
 
 /// The clock an order window is decided on: the ledger's, so every worker decides alike, but
-/// never ahead of this host's. A window vouches for `now - lag`; a ledger clock ahead of the
-/// platform's by more than lag + overlap would vouch for changes that have not happened yet,
-/// and the next run, starting at that watermark less the overlap, would never read them. A
-/// host kept in time (NTP) bounds that; a host behind only makes the window shorter (read
-/// again next run). Answers the clock and how far the ledger's is ahead (ms, 0 when not).
-pub(crate) fn window_clock(ledger_ms: i64, host_ms: i64) -> (i64, i64) {
-    (
-        ledger_ms.min(host_ms),
-        ledger_ms.saturating_sub(host_ms).max(0),
-    )
+/// never ahead of this host's nor of the platform's (as its answers' `Date` shows it:
+/// `platform::clock`). A window vouches for `now - lag`; a clock ahead of the platform's by
+/// more than lag + overlap would vouch for changes the platform has not stamped yet, and the
+/// next run, starting at that watermark less the overlap, would never read them. A clock
+/// behind only makes the window shorter (read again next run).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct WindowClock {
+    /// The time windows are decided on (unix ms).
+    pub(crate) now: i64,
+    /// How far the ledger's clock is ahead of this host's (ms, 0 when not).
+    pub(crate) ledger_ahead: i64,
+    /// How far this host's clock is ahead of the platform's, as far as known (ms, 0 when not).
+    pub(crate) host_ahead: i64,
 }
 
-/// A ledger clock this far ahead of the host's is warned about (ms).
+/// The window clock from the ledger's and this host's clocks, and how far the platform's is
+/// at least ahead of the host's (`None`: no recent answer to tell).
+pub(crate) fn window_clock(
+    ledger_ms: i64,
+    host_ms: i64,
+    platform_ahead_ms: Option<i64>,
+) -> WindowClock {
+    let platform_ms = platform_ahead_ms.map_or(host_ms, |a| host_ms.saturating_add(a));
+    WindowClock {
+        now: ledger_ms.min(host_ms).min(platform_ms),
+        ledger_ahead: ledger_ms.saturating_sub(host_ms).max(0),
+        host_ahead: host_ms.saturating_sub(platform_ms).max(0),
+    }
+}
+
+/// A clock this far ahead of the next one (the ledger's of the host's, the host's of the
+/// platform's) is warned about (ms); an answer's `Date` is whole seconds, so less is noise.
 pub(crate) const CLOCK_AHEAD_WARN_MS: i64 = 5_000;
 
 /// One order run's window, in unix ms: read `[since, until)`, move the watermark to `vouched`.
@@ -164,17 +183,38 @@ mod tests {
     fn a_ledger_clock_ahead_never_vouches_for_the_future() {
         let host = 100 * HOUR;
         let ledger = host + 5 * MIN;
-        let (now, ahead) = window_clock(ledger, host);
-        assert_eq!((now, ahead), (host, 5 * MIN));
+        let c = window_clock(ledger, host, None);
+        assert_eq!((c.now, c.ledger_ahead, c.host_ahead), (host, 5 * MIN, 0));
         let r = rule(6 * HOUR);
-        let w = r.window(Some(host - 2 * MIN), now).unwrap();
+        let w = r.window(Some(host - 2 * MIN), c.now).unwrap();
         assert!(w.vouched <= host - MIN, "{w:?}");
         // On the ledger's clock alone it vouched for 4 minutes the platform had not reached,
         // and the next run (from there less the 2 minute overlap) would skip 2 of them.
         let on_ledger = r.window(Some(host - 2 * MIN), ledger).unwrap();
         assert!(on_ledger.vouched - 2 * MIN > host, "{on_ledger:?}");
         // A ledger behind the host: its clock, nothing to warn about.
-        assert_eq!(window_clock(host - MIN, host), (host - MIN, 0));
+        let c = window_clock(host - MIN, host, None);
+        assert_eq!((c.now, c.ledger_ahead), (host - MIN, 0));
+    }
+
+    /// The platform's clock 5 minutes behind the host's (and the ledger's): the window is
+    /// decided on the platform's, as its answers showed it.
+    #[test]
+    fn a_platform_clock_behind_is_the_one_windows_are_decided_on() {
+        let host = 100 * HOUR;
+        let platform = host - 5 * MIN;
+        let c = window_clock(host, host, Some(platform - host));
+        assert_eq!(
+            (c.now, c.ledger_ahead, c.host_ahead),
+            (platform, 0, 5 * MIN)
+        );
+        let w = rule(6 * HOUR)
+            .window(Some(platform - 2 * MIN), c.now)
+            .unwrap();
+        assert!(w.vouched <= platform - MIN, "{w:?}");
+        // A platform ahead of the host changes nothing: the host's clock is the earlier one.
+        let c = window_clock(host, host, Some(3_000));
+        assert_eq!((c.now, c.host_ahead), (host, 0));
     }
 
     #[test]

@@ -17,6 +17,7 @@ use super::producer::{chunk_tasks, ProducerError, Share};
 use super::spec::JobSpec;
 use super::tick::{Decision, TickPolicy};
 use crate::config::Config;
+use crate::platform::clock::PlatformClocks;
 use crate::queue::Queue;
 use crate::shutdown::Shutdown;
 use crate::store::{JobKind, RunOutcome, Schedule, StartRun, Store};
@@ -39,6 +40,7 @@ pub(crate) async fn look_once(
     store: &Store,
     queue: &Queue,
     cfg: &Config,
+    clocks: &PlatformClocks,
 ) -> Result<Looked, ProducerError> {
     let mut looked = Looked::default();
     for (schedule, run) in store.finished_runs().await? {
@@ -68,7 +70,8 @@ pub(crate) async fn look_once(
         let mut start = None;
         for (tick, decision) in plan.ticks {
             match decision {
-                Decision::Start => match build_run(store, cfg, &schedule, tick, now).await? {
+                Decision::Start => match build_run(store, cfg, clocks, &schedule, tick, now).await?
+                {
                     Some(run) => start = Some(run),
                     None => decided.push((
                         tick,
@@ -100,7 +103,7 @@ pub(crate) async fn look_once(
     }
     for (schedule, tick) in store.queued_runs_ready().await? {
         let now = store.clock_ms().await?;
-        let Some(run) = build_run(store, cfg, &schedule, tick, now).await? else {
+        let Some(run) = build_run(store, cfg, clocks, &schedule, tick, now).await? else {
             continue;
         };
         if let Some(job) = store.start_queued(schedule.id, &run, schedule.kind).await? {
@@ -147,6 +150,7 @@ async fn push(
 async fn build_run(
     store: &Store,
     cfg: &Config,
+    clocks: &PlatformClocks,
     schedule: &Schedule,
     tick_ms: i64,
     now_ms: i64,
@@ -163,15 +167,30 @@ async fn build_run(
             // still be indexing is read if it shows and read again by the next run (the
             // watermark stays behind it), and a change in the last `lag` seconds is not left
             // for a whole period. A shop far behind catches up in runs of bounded size.
-            let (window_now, ahead) = window_clock(now_ms, Utc::now().timestamp_millis());
-            if ahead > CLOCK_AHEAD_WARN_MS {
+            let host_ms = Utc::now().timestamp_millis();
+            let clock = window_clock(
+                now_ms,
+                host_ms,
+                clocks.ahead_at_least_ms(schedule.platform, host_ms),
+            );
+            if clock.ledger_ahead > CLOCK_AHEAD_WARN_MS {
                 tracing::warn!(
                     schedule = schedule.id,
-                    ahead_ms = ahead,
+                    ahead_ms = clock.ledger_ahead,
                     "the ledger's clock is ahead of this host's: order windows are decided on \
                      the host's (keep both in time with NTP)"
                 );
             }
+            if clock.host_ahead > CLOCK_AHEAD_WARN_MS {
+                tracing::warn!(
+                    schedule = schedule.id,
+                    platform = %schedule.platform,
+                    ahead_ms = clock.host_ahead,
+                    "this host's clock is ahead of the platform's (its answers' Date): order \
+                     windows are decided on the platform's (keep this host in time with NTP)"
+                );
+            }
+            let window_now = clock.now;
             let Some(window) = rule.window(watermark, window_now) else {
                 return Ok(None);
             };
@@ -261,12 +280,13 @@ pub(crate) async fn run_schedule_loop(
     store: Store,
     queue: Queue,
     cfg: std::sync::Arc<Config>,
+    clocks: PlatformClocks,
     every: Duration,
     shutdown: Shutdown,
 ) {
     let mut rounds = shutdown.every(every);
     while rounds.next().await {
-        if let Err(e) = look_once(&store, &queue, &cfg).await {
+        if let Err(e) = look_once(&store, &queue, &cfg, &clocks).await {
             tracing::warn!("schedules not looked at this round (the next one tries again): {e}");
         }
     }

@@ -2,6 +2,7 @@
 //! connections), signing every call and classifying every failure.
 
 use super::classify::{describe_reqwest, transport_kind, CallError, TransportError};
+use super::clock::{http_date_ms, SharedPlatformClock};
 use super::sign::SignMethod;
 use super::{alibaba, jd, taobao, Api, ApiRequest, ApiResponse, Credentials, Platform};
 use crate::secret::Secret;
@@ -56,6 +57,8 @@ pub struct PlatformClient {
     max_body_bytes: usize,
     creds: Credentials,
     http: reqwest::Client,
+    /// The platform's clock as this client's answers show it (shared by its clones).
+    clock: SharedPlatformClock,
 }
 
 /// How to reach one platform: what a client needs besides the credentials. The
@@ -130,11 +133,17 @@ impl PlatformClient {
                 sign_method: cfg.sign_method,
             },
             http,
+            clock: SharedPlatformClock::default(),
         })
     }
 
     pub(crate) fn platform(&self) -> Platform {
         self.platform
+    }
+
+    /// The platform's clock as the answers of this client and its clones show it.
+    pub(crate) fn clock(&self) -> SharedPlatformClock {
+        self.clock.clone()
     }
 
     /// The same client (connection pool included) signing with another shop's session.
@@ -198,6 +207,14 @@ impl PlatformClient {
             .await
             .map_err(transport)?;
         let http_status = resp.status().as_u16();
+        if let Some(date) = resp
+            .headers()
+            .get(reqwest::header::DATE)
+            .and_then(|v| v.to_str().ok())
+            .and_then(http_date_ms)
+        {
+            self.clock.observe(date, Utc::now().timestamp_millis());
+        }
         let too_large = |len: String| {
             CallError::transport(
                 self.platform,

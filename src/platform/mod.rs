@@ -4,6 +4,7 @@
 pub(crate) mod alibaba;
 pub(crate) mod classify;
 pub(crate) mod client;
+pub(crate) mod clock;
 mod delivery;
 pub(crate) mod jd;
 mod json;

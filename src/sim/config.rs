@@ -176,6 +176,9 @@ pub struct SimConfig {
     pub(crate) seed: u64,
     /// Allowed clock skew of request timestamps (TOP: ±10 min).
     pub(crate) timestamp_skew_s: u64,
+    /// The platform's clock against this host's (s, negative: behind). Its order and message
+    /// times, its timestamp check and its answers' `Date` run on it.
+    pub(crate) clock_offset_s: i64,
     /// Largest request body accepted; larger ones get the platform's error body.
     pub(crate) max_body_bytes: usize,
     /// Idle-close drill: how long a request on a dropped connection is held before the close.
@@ -221,6 +224,7 @@ impl SimConfig {
         SimConfig {
             seed: 42,
             timestamp_skew_s: 600,
+            clock_offset_s: 0,
             max_body_bytes: 1 << 20,
             idle_hold_s: 60,
             token_lifetime_s: 0,
@@ -288,6 +292,12 @@ impl SimConfig {
         let mut l = self.limit(platform, api);
         l.ban_s = ban_s;
         self.limits.insert((platform, api), l);
+        self
+    }
+
+    /// The platform's clock `seconds` ahead of this host's (negative: behind).
+    pub fn with_clock_offset(mut self, seconds: i64) -> Self {
+        self.clock_offset_s = seconds;
         self
     }
 
@@ -402,6 +412,9 @@ impl SimConfig {
         }
         if let Some(v) = raw.timestamp_skew_s {
             cfg.timestamp_skew_s = v;
+        }
+        if let Some(v) = raw.clock_offset_s {
+            cfg.clock_offset_s = v;
         }
         if let Some(v) = raw.day_seconds {
             match QuotaDay::of_seconds(v) {
@@ -687,6 +700,7 @@ impl SimConfig {
 struct RawSim {
     seed: Option<u64>,
     timestamp_skew_s: Option<u64>,
+    clock_offset_s: Option<i64>,
     max_body_bytes: Option<usize>,
     idle_hold_s: Option<u64>,
     token_lifetime_s: Option<u64>,

@@ -204,6 +204,11 @@ impl SimHandle {
         &self.sim.cfg
     }
 
+    /// The platform's clock (this host's moved by the config's `clock_offset_s`).
+    pub fn now(&self) -> chrono::DateTime<chrono::Utc> {
+        self.sim.now()
+    }
+
     /// Snapshot of the counters (the same data as `GET /admin/stats`).
     pub fn stats(&self) -> SimStats {
         self.sim.stats()

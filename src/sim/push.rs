@@ -60,7 +60,7 @@ pub(crate) async fn run(sim: Arc<Sim>, url: String, mut stop: watch::Receiver<bo
                 continue;
             }
             let shops = sim.live_shops(i);
-            let now = chrono::Utc::now().timestamp_millis();
+            let now = sim.now().timestamp_millis();
             let due = app
                 .messages
                 .lock()

@@ -27,6 +27,15 @@ fn clock_ms() -> u64 {
     BASE.get_or_init(Instant::now).elapsed().as_millis() as u64
 }
 
+/// Every answer's `Date` on the platform's clock (hyper would stamp this host's), in the
+/// IMF-fixdate form of RFC 9110 section 5.6.7.
+fn date_header(headers: &mut axum::http::HeaderMap, now: DateTime<Utc>) {
+    let text = now.format("%a, %d %b %Y %H:%M:%S GMT").to_string();
+    if let Ok(v) = axum::http::HeaderValue::from_str(&text) {
+        headers.insert(axum::http::header::DATE, v);
+    }
+}
+
 /// Per-connection state for the idle-close drill.
 #[derive(Debug)]
 pub(crate) struct ConnState {
@@ -77,6 +86,7 @@ pub(crate) async fn run(sim: Arc<Sim>, listener: TcpListener, mut shutdown: watc
         let svc = TowerToHyperService::new(router.clone());
         let mut stop = shutdown.clone();
         let hold = Duration::from_secs(sim.cfg.idle_hold_s);
+        let platform_clock = sim.clone();
         tokio::spawn(async move {
             let c = conn.clone();
             let service =
@@ -85,14 +95,18 @@ pub(crate) async fn run(sim: Arc<Sim>, listener: TcpListener, mut shutdown: watc
                     let idle_ms = now.saturating_sub(c.last_activity_ms.swap(now, Relaxed));
                     req.extensions_mut().insert(ConnInfo {
                         idle_ms,
-                        arrived: Utc::now(),
+                        arrived: platform_clock.now(),
                         conn: c.clone(),
                     });
                     let fut = hyper::service::Service::call(&svc, req);
                     let c = c.clone();
+                    let clock = platform_clock.clone();
                     async move {
-                        let res = fut.await;
+                        let mut res = fut.await;
                         c.last_activity_ms.store(clock_ms(), Relaxed);
+                        if let Ok(r) = res.as_mut() {
+                            date_header(r.headers_mut(), clock.now());
+                        }
                         res
                     }
                 });
@@ -212,7 +226,7 @@ async fn token_call(sim: Arc<Sim>, platform: Platform, req: Request) -> Response
         .await
         .unwrap_or_default();
     let params = form_pairs(parts.uri.query(), &bytes).unwrap_or_default();
-    let now = Utc::now().timestamp_millis();
+    let now = sim.now().timestamp_millis();
     let (status, body) = match super::proto::form_get(&params, "grant_type") {
         Some("authorization_code") => crate::sim::tokens::exchange(&sim, platform, &params, now),
         _ => crate::sim::tokens::refresh(&sim, platform, &params, now),
@@ -223,7 +237,7 @@ async fn token_call(sim: Arc<Sim>, platform: Platform, req: Request) -> Response
 /// An authorisation page: a 302 to the app's callback with a code, or a 400 page.
 fn authorize_call(sim: &Sim, platform: Platform, query: Option<&str>) -> Response {
     let params = form_pairs(query, &[]).unwrap_or_default();
-    match crate::sim::tokens::authorize(sim, platform, &params, Utc::now().timestamp_millis()) {
+    match crate::sim::tokens::authorize(sim, platform, &params, sim.now().timestamp_millis()) {
         Ok(location) => Response::builder()
             .status(StatusCode::FOUND)
             .header(axum::http::header::LOCATION, location)
@@ -281,7 +295,7 @@ async fn platform_call(sim: Arc<Sim>, platform: Platform, req: Request) -> Respo
     };
     let reply = match identified {
         Ok(call) => {
-            let arrived = info.as_ref().map_or_else(Utc::now, |i| i.arrived);
+            let arrived = info.as_ref().map_or_else(|| sim.now(), |i| i.arrived);
             proto::run(&sim, call, arrived).await
         }
         Err(reply) => reply,

@@ -255,6 +255,68 @@ async fn a_run_reads_past_its_lag_and_the_watermark_stays_behind_it() {
         .is_empty());
 }
 
+/// The platform's clock 5 minutes behind this host's, more than lag + overlap: windows are
+/// decided on the platform's clock as its answers' `Date` shows it, so the watermark never
+/// passes what the platform has stamped and no change is skipped. On the host's clock the
+/// first run vouched for 5 minutes ahead, and each run after it read from there on, never the
+/// orders changing now.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_platform_clock_behind_the_hosts_skips_no_change() {
+    let _serial = jobs_harness::serial().await;
+    let sim = live_sim().with_clock_offset(-300);
+    let mut h = Harness::start(sim, &ClientOpts::default()).await;
+    // The worker has heard from the platform (a one-off order job) before the schedule.
+    run_one_job(&mut h).await;
+    let out = h.run(&[
+        "schedule",
+        "add",
+        "orders",
+        "--platform",
+        "taobao",
+        "--shop",
+        "s1",
+        "--every",
+        "2s",
+        "--lag",
+        "2s",
+        "--overlap",
+        "10s",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let id = h.store.schedules().await.expect("schedules")[0].schedule.id;
+    let begun = h.sim.now();
+    wait_until(
+        "every order changed since the schedule began at its state of 15 s ago",
+        Duration::from_secs(90),
+        || async {
+            let before = h.sim.now() - chrono::Duration::seconds(15);
+            let (checked, behind) = h.orders_behind(TB, Some(begun), before).await;
+            checked >= 10 && behind.is_empty()
+        },
+    )
+    .await;
+    h.schedule_action("pause", id);
+    h.wait_runs_settled(id, Duration::from_secs(120)).await;
+    let watermark = h.store.schedules().await.expect("schedules")[0]
+        .watermark
+        .expect("a watermark");
+    assert!(
+        watermark <= h.sim.now(),
+        "the watermark {watermark} is ahead of the platform's clock {}",
+        h.sim.now()
+    );
+    assert!(h
+        .store
+        .coverage_gaps(TB, "s1")
+        .await
+        .expect("gaps")
+        .is_empty());
+}
+
 /// A shop 30 hours behind (a week-long pause, runs that kept failing) catches up in runs of
 /// at most `[jobs] sync_catch_up_max_s` (6 hours by default), each moving the watermark on,
 /// instead of one run re-reading everything since the old watermark (60 slices here; the

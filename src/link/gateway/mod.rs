@@ -29,6 +29,7 @@ use super::policy::RetryPolicy;
 use super::retry_budget::{LocalRetryBudget, RetryBudgetPolicy};
 use super::shared::FleetLink;
 use crate::config::{Config, LinkConfig, PlatformConfig};
+use crate::platform::clock::PlatformClocks;
 use crate::platform::{
     Api, ApiRequest, ApiResponse, CallError, ErrorClass, Platform, PlatformClient,
 };
@@ -327,6 +328,8 @@ struct Inner {
     stale_pending: Mutex<stale::PendingStale>,
     /// Last time a Redis problem was logged, so an outage logs once per 10 s.
     last_redis_warn: Mutex<Option<Instant>>,
+    /// The platforms' clocks, from their answers' `Date`.
+    clocks: PlatformClocks,
 }
 
 /// The link layer of one process. Cheap to clone; clones share everything.
@@ -357,6 +360,7 @@ pub struct GatewayBuilder {
     fleet: Option<FleetLink>,
     store: Option<Store>,
     worker_id: String,
+    clocks: PlatformClocks,
 }
 
 impl GatewayBuilder {
@@ -368,8 +372,9 @@ impl GatewayBuilder {
     }
 
     /// Add a platform: its client and the bulkhead size and pool wait of its config.
-    pub fn platform(self, client: PlatformClient, cfg: &PlatformConfig) -> Self {
+    pub fn platform(mut self, client: PlatformClient, cfg: &PlatformConfig) -> Self {
         let platform = client.platform();
+        self.clocks.insert(platform, client.clock());
         self.transport(platform, Arc::new(client), cfg)
     }
 
@@ -416,6 +421,7 @@ impl GatewayBuilder {
             fleet: self.fleet,
             store: self.store,
             worker_id: self.worker_id,
+            clocks: self.clocks,
             breakers: Mutex::new(HashMap::new()),
             local_budget: Mutex::new(HashMap::new()),
             counters: Mutex::new(HashMap::new()),
@@ -441,6 +447,7 @@ impl Gateway {
             fleet: None,
             store: None,
             worker_id: ulid::Ulid::new().to_string(),
+            clocks: PlatformClocks::default(),
         }
     }
 
@@ -474,6 +481,11 @@ impl Gateway {
 
     pub(crate) fn worker_id(&self) -> &str {
         &self.inner.worker_id
+    }
+
+    /// The platforms' clocks as this process's answers show them.
+    pub(crate) fn platform_clocks(&self) -> PlatformClocks {
+        self.inner.clocks.clone()
     }
 
     pub(crate) fn fleet(&self) -> Option<&FleetLink> {

@@ -378,6 +378,11 @@ fn api_index(api: Api) -> usize {
 }
 
 impl Sim {
+    /// The platform's clock: this host's moved by `clock_offset_s`.
+    pub(crate) fn now(&self) -> chrono::DateTime<Utc> {
+        Utc::now() + chrono::Duration::seconds(self.cfg.clock_offset_s)
+    }
+
     pub(crate) fn new(cfg: SimConfig) -> Result<Sim, super::SimError> {
         cfg.drill.validate()?;
         let mut apps = Vec::new();
@@ -404,6 +409,7 @@ impl Sim {
                 rejected_app_quota: AtomicU64::new(0),
             });
         }
+        let cfg_offset = cfg.clock_offset_s;
         let sim = Sim {
             drill: RwLock::new(Drill::default()),
             cfg,
@@ -411,7 +417,7 @@ impl Sim {
             by_key,
             slots,
             unattributed: AtomicU64::new(0),
-            started: Utc::now().timestamp(),
+            started: (Utc::now() + chrono::Duration::seconds(cfg_offset)).timestamp(),
             request_seq: AtomicU64::new(0),
             shop_calls: Mutex::new(BTreeMap::new()),
             tokens: Default::default(),

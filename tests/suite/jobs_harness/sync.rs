@@ -134,9 +134,9 @@ impl Harness {
             .clone();
         let mut checked = 0;
         let mut behind = Vec::new();
-        for o in self
-            .sim
-            .live_orders_changed_since(platform, &app_key, sim_shop, from, Utc::now())
+        for o in
+            self.sim
+                .live_orders_changed_since(platform, &app_key, sim_shop, from, self.sim.now())
         {
             let Some((at, status)) = o
                 .changes
