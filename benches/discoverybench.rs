@@ -1,7 +1,8 @@
 //! Limit discovery against the three kinds of platform limit, counted by the simulator.
 //!
 //! `cargo bench --bench discoverybench -- [--seconds 40] [--cells all|worst] [--kinds ...]
-//!  [--rates 30,400] [--workers 2,4] [--factors 3,10] [--reps 1] [--ban 1] [--embedded]`
+//!  [--rates 30,400] [--workers 2,4] [--factors 3,10] [--reps 1] [--ban 1] [--embedded]
+//!  [--right-burst N]`
 //!
 //! A write-bound listing (1688 `item_get` granted 4x the write limit, Taobao `item_add` granted
 //! `rate`/s counted as `kind`, every rejection a ban of `--ban` seconds as on TOP), sized so the
@@ -50,6 +51,11 @@ fn list<T: std::str::FromStr>(name: &str, default: &str) -> Vec<T> {
         .collect()
 }
 
+/// `--right-burst N`: the known grant's gate at this burst instead of 5% of the grant.
+fn right_burst() -> Option<u64> {
+    arg("--right-burst", "").parse().ok()
+}
+
 fn kind_of(name: &str) -> Option<LimitKind> {
     match name {
         "fixed" => Some(LimitKind::Fixed),
@@ -83,7 +89,7 @@ impl Setting {
     fn right(&self) -> (u64, u64) {
         match self.kind {
             LimitKind::Sliding => (self.rate * 97 / 100, 1),
-            _ => (self.rate, (self.rate / 20).max(1)),
+            _ => (self.rate, right_burst().unwrap_or((self.rate / 20).max(1))),
         }
     }
 

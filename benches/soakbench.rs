@@ -2,7 +2,15 @@
 //! down for a while in the middle, the way a fleet meets months of work.
 //!
 //! `cargo bench --bench soakbench -- [--minutes 120] [--down-minutes 30] [--shops 3]
-//! [--per-min 10] [--malformed 0.01] [--order-every-s 60] [--logistics-every-s 600] [--oauth]`
+//! [--per-min 10] [--malformed 0.01] [--order-every-s 60] [--logistics-every-s 600] [--oauth]
+//! [--workers 2] [--retention-day-s 86400] [--report-every-min 10]`
+//!
+//! `--retention-day-s S`: a compressed calendar for the ledger's retention: every `[retention]`
+//! period at its default number of days, each day lasting S seconds, pruned every hour of it
+//! (at least 10 s); with `--retention-day-s 60` a month of retention passes in 30 minutes.
+//! `--workers N`: one listening worker and N - 1 others. `--listing-rate R`: a listing
+//! (1688 -> Taobao) big enough to keep its gates busy all the run, the simulator and the
+//! gates granting R calls a second (one-off jobs are never pruned: its items grow the ledger).
 //!
 //! `--oauth`: the shops (but the first, the app's own session) are onboarded through the
 //! OAuth flow into the ledger's directory (one authorisation link, each seller agreeing on the
@@ -38,7 +46,7 @@ use jobs_harness::{arg, ClientOpts, Harness};
 use std::collections::{BTreeMap, HashSet};
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
-use syncfleet::platform::Platform;
+use syncfleet::platform::{Api, Platform};
 use syncfleet::sim::{malformed_record, DrillPatch, LiveOrders, SimConfig};
 use syncfleet::store::RunOutcome;
 
@@ -148,6 +156,27 @@ async fn onboard(h: &Harness, names: &[&str]) {
     }
 }
 
+/// The gates that have state in Redis: the distinct `{platform:api}` hash tags of its keys.
+async fn redis_gates(url: &str) -> usize {
+    let Ok(client) = redis::Client::open(url) else {
+        return 0;
+    };
+    let Ok(mut c) = client.get_multiplexed_async_connection().await else {
+        return 0;
+    };
+    let keys: Vec<String> = redis::cmd("KEYS")
+        .arg("sf:{*}*")
+        .query_async(&mut c)
+        .await
+        .unwrap_or_default();
+    keys.iter()
+        .filter_map(|k| k.split_once('{').and_then(|(_, r)| r.split_once('}')))
+        .map(|(tag, _)| tag.to_string())
+        .filter(|tag| tag.contains(':'))
+        .collect::<HashSet<_>>()
+        .len()
+}
+
 async fn redis_keys(url: &str) -> u64 {
     let Ok(client) = redis::Client::open(url) else {
         return 0;
@@ -182,9 +211,20 @@ async fn main() {
     let order_every_s: i64 = arg("--order-every-s", 60);
     let logistics_every_s: i64 = arg("--logistics-every-s", 600);
     let oauth = std::env::args().any(|a| a == "--oauth");
+    let n_workers: usize = arg("--workers", 2usize).max(1);
+    let retention_day_s: u64 = arg("--retention-day-s", 86_400u64).max(1);
+    let report_every_min: u64 = arg("--report-every-min", 10u64).max(1);
+    let listing_rate: u64 = arg("--listing-rate", 0u64);
+    // The simulator's catalog holds 100,000 products.
+    let listing_items = (listing_rate * (minutes + 1) * 60).min(100_000);
     let shops = shop_names(n_shops);
     let more: Vec<&str> = shops.iter().skip(1).map(|s| s.1.as_str()).collect();
     let mut sim = SimConfig::demo().with_shops(TB, &more);
+    if listing_rate > 0 {
+        sim = sim
+            .with_limit(Platform::Alibaba, Api::ItemGet, listing_rate, 100_000_000)
+            .with_limit(TB, Api::ItemAdd, listing_rate, 100_000_000);
+    }
     sim.orders.live = LiveOrders {
         new_per_min: per_min,
         pay_after_s: 60,
@@ -253,14 +293,45 @@ async fn main() {
         ]);
         assert!(out.status.success(), "{out:?}");
     }
+    if retention_day_s != 86_400 {
+        let defaults = syncfleet::config::RetentionConfig::default();
+        let mut text = std::fs::read_to_string(&h.config).expect("config");
+        text.push_str("\n[retention]\n");
+        for (key, days) in defaults.periods() {
+            let scaled = days * retention_day_s as f64 / 86_400.0;
+            text.push_str(&format!("{key} = {scaled}\n"));
+        }
+        text.push_str(&format!(
+            "prune_every_s = {}\n",
+            (retention_day_s / 24).max(10)
+        ));
+        std::fs::write(&h.config, text).expect("config");
+    }
+    if listing_rate > 0 {
+        let mut text = std::fs::read_to_string(&h.config).expect("config");
+        for gate in ["alibaba.item_get", "taobao.item_add"] {
+            text.push_str(&format!(
+                "\n[gates.\"{gate}\"]\nrate = {listing_rate}\nburst = 1\n"
+            ));
+        }
+        std::fs::write(&h.config, text).expect("config");
+        let job = h.enqueue_listing(listing_items);
+        println!("soakbench: listing job {job} of {listing_items} items at {listing_rate}/s");
+    }
     let config = h.config.clone();
-    let listener = h.spawn_worker_args(&config, 8, 0, &["--listen", "taobao:s1"], &[]);
-    let sweeper = h.spawn_worker_with(&config, 8, 0);
-    let workers = [listener, sweeper];
+    let mut workers = vec![h.spawn_worker_args(&config, 8, 0, &["--listen", "taobao:s1"], &[])];
+    for _ in 1..n_workers {
+        workers.push(h.spawn_worker_with(&config, 8, 0));
+    }
     let workers_started_ms = Utc::now().timestamp_millis();
     println!(
-        "soakbench: {minutes} min, {n_shops} shops x {per_min} new orders/min, {:.1}% malformed orders and messages, hook receiver down {down_minutes} min in the middle, 2 workers",
-        bad * 100.0
+        "soakbench: {minutes} min, {n_shops} shops x {per_min} new orders/min, {:.1}% malformed orders and messages, hook receiver down {down_minutes} min in the middle, {n_workers} workers{}",
+        bad * 100.0,
+        if retention_day_s == 86_400 {
+            String::new()
+        } else {
+            format!(", a retention day lasting {retention_day_s} s")
+        }
     );
 
     let started = Instant::now();
@@ -299,15 +370,21 @@ async fn main() {
                 cpu,
             );
             println!(
-                "  {:>4} min: Redis keys {:>5} ({:.1} MiB used), ledger {:>6.1} MiB, workers' CPU {:>7.1} s",
+                "  {:>4} min: Redis keys {:>5} ({:.1} MiB used, {} gates), ledger {:>6.1} MiB, workers' CPU {:>7.1} s",
                 sample.0,
                 sample.1,
                 redis_used_memory(&h.redis.url).await as f64 / 1_048_576.0,
+                redis_gates(&h.redis.url).await,
                 sample.2 as f64 / 1_048_576.0,
                 sample.3
             );
             samples.push(sample);
-            next_report += Duration::from_secs(if samples.len() == 1 { 540 } else { 600 });
+            let every = report_every_min * 60;
+            next_report += Duration::from_secs(if samples.len() == 1 {
+                every - 60
+            } else {
+                every
+            });
         }
         tokio::time::sleep(Duration::from_secs(30).min(end.saturating_duration_since(now))).await;
     }
@@ -415,7 +492,7 @@ async fn main() {
         undelivered.0,
         workers.iter().map(|p| Harness::peak_rss_mb(*p)).collect::<Vec<_>>()
     );
-    for pid in workers {
+    for pid in workers.iter().copied() {
         h.kill_worker(pid);
     }
 }

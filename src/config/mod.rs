@@ -340,6 +340,27 @@ per_second_cap = 400
         assert!(err.0[0].message.contains("spend"), "{err}");
     }
 
+    /// Retention periods in days, fractions allowed (integers as before); a negative one and a
+    /// prune interval of 0 are refused with their keys.
+    #[test]
+    fn retention_days_take_fractions_and_refuse_negatives() {
+        let cfg = parse(
+            "[retention]\nscheduled_jobs_days = 0.5\nmessages_days = 3\nprune_every_s = 60\n",
+        )
+        .unwrap();
+        assert_eq!(cfg.retention.scheduled_jobs_days, 0.5);
+        assert_eq!(cfg.retention.messages_days, 3.0);
+        assert_eq!(cfg.retention.calls_days, 90.0);
+        assert_eq!(cfg.retention.prune_every_s, 60);
+        let err = parse("[retention]\ncalls_days = -1\nprune_every_s = 0\n").unwrap_err();
+        let keys: Vec<&str> = err.0.iter().map(|p| p.key.as_str()).collect();
+        assert_eq!(
+            keys,
+            ["retention.calls_days", "retention.prune_every_s"],
+            "{err}"
+        );
+    }
+
     /// A table given twice (a README snippet pasted into a config that has it): the error
     /// names the line and quotes it, not only "duplicate key".
     #[test]

@@ -44,6 +44,22 @@ impl Config {
                 );
             }
         }
+        for (key, days) in self.retention.periods() {
+            if !days.is_finite() || days < 0.0 {
+                push(
+                    format!("retention.{key}"),
+                    format!("must be a number of days, 0 (kept forever) or more, got {days}"),
+                    false,
+                );
+            }
+        }
+        if self.retention.prune_every_s == 0 {
+            push(
+                "retention.prune_every_s".into(),
+                "must be at least 1 second".into(),
+                false,
+            );
+        }
         // Two shops of one platform under one seller name: a message could not tell them apart.
         let mut sellers = std::collections::BTreeMap::new();
         for (name, shop) in &self.shops {

@@ -114,9 +114,6 @@ pub(crate) async fn heal_once(
     Ok(pushed)
 }
 
-/// How often the heal lease's holder prunes the ledger by `[retention]`.
-const PRUNE_EVERY: Duration = Duration::from_secs(3600);
-
 /// Prune the ledger by `retention` (docs/design.md, "Retention"); logs what went.
 async fn prune(store: &Store, retention: &crate::config::RetentionConfig) {
     match store.prune(retention, chrono::Utc::now()).await {
@@ -136,7 +133,7 @@ async fn prune(store: &Store, retention: &crate::config::RetentionConfig) {
 
 /// Sweep every `interval` until `shutdown`; with a fleet, only the worker holding the heal
 /// lease sweeps (1.5 intervals, renewed each round), and prunes the ledger at its first round
-/// and then once an hour. Each sweep also raises the gates' counts
+/// and then every `[retention] prune_every_s` (at most once a round). Each sweep also raises the gates' counts
 /// of today to the ledger's (`quota_floor`).
 #[allow(clippy::too_many_arguments)]
 pub(crate) async fn run_heal_loop(
@@ -171,7 +168,8 @@ pub(crate) async fn run_heal_loop(
         if let Err(e) = heal_once(&store, &queue, &mut sweep, chunk_size).await {
             tracing::warn!("queue heal sweep failed (the next one tries again): {e}");
         }
-        if pruned_at.is_none_or(|t| t.elapsed() >= PRUNE_EVERY) {
+        let prune_every = Duration::from_secs(retention.prune_every_s.max(1));
+        if pruned_at.is_none_or(|t| t.elapsed() >= prune_every) {
             prune(&store, &retention).await;
             pruned_at = Some(std::time::Instant::now());
         }

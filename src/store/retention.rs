@@ -37,9 +37,10 @@ impl Pruned {
     }
 }
 
-/// The instant `days` before `now` in ms, or `None` when `days` is 0 (kept forever).
-fn cutoff(now: DateTime<Utc>, days: u32) -> Option<DateTime<Utc>> {
-    (days > 0).then(|| now - chrono::Duration::days(i64::from(days)))
+/// The instant `days` before `now` (to the millisecond), or `None` when `days` is 0 (kept
+/// forever; `config check` refuses a negative or non-finite one).
+fn cutoff(now: DateTime<Utc>, days: f64) -> Option<DateTime<Utc>> {
+    (days > 0.0).then(|| now - chrono::Duration::milliseconds((days * 86_400_000.0) as i64))
 }
 
 impl Store {
