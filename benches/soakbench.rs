@@ -379,12 +379,14 @@ async fn main() {
                 sample.3
             );
             samples.push(sample);
-            let every = report_every_min * 60;
-            next_report += Duration::from_secs(if samples.len() == 1 {
-                every - 60
+            // At 1 minute, then at every multiple of the interval.
+            let n = samples.len() as u64;
+            let at_min = if report_every_min == 1 {
+                n + 1
             } else {
-                every
-            });
+                report_every_min * n
+            };
+            next_report = started + Duration::from_secs(at_min * 60);
         }
         tokio::time::sleep(Duration::from_secs(30).min(end.saturating_duration_since(now))).await;
     }

@@ -69,6 +69,22 @@ type ShopRow = (
     Option<String>,
 );
 
+/// The directory's rows with their tokens' state (a [`ShopRow`] each), then `$tail`.
+macro_rules! shop_rows_sql {
+    ($tail:literal) => {
+        sql!(
+            "SELECT s.platform, s.shop, s.weight, s.seller, s.added_at, s.removed_at,
+                    t.sealed_refresh,
+                    CASE WHEN t.expires_at > 0
+                         THEN CAST(t.expires_at - " NOW " AS BIGINT) END,
+                    t.lifetime_ms, t.last_error
+             FROM shops s LEFT JOIN shop_tokens t
+               ON t.platform = s.platform AND t.shop = s.shop"
+            $tail
+        )
+    };
+}
+
 impl Store {
     /// Add `s`, or authorise it anew: a removed shop comes back, a served one keeps its name
     /// with the new weight, seller and tokens (the token row's generation moves on, so every
@@ -179,16 +195,7 @@ impl Store {
         let rows = fetch!(
             fetch_all as ShopRow,
             c.on(),
-            sql!(
-                "SELECT s.platform, s.shop, s.weight, s.seller, s.added_at, s.removed_at,
-                        t.sealed_refresh,
-                        CASE WHEN t.expires_at > 0
-                             THEN CAST(t.expires_at - " NOW " AS BIGINT) END,
-                        t.lifetime_ms, t.last_error
-                 FROM shops s LEFT JOIN shop_tokens t
-                   ON t.platform = s.platform AND t.shop = s.shop
-                 ORDER BY s.platform, s.shop"
-            )
+            shop_rows_sql!(" ORDER BY s.platform, s.shop")
         )
         .ctx(self, "ledger_shops")?;
         rows.into_iter().map(|r| self.ledger_shop_of(r)).collect()
@@ -204,16 +211,7 @@ impl Store {
         let row = fetch!(
             fetch_optional as ShopRow,
             c.on(),
-            sql!(
-                "SELECT s.platform, s.shop, s.weight, s.seller, s.added_at, s.removed_at,
-                        t.sealed_refresh,
-                        CASE WHEN t.expires_at > 0
-                             THEN CAST(t.expires_at - " NOW " AS BIGINT) END,
-                        t.lifetime_ms, t.last_error
-                 FROM shops s LEFT JOIN shop_tokens t
-                   ON t.platform = s.platform AND t.shop = s.shop
-                 WHERE s.platform = $1 AND s.shop = $2"
-            ),
+            shop_rows_sql!(" WHERE s.platform = $1 AND s.shop = $2"),
             platform.as_str(),
             shop
         )
