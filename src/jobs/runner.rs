@@ -62,9 +62,8 @@ const USEFUL_EVERY: Duration = Duration::from_secs(1);
 
 /// Items of one write chunk started and not yet recorded, at most: what a killed worker can
 /// leave per task for the re-run to look up by seller code. Four groups: while one group's
-/// ledger transaction waits its turn at the writer, the next ones keep calling; with two, a
-/// task stalled on its records at high rates, and a job's last tasks ran slowest (the 100k
-/// demo at 97.8-98.2% of its limit, 99.2-99.3% with four; BENCHMARKS.md, "Main job").
+/// ledger transaction waits its turn at the writer, the next ones keep calling (docs/design.md,
+/// "A job, from enqueue to the ledger").
 pub(crate) const UNRECORDED_MAX: usize = 4 * ITEM_PARALLELISM;
 
 /// Runs tasks: reads what is pending, calls the job's handler per item through the shared
