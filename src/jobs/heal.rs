@@ -9,7 +9,7 @@
 //! ([`Sweep`]): an item is briefly uncovered while its job is being pushed, and never for
 //! a whole interval unless its task is gone.
 
-use super::producer::{pending_hashes, pending_keys_of, push_again, ProducerError};
+use super::producer::{pending_hashes, pending_keys_of, push_again, JobSize, ProducerError};
 use crate::link::shared::FleetLink;
 use crate::queue::LiveCover;
 use crate::queue::Queue;
@@ -73,12 +73,13 @@ pub(crate) async fn heal_once(
 ) -> Result<usize, ProducerError> {
     let jobs = store.running_job_specs().await?;
     // The ledger first, then one consistent snapshot of the queue (as `uncovered_pending`);
-    // pending keys are kept as hashes and read by `seq` pages, so a million-item job costs
+    // pending keys are kept as hashes (read in one go while few are pending, else by `seq`
+    // pages: `each_pending_page`), so a million-item job costs
     // this sweep megabytes, not the hundreds its keys and tasks would.
     let mut pending = Vec::with_capacity(jobs.len());
     for (job, _) in &jobs {
-        let total = store.job_status(*job).await?.job.total;
-        pending.push((*job, total, pending_hashes(store, *job, total).await?));
+        let size = JobSize::of(&store.job_status(*job).await?.job);
+        pending.push((*job, size, pending_hashes(store, *job, size).await?));
     }
     let live = if pending.iter().any(|(_, _, h)| !h.is_empty()) {
         queue.live_cover().await?
@@ -86,12 +87,12 @@ pub(crate) async fn heal_once(
         LiveCover::default()
     };
     let mut found: HashMap<i64, Vec<String>> = HashMap::new();
-    for (job, total, hashes) in pending {
+    for (job, size, hashes) in pending {
         let missing: HashSet<u64> = hashes
             .into_iter()
             .filter(|h| !live.covers_hash(job, *h))
             .collect();
-        let keys = pending_keys_of(store, job, total, &missing).await?;
+        let keys = pending_keys_of(store, job, size, &missing).await?;
         if !keys.is_empty() {
             found.insert(job, keys);
         }

@@ -167,55 +167,101 @@ pub(crate) async fn uncovered_pending(
     queue: &Queue,
     job_id: i64,
 ) -> Result<Vec<String>, ProducerError> {
-    let total = store.job_status(job_id).await?.job.total;
-    let pending = pending_hashes(store, job_id, total).await?;
+    let size = JobSize::of(&store.job_status(job_id).await?.job);
+    let pending = pending_hashes(store, job_id, size).await?;
     let cover = queue.live_cover().await?;
     let missing: HashSet<u64> = pending
         .into_iter()
         .filter(|h| !cover.covers_hash(job_id, *h))
         .collect();
-    pending_keys_of(store, job_id, total, &missing).await
+    pending_keys_of(store, job_id, size, &missing).await
 }
 
 /// Items a coverage check reads from the ledger at a time, by `seq` range: a million-item
 /// job is read in pages and kept as 8-byte hashes, never as one result of its keys.
 pub(crate) const PENDING_PAGE: u64 = 50_000;
 
-/// The hashes ([`LiveCover::key_hash`]) of the pending keys of `job_id` (of `total` items),
-/// read a page at a time.
+/// A job's items and how many are pending (the ledger's kept counts): which way its pending
+/// keys are read.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct JobSize {
+    pub(crate) total: u64,
+    pub(crate) pending: u64,
+}
+
+impl JobSize {
+    pub(crate) fn of(job: &crate::store::JobSummary) -> JobSize {
+        JobSize {
+            total: job.total,
+            pending: job.counts.pending,
+        }
+    }
+}
+
+/// Hand `each` the pending keys of `job_id` in `seq` order: in one read by status while at
+/// most a page is pending (the status index: the cost follows the pending items, not the
+/// job's size: the end of a million-item job cost a second in `seq` pages), else a `seq` page
+/// at a time (memory bounded by the page).
+async fn each_pending_page(
+    store: &Store,
+    job_id: i64,
+    size: JobSize,
+    each: impl FnMut(Vec<String>),
+) -> Result<(), ProducerError> {
+    each_pending_page_of(store, job_id, size, PENDING_PAGE, each).await
+}
+
+async fn each_pending_page_of(
+    store: &Store,
+    job_id: i64,
+    size: JobSize,
+    page_size: u64,
+    mut each: impl FnMut(Vec<String>),
+) -> Result<(), ProducerError> {
+    if size.pending <= page_size {
+        each(store.pending_keys(job_id).await?);
+        return Ok(());
+    }
+    for page in 0..size.total.div_ceil(page_size) {
+        each(store.chunk_pending_keys(job_id, page, page_size).await?);
+    }
+    Ok(())
+}
+
+/// The hashes ([`LiveCover::key_hash`]) of the pending keys of `job_id`.
 pub(crate) async fn pending_hashes(
     store: &Store,
     job_id: i64,
-    total: u64,
+    size: JobSize,
 ) -> Result<Vec<u64>, ProducerError> {
     let mut hashes = Vec::new();
-    for page in 0..total.div_ceil(PENDING_PAGE) {
-        let keys = store.chunk_pending_keys(job_id, page, PENDING_PAGE).await?;
+    each_pending_page(store, job_id, size, |keys| {
         hashes.extend(keys.iter().map(|k| LiveCover::key_hash(k)));
-    }
+    })
+    .await?;
     Ok(hashes)
 }
 
-/// The pending keys of `job_id` whose hashes are in `wanted`, in `seq` order (a second pass
-/// over the pages; nothing is read when nothing is wanted).
+/// The pending keys of `job_id` whose hashes are in `wanted`, in `seq` order (a second pass;
+/// nothing is read when nothing is wanted).
 pub(crate) async fn pending_keys_of(
     store: &Store,
     job_id: i64,
-    total: u64,
+    size: JobSize,
     wanted: &HashSet<u64>,
 ) -> Result<Vec<String>, ProducerError> {
     if wanted.is_empty() {
         return Ok(Vec::new());
     }
     let mut keys = Vec::new();
-    for page in 0..total.div_ceil(PENDING_PAGE) {
-        let page_keys = store.chunk_pending_keys(job_id, page, PENDING_PAGE).await?;
+    each_pending_page(store, job_id, size, |page_keys| {
         keys.extend(
             page_keys
                 .into_iter()
                 .filter(|k| wanted.contains(&LiveCover::key_hash(k))),
         );
-    }
+    })
+    .await?;
     Ok(keys)
 }
 
@@ -361,5 +407,44 @@ mod tests {
         assert_eq!(tasks[1].chunk, 1);
         let all: Vec<String> = tasks.into_iter().flat_map(|t| t.keys).collect();
         assert_eq!(all, keys);
+    }
+
+    /// The pending keys read in one go (few pending) and by `seq` pages (many) are the same
+    /// keys in the same order.
+    #[tokio::test]
+    async fn pending_keys_read_in_one_go_or_by_pages_agree() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let url = format!("sqlite://{}", dir.path().join("ledger.db").display());
+        let store = Store::connect(&url).await.expect("ledger");
+        store.migrate().await.expect("migrate");
+        let keys: Vec<String> = (1..=250).map(|i| i.to_string()).collect();
+        let job = store
+            .create_job(JobKind::Listing, "{}", &keys)
+            .await
+            .expect("job");
+        let done: Vec<crate::store::ItemOutcome> = keys
+            .iter()
+            .step_by(3)
+            .map(|k| crate::store::ItemOutcome::done(k.clone(), None))
+            .collect();
+        store.finish_items(job, &done).await.expect("outcomes");
+        let size = JobSize::of(&store.job_status(job).await.expect("status").job);
+        assert_eq!((size.total, size.pending), (250, 166));
+        let mut ways = Vec::new();
+        for page_size in [1_000, 40] {
+            let mut read = Vec::new();
+            each_pending_page_of(&store, job, size, page_size, |k| read.extend(k))
+                .await
+                .expect("read");
+            ways.push(read);
+        }
+        let expected: Vec<String> = keys
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| i % 3 != 0)
+            .map(|(_, k)| k.clone())
+            .collect();
+        assert_eq!(ways[0], expected, "one read");
+        assert_eq!(ways[1], expected, "by pages");
     }
 }
