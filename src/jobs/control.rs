@@ -72,9 +72,7 @@ mod tests {
     #[tokio::test]
     async fn the_reads_kept_stay_bounded() {
         let dir = tempfile::tempdir().expect("temp dir");
-        let url = format!("sqlite://{}", dir.path().join("ledger.db").display());
-        let store = Store::connect(&url).await.expect("ledger");
-        store.migrate().await.expect("migrate");
+        let store = Store::scratch_sqlite(dir.path()).await;
         let controls = JobControls::new(store.clone());
         let key = vec!["k".to_string()];
         for _ in 0..(CONTROLS_KEPT + 50) {

@@ -74,8 +74,8 @@ pub(crate) async fn heal_once(
     let jobs = store.running_job_specs().await?;
     // The ledger first, then one consistent snapshot of the queue (as `uncovered_pending`);
     // pending keys are kept as hashes (read in one go while few are pending, else by `seq`
-    // pages: `each_pending_page`), so a million-item job costs
-    // this sweep megabytes, not the hundreds its keys and tasks would.
+    // pages), so a million-item job costs this sweep megabytes, not the hundreds its keys and
+    // tasks would.
     let mut pending = Vec::with_capacity(jobs.len());
     for (job, _) in &jobs {
         let size = JobSize::of(&store.job_status(*job).await?.job);
@@ -134,8 +134,8 @@ async fn prune(store: &Store, retention: &crate::config::RetentionConfig) {
 
 /// Sweep every `interval` until `shutdown`; with a fleet, only the worker holding the heal
 /// lease sweeps (1.5 intervals, renewed each round), and prunes the ledger at its first round
-/// and then every `[retention] prune_every_s` (at most once a round). Each sweep also raises the gates' counts
-/// of today to the ledger's (`quota_floor`).
+/// and then every `[retention] prune_every_s` (at most once a round). Each sweep also raises
+/// the gates' counts of today to the ledger's (`quota_floor`).
 #[allow(clippy::too_many_arguments)]
 pub(crate) async fn run_heal_loop(
     store: Store,

@@ -206,15 +206,6 @@ async fn each_pending_page(
     store: &Store,
     job_id: i64,
     size: JobSize,
-    each: impl FnMut(Vec<String>),
-) -> Result<(), ProducerError> {
-    each_pending_page_of(store, job_id, size, PENDING_PAGE, each).await
-}
-
-async fn each_pending_page_of(
-    store: &Store,
-    job_id: i64,
-    size: JobSize,
     page_size: u64,
     mut each: impl FnMut(Vec<String>),
 ) -> Result<(), ProducerError> {
@@ -235,7 +226,7 @@ pub(crate) async fn pending_hashes(
     size: JobSize,
 ) -> Result<Vec<u64>, ProducerError> {
     let mut hashes = Vec::new();
-    each_pending_page(store, job_id, size, |keys| {
+    each_pending_page(store, job_id, size, PENDING_PAGE, |keys| {
         hashes.extend(keys.iter().map(|k| LiveCover::key_hash(k)));
     })
     .await?;
@@ -254,7 +245,7 @@ pub(crate) async fn pending_keys_of(
         return Ok(Vec::new());
     }
     let mut keys = Vec::new();
-    each_pending_page(store, job_id, size, |page_keys| {
+    each_pending_page(store, job_id, size, PENDING_PAGE, |page_keys| {
         keys.extend(
             page_keys
                 .into_iter()
@@ -414,9 +405,7 @@ mod tests {
     #[tokio::test]
     async fn pending_keys_read_in_one_go_or_by_pages_agree() {
         let dir = tempfile::tempdir().expect("temp dir");
-        let url = format!("sqlite://{}", dir.path().join("ledger.db").display());
-        let store = Store::connect(&url).await.expect("ledger");
-        store.migrate().await.expect("migrate");
+        let store = Store::scratch_sqlite(dir.path()).await;
         let keys: Vec<String> = (1..=250).map(|i| i.to_string()).collect();
         let job = store
             .create_job(JobKind::Listing, "{}", &keys)
@@ -433,7 +422,7 @@ mod tests {
         let mut ways = Vec::new();
         for page_size in [1_000, 40] {
             let mut read = Vec::new();
-            each_pending_page_of(&store, job, size, page_size, |k| read.extend(k))
+            each_pending_page(&store, job, size, page_size, |k| read.extend(k))
                 .await
                 .expect("read");
             ways.push(read);

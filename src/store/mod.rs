@@ -340,6 +340,15 @@ impl Store {
         Store::open(url, true).await
     }
 
+    /// A migrated SQLite ledger in `dir`, for unit tests.
+    #[cfg(test)]
+    pub(crate) async fn scratch_sqlite(dir: &std::path::Path) -> Store {
+        let url = format!("sqlite://{}", dir.join("ledger.db").display());
+        let store = Store::connect(&url).await.expect("ledger");
+        store.migrate().await.expect("migrate");
+        store
+    }
+
     /// Like [`Store::connect`], but a ledger that does not exist is refused with
     /// [`StoreError::Missing`] instead of created: every command but `db migrate` (and the
     /// demo, which makes its own) opens the ledger this way.
