@@ -36,9 +36,10 @@ use syncfleet::config::Config;
 use syncfleet::jobs::producer;
 use syncfleet::jobs::spec::{JobKind, JobSpec};
 use syncfleet::platform::{Api, Platform};
-use syncfleet::queue::{Queue, QueueOptions, Shutdown, TaskMsg};
+use syncfleet::queue::{QueueOptions, Shutdown, TaskMsg};
 use syncfleet::sim::{self, SimConfig, SimHandle};
 use syncfleet::store::Store;
+use syncfleet::topology::Topology;
 
 // The tests' Redis helper: `REDIS_URL`, or a private redis-server on a free port, killed on drop.
 #[allow(dead_code)]
@@ -160,15 +161,15 @@ async fn enqueue_bench(url: &str) -> anyhow::Result<()> {
             let t = Instant::now();
             let job = store.create_job(JobKind::Listing, "{}", &keys).await?;
             ledger.push(t.elapsed().as_secs_f64());
-            let q = Queue::open(
-                redis,
-                &embedded_queue_path(&db2),
-                QueueOptions {
-                    name: format!("enqbase{round}"),
-                    ..QueueOptions::from_config(&cfg.queue)
-                },
-            )
-            .await?;
+            let q = Topology::choose(redis, &embedded_queue_path(&db2))
+                .queue(
+                    QueueOptions {
+                        name: format!("enqbase{round}"),
+                        ..QueueOptions::from_config(&cfg.queue)
+                    },
+                    &store,
+                )
+                .await?;
             let tasks = producer::chunk_tasks(
                 job,
                 JobKind::Listing,

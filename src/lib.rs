@@ -4,7 +4,8 @@
 //! Layout follows the architecture, and imports only go down (docs/design.md, "Layers";
 //! `scripts/check-layers` enforces it): `cli` (thin subcommands) and `dashboard` on top of
 //! `app` (runtime wiring, worker lifecycle, metrics, logging, the demo); below it `jobs`
-//! (specs, producers, runner, handlers) and the `queue`; below them `link` (resilience
+//! (specs, producers, runner, handlers) and the `queue`, chosen with the rest of a process's
+//! shared state by its `topology` (a fleet on Redis, or one process alone); below them `link` (resilience
 //! policies and the gateway), `throttle` (gates), `store` (all SQL), `config` and `platform`
 //! (adapters, signing). `sim` is the test platform: only `app` (the demo) and `cli` use it.
 
@@ -29,3 +30,4 @@ pub mod sim;
 pub mod store;
 pub mod throttle;
 pub mod time;
+pub mod topology;

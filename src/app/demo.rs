@@ -110,6 +110,9 @@ pub enum DemoError {
     /// The ledger failed while the demo watched the job.
     #[error(transparent)]
     Store(#[from] StoreError),
+    /// The gates could not be set up.
+    #[error(transparent)]
+    Gates(#[from] crate::throttle::GateError),
     /// The shipped listing map does not parse (a build defect).
     #[error("the simulator's listing map: {0}")]
     Map(String),
@@ -232,7 +235,10 @@ pub async fn run(
         None => format!("sqlite://{}", sqlite_ledger.display()),
     };
     let rt = Runtime::create_with_queue_file(cfg, &db_url, &opts.dir.join("queue.db")).await?;
-    let gates = Gates::embedded(&rt.cfg);
+    let gates = rt
+        .topology
+        .gates(&rt.cfg, crate::topology::FLEET_NAMESPACE)
+        .await?;
     let gateway = sim_gateway(&rt.cfg, &sim_cfg, &rt.store, gates.clone(), None)?;
     // Stopped when dropped at the end of the run.
     let _metrics = crate::app::metrics::serve_if(opts.metrics_listen, || {

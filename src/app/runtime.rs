@@ -1,21 +1,20 @@
-//! Assembling a process: ledger, queue, gates, link layer and the job runner, in fleet mode
-//! (Redis given) or embedded mode (everything on local SQLite, one process). The worker's
-//! life is in [`super::worker`].
+//! Assembling a process: ledger, queue, gates, link layer and the job runner, on the
+//! topology its arguments choose (`crate::topology`: a fleet on Redis, or one process alone).
+//! The worker's life is in [`super::worker`].
 
 use crate::config::Config;
 use crate::jobs::runner::JobRunner;
 use crate::jobs::tokens::TokenKeeper;
 use crate::link::gateway::Gateway;
-use crate::link::shared::FleetLink;
 use crate::queue::{Queue, QueueError, QueueOptions, Shutdown, WorkerOptions, WorkerReport};
 use crate::store::{Store, StoreError};
 use crate::throttle::{GateError, Gates};
+use crate::topology::Topology;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-/// Redis key namespace of the fleet (gates and link state).
-pub const FLEET_NAMESPACE: &str = "sf";
+pub use crate::topology::FLEET_NAMESPACE;
 
 /// The pieces a command needs, opened once.
 #[derive(Clone)]
@@ -26,7 +25,8 @@ pub struct Runtime {
     pub store: Store,
     /// The task queue (Redis in fleet mode, else embedded).
     pub queue: Queue,
-    pub(crate) redis_url: Option<String>,
+    /// A fleet on Redis or one process alone, chosen once when the runtime opened.
+    pub topology: Topology,
     /// The shops' weights the queue orders by (shared with it).
     shop_weights: crate::queue::ShopWeights,
 }
@@ -146,7 +146,8 @@ impl Runtime {
             shop_weights: weights.clone(),
             ..QueueOptions::from_config(&cfg.queue)
         };
-        let queue = Queue::open(redis_url, queue_file, opts).await?;
+        let topology = Topology::choose(redis_url, queue_file);
+        let queue = topology.queue(opts, &store).await?;
         queue
             .bind_fleet(&store.fleet_id().await?, store.db_name())
             .await?;
@@ -154,7 +155,7 @@ impl Runtime {
             cfg: Arc::new(cfg),
             store,
             queue,
-            redis_url: redis_url.map(str::to_string),
+            topology,
             shop_weights: weights,
         })
     }
@@ -188,17 +189,8 @@ impl Runtime {
     /// [`Runtime::gateway`] and the gates inside it (clones share their state): the metrics
     /// collector reads the gates the worker's calls go through.
     pub(crate) async fn gates_and_gateway(&self) -> Result<(Gates, Gateway), GatewayError> {
-        let (gates, fleet) = match &self.redis_url {
-            Some(url) => (
-                Gates::redis(&self.cfg, url).await?,
-                Some(
-                    FleetLink::connect(url, FLEET_NAMESPACE)
-                        .await
-                        .map_err(GatewayError::FleetLink)?,
-                ),
-            ),
-            None => (Gates::embedded(&self.cfg), None),
-        };
+        let gates = self.topology.gates(&self.cfg, FLEET_NAMESPACE).await?;
+        let fleet = self.topology.link(FLEET_NAMESPACE).await?;
         Gateway::from_config(&self.cfg, gates.clone(), fleet, Some(self.store.clone()))
             .map(|gateway| (gates, gateway))
             .map_err(GatewayError::Build)
@@ -224,7 +216,7 @@ impl Runtime {
         shutdown: Shutdown,
         tokens: Option<Arc<TokenKeeper>>,
     ) -> Result<WorkerReport, QueueError> {
-        let queue = self.queue.for_worker(&self.store);
+        let queue = self.queue.clone();
         let runner = Arc::new(JobRunner::new(
             self.store.clone(),
             gateway.clone(),

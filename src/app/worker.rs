@@ -134,7 +134,7 @@ pub(crate) async fn run_worker(
             rt.store.clone(),
             rt.queue.clone(),
             gates.clone(),
-            gateway.fleet().cloned(),
+            gateway.leases(),
             gateway.worker_id().to_string(),
             Duration::from_secs(rt.cfg.queue.heal_interval_s),
             rt.cfg.queue.chunk_size,

@@ -6,7 +6,7 @@
 use super::{Cli, CliError};
 use crate::platform::client::{check_body, with_raw_defaults};
 use crate::platform::{Api, Platform, UnknownName};
-use crate::throttle::{GateOutcome, Gates, Lane};
+use crate::throttle::{GateOutcome, Lane};
 use chrono::Utc;
 use clap::Args;
 use std::time::Duration;
@@ -64,12 +64,11 @@ pub(crate) async fn run(cli: &Cli, args: &CallArgs) -> Result<(), CliError> {
             .unwrap_or(cfg.link.timeouts.for_class(api.class()).read_ms),
     );
     // The gate first: a call from the terminal counts in the app's limits like any other.
-    let gates = match &cli.redis {
-        Some(url) => Gates::redis(&cfg, url)
-            .await
-            .map_err(|e| CliError::runtime(e.to_string()))?,
-        None => Gates::embedded(&cfg),
-    };
+    let gates = cli
+        .topology()
+        .gates(&cfg, crate::topology::FLEET_NAMESPACE)
+        .await
+        .map_err(|e| CliError::runtime(e.to_string()))?;
     let permit = gates
         .acquire(platform, api, args.lane, cfg.gate(platform, api).max_wait)
         .await

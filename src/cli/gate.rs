@@ -2,10 +2,9 @@
 //! multi-process gate tests are the `gatebench` program (src/bin/gatebench.rs).
 
 use super::{Cli, CliError};
-use crate::config::Config;
 use crate::platform::{Api, Platform};
 use crate::store::{GateChange, Store};
-use crate::throttle::{GateError, GateLimits, Gates, DEFAULT_NAMESPACE};
+use crate::throttle::{GateError, DEFAULT_NAMESPACE};
 use clap::Subcommand;
 
 #[derive(Debug, Subcommand)]
@@ -67,29 +66,17 @@ impl From<GateError> for CliError {
     }
 }
 
-async fn gates_for(cli: &Cli, cfg: &Config, namespace: &str) -> Result<Gates, CliError> {
-    match &cli.redis {
-        Some(url) => Ok(Gates::redis_with_namespace(cfg, url, namespace).await?),
-        None => Ok(Gates::embedded(cfg)),
-    }
-}
-
 fn fmt_opt(v: Option<f64>) -> String {
     v.map(|x| format!("{x:.1}")).unwrap_or_else(|| "-".into())
 }
 
 async fn show(cli: &Cli, namespace: &str) -> Result<(), CliError> {
     let cfg = cli.load_config()?;
-    let gates = gates_for(cli, &cfg, namespace).await?;
-    if cli.redis.is_none() {
-        // Embedded gates live in the worker's process, so this one starts at zero: today's
-        // calls come from the ledger (as a worker's own gates are raised to it).
-        if let Ok(store) = crate::store::Store::connect_existing(&cli.db).await {
-            if let Err(e) = crate::jobs::quota_floor::floor_from_ledger(&store, &gates).await {
-                tracing::warn!("today's calls could not be read from the ledger: {e}");
-            }
-        }
-    }
+    let topology = cli.topology();
+    let store = crate::store::Store::connect_existing(&cli.db).await.ok();
+    let gates = topology
+        .gates_to_show(&cfg, namespace, store.as_ref())
+        .await?;
     let snaps = gates.snapshot().await?;
     // Written with errors ignored: `gate show | head` must not panic on a closed pipe.
     let mut out = String::new();
@@ -150,7 +137,7 @@ async fn show(cli: &Cli, namespace: &str) -> Result<(), CliError> {
         "p95 ms: measured call latency (the last reporting worker's); concurrency should be at \
          least rate x p95\n",
     );
-    if gates.mode() == "embedded" {
+    if !topology.reaches_running_workers() {
         out.push_str(
             "note: embedded mode (no --redis): these are the configured values; a running embedded \
              worker keeps its live state (adaptive rate, pauses, usage) in its own memory\n",
@@ -203,30 +190,17 @@ async fn set(
         ));
     }
     let cfg = cli.load_config()?;
-    let configured = cfg.gate(platform, api);
-    let effective_burst = burst.unwrap_or(configured.burst);
     if let Err(over) = cfg.check_gate_rate(platform, api, rate, burst) {
         return Err(CliError::input(format!("{over} in {}", cfg.file.display())));
     }
-    let change = match &cli.redis {
-        Some(url) => {
-            let gates = Gates::redis_with_namespace(&cfg, url, namespace).await?;
-            gates.set_rate(platform, api, rate, burst).await?
-        }
-        None => {
-            let old = GateLimits {
-                rate: configured.rate,
-                burst: configured.burst,
-            };
-            crate::throttle::RateChange {
-                old,
-                new: GateLimits {
-                    rate,
-                    burst: effective_burst,
-                },
-            }
-        }
-    };
+    // A process alone's gates are built here from the config, so the change is measured
+    // against the configured rate; it reaches the running worker only through its config.
+    let topology = cli.topology();
+    let change = topology
+        .gates(&cfg, namespace)
+        .await?
+        .set_rate(platform, api, rate, burst)
+        .await?;
     let store = Store::connect_existing(&cli.db).await?;
     store.migrate().await?;
     let record = GateChange {
@@ -249,7 +223,7 @@ async fn set(
         "{platform}.{api}: {} -> {} (gate_changes #{id}, by {})",
         change.old, change.new, record.who
     );
-    if cli.redis.is_none() {
+    if !topology.reaches_running_workers() {
         println!(
             "note: embedded mode (no --redis): recorded only. A running embedded worker keeps its \
              current rate until restarted; to make the change permanent set \

@@ -190,6 +190,15 @@ impl Cli {
         }
         Ok(cfg)
     }
+
+    /// The topology `--redis` chooses: a fleet on that Redis, or one process alone with its
+    /// queue beside the `--db` ledger (`crate::topology`).
+    pub(crate) fn topology(&self) -> crate::topology::Topology {
+        crate::topology::Topology::choose(
+            self.redis.as_deref(),
+            &crate::app::runtime::embedded_queue_path(&self.db),
+        )
+    }
 }
 
 /// Run the parsed command line.

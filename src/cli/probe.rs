@@ -5,8 +5,8 @@
 
 use super::{Cli, CliError};
 use crate::link::probe::{run_probe_loop, run_probes};
-use crate::link::{FleetLink, Gateway};
-use crate::throttle::{Gates, DEFAULT_NAMESPACE};
+use crate::link::Gateway;
+use crate::throttle::DEFAULT_NAMESPACE;
 use clap::Args;
 
 #[derive(Debug, Args)]
@@ -27,17 +27,12 @@ pub(crate) async fn run(cli: &Cli, args: &ProbeArgs) -> Result<(), CliError> {
             cfg.file.display()
         )));
     }
-    let (gates, fleet) = match &cli.redis {
-        Some(url) => (
-            Gates::redis_with_namespace(&cfg, url, &args.namespace).await?,
-            Some(
-                FleetLink::connect(url, &args.namespace)
-                    .await
-                    .map_err(|e| CliError::runtime(e.to_string()))?,
-            ),
-        ),
-        None => (Gates::embedded(&cfg), None),
-    };
+    let topology = cli.topology();
+    let gates = topology.gates(&cfg, &args.namespace).await?;
+    let fleet = topology
+        .link(&args.namespace)
+        .await
+        .map_err(|e| CliError::runtime(e.to_string()))?;
     let gw = Gateway::from_config(&cfg, gates, fleet, None)
         .map_err(|e| CliError::input(e.to_string()))?;
     if args.once {

@@ -20,6 +20,7 @@ use crate::jobs::producer;
 use crate::platform::{Api, ErrorClass, Platform};
 use crate::store::{ControlAction, ControlChange, GateChange};
 use crate::throttle::Gates;
+use crate::topology::FLEET_NAMESPACE;
 use access::{Access, Token};
 use axum::extract::{Query, State};
 use axum::http::{header, HeaderMap, StatusCode};
@@ -83,15 +84,12 @@ pub(crate) async fn serve(
     if allow_remote && !token.is_set() {
         return Err(DashboardError::RemoteWithoutToken);
     }
-    let gates = match &rt.redis_url {
-        Some(url) => match Gates::redis(&rt.cfg, url).await {
-            Ok(g) => g,
-            Err(e) => {
-                tracing::warn!(error = %e, "gate state unreachable: showing configured gates");
-                Gates::embedded(&rt.cfg)
-            }
-        },
-        None => Gates::embedded(&rt.cfg),
+    let gates = match rt.topology.gates(&rt.cfg, FLEET_NAMESPACE).await {
+        Ok(g) => g,
+        Err(e) => {
+            tracing::warn!(error = %e, "gate state unreachable: showing configured gates");
+            Gates::embedded(&rt.cfg) // topology: fallback (the configured gates)
+        }
     };
     let keys = match crate::seal::SealKeys::from_env() {
         Ok(keys) => keys,
@@ -552,7 +550,7 @@ async fn action_gate(
         return (StatusCode::INTERNAL_SERVER_ERROR, e.to_string()).into_response();
     }
     tracing::info!(platform = %a.platform, api = %a.api, rate = a.rate, why = %a.why, "dashboard: gate set");
-    let applied = if app.rt.redis_url.is_some() {
+    let applied = if app.rt.topology.reaches_running_workers() {
         "the fleet obeys it within a second"
     } else {
         "recorded; a running embedded worker keeps its rate until restarted with the new value in its config"

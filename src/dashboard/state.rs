@@ -253,16 +253,7 @@ pub(crate) async fn collect(
         },
     };
     queue.dead_items = store.dead_item_counts().await?.iter().map(|(_, n)| n).sum();
-    let mut workers = rt.queue.workers(LIVE_WITHIN).await.unwrap_or_default();
-    if rt.redis_url.is_none() {
-        if let Ok(Some(held)) = store.embedded_lock_holder().await {
-            workers.push(LiveWorker {
-                name: held.holder,
-                pending: queue.in_flight,
-                idle_ms: 0,
-            });
-        }
-    }
+    let workers = rt.queue.workers(LIVE_WITHIN).await.unwrap_or_default();
     let paused_shops = store
         .shop_pauses()
         .await?
@@ -275,11 +266,7 @@ pub(crate) async fn collect(
         })
         .collect();
     Ok(DashboardState {
-        mode: if rt.redis_url.is_some() {
-            "fleet"
-        } else {
-            "embedded"
-        },
+        mode: rt.topology.name(),
         ledger: store.db_name().to_string(),
         jobs,
         gates,

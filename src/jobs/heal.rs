@@ -10,7 +10,7 @@
 //! a whole interval unless its task is gone.
 
 use super::producer::{pending_hashes, pending_keys_of, push_again, JobSize, ProducerError};
-use crate::link::shared::FleetLink;
+use crate::link::lease::Leases;
 use crate::queue::LiveCover;
 use crate::queue::Queue;
 use crate::shutdown::Shutdown;
@@ -132,8 +132,7 @@ async fn prune(store: &Store, retention: &crate::config::RetentionConfig) {
     }
 }
 
-/// Sweep every `interval` until `shutdown`; with a fleet, only the worker holding the heal
-/// lease sweeps (1.5 intervals, renewed each round), and prunes the ledger at its first round
+/// Sweep every `interval` until `shutdown`; only the worker holding the heal lease sweeps (1.5 intervals, renewed each round), and prunes the ledger at its first round
 /// and then every `[retention] prune_every_s` (at most once a round). Each sweep also raises
 /// the gates' counts of today to the ledger's (`quota_floor`).
 #[allow(clippy::too_many_arguments)]
@@ -141,7 +140,7 @@ pub(crate) async fn run_heal_loop(
     store: Store,
     queue: Queue,
     gates: Gates,
-    fleet: Option<FleetLink>,
+    leases: std::sync::Arc<dyn Leases>,
     holder: String,
     interval: Duration,
     chunk_size: usize,
@@ -152,18 +151,19 @@ pub(crate) async fn run_heal_loop(
     let mut pruned_at: Option<std::time::Instant> = None;
     let mut rounds = shutdown.every(interval);
     while rounds.next().await {
-        if let Some(f) = &fleet {
-            match f.lease(HEAL_LEASE, &holder, interval + interval / 2).await {
-                Ok(true) => {}
-                // Another worker heals; what this one saw before is stale by its next turn.
-                Ok(false) => {
-                    sweep = Sweep::default();
-                    continue;
-                }
-                Err(e) => {
-                    tracing::debug!("heal lease unavailable, skipping this round: {e}");
-                    continue;
-                }
+        match leases
+            .hold(HEAL_LEASE, &holder, interval + interval / 2)
+            .await
+        {
+            Ok(true) => {}
+            // Another worker heals; what this one saw before is stale by its next turn.
+            Ok(false) => {
+                sweep = Sweep::default();
+                continue;
+            }
+            Err(e) => {
+                tracing::debug!("heal round skipped: {e}");
+                continue;
             }
         }
         if let Err(e) = heal_once(&store, &queue, &mut sweep, chunk_size).await {
@@ -183,9 +183,7 @@ pub(crate) async fn run_heal_loop(
             Err(e) => tracing::warn!("{e} (the next sweep tries again)"),
         }
     }
-    if let Some(f) = &fleet {
-        let _ = f.release(HEAL_LEASE, &holder).await;
-    }
+    leases.release(HEAL_LEASE, &holder).await;
 }
 
 #[cfg(test)]

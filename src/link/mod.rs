@@ -3,7 +3,7 @@
 //! return when the platform cannot answer.
 //!
 //! Policies are small pure types with an injected clock (`breaker`, `budget`,
-//! `retry_budget`, `backoff`, `policy`); `shared` holds their fleet-wide state in Redis;
+//! `retry_budget`, `backoff`, `policy`); `shared` holds their fleet-wide state in Redis; `lease` elects one worker for a duty;
 //! `gateway` runs them around every call; `probe` checks each (platform, API class).
 //!
 //! Decisions worth knowing when reading the code:
@@ -25,6 +25,7 @@ pub mod backoff;
 pub mod breaker;
 pub(crate) mod budget;
 pub mod gateway;
+pub mod lease;
 pub(crate) mod policy;
 pub mod probe;
 pub(crate) mod retry_budget;

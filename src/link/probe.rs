@@ -6,7 +6,6 @@
 //! The batch class has no API in syncfleet yet, so it has no sample.
 
 use super::gateway::Gateway;
-use super::shared::FleetLink;
 use crate::config::ProbeConfig;
 use crate::platform::{ApiClass, ApiRequest, ApiResponse, CallError, ErrorClass, Platform};
 use chrono::{DateTime, Utc};
@@ -248,7 +247,7 @@ pub async fn run_probe_loop(
     shutdown: impl Future<Output = ()>,
 ) {
     let interval = Duration::from_secs(cfg.interval_s.max(1));
-    let fleet: Option<FleetLink> = gw.fleet().cloned();
+    let leases = gw.leases();
     let holder = gw.worker_id().to_string();
     let lease_ttl = interval + interval / 2;
     let mut tick = tokio::time::interval(interval);
@@ -259,14 +258,12 @@ pub async fn run_probe_loop(
             _ = &mut shutdown => break,
             _ = tick.tick() => {}
         }
-        if let Some(f) = &fleet {
-            match f.lease(PROBE_LEASE, &holder, lease_ttl).await {
-                Ok(true) => {}
-                Ok(false) => continue,
-                Err(e) => {
-                    tracing::warn!(target: PROBE_TARGET, "probe lease unavailable, skipping this round: {e}");
-                    continue;
-                }
+        match leases.hold(PROBE_LEASE, &holder, lease_ttl).await {
+            Ok(true) => {}
+            Ok(false) => continue,
+            Err(e) => {
+                tracing::warn!(target: PROBE_TARGET, "probe round skipped: {e}");
+                continue;
             }
         }
         for report in run_probes(&gw, &cfg).await {
@@ -275,9 +272,7 @@ pub async fn run_probe_loop(
             }
         }
     }
-    if let Some(f) = &fleet {
-        let _ = f.release(PROBE_LEASE, &holder).await;
-    }
+    leases.release(PROBE_LEASE, &holder).await;
 }
 
 #[cfg(test)]

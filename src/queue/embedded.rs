@@ -354,6 +354,26 @@ impl EmbeddedQueue {
 
     /// Ready + delayed are both `Pending` rows in apalis-sqlite: reported as `ready`. Both
     /// lanes' queues together.
+    /// The one worker of this queue: the holder of the ledger's worker lock, with every
+    /// task in flight (a process alone has no other).
+    async fn workers(&self) -> Result<Vec<super::LiveWorker>, QueueError> {
+        let Some(store) = &self.lock else {
+            return Ok(Vec::new());
+        };
+        let Some(held) = store
+            .embedded_lock_holder()
+            .await
+            .map_err(|e| self.err(e))?
+        else {
+            return Ok(Vec::new());
+        };
+        Ok(vec![super::LiveWorker {
+            name: held.holder,
+            pending: self.len().await?.in_flight,
+            idle_ms: 0,
+        }])
+    }
+
     pub(crate) async fn len(&self) -> Result<QueueLen, QueueError> {
         let mut stats = Vec::new();
         for lane in LANES {
@@ -743,6 +763,12 @@ impl super::TaskQueue for EmbeddedQueue {
     ) -> futures::future::BoxFuture<'_, Result<Vec<String>, QueueError>> {
         EmbeddedQueue::waiting_shops(self, limit).boxed()
     }
+    fn workers(
+        &self,
+        _within: Duration,
+    ) -> futures::future::BoxFuture<'_, Result<Vec<super::LiveWorker>, QueueError>> {
+        EmbeddedQueue::workers(self).boxed()
+    }
     fn dead_entries(
         &self,
         limit: usize,
@@ -763,8 +789,5 @@ impl super::TaskQueue for EmbeddedQueue {
         shutdown: Shutdown,
     ) -> futures::future::BoxFuture<'_, Result<WorkerReport, QueueError>> {
         EmbeddedQueue::run_worker(self, wopts, move |m, c| handler(m, c), shutdown).boxed()
-    }
-    fn for_worker(&self, store: &Store) -> super::Queue {
-        self.clone().with_ledger_lock(store.clone()).into()
     }
 }

@@ -4,10 +4,9 @@
 //! at start-up; nothing above this module asks which one it is (docs/design.md, "Layers").
 
 use super::{
-    DeadEntry, EmbeddedQueue, LiveWorker, QueueError, QueueLen, RedisQueue, Shutdown, TaskCtx,
-    TaskMsg, TaskResult, WorkerOptions, WorkerReport,
+    DeadEntry, LiveWorker, QueueError, QueueLen, Shutdown, TaskCtx, TaskMsg, TaskResult,
+    WorkerOptions, WorkerReport,
 };
-use crate::store::Store;
 use futures::future::BoxFuture;
 use futures::FutureExt;
 use std::sync::Arc;
@@ -81,9 +80,6 @@ pub trait TaskQueue: Send + Sync {
         handler: TaskHandler,
         shutdown: Shutdown,
     ) -> BoxFuture<'_, Result<WorkerReport, QueueError>>;
-    /// The transport a worker of this process runs on, given its ledger: the embedded queue
-    /// then holds the ledger's worker lock (a second embedded worker would not share limits).
-    fn for_worker(&self, store: &Store) -> Queue;
 }
 
 /// The task queue of this process: the backend chosen at start-up. Cheap to clone.
@@ -97,19 +93,6 @@ impl<T: TaskQueue + 'static> From<T> for Queue {
 }
 
 impl Queue {
-    /// Fleet mode when `redis_url` is given, else the embedded queue in `embedded_path`
-    /// (a SQLite file of its own, never the ledger file).
-    pub async fn open(
-        redis_url: Option<&str>,
-        embedded_path: &std::path::Path,
-        opts: super::QueueOptions,
-    ) -> Result<Queue, QueueError> {
-        Ok(match redis_url {
-            Some(url) => RedisQueue::connect(url, opts).await?.into(),
-            None => EmbeddedQueue::open(embedded_path, opts).await?.into(),
-        })
-    }
-
     /// Push tasks in pipelined batches of `push_batch`; returns the number pushed.
     pub async fn push_bulk(&self, tasks: &[TaskMsg]) -> Result<usize, QueueError> {
         self.0.push_bulk(tasks).await
@@ -167,11 +150,6 @@ impl Queue {
     /// that serves none yet is bound to it). The embedded queue sits beside its ledger.
     pub async fn bind_fleet(&self, ledger_fleet: &str, ledger: &str) -> Result<(), QueueError> {
         self.0.bind_fleet(ledger_fleet, ledger).await
-    }
-
-    /// The queue a worker of this process runs on (see [`TaskQueue::for_worker`]).
-    pub(crate) fn for_worker(&self, store: &Store) -> Queue {
-        self.0.for_worker(store)
     }
 
     /// Run a worker until `shutdown` is triggered; then finish in-flight tasks and return.

@@ -41,9 +41,10 @@ fn record(r: &Runs, m: &TaskMsg, ctx: &TaskCtx) -> usize {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn push_and_run() {
     let dir = tempfile::tempdir().unwrap();
-    let q = Queue::open(None, &dir.path().join("queue.db"), opts())
+    let q: Queue = EmbeddedQueue::open(&dir.path().join("queue.db"), opts())
         .await
-        .unwrap();
+        .unwrap()
+        .into();
     assert_eq!(q.push_bulk(&msgs(0..200)).await.unwrap(), 200);
     assert_eq!(q.len().await.unwrap().total(), 200);
     let runs: Runs = Arc::default();
@@ -64,9 +65,10 @@ async fn push_and_run() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn retry_after_is_not_stuck() {
     let dir = tempfile::tempdir().unwrap();
-    let q = Queue::open(None, &dir.path().join("queue.db"), opts())
+    let q: Queue = EmbeddedQueue::open(&dir.path().join("queue.db"), opts())
         .await
-        .unwrap();
+        .unwrap()
+        .into();
     let runs: Runs = Arc::default();
     let r = runs.clone();
     let w = spawn_worker(&q, 4, move |m, ctx| {
@@ -96,9 +98,10 @@ async fn retry_after_is_not_stuck() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn failures_and_panics_count_attempts_then_dead() {
     let dir = tempfile::tempdir().unwrap();
-    let q = Queue::open(None, &dir.path().join("queue.db"), opts())
+    let q: Queue = EmbeddedQueue::open(&dir.path().join("queue.db"), opts())
         .await
-        .unwrap();
+        .unwrap()
+        .into();
     let runs: Runs = Arc::default();
     let r = runs.clone();
     let w = spawn_worker(&q, 4, move |m, ctx| {
@@ -174,9 +177,10 @@ async fn orphans_count_attempts() {
         max_attempts: 2,
         ..opts()
     };
-    let q = Queue::open(None, &dir.path().join("queue.db"), o)
+    let q: Queue = EmbeddedQueue::open(&dir.path().join("queue.db"), o)
         .await
-        .unwrap();
+        .unwrap()
+        .into();
     q.push_bulk(&msgs(0..1)).await.unwrap();
     let runs: Runs = Arc::default();
     let hang = |r: Runs| {
@@ -215,9 +219,10 @@ async fn orphans_count_attempts() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn len_counts_in_flight() {
     let dir = tempfile::tempdir().unwrap();
-    let q = Queue::open(None, &dir.path().join("queue.db"), opts())
+    let q: Queue = EmbeddedQueue::open(&dir.path().join("queue.db"), opts())
         .await
-        .unwrap();
+        .unwrap()
+        .into();
     q.push_bulk(&msgs(0..10)).await.unwrap();
     let started = Arc::new(std::sync::atomic::AtomicU32::new(0));
     let s2 = started.clone();
@@ -266,9 +271,10 @@ async fn dead_tasks_reach_the_dead_hook() {
         max_attempts: 2,
         ..opts()
     };
-    let q = Queue::open(None, &dir.path().join("queue.db"), o)
+    let q: Queue = EmbeddedQueue::open(&dir.path().join("queue.db"), o)
         .await
-        .unwrap();
+        .unwrap()
+        .into();
     q.push_bulk(&msgs(0..2)).await.unwrap();
     let (hook, seen) = dead_recorder();
     let healthy = Arc::new(AtomicBool::new(false));
@@ -342,9 +348,10 @@ async fn dead_tasks_reach_the_dead_hook() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn live_tasks_lists_ready_in_flight_and_delayed() {
     let dir = tempfile::tempdir().unwrap();
-    let q = Queue::open(None, &dir.path().join("queue.db"), opts())
+    let q: Queue = EmbeddedQueue::open(&dir.path().join("queue.db"), opts())
         .await
-        .unwrap();
+        .unwrap()
+        .into();
     let release = Shutdown::new();
     let runs: Runs = Arc::default();
     let (r, gate) = (runs.clone(), release.clone());

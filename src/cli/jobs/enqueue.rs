@@ -291,18 +291,18 @@ pub(crate) async fn enqueue(cli: &Cli, args: &EnqueueArgs) -> Result<(), CliErro
     })
     .await?;
     bar.finish_and_clear();
-    print_enqueued(&report, started.elapsed(), cli.redis.is_some());
+    print_enqueued(&report, started.elapsed(), rt.topology.name());
     Ok(())
 }
 
-fn print_enqueued(r: &EnqueueReport, took: Duration, fleet: bool) {
+fn print_enqueued(r: &EnqueueReport, took: Duration, topology: &str) {
     println!(
         "job {}: {} item(s) in {} task(s) enqueued in {:.2} s ({} mode)",
         r.job_id,
         r.items,
         r.tasks,
         took.as_secs_f64(),
-        if fleet { "fleet" } else { "embedded" }
+        topology
     );
     println!("watch it: syncfleet status {} --follow", r.job_id);
 }

@@ -1,12 +1,11 @@
 //! The read-only commands: `status` (a job's progress, or the latest jobs) and `report` (a
 //! platform day's calls ledger with quota burn).
 
-use crate::app::runtime::embedded_queue_path;
 use crate::cli::{Cli, CliError};
 use crate::config::Config;
 use crate::jobs::producer;
 use crate::jobs::spec::JobSpec;
-use crate::queue::{Queue, QueueOptions};
+use crate::queue::QueueOptions;
 use crate::store::{JobState, ShopPause, Store};
 use crate::time::{platform_day, QuotaDay};
 use chrono::{NaiveDate, Utc};
@@ -193,13 +192,11 @@ async fn stranded_note(cli: &Cli, store: &Store, job: i64, pending: u64) -> Opti
     }
     // Needs the config (queue name) and the queue; without them the check is skipped.
     let cfg = Config::load(&cli.config).ok()?;
-    let queue = Queue::open(
-        cli.redis.as_deref(),
-        &embedded_queue_path(&cli.db),
-        QueueOptions::from_config(&cfg.queue),
-    )
-    .await
-    .ok()?;
+    let queue = cli
+        .topology()
+        .queue(QueueOptions::from_config(&cfg.queue), store)
+        .await
+        .ok()?;
     let stranded = producer::uncovered_pending(store, &queue, job).await.ok()?;
     (!stranded.is_empty()).then(|| {
         format!(

@@ -488,8 +488,13 @@ impl Gateway {
         self.inner.clocks.clone()
     }
 
-    pub(crate) fn fleet(&self) -> Option<&FleetLink> {
-        self.inner.fleet.as_ref()
+    /// The leases that elect this process for a fleet's periodic duties: the fleet's when it
+    /// shares state through Redis, else a process alone holds them all.
+    pub(crate) fn leases(&self) -> std::sync::Arc<dyn super::lease::Leases> {
+        match &self.inner.fleet {
+            Some(fleet) => std::sync::Arc::new(fleet.clone()),
+            None => std::sync::Arc::new(super::lease::AloneLeases),
+        }
     }
 
     /// The platforms that have a client, sorted.

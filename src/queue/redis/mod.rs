@@ -44,7 +44,6 @@ use super::{
 };
 use crate::link::backoff::Backoff;
 use crate::secret::redact_url as redact;
-use crate::store::Store;
 
 mod worker;
 
@@ -680,9 +679,6 @@ impl super::TaskQueue for RedisQueue {
         shutdown: Shutdown,
     ) -> futures::future::BoxFuture<'_, Result<WorkerReport, QueueError>> {
         RedisQueue::run_worker(self, wopts, move |m, c| handler(m, c), shutdown).boxed()
-    }
-    fn for_worker(&self, _store: &Store) -> super::Queue {
-        self.clone().into()
     }
 }
 

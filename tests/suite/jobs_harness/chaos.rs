@@ -41,6 +41,8 @@ pub struct ChaosReport {
     /// Stop lines printed by workers that exited on their own.
     pub worker_lines: Vec<String>,
     pub events: Vec<String>,
+    /// `syncfleet status` of the job at the end (its failure reasons, when any).
+    pub status_report: String,
 }
 
 impl ChaosReport {
@@ -49,6 +51,7 @@ impl ChaosReport {
     pub fn assert_every_item_once(&self) {
         println!("{:#?}", self.events);
         println!("{}", self.worker_lines.join("\n"));
+        println!("{}", self.status_report);
         println!(
             "{:?} in {:?}; created {} (duplicates by seller code: {}; look-ups: {})",
             self.counts, self.took, self.created, self.duplicate_writes, self.finds
@@ -227,6 +230,8 @@ pub async fn run(h: &mut Harness, items: u64, chaos: Chaos) -> ChaosReport {
         finds: h.stats(TO, Api::ItemFind).calls,
         worker_lines,
         events,
+        status_report: String::from_utf8_lossy(&h.run(&["status", &job.to_string()]).stdout)
+            .into_owned(),
     }
 }
 
