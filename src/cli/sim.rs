@@ -9,7 +9,7 @@ use std::path::PathBuf;
 #[derive(Debug, Args)]
 pub struct SimArgs {
     /// Address to listen on (port 0 picks a free port; the bound address is printed).
-    #[arg(long, default_value = "127.0.0.1:7800")]
+    #[arg(long, env = "SYNCFLEET_SIM_LISTEN", default_value = "127.0.0.1:7800")]
     pub(crate) listen: SocketAddr,
     /// The simulator's own config (apps, data, limits). Absent file: the built-in demo.
     #[arg(long, default_value = "config/sim.toml")]

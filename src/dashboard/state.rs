@@ -115,6 +115,8 @@ struct CallsView {
     api: &'static str,
     calls: u64,
     useful: u64,
+    /// Enough calls to judge, too few useful (`ApiCalls::wasteful`).
+    wasteful: bool,
 }
 
 #[derive(Debug, Serialize, Default)]
@@ -237,6 +239,7 @@ pub(crate) async fn collect(
                 .find(|g| g.platform == a.platform.as_str() && g.api == a.api.as_str())
                 .map_or(a.calls, |g| g.used_today.max(a.calls)),
             useful: a.useful,
+            wasteful: a.wasteful(),
         })
         .collect();
     let mut queue = match rt.queue.len().await {

@@ -22,7 +22,7 @@ pub struct ReceivedMessage {
     pub born: DateTime<Utc>,
 }
 
-/// Messages received per shop, for `schedule list` and the README's SQL.
+/// Messages received per shop, for `schedule list` and the guide's SQL (docs/guide/sql.md).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct MessageTally {
     /// The shop.

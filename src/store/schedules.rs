@@ -644,8 +644,8 @@ impl Store {
 
     /// Gaps in the covered windows of the shop's order schedule runs: `(end of the coverage
     /// before, start of the next window)` wherever a covered window starts after everything
-    /// before it ended. Empty: coverage is contiguous. The query is the proof the README
-    /// shows.
+    /// before it ended. Empty: coverage is contiguous. The query is the proof the guide
+    /// shows (docs/guide/shops-and-schedules.md).
     pub async fn coverage_gaps(
         &self,
         platform: Platform,

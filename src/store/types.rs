@@ -525,7 +525,18 @@ pub struct ApiCalls {
 }
 
 impl ApiCalls {
-    /// useful / calls (0 when no calls). Below 0.3: cache or go incremental.
+    /// Fewer calls than this say nothing of an API's waste: a probe's two calls a day, a
+    /// `syncfleet call` from the terminal.
+    pub const CALLS_TO_JUDGE: u64 = 100;
+    /// Below this share of useful calls an API is wasting its quota: cache or go incremental.
+    pub const USEFUL_FLOOR: f64 = 0.3;
+
+    /// Whether the day's calls show waste: enough calls to judge, and too few of them useful.
+    pub fn wasteful(&self) -> bool {
+        self.calls >= Self::CALLS_TO_JUDGE && self.useful_ratio() < Self::USEFUL_FLOOR
+    }
+
+    /// useful / calls (0 when no calls).
     pub fn useful_ratio(&self) -> f64 {
         if self.calls == 0 {
             0.0

@@ -9,7 +9,6 @@ use crate::jobs_harness;
 use crate::support::webdriver::Browser;
 
 use jobs_harness::{ClientOpts, Harness};
-use std::net::TcpListener;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 use syncfleet::platform::{Api, Platform};
@@ -18,12 +17,7 @@ use syncfleet::store::{ControlAction, ControlChange, JobControl};
 
 const TOKEN: &str = "test-dashboard-token";
 
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("a free port")
-}
+use crate::support::free_port;
 
 /// A child process killed on drop.
 struct Kid(Child);

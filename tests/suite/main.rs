@@ -41,6 +41,7 @@ mod platform_sim;
 mod queue;
 mod queue_embedded;
 mod queue_heal;
+mod readme;
 mod real_clients;
 mod redis_cluster;
 mod redis_failover;

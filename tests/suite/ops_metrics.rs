@@ -17,12 +17,7 @@ const TO: Platform = Platform::Taobao;
 const ITEMS: u64 = 800;
 
 /// A free loopback port (bound, then released for the worker to take).
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("a free port")
-}
+use crate::support::free_port;
 
 /// `GET /metrics` over a plain TCP connection; `None` while nothing listens yet.
 fn scrape(addr: SocketAddr) -> Option<String> {

@@ -17,12 +17,7 @@ const NEW_KEY: &str = "2e2e2e2e2e2e2e2e2e2e2e2e2e2e2e2e2e2e2e2e2e2e2e2e2e2e2e2e2
 const DASHBOARD_TOKEN: &str = "dash-t0ken";
 const WAIT: Duration = Duration::from_secs(120);
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("a free port")
-}
+use crate::support::free_port;
 
 /// The harness's config with Taobao's authorisation page on the simulator and its callback
 /// on the dashboard at `port`.

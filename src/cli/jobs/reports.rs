@@ -238,7 +238,7 @@ pub(crate) async fn report(cli: &Cli, args: &ReportArgs) -> Result<(), CliError>
             }
             _ => "-".into(),
         };
-        let flag = if a.calls > 0 && a.useful_ratio() < 0.3 {
+        let flag = if a.wasteful() {
             "  <- below 30%: cache or go incremental"
         } else {
             ""

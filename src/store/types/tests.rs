@@ -113,3 +113,19 @@ fn eta_uses_rate() {
     paused.job.control = Some(JobControl::Paused);
     assert_eq!(paused.eta(), None);
 }
+
+#[test]
+fn an_api_is_judged_wasteful_only_on_enough_calls() {
+    let calls = |calls, useful| ApiCalls {
+        platform: Platform::Taobao,
+        api: Api::OrderList,
+        calls,
+        useful,
+    };
+    // A probe's two calls a day, none useful: nothing to judge.
+    assert!(!calls(2, 0).wasteful());
+    assert!(!calls(ApiCalls::CALLS_TO_JUDGE - 1, 0).wasteful());
+    assert!(calls(ApiCalls::CALLS_TO_JUDGE, 29).wasteful());
+    assert!(!calls(ApiCalls::CALLS_TO_JUDGE, 30).wasteful());
+    assert!(!calls(1000, 1000).wasteful());
+}

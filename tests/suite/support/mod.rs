@@ -11,6 +11,14 @@ pub mod sentinel;
 pub mod tls;
 pub mod webdriver;
 
+/// A TCP port free on 127.0.0.1 when asked.
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("a free port")
+}
+
 /// The environment `config/local.toml` reads its secrets and sessions from: the simulator's
 /// demo apps (config/sim.toml), as its header says to export them.
 pub const LOCAL_CONFIG_ENV: [(&str, &str); 6] = [
