@@ -317,8 +317,11 @@ async fn bare_worker() {
     let cfg = Config::load(std::path::Path::new(&config)).expect("the harness's config");
     let sim = jobs_harness::listing_sim();
     let client = |p: Platform| {
-        sim.client(p, cfg.platform(p).expect("platform config"))
-            .expect("a client")
+        sim.client(
+            p,
+            &cfg.platform(p).expect("platform config").client_options(),
+        )
+        .expect("a client")
     };
     let (read, write) = (
         Arc::new(client(Platform::Alibaba)),

@@ -25,27 +25,7 @@ pub fn fixed_now() -> DateTime<Utc> {
     DateTime::from_timestamp(1_767_240_000, 0).unwrap_or_default()
 }
 
-/// An item every target takes (every field TOP and JD require), carrying seller's code
-/// `code`: a 12.50 mug, 7 in stock, shipped from Hangzhou.
-pub fn new_item(code: &str) -> crate::platform::NewItem {
-    crate::platform::NewItem {
-        seller_code: code.into(),
-        category: "50003948".into(),
-        title: "Mug".into(),
-        description: "A mug, glazed.".into(),
-        price: "12.50".into(),
-        quantity: 7,
-        props: Vec::new(),
-        input_props: Vec::new(),
-        skus: Vec::new(),
-        shop: crate::platform::ShopListing {
-            location_state: "浙江".into(),
-            location_city: "杭州".into(),
-            item_type: "fixed".into(),
-            stuff_status: "new".into(),
-        },
-    }
-}
+pub use crate::platform::sample::new_item;
 
 /// The request each API's answer is parsed for (the parsers read only its API, its order id
 /// and the page it asked for).

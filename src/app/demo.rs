@@ -189,7 +189,7 @@ pub fn sim_gateway(
 ) -> Result<Gateway, SimError> {
     let mut b = Gateway::builder(cfg.link.clone(), gates).store(store.clone());
     for (&platform, pc) in &cfg.platforms {
-        b = b.platform(sim_cfg.client(platform, pc)?, pc);
+        b = b.platform(sim_cfg.client(platform, &pc.client_options())?, pc);
     }
     if let Some(f) = fleet {
         b = b.fleet(f);

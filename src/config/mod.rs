@@ -33,70 +33,15 @@ pub(crate) use shops::{valid_shop_name, DEFAULT_WEIGHT, MAX_WEIGHT};
 pub use shops::{ShopConfig, ShopError};
 pub use worker::{ProbeConfig, QueueConfig};
 
+pub(crate) use crate::file_problem::line_of;
+pub use crate::file_problem::{ConfigError, ConfigProblem};
 use crate::platform::{Api, Platform};
 use crate::time::QuotaDay;
 use gates::GateEntry;
 use serde::Deserialize;
 use std::collections::BTreeMap;
-use std::fmt;
 use std::path::{Path, PathBuf};
 use worker::JobsConfig;
-
-/// A config problem, naming the file and key (and line, when known).
-#[derive(Debug, Clone, PartialEq)]
-pub struct ConfigProblem {
-    pub(crate) file: PathBuf,
-    pub(crate) key: String,
-    pub(crate) line: Option<usize>,
-    pub(crate) message: String,
-    /// Warnings are reported but do not fail `config check`.
-    pub(crate) warning: bool,
-}
-
-impl fmt::Display for ConfigProblem {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let level = if self.warning { "warning" } else { "error" };
-        write!(f, "{level}: {}", self.file.display())?;
-        if let Some(line) = self.line {
-            write!(f, ":{line}")?;
-        }
-        if !self.key.is_empty() {
-            write!(f, ": key `{}`", self.key)?;
-        }
-        write!(f, ": {}", self.message)
-    }
-}
-
-/// Loading failed: the problems that stopped it (at least one).
-#[derive(Debug, thiserror::Error)]
-#[error("{}", .0.iter().map(|p| p.to_string()).collect::<Vec<_>>().join("\n"))]
-pub struct ConfigError(pub(crate) Vec<ConfigProblem>);
-
-impl ConfigError {
-    /// A TOML file `path` that does not parse: the line the parser points at, its words, and
-    /// that line's text (the parser's words alone can be "duplicate key", naming nothing).
-    pub(crate) fn of_toml(path: &Path, text: &str, e: &toml::de::Error) -> ConfigError {
-        let line = e.span().map(|s| line_of(text, s.start));
-        let quoted = line
-            .and_then(|n| text.lines().nth(n - 1))
-            .map(str::trim)
-            .filter(|l| !l.is_empty())
-            .map(|l| format!(" (at `{}`)", l.chars().take(120).collect::<String>()))
-            .unwrap_or_default();
-        ConfigError(vec![ConfigProblem {
-            file: path.to_path_buf(),
-            key: String::new(),
-            line,
-            message: format!("{}{quoted}", e.message()),
-            warning: false,
-        }])
-    }
-}
-
-/// The line (from 1) of byte offset `at` in `text`.
-pub(crate) fn line_of(text: &str, at: usize) -> usize {
-    text[..at.min(text.len())].matches('\n').count() + 1
-}
 
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]

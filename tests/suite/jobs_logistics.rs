@@ -57,7 +57,10 @@ async fn naive_baseline(h: &Harness, windows: &[(&str, &str)]) -> u64 {
     let client = h
         .sim
         .config()
-        .client(TB, cfg.platform(TB).expect("taobao config"))
+        .client(
+            TB,
+            &cfg.platform(TB).expect("taobao config").client_options(),
+        )
         .expect("client");
     let timeout = Duration::from_secs(10);
     let mut rows = Vec::new();

@@ -61,7 +61,10 @@ async fn gateway(
     store: Option<Store>,
 ) -> Gateway {
     let pc = cfg.platform(TB).expect("taobao config");
-    let client = sim.config().client(TB, pc).expect("client");
+    let client = sim
+        .config()
+        .client(TB, &pc.client_options())
+        .expect("client");
     let gates = match &fleet {
         Some(f) => Gates::redis_with_namespace(cfg, &f.redis.url, &f.redis.prefix)
             .await

@@ -87,7 +87,7 @@ async fn trip_in_one_process_stops_another_process_within_a_second() {
     );
     let cfg = Config::parse(Path::new("t.toml"), &text).unwrap();
     let pc = cfg.platform(TB).unwrap();
-    let client = sim.config().client(TB, pc).unwrap();
+    let client = sim.config().client(TB, &pc.client_options()).unwrap();
     let gates = Gates::redis_with_namespace(&cfg, &redis.url, &redis.prefix)
         .await
         .unwrap();

@@ -78,7 +78,7 @@ fn sim_client(endpoint: &str) -> anyhow::Result<syncfleet::platform::PlatformCli
     let pc = cfg
         .platform(Platform::Taobao)
         .ok_or_else(|| anyhow::anyhow!("no taobao platform config"))?;
-    demo.client(Platform::Taobao, pc)
+    demo.client(Platform::Taobao, &pc.client_options())
         .map_err(anyhow::Error::msg)
 }
 

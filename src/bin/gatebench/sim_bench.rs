@@ -73,7 +73,10 @@ pub(super) async fn sim_bench(redis: Option<&str>, a: &SimBenchArgs) -> anyhow::
     let pc = cfg
         .platform(p)
         .ok_or_else(|| anyhow::anyhow!("no taobao platform config"))?;
-    let client = simh.config().client(p, pc).map_err(anyhow::Error::msg)?;
+    let client = simh
+        .config()
+        .client(p, &pc.client_options())
+        .map_err(anyhow::Error::msg)?;
     let ns = format!("sf_simbench_{}", std::process::id());
     let gates = match redis {
         Some(url) => Gates::redis_with_namespace(&cfg, url, &ns).await?,

@@ -37,7 +37,8 @@ fn client(cfg: &Config) -> anyhow::Result<PlatformClient> {
     let pc = cfg
         .platform(TB)
         .ok_or_else(|| anyhow::anyhow!("no taobao config"))?;
-    demo.client(TB, pc).map_err(anyhow::Error::msg)
+    demo.client(TB, &pc.client_options())
+        .map_err(anyhow::Error::msg)
 }
 
 pub(super) fn gateway(
