@@ -11,10 +11,7 @@
 //! seller code, the duration ratios to the baseline, and the attempts the scale-in charged. A benchmark (harness = false) because it needs the
 //! built `syncfleet` binary for its worker processes; under `cargo test` it does nothing.
 
-#[path = "../tests/suite/jobs_harness/mod.rs"]
-mod jobs_harness;
-#[path = "../tests/suite/support/mod.rs"]
-mod support;
+use syncfleet_testkit::jobs_harness;
 
 use jobs_harness::chaos::{self, Chaos, ChaosReport};
 use jobs_harness::{ClientOpts, Harness};

@@ -21,10 +21,7 @@
 //! `DISCOVERY_LOGS=1` (with `SF_TEST_LOG=info`) the workers' last log lines, the gate's
 //! measurements among them.
 
-#[path = "../tests/suite/jobs_harness/mod.rs"]
-mod jobs_harness;
-#[path = "../tests/suite/support/mod.rs"]
-mod support;
+use syncfleet_testkit::jobs_harness;
 
 use jobs_harness::{client_toml, ClientOpts, Harness};
 use std::path::{Path, PathBuf};

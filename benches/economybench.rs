@@ -15,10 +15,7 @@
 //! per item at the simulator, rejected calls and their share. Under `cargo test` it does
 //! nothing (a bench target because it needs the built binary for its worker processes).
 
-#[path = "../tests/suite/jobs_harness/mod.rs"]
-mod jobs_harness;
-#[path = "../tests/suite/support/mod.rs"]
-mod support;
+use syncfleet_testkit::jobs_harness;
 
 use jobs_harness::{arg, client_toml, ClientOpts, Harness};
 use std::path::{Path, PathBuf};

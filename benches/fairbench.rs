@@ -30,10 +30,7 @@
 //! its fair-share time (items / (rate / active shops)), the big job's finish, the gate's
 //! utilisation (items / (rate x duration)) and rejections. Under `cargo test` it does nothing.
 
-#[path = "../tests/suite/jobs_harness/mod.rs"]
-mod jobs_harness;
-#[path = "../tests/suite/support/mod.rs"]
-mod support;
+use syncfleet_testkit::jobs_harness;
 
 use jobs_harness::{arg, client_toml, ClientOpts, Harness};
 use std::collections::HashMap;

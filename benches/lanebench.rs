@@ -17,10 +17,7 @@
 //! to the simulator's item_add of that item (its shop's successful item_add count moving),
 //! p50 / p95 / max, against 2 / rate + the calls' p95 latency at the simulator.
 
-#[path = "../tests/suite/jobs_harness/mod.rs"]
-mod jobs_harness;
-#[path = "../tests/suite/support/mod.rs"]
-mod support;
+use syncfleet_testkit::jobs_harness;
 
 use jobs_harness::{arg, client_toml, ClientOpts, Harness};
 use std::time::{Duration, Instant};

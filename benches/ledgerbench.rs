@@ -17,8 +17,7 @@
 //!
 //! Under `cargo test` it does nothing (a bench target: it starts processes and takes minutes).
 
-#[path = "../tests/suite/support/postgres.rs"]
-mod postgres;
+use syncfleet_testkit::support::postgres;
 
 use std::io::{BufRead, Write};
 use std::process::{Command, Stdio};

@@ -16,10 +16,7 @@
 //! lost, products made and duplicates by seller's code. Under `cargo test` it does nothing (a
 //! bench target because it needs the built binary for its worker processes).
 
-#[path = "../tests/suite/jobs_harness/mod.rs"]
-mod jobs_harness;
-#[path = "../tests/suite/support/mod.rs"]
-mod support;
+use syncfleet_testkit::jobs_harness;
 
 use jobs_harness::{arg, client_toml, ClientOpts, Harness};
 use std::time::{Duration, Instant};

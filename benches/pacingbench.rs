@@ -20,10 +20,7 @@
 //! the interactive items written within the day (of those asked) and the calls the platform
 //! refused for the spent quota.
 
-#[path = "../tests/suite/jobs_harness/mod.rs"]
-mod jobs_harness;
-#[path = "../tests/suite/support/mod.rs"]
-mod support;
+use syncfleet_testkit::jobs_harness;
 
 use jobs_harness::{arg, client_toml, ClientOpts, Harness};
 use std::time::{Duration, Instant};

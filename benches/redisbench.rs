@@ -25,10 +25,7 @@
 //! A benchmark (harness = false) because it needs the built `syncfleet` binary for its worker
 //! processes; under `cargo test` it does nothing.
 
-#[path = "../tests/suite/jobs_harness/mod.rs"]
-mod jobs_harness;
-#[path = "../tests/suite/support/mod.rs"]
-mod support;
+use syncfleet_testkit::{jobs_harness, support};
 
 use jobs_harness::{arg, ClientOpts, Harness};
 use std::time::{Duration, Instant};

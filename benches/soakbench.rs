@@ -35,10 +35,7 @@
 //! and RSS, how late each schedule tick's run started (its job's creation against the tick,
 //! on the ledger's clock), and watermark samples more than two periods behind.
 
-#[path = "../tests/suite/jobs_harness/mod.rs"]
-mod jobs_harness;
-#[path = "../tests/suite/support/mod.rs"]
-mod support;
+use syncfleet_testkit::jobs_harness;
 
 use chrono::{DateTime, Utc};
 use jobs_harness::sync::hook_receiver_switched;

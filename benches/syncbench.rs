@@ -33,10 +33,7 @@
 //!
 //! `--ways cron,sweep,messages,drilled` picks the ways (the cron baseline is always first when run).
 
-#[path = "../tests/suite/jobs_harness/mod.rs"]
-mod jobs_harness;
-#[path = "../tests/suite/support/mod.rs"]
-mod support;
+use syncfleet_testkit::jobs_harness;
 
 use chrono::{DateTime, Utc};
 use jobs_harness::sync::hook_receiver;

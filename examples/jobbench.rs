@@ -42,9 +42,7 @@ use syncfleet::store::Store;
 use syncfleet::topology::Topology;
 
 // The tests' Redis helper: `REDIS_URL`, or a private redis-server on a free port, killed on drop.
-#[allow(dead_code)]
-#[path = "../tests/suite/support/redis.rs"]
-mod test_redis;
+use syncfleet_testkit::support::redis as test_redis;
 
 fn flushall(url: &str) -> anyhow::Result<()> {
     let mut c = redis::Client::open(url)?.get_connection()?;

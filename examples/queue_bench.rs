@@ -17,9 +17,7 @@ use apalis_redis::{Config as ApalisRedisConfig, RedisStorage};
 use syncfleet::queue::{QueueOptions, RedisQueue, Shutdown, TaskMsg, TaskResult, WorkerOptions};
 
 // The tests' Redis helper: `REDIS_URL`, or a private redis-server on a free port, killed on drop.
-#[allow(dead_code)]
-#[path = "../tests/suite/support/redis.rs"]
-mod test_redis;
+use syncfleet_testkit::support::redis as test_redis;
 
 fn tasks(n: usize, keys: usize) -> Vec<TaskMsg> {
     (0..n)

@@ -4,10 +4,11 @@
 //! the modules a few at a time (`scripts/run-test-binaries`); `cargo test --test suite
 //! jobs_fleet::` runs one.
 
+// The test kit (crates/testkit), under the names the modules use.
+use syncfleet_testkit::{jobs_harness, support};
+
 mod hostile_answers;
 mod idle;
-mod jobs_harness;
-mod support;
 
 mod change_messages;
 mod config_check;

@@ -2,8 +2,8 @@
 //! directory) and on PostgreSQL (a fresh database on the server `scripts/test` provides);
 //! tests of one backend's own features say so.
 
-use crate::on_both_backends;
 use crate::support;
+use syncfleet_testkit::on_both_backends;
 
 use chrono::{Duration as ChronoDuration, TimeZone, Utc};
 use std::time::Duration;

@@ -31,6 +31,12 @@ fn ca(name: &str) -> (rcgen::Certificate, rcgen::Issuer<'static, rcgen::KeyPair>
     (cert, rcgen::Issuer::new(params, key))
 }
 
+impl Default for TestCa {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
 impl TestCa {
     pub fn new() -> TestCa {
         let dir = tempfile::tempdir().expect("temp dir");

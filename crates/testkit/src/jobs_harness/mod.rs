@@ -214,7 +214,7 @@ pub struct Harness {
 /// and probes off (their sample calls would land in the simulator's exact counts).
 /// The shipped listing map of the simulator's catalog to `target` (`maps/`).
 pub fn sim_map(target: Platform) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
+    crate::repo_root()
         .join("maps")
         .join(format!("sim-1688-{target}.toml"))
 }
@@ -352,7 +352,7 @@ impl Harness {
 
     /// [`Harness::command_with`] on another ledger URL.
     pub fn command_on(&self, config: &Path, db: &str, args: &[&str]) -> Command {
-        let mut c = Command::new(env!("CARGO_BIN_EXE_syncfleet"));
+        let mut c = Command::new(crate::syncfleet_bin());
         c.arg("--config").arg(config);
         if !self.embedded {
             c.arg("--redis").arg(&self.redis.url);
