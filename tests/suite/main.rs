@@ -40,6 +40,7 @@ mod pacing;
 mod parsers_props;
 mod platform_sim;
 mod queue;
+mod queue_contract;
 mod queue_embedded;
 mod queue_heal;
 mod readme;

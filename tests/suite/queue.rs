@@ -250,59 +250,6 @@ async fn heartbeat_keeps_slow_tasks_owned() {
     assert_eq!(runs.attempts(1), vec![1]);
 }
 
-/// Defect 4: RetryAfter(d) re-runs the task after at least d, without consuming an attempt.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn retry_after_reruns_later_without_an_attempt() {
-    let redis = TestRedis::start();
-    let q = RedisQueue::connect(&redis.url, opts(&redis)).await.unwrap();
-    let seen: Arc<Mutex<Vec<(Instant, u32)>>> = Arc::default();
-    let s2 = seen.clone();
-    let w = spawn_worker(&q, 2, move |_m, ctx| {
-        let mut s = s2.lock().unwrap();
-        s.push((Instant::now(), ctx.attempt));
-        let r = if s.len() < 3 {
-            TaskResult::RetryAfter(Duration::from_millis(400))
-        } else {
-            TaskResult::Done
-        };
-        async move { r }
-    });
-    q.push_bulk(&msgs(0..1)).await.unwrap();
-    wait_for(10, "three runs", || seen.lock().unwrap().len() == 3).await;
-    let report = stop(w).await;
-    let s = seen.lock().unwrap().clone();
-    assert!(s[1].0 - s[0].0 >= Duration::from_millis(400));
-    assert!(s[2].0 - s[1].0 >= Duration::from_millis(400));
-    assert_eq!(s.iter().map(|x| x.1).collect::<Vec<_>>(), vec![1, 1, 1]);
-    assert_eq!((report.retry_after, report.done, report.dead), (2, 1, 0));
-    assert_eq!(q.len().await.unwrap().total(), 0);
-}
-
-/// Defect 5: a panicking handler counts one attempt and the task is retried, not dead at once.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn panic_counts_one_attempt_and_retries() {
-    let redis = TestRedis::start();
-    let q = RedisQueue::connect(&redis.url, opts(&redis)).await.unwrap();
-    let runs = Runs::default();
-    let r = runs.clone();
-    let w = spawn_worker(&q, 2, move |m, ctx| {
-        r.record(&m, &ctx);
-        async move {
-            if ctx.attempt < 3 {
-                panic!("handler bug on attempt {}", ctx.attempt);
-            }
-            TaskResult::Done
-        }
-    });
-    q.push_bulk(&msgs(0..1)).await.unwrap();
-    wait_for(10, "third attempt", || runs.total() == 3).await;
-    let report = stop(w).await;
-    assert_eq!(runs.attempts(0), vec![1, 2, 3]);
-    assert_eq!((report.panicked, report.done, report.dead), (2, 1, 0));
-    let len = q.len().await.unwrap();
-    assert_eq!((len.total(), len.dead), (0, 0));
-}
-
 /// Defect 6: acked tasks are deleted (the stream does not grow with finished work) and the
 /// dead-letter stream is trimmed to `dead_max`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -385,51 +332,6 @@ async fn non_delayed_tasks_start_in_fifo_order() {
     wait_for(10, "500 runs", || order.lock().unwrap().len() == 500).await;
     stop(w).await;
     assert_eq!(*order.lock().unwrap(), (0..500).collect::<Vec<_>>());
-}
-
-/// Failed results retry with backoff and are dead after max_attempts.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn failures_retry_then_go_dead() {
-    let redis = TestRedis::start();
-    let q = RedisQueue::connect(&redis.url, opts(&redis)).await.unwrap();
-    let runs = Runs::default();
-    let r = runs.clone();
-    let w = spawn_worker(&q, 2, move |m, ctx| {
-        r.record(&m, &ctx);
-        async { TaskResult::Failed("always".into()) }
-    });
-    q.push_bulk(&msgs(0..1)).await.unwrap();
-    wait_for(10, "dead", || runs.total() == 3).await;
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    let report = stop(w).await;
-    assert_eq!(runs.attempts(0), vec![1, 2, 3]);
-    assert_eq!((report.failed, report.dead), (3, 1));
-    let len = q.len().await.unwrap();
-    assert_eq!((len.total(), len.dead), (0, 1));
-}
-
-/// Graceful shutdown: stop fetching, finish and ack in-flight tasks, give back the rest.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn shutdown_finishes_in_flight_and_loses_nothing() {
-    let redis = TestRedis::start();
-    let q = RedisQueue::connect(&redis.url, opts(&redis)).await.unwrap();
-    let started = Arc::new(AtomicU64::new(0));
-    let s2 = started.clone();
-    let w = spawn_worker(&q, 4, move |_m, _| {
-        s2.fetch_add(1, Ordering::Relaxed);
-        async {
-            tokio::time::sleep(Duration::from_millis(300)).await;
-            TaskResult::Done
-        }
-    });
-    q.push_bulk(&msgs(0..20)).await.unwrap();
-    wait_for(10, "4 started", || started.load(Ordering::Relaxed) == 4).await;
-    let report = stop(w).await;
-    let n = started.load(Ordering::Relaxed);
-    assert_eq!(report.done, n, "every started task finished and was acked");
-    let len = q.len().await.unwrap();
-    assert_eq!(len.in_flight, 0);
-    assert_eq!(len.ready, 20 - n, "the rest is still queued");
 }
 
 /// push_delayed: the task becomes ready only after the delay.
@@ -1011,58 +913,6 @@ async fn dead_tasks_reach_the_dead_hook() {
     assert_eq!((report.dead, report.done), (2, 2));
     assert_eq!(seen.lock().unwrap().len(), 2, "no further dead tasks");
     assert_eq!(q.len().await.unwrap().dead, 0);
-}
-
-/// `live_tasks` lists every task that will still run: ready, in flight and delayed.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn live_tasks_lists_ready_in_flight_and_delayed() {
-    let redis = TestRedis::start();
-    let q: Queue = RedisQueue::connect(&redis.url, opts(&redis))
-        .await
-        .unwrap()
-        .into();
-    let release = Shutdown::new();
-    let runs = Runs::default();
-    let (r, gate) = (runs.clone(), release.clone());
-    let w = spawn_worker(&q, 1, move |m, ctx| {
-        r.record(&m, &ctx);
-        let gate = gate.clone();
-        async move {
-            if m.chunk == 0 {
-                gate.wait().await;
-            }
-            TaskResult::Done
-        }
-    });
-    q.push_bulk(&msgs(0..1)).await.unwrap();
-    wait_for(30, "chunk 0 in flight", || runs.total() == 1).await;
-    q.push_bulk(&msgs(1..4)).await.unwrap();
-    q.push_delayed(&msgs(4..5)[0], Duration::from_secs(120))
-        .await
-        .unwrap();
-
-    let sorted = |mut v: Vec<TaskMsg>| {
-        v.sort_by_key(|t| t.chunk);
-        v
-    };
-    let live = sorted(q.live_tasks().await.unwrap());
-    assert_eq!(live, msgs(0..5));
-    let len = q.len().await.unwrap();
-    assert_eq!(
-        (len.in_flight, len.delayed, len.total()),
-        (1, 1, 5),
-        "{len:?}"
-    );
-
-    release.trigger();
-    wait_for(30, "ready tasks run", || runs.distinct() == 4).await;
-    eventually(20, "only the delayed task left", || {
-        let q = q.clone();
-        async move { q.live_tasks().await.is_ok_and(|l| l == msgs(4..5)) }
-    })
-    .await;
-    stop(w).await;
-    assert_eq!(q.live_tasks().await.unwrap(), msgs(4..5));
 }
 
 /// A stopping worker gives back what it fetched but did not start with its attempts
