@@ -4,6 +4,9 @@
 use super::{Config, ConfigProblem};
 use crate::platform::{Api, ApiClass};
 
+/// Reports a problem: its key, what is wrong, and whether it is only a warning.
+type Push<'a> = dyn FnMut(String, String, bool) + 'a;
+
 impl Config {
     /// Semantic checks: burst/rate bounds, keep-alive vs idle close, the timeout chain.
     pub(super) fn validate(&self) -> Vec<ConfigProblem> {
@@ -17,6 +20,17 @@ impl Config {
                 warning,
             })
         };
+        self.check_shops(&mut push);
+        self.check_retention(&mut push);
+        self.check_gates(&mut push);
+        self.check_platforms(&mut push);
+        self.check_link(&mut push);
+        self.check_queue(&mut push);
+        out
+    }
+
+    /// Shop names, their session variables and weights, and one seller per platform.
+    fn check_shops(&self, push: &mut Push<'_>) {
         for (name, shop) in &self.shops {
             if !super::valid_shop_name(name) {
                 push(
@@ -44,6 +58,25 @@ impl Config {
                 );
             }
         }
+        // Two shops of one platform under one seller name: a message could not tell them apart.
+        let mut sellers = std::collections::BTreeMap::new();
+        for (name, shop) in &self.shops {
+            let seller = shop.seller.as_deref().unwrap_or(name);
+            if let Some(first) = sellers.insert((shop.platform, seller), name) {
+                push(
+                    format!("shops.{name}.seller"),
+                    format!(
+                        "`{seller}` is already the seller of shop `{first}` on {}: each shop's change messages must name it alone",
+                        shop.platform
+                    ),
+                    false,
+                );
+            }
+        }
+    }
+
+    /// Retention periods and the prune interval.
+    fn check_retention(&self, push: &mut Push<'_>) {
         for (key, days) in self.retention.periods() {
             if !days.is_finite() || days < 0.0 {
                 push(
@@ -60,21 +93,10 @@ impl Config {
                 false,
             );
         }
-        // Two shops of one platform under one seller name: a message could not tell them apart.
-        let mut sellers = std::collections::BTreeMap::new();
-        for (name, shop) in &self.shops {
-            let seller = shop.seller.as_deref().unwrap_or(name);
-            if let Some(first) = sellers.insert((shop.platform, seller), name) {
-                push(
-                    format!("shops.{name}.seller"),
-                    format!(
-                        "`{seller}` is already the seller of shop `{first}` on {}: each shop's change messages must name it alone",
-                        shop.platform
-                    ),
-                    false,
-                );
-            }
-        }
+    }
+
+    /// Gate entries: names, rates and bursts against the platforms' caps.
+    fn check_gates(&self, push: &mut Push<'_>) {
         for (name, entry) in &self.gates {
             let key = |field: &str| {
                 if name == "default" {
@@ -132,6 +154,10 @@ impl Config {
                 push(key("daily_quota"), "must be at least 1".into(), false);
             }
         }
+    }
+
+    /// Each platform's endpoint, keep-alive against its idle close, and the timeout chain.
+    fn check_platforms(&self, push: &mut Push<'_>) {
         for (&platform, pc) in &self.platforms {
             let pkey = |field: &str| format!("platforms.{platform}.{field}");
             // A page over the platform's cap is refused (TOP, JD) or cut short without a word
@@ -252,6 +278,10 @@ impl Config {
                 }
             }
         }
+    }
+
+    /// Retry, breaker and stale-answer bounds.
+    fn check_link(&self, push: &mut Push<'_>) {
         let r = &self.link.retry;
         if r.max_attempts == 0 {
             push(
@@ -296,6 +326,19 @@ impl Config {
                 false,
             );
         }
+        for key in self.link.stale_max_age_s_per_api.keys() {
+            if key.parse::<Api>().is_err() {
+                push(
+                    format!("link.stale_max_age_s_per_api.{key}"),
+                    "unknown api".into(),
+                    false,
+                );
+            }
+        }
+    }
+
+    /// Queue bounds.
+    fn check_queue(&self, push: &mut Push<'_>) {
         if self.queue.chunk_size == 0 {
             push(
                 "queue.chunk_size".into(),
@@ -310,15 +353,5 @@ impl Config {
                 false,
             );
         }
-        for key in self.link.stale_max_age_s_per_api.keys() {
-            if key.parse::<Api>().is_err() {
-                push(
-                    format!("link.stale_max_age_s_per_api.{key}"),
-                    "unknown api".into(),
-                    false,
-                );
-            }
-        }
-        out
     }
 }
