@@ -1,5 +1,6 @@
 //! The README runs: its shell blocks, in order, as a newcomer types them, against the
-//! simulator, so a README that lies fails the suite.
+//! simulator, so a README that lies fails the suite; then every SQL recipe of the guide
+//! (`docs/guide/*.md`) runs on the ledger that run left.
 //!
 //! Every fenced block whose language is `sh` runs, one bash script for the whole file, in a
 //! directory holding copies of the repository's `config/`, `jobs/` and `maps/`; a block is left
@@ -18,8 +19,8 @@ use crate::support::free_port;
 use std::path::Path;
 use std::process::Command;
 
-/// The README's runnable blocks, in order, each as its lines.
-fn runnable_blocks(markdown: &str) -> Vec<Vec<String>> {
+/// The runnable blocks of language `lang` (`sh`, `sql`), in order, each as its lines.
+fn runnable_blocks(markdown: &str, lang: &str) -> Vec<Vec<String>> {
     let mut blocks = Vec::new();
     // Inside a fence: Some(the lines collected, or None for a block not run).
     let mut fence: Option<Option<Vec<String>>> = None;
@@ -28,13 +29,13 @@ fn runnable_blocks(markdown: &str) -> Vec<Vec<String>> {
         match (info, fence.take()) {
             (Some(_), Some(block)) => blocks.extend(block),
             (Some(info), None) => {
-                let runs = match info.strip_prefix("sh") {
+                let runs = match info.strip_prefix(lang) {
                     Some("") => true,
                     Some(rest) if rest.starts_with(' ') => {
                         let reason = rest.trim().strip_prefix("no-run").map(str::trim);
                         assert!(
                             matches!(reason, Some(r) if r.len() > 2 && r.starts_with('(') && r.ends_with(')')),
-                            "a shell block left out says `no-run (why)`: ```{info}"
+                            "a block left out says `no-run (why)`: ```{info}"
                         );
                         false
                     }
@@ -96,7 +97,7 @@ fn copy_dir(from: &Path, to: &Path) {
 fn the_readme_runs_as_written() {
     let repo = Path::new(env!("CARGO_MANIFEST_DIR"));
     let readme = std::fs::read_to_string(repo.join("README.md")).expect("README.md");
-    let blocks = runnable_blocks(&readme);
+    let blocks = runnable_blocks(&readme, "sh");
     assert!(
         blocks.len() >= 3,
         "the README's runnable blocks: {blocks:?}"
