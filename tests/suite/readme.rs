@@ -1,6 +1,7 @@
 //! The README runs: its shell blocks, in order, as a newcomer types them, against the
-//! simulator, so a README that lies fails the suite; then every SQL recipe of the guide
-//! (`docs/guide/*.md`) runs on the ledger that run left.
+//! simulator, then the guide's (`docs/guide/*.md`, chapter by chapter), so a README or guide
+//! that lies fails the suite; then every SQL recipe of the guide runs on the ledger that run
+//! left.
 //!
 //! Every fenced block whose language is `sh` runs, one bash script for the whole file, in a
 //! directory holding copies of the repository's `config/`, `jobs/` and `maps/`; a block is left
@@ -11,15 +12,18 @@
 //!   binary is built, and the suite is the test command);
 //! - `demo` lists 1,000 items, not 100,000 (the same job, smaller: the test binary is a debug
 //!   build; the release demo's figures are BENCHMARKS.md's);
-//! - the simulator listens on a free port (`SYNCFLEET_SIM_LISTEN`, and the copied
-//!   `config/local.toml` points there), and after a line that starts it in the background the
-//!   script waits until it accepts connections (a person typing the next line is slower).
+//! - the simulator listens on a free port (`SYNCFLEET_SIM_LISTEN`; the copied
+//!   `config/local.toml` and the blocks' `127.0.0.1:7800` point there), and after a line that
+//!   starts it in the background the script waits until it accepts connections (a person
+//!   typing the next line is slower).
 
 use crate::support::free_port;
+use std::io::Write;
 use std::path::Path;
 use std::process::Command;
 
-/// The runnable blocks of language `lang` (`sh`, `sql`), in order, each as its lines.
+/// The runnable blocks of language `lang` (`sh`, which takes `bash` blocks too, or `sql`), in
+/// order, each as its lines.
 fn runnable_blocks(markdown: &str, lang: &str) -> Vec<Vec<String>> {
     let mut blocks = Vec::new();
     // Inside a fence: Some(the lines collected, or None for a block not run).
@@ -29,7 +33,13 @@ fn runnable_blocks(markdown: &str, lang: &str) -> Vec<Vec<String>> {
         match (info, fence.take()) {
             (Some(_), Some(block)) => blocks.extend(block),
             (Some(info), None) => {
-                let runs = match info.strip_prefix(lang) {
+                let shell = lang == "sh" && info.starts_with("bash");
+                let info_lang = if shell {
+                    info.replacen("bash", "sh", 1)
+                } else {
+                    info.to_string()
+                };
+                let runs = match info_lang.strip_prefix(lang) {
                     Some("") => true,
                     Some(rest) if rest.starts_with(' ') => {
                         let reason = rest.trim().strip_prefix("no-run").map(str::trim);
@@ -64,7 +74,8 @@ fn as_run(line: &str, sim_port: u16) -> String {
     }
     let mut l = line
         .replace("cargo run --release --", "syncfleet")
-        .replace("target/release/syncfleet", "syncfleet");
+        .replace("target/release/syncfleet", "syncfleet")
+        .replace("127.0.0.1:7800", &format!("127.0.0.1:{sim_port}"));
     if let Some(rest) = l.trim_start().strip_prefix("syncfleet demo") {
         if !rest.contains("--items") {
             l = format!("syncfleet demo --items 1000{rest}");
@@ -78,6 +89,17 @@ fn as_run(line: &str, sim_port: u16) -> String {
         );
     }
     l
+}
+
+/// The guide's chapters (`docs/guide/*.md`), in name order.
+fn guide_chapters(repo: &Path) -> Vec<std::path::PathBuf> {
+    let mut chapters: Vec<_> = std::fs::read_dir(repo.join("docs/guide"))
+        .expect("docs/guide")
+        .map(|e| e.expect("entry").path())
+        .filter(|p| p.extension().and_then(|e| e.to_str()) == Some("md"))
+        .collect();
+    chapters.sort();
+    chapters
 }
 
 fn copy_dir(from: &Path, to: &Path) {
@@ -97,11 +119,17 @@ fn copy_dir(from: &Path, to: &Path) {
 fn the_readme_runs_as_written() {
     let repo = Path::new(env!("CARGO_MANIFEST_DIR"));
     let readme = std::fs::read_to_string(repo.join("README.md")).expect("README.md");
-    let blocks = runnable_blocks(&readme, "sh");
+    let mut blocks = runnable_blocks(&readme, "sh");
     assert!(
         blocks.len() >= 3,
         "the README's runnable blocks: {blocks:?}"
     );
+    // Then the guide's, chapter by chapter, with the README's simulator still running.
+    let chapters = guide_chapters(repo);
+    for chapter in &chapters {
+        let text = std::fs::read_to_string(chapter).expect("a guide chapter");
+        blocks.extend(runnable_blocks(&text, "sh"));
+    }
 
     let dir = tempfile::tempdir().expect("tempdir");
     for sub in ["config", "jobs", "maps"] {
@@ -165,4 +193,36 @@ fn the_readme_runs_as_written() {
         finished, 3,
         "`status` shows the three jobs finished:\n{stdout}"
     );
+
+    // The guide's SQL recipes, every one, on the ledger that run left (SQLite).
+    let mut recipes = 0;
+    for path in &chapters {
+        let text = std::fs::read_to_string(path).expect("a guide chapter");
+        for block in runnable_blocks(&text, "sql") {
+            recipes += 1;
+            let sql = block.join("\n");
+            let mut child = Command::new("sqlite3")
+                .args(["-bail", "sim-ledger.db"])
+                .current_dir(dir.path())
+                .stdin(std::process::Stdio::piped())
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .expect("sqlite3");
+            child
+                .stdin
+                .take()
+                .expect("stdin")
+                .write_all(sql.as_bytes())
+                .expect("write the recipe");
+            let out = child.wait_with_output().expect("sqlite3 ran");
+            assert!(
+                out.status.success() && out.stderr.is_empty(),
+                "{}: a SQL recipe fails on the README's ledger:\n{sql}\n{}",
+                path.display(),
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+    }
+    assert!(recipes >= 3, "the guide's SQL recipes: {recipes}");
 }
