@@ -116,6 +116,97 @@ pub(crate) async fn run_worker(
     let unreachable = (rt.cfg.queue.unreachable_exit_s > 0)
         .then(|| Duration::from_secs(rt.cfg.queue.unreachable_exit_s));
     let monitor = monitor_queue(rt, opts.exit_when_idle, unreachable, shutdown.clone());
+    let duties = start_duties(rt, &gates, &gateway, &shutdown)?;
+    // 1688's pushed change messages (docs/design.md, "Continuous sync").
+    let receiver = match &opts.receive {
+        Some((addr, shop)) => Some(start_receiver(rt, *addr, shop, shutdown.clone()).await?),
+        None => None,
+    };
+    // Shops' tokens renewed before they end, once for the fleet (docs/design.md, "Token
+    // lifetimes"); the first look before the first task.
+    let tokens = start_token_keeper(rt).await?;
+    // Shops added to the ledger while the fleet runs weigh in the queue's order within a
+    // heartbeat.
+    let weights_loop = Some(tokio::spawn(rt.refresh_shop_weights(
+        Duration::from_secs(rt.cfg.queue.heartbeat_s.max(1)),
+        shutdown.clone(),
+    )));
+    let token_loop = tokens.clone().map(|keeper| {
+        tokio::spawn(crate::jobs::tokens::run_token_loop(
+            keeper,
+            shutdown.clone(),
+        ))
+    });
+    // Change messages (docs/design.md, "Continuous sync").
+    let listeners: Vec<_> = opts
+        .listen
+        .iter()
+        .map(|(platform, shop)| {
+            tokio::spawn(crate::jobs::listen::run_listen_loop(
+                gateway.clone(),
+                rt.store.clone(),
+                rt.cfg.clone(),
+                crate::jobs::listen::ListenTarget::new(&rt.cfg, *platform, shop.clone()),
+                shutdown.clone(),
+            ))
+        })
+        .collect();
+    // After the stop, items already calling get `queue.shutdown_grace_s` to finish and the
+    // rest of every chunk goes back uncharged; the margin covers recording and acks. A
+    // worker still busy past that exits anyway: its tasks are recovered as orphans.
+    let grace = Duration::from_secs(rt.cfg.queue.shutdown_grace_s) + STOP_MARGIN;
+    let stopping = shutdown.clone();
+    let work = rt.work_renewing(gateway, opts.concurrency, shutdown, tokens);
+    tokio::pin!(work);
+    let report = tokio::select! {
+        r = &mut work => Some(r),
+        _ = async { stopping.wait().await; tokio::time::sleep(grace).await } => None,
+    };
+    // The background loops see the stop and finish what they hold (each within 2 s, else it
+    // is cut): the probe and heal loops release their fleet leases (aborted, a lease stayed
+    // held for 1.5 intervals by a worker that was gone); a schedule look is a transaction (cut,
+    // it rolls back whole); a message batch is acknowledged only once recorded; a hook
+    // delivery cut off keeps its claim until it lapses and the next worker sends it again.
+    stopping.trigger();
+    for mut task in [receiver, token_loop, weights_loop]
+        .into_iter()
+        .flatten()
+        .chain(duties)
+        .chain(listeners)
+    {
+        if tokio::time::timeout(Duration::from_secs(2), &mut task)
+            .await
+            .is_err()
+        {
+            task.abort();
+        }
+    }
+    let why = if monitor.is_finished() {
+        monitor.await.ok().flatten()
+    } else {
+        monitor.abort();
+        None
+    };
+    if let Some(MonitorStop::Unreachable { for_s, error }) = why {
+        return Err(WorkerError::Unreachable { for_s, error });
+    }
+    let Some(report) = report else {
+        return Err(WorkerError::GraceExceeded {
+            grace_s: grace.as_secs(),
+        });
+    };
+    Ok(report?)
+}
+
+/// The periodic duties every worker runs beside its tasks: probes and the heal sweep (one
+/// worker of a fleet at a time, by lease), schedules and completion hooks. Each stops at
+/// `shutdown`; a duty its setting turns off is not started.
+fn start_duties(
+    rt: &Runtime,
+    gates: &crate::throttle::Gates,
+    gateway: &crate::link::Gateway,
+    shutdown: &Shutdown,
+) -> Result<Vec<tokio::task::JoinHandle<()>>, WorkerError> {
     // Probes: in a fleet only the holder of the probe lease runs them. `[probe] interval_s
     // = 0` turns them off (their sample calls would otherwise land in exact call counts).
     let probes = (rt.cfg.probe.interval_s > 0).then(|| {
@@ -165,41 +256,50 @@ pub(crate) async fn run_worker(
                 shutdown.clone(),
             ))
         });
-    // 1688's pushed change messages (docs/design.md, "Continuous sync").
-    let receiver = match &opts.receive {
-        Some((addr, shop)) => {
-            let secret = rt
-                .cfg
-                .platform(crate::platform::Platform::Alibaba)
-                .ok_or_else(|| {
-                    WorkerError::Receive("the config has no [platforms.alibaba]".into())
-                })?
-                .secret()
-                .map_err(|e| WorkerError::Receive(e.to_string()))?;
-            let listener = tokio::net::TcpListener::bind(addr)
-                .await
-                .map_err(|e| WorkerError::Receive(format!("cannot listen on {addr}: {e}")))?;
-            tracing::info!(%addr, shop, "receiving 1688's pushed change messages");
-            Some(tokio::spawn(crate::app::receiver::serve(
-                listener,
-                rt.store.clone(),
-                secret,
-                crate::jobs::listen::ListenTarget::new(
-                    &rt.cfg,
-                    crate::platform::Platform::Alibaba,
-                    shop.clone(),
-                ),
-                shutdown.clone(),
-            )))
-        }
-        None => None,
-    };
-    // Shops' tokens renewed before they end, once for the fleet (docs/design.md, "Token
-    // lifetimes"); the first look before the first task.
-    // With a token key, the shops of the ledger's directory too (docs/design.md, "Tokens at
-    // rest").
+    Ok([probes, heal, schedules, hooks]
+        .into_iter()
+        .flatten()
+        .collect())
+}
+
+/// Serve 1688's pushed change messages for `shop` on `addr` until `shutdown`.
+async fn start_receiver(
+    rt: &Runtime,
+    addr: std::net::SocketAddr,
+    shop: &str,
+    shutdown: Shutdown,
+) -> Result<tokio::task::JoinHandle<()>, WorkerError> {
+    let secret = rt
+        .cfg
+        .platform(crate::platform::Platform::Alibaba)
+        .ok_or_else(|| WorkerError::Receive("the config has no [platforms.alibaba]".into()))?
+        .secret()
+        .map_err(|e| WorkerError::Receive(e.to_string()))?;
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .map_err(|e| WorkerError::Receive(format!("cannot listen on {addr}: {e}")))?;
+    tracing::info!(%addr, shop, "receiving 1688's pushed change messages");
+    Ok(tokio::spawn(crate::app::receiver::serve(
+        listener,
+        rt.store.clone(),
+        secret,
+        crate::jobs::listen::ListenTarget::new(
+            &rt.cfg,
+            crate::platform::Platform::Alibaba,
+            shop.to_string(),
+        ),
+        shutdown,
+    )))
+}
+
+/// The keeper of the shops' tokens, when any shop's can be renewed: the config's renewable
+/// shops, and with a token key the ledger's directory (docs/design.md, "Tokens at rest").
+/// Its first look is done before the first task.
+async fn start_token_keeper(
+    rt: &Runtime,
+) -> Result<Option<Arc<crate::jobs::tokens::TokenKeeper>>, WorkerError> {
     let ring = crate::seal::SealKeys::from_env()?;
-    let tokens = if rt.cfg.renewable_shops().is_empty() && ring.is_none() {
+    Ok(if rt.cfg.renewable_shops().is_empty() && ring.is_none() {
         None
     } else {
         let keeper = Arc::new(
@@ -208,85 +308,7 @@ pub(crate) async fn run_worker(
         );
         keeper.look().await;
         Some(keeper)
-    };
-    // Shops added to the ledger while the fleet runs weigh in the queue's order within a
-    // heartbeat.
-    let weights_loop = Some(tokio::spawn(rt.refresh_shop_weights(
-        Duration::from_secs(rt.cfg.queue.heartbeat_s.max(1)),
-        shutdown.clone(),
-    )));
-    let token_loop = tokens.clone().map(|keeper| {
-        tokio::spawn(crate::jobs::tokens::run_token_loop(
-            keeper,
-            shutdown.clone(),
-        ))
-    });
-    // Change messages (docs/design.md, "Continuous sync").
-    let listeners: Vec<_> = opts
-        .listen
-        .iter()
-        .map(|(platform, shop)| {
-            tokio::spawn(crate::jobs::listen::run_listen_loop(
-                gateway.clone(),
-                rt.store.clone(),
-                rt.cfg.clone(),
-                crate::jobs::listen::ListenTarget::new(&rt.cfg, *platform, shop.clone()),
-                shutdown.clone(),
-            ))
-        })
-        .collect();
-    // After the stop, items already calling get `queue.shutdown_grace_s` to finish and the
-    // rest of every chunk goes back uncharged; the margin covers recording and acks. A
-    // worker still busy past that exits anyway: its tasks are recovered as orphans.
-    let grace = Duration::from_secs(rt.cfg.queue.shutdown_grace_s) + STOP_MARGIN;
-    let stopping = shutdown.clone();
-    let work = rt.work_renewing(gateway, opts.concurrency, shutdown, tokens);
-    tokio::pin!(work);
-    let report = tokio::select! {
-        r = &mut work => Some(r),
-        _ = async { stopping.wait().await; tokio::time::sleep(grace).await } => None,
-    };
-    // The background loops see the stop and finish what they hold (each within 2 s, else it
-    // is cut): the probe and heal loops release their fleet leases (aborted, a lease stayed
-    // held for 1.5 intervals by a worker that was gone); a schedule look is a transaction (cut,
-    // it rolls back whole); a message batch is acknowledged only once recorded; a hook
-    // delivery cut off keeps its claim until it lapses and the next worker sends it again.
-    stopping.trigger();
-    for mut task in [
-        probes,
-        heal,
-        schedules,
-        hooks,
-        receiver,
-        token_loop,
-        weights_loop,
-    ]
-    .into_iter()
-    .flatten()
-    .chain(listeners)
-    {
-        if tokio::time::timeout(Duration::from_secs(2), &mut task)
-            .await
-            .is_err()
-        {
-            task.abort();
-        }
-    }
-    let why = if monitor.is_finished() {
-        monitor.await.ok().flatten()
-    } else {
-        monitor.abort();
-        None
-    };
-    if let Some(MonitorStop::Unreachable { for_s, error }) = why {
-        return Err(WorkerError::Unreachable { for_s, error });
-    }
-    let Some(report) = report else {
-        return Err(WorkerError::GraceExceeded {
-            grace_s: grace.as_secs(),
-        });
-    };
-    Ok(report?)
+    })
 }
 
 /// Trigger `shutdown` on SIGTERM or SIGINT: stop fetching, finish in-flight tasks, exit.
