@@ -5,7 +5,7 @@
 use super::log::{log_send, log_would_reject};
 use super::{Bulkhead, CallContext, Gateway, LinkError, LinkErrorKind};
 use crate::link::breaker::{Decision, Outcome};
-use crate::platform::{ApiRequest, ApiResponse, CallError, ErrorClass, Platform};
+use crate::platform::{Api, ApiRequest, ApiResponse, CallError, ErrorClass, Platform};
 use crate::store::CallClass;
 use crate::throttle::{GateOutcome, GateRefusal, Lane};
 use std::time::{Duration, Instant};
@@ -123,26 +123,7 @@ impl Gateway {
         let api = req.api();
         let class_timeout = self.read_timeout(api);
         // 1. Breaker (calls only: a probe must see the upstream even while it is open).
-        let probe = match mode {
-            Mode::Call { .. } => match self.admit(platform, api).await {
-                Decision::Reject { retry_in } => {
-                    self.bump(platform, api, |c| c.breaker_rejects += 1);
-                    return Err(Refusal {
-                        kind: LinkErrorKind::BreakerOpen,
-                        class: None,
-                        message: format!("breaker open for {platform} {api}"),
-                        retry_at: Some(retry_in),
-                    });
-                }
-                decision => {
-                    if let Decision::WouldReject { retry_in } = decision {
-                        log_would_reject(platform, api, retry_in);
-                    }
-                    decision.is_probe()
-                }
-            },
-            Mode::Probe { .. } => false,
-        };
+        let probe = self.breaker_admission(platform, api, mode).await?;
         // Every admitted half-open probe gets a verdict, whatever stops the attempt.
         let refuse = |r: Refusal| {
             if probe {
@@ -192,24 +173,13 @@ impl Gateway {
             None => return refuse(Refusal::halted()),
         };
         // 4. Bulkhead slot: a slow platform cannot take another's connections.
-        let slot =
-            match tokio::time::timeout(bulkhead.pool_wait, bulkhead.slots.clone().acquire_owned())
-                .await
-            {
-                Ok(Ok(slot)) => slot,
-                _ => {
-                    drop(permit);
-                    return refuse(Refusal {
-                        kind: LinkErrorKind::Busy,
-                        class: Some(ErrorClass::Slow),
-                        message: format!(
-                            "no {platform} connection slot within {} ms",
-                            bulkhead.pool_wait.as_millis()
-                        ),
-                        retry_at: Some(Duration::from_secs(1)),
-                    });
-                }
-            };
+        let slot = match bulkhead_slot(bulkhead, platform).await {
+            Ok(slot) => slot,
+            Err(r) => {
+                drop(permit);
+                return refuse(r);
+            }
+        };
         // 5. Send, with the slice the budget grants now (the gate may have waited); not at
         // all if the call was halted meanwhile.
         if let Mode::Call { ctx, .. } = mode {
@@ -244,8 +214,57 @@ impl Gateway {
         drop(slot);
         drop(permit);
         // 6. Classify and record.
+        let sent = Sent { result, took };
+        self.record_sent(platform, api, mode, &sent, sent_wall, probe);
+        Ok(sent)
+    }
+
+    /// The breaker's word on a call (a probe of the platform's health is not asked): a
+    /// refusal while it is open, else whether the call is a half-open probe that owes it a
+    /// verdict.
+    async fn breaker_admission(
+        &self,
+        platform: Platform,
+        api: Api,
+        mode: Mode<'_>,
+    ) -> Result<bool, Refusal> {
+        if let Mode::Probe { .. } = mode {
+            return Ok(false);
+        }
+        match self.admit(platform, api).await {
+            Decision::Reject { retry_in } => {
+                self.bump(platform, api, |c| c.breaker_rejects += 1);
+                Err(Refusal {
+                    kind: LinkErrorKind::BreakerOpen,
+                    class: None,
+                    message: format!("breaker open for {platform} {api}"),
+                    retry_at: Some(retry_in),
+                })
+            }
+            decision => {
+                if let Decision::WouldReject { retry_in } = decision {
+                    log_would_reject(platform, api, retry_in);
+                }
+                Ok(decision.is_probe())
+            }
+        }
+    }
+
+    /// What a request that went on the wire leaves behind: its call line (calls), its count
+    /// in the ledger, its report to the gate (a send spends quota whoever made it) and the
+    /// breaker's sample (calls; `probe`: it was the half-open probe).
+    fn record_sent(
+        &self,
+        platform: Platform,
+        api: Api,
+        mode: Mode<'_>,
+        sent: &Sent,
+        sent_wall: std::time::SystemTime,
+        probe: bool,
+    ) {
+        let Sent { result, took } = sent;
         if let Mode::Call { ctx, sends_before } = mode {
-            log_send(platform, api, ctx, &result, took, sends_before);
+            log_send(platform, api, ctx, result, *took, sends_before);
         }
         self.ledger_add(
             platform,
@@ -256,10 +275,10 @@ impl Gateway {
         );
         self.inner
             .gates
-            .report_sent(platform, api, GateOutcome::of(&result), sent_wall);
+            .report_sent(platform, api, GateOutcome::of(result), sent_wall);
         if let Mode::Call { .. } = mode {
-            let slow = took > Duration::from_millis(self.inner.link.breaker.slow_call_ms);
-            let outcome = match &result {
+            let slow = *took > Duration::from_millis(self.inner.link.breaker.slow_call_ms);
+            let outcome = match result {
                 Ok(_) => Outcome::Success { slow },
                 Err(e) if e.class == ErrorClass::Retry => Outcome::Failure { slow },
                 // Caller errors and rate limits say nothing about upstream health.
@@ -267,7 +286,6 @@ impl Gateway {
             };
             self.record_breaker(platform, api, outcome, probe);
         }
-        Ok(Sent { result, took })
     }
 
     /// One raw attempt for probes: gate → bulkhead → HTTP, no breaker, retry or stale. The
@@ -319,5 +337,25 @@ impl Drop for OnWire<'_> {
         if let Some(g) = self.gates {
             g.report_sent(self.platform, self.api, GateOutcome::Failure, self.sent);
         }
+    }
+}
+
+/// A connection slot of `bulkhead` within its pool wait: a slow platform cannot take another's
+/// connections.
+async fn bulkhead_slot(
+    bulkhead: &Bulkhead,
+    platform: Platform,
+) -> Result<tokio::sync::OwnedSemaphorePermit, Refusal> {
+    match tokio::time::timeout(bulkhead.pool_wait, bulkhead.slots.clone().acquire_owned()).await {
+        Ok(Ok(slot)) => Ok(slot),
+        _ => Err(Refusal {
+            kind: LinkErrorKind::Busy,
+            class: Some(ErrorClass::Slow),
+            message: format!(
+                "no {platform} connection slot within {} ms",
+                bulkhead.pool_wait.as_millis()
+            ),
+            retry_at: Some(Duration::from_secs(1)),
+        }),
     }
 }
