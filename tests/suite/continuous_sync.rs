@@ -267,27 +267,10 @@ async fn a_platform_clock_behind_the_hosts_skips_no_change() {
     let mut h = Harness::start(sim, &ClientOpts::default()).await;
     // The worker has heard from the platform (a one-off order job) before the schedule.
     run_one_job(&mut h).await;
-    let out = h.run(&[
-        "schedule",
-        "add",
-        "orders",
-        "--platform",
-        "taobao",
-        "--shop",
-        "s1",
-        "--every",
-        "2s",
-        "--lag",
-        "2s",
-        "--overlap",
-        "10s",
-    ]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let id = h.store.schedules().await.expect("schedules")[0].schedule.id;
+    // No --since: where the first window starts is the clocks' to decide.
+    let id = h
+        .add_order_schedule_since("taobao", "s1", "2s", "2s", "10s", None)
+        .await;
     let begun = h.sim.now();
     wait_until(
         "every order changed since the schedule began at its state of 15 s ago",

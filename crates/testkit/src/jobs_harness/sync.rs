@@ -32,7 +32,22 @@ impl Harness {
         overlap: &str,
     ) -> i64 {
         let since = (Utc::now() - chrono::Duration::seconds(5)).to_rfc3339();
-        let out = self.run(&[
+        self.add_order_schedule_since(platform, shop, every, lag, overlap, Some(&since))
+            .await
+    }
+
+    /// `schedule add orders` for `shop`, from `since` (the host's clock), or when `None` from
+    /// the schedule's own start (the clocks it trusts decide it); returns its id.
+    pub async fn add_order_schedule_since(
+        &self,
+        platform: &str,
+        shop: &str,
+        every: &str,
+        lag: &str,
+        overlap: &str,
+        since: Option<&str>,
+    ) -> i64 {
+        let mut args = vec![
             "schedule",
             "add",
             "orders",
@@ -46,9 +61,11 @@ impl Harness {
             lag,
             "--overlap",
             overlap,
-            "--since",
-            &since,
-        ]);
+        ];
+        if let Some(since) = since {
+            args.extend(["--since", since]);
+        }
+        let out = self.run(&args);
         assert!(
             out.status.success(),
             "schedule add: {}",
