@@ -2,6 +2,7 @@
 //! falling back to `default`, and the limit kinds.
 
 use super::*;
+use std::path::Path;
 
 #[test]
 fn shipped_file_parses_with_demo_apps() {
