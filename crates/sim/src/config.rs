@@ -67,8 +67,10 @@ pub enum LimitKind {
 }
 
 impl LimitKind {
+    /// Every kind, in declaration order.
     pub const ALL: [LimitKind; 3] = [LimitKind::Fixed, LimitKind::Sliding, LimitKind::Bucket];
 
+    /// The lowercase name, as the config and the drills spell it (`fixed`, `sliding`, `bucket`).
     pub fn as_str(self) -> &'static str {
         match self {
             LimitKind::Fixed => "fixed",

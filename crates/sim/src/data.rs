@@ -29,7 +29,9 @@ fn unit(h: u64) -> f64 {
 /// images and description (docs/wire-formats.md, "Reads").
 #[derive(Debug, Clone, PartialEq)]
 pub struct ItemData {
+    /// The item's id: 1..=items in the catalog, from [`CREATED_ID_BASE`] when written.
     pub id: u64,
+    /// The title (adjective, noun and `#id` for catalog items).
     pub title: String,
     /// With SKUs: the lowest SKU price.
     pub price_cents: u64,
@@ -39,20 +41,24 @@ pub struct ItemData {
     pub category: u64,
     /// (name, value) of the item's attributes.
     pub attributes: Vec<(&'static str, &'static str)>,
+    /// The SKUs; empty for a product without variants.
     pub skus: Vec<SkuData>,
     /// Image paths relative to 1688's image host, as 1688 gives them.
     pub images: Vec<String>,
+    /// The description (HTML for catalog items).
     pub description: String,
 }
 
 /// One SKU of a catalog product.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SkuData {
+    /// The SKU's id.
     pub id: u64,
     /// (spec name, value): colour, and size for clothes.
     pub specs: Vec<(&'static str, &'static str)>,
     /// The distributor's price (1688 `consignPrice`).
     pub price_cents: u64,
+    /// The SKU's stock.
     pub quantity: u32,
 }
 
@@ -71,9 +77,11 @@ pub const CATEGORIES: [(u64, bool); 8] = [
 
 /// The catalog's SKU spec values.
 pub const COLOURS: [&str; 4] = ["黑色", "白色", "红色", "蓝色"];
+/// The sizes clothes come in (`尺码`).
 pub const SIZES: [&str; 3] = ["S", "M", "L"];
 /// The catalog's attributes: (name, values).
 pub const MATERIALS: [&str; 4] = ["棉", "涤纶", "陶瓷", "不锈钢"];
+/// The places of origin (`产地`).
 pub const ORIGINS: [&str; 3] = ["广州", "义乌", "深圳"];
 
 const ADJ: [&str; 8] = [
@@ -154,6 +162,8 @@ pub fn catalog_item(seed: u64, items: u64, id: u64) -> Option<ItemData> {
     })
 }
 
+/// Cents as a decimal price with two decimals (`1250` → `12.50`), the inverse of
+/// [`parse_price`].
 pub fn format_price(cents: u64) -> String {
     format!("{}.{:02}", cents / 100, cents % 100)
 }
@@ -183,7 +193,9 @@ pub enum OrderState {
     Created,
     /// Paid, not shipped.
     Unshipped,
+    /// Shipped, not signed for yet: its trace gains steps ([`trace`]).
     Shipped,
+    /// Signed for by the buyer.
     Signed,
     /// Closed unpaid (live orders only).
     Closed,
@@ -191,23 +203,31 @@ pub enum OrderState {
     Refunded,
 }
 
+/// An order as the platforms list it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct OrderData {
+    /// The order's id.
     pub id: u64,
     /// Unix seconds.
     pub modified: i64,
+    /// Where the order is in its life.
     pub state: OrderState,
+    /// The order's amount in cents.
     pub amount_cents: u64,
 }
 
 /// One shop's orders sorted by (modified, id), so a window is a binary search.
 #[derive(Debug, Clone)]
 pub struct Shop {
+    /// The orders, sorted by (modified, id).
     pub orders: Vec<OrderData>,
     by_id: HashMap<u64, usize>,
 }
 
 impl Shop {
+    /// The orders of shop `shop` (an app's index) for `seed`: `cfg.per_shop` of them, modified
+    /// within the `cfg.days` from `cfg.start` (GMT+8), shipped and signed in the configured
+    /// shares. The same arguments always give the same orders.
     pub fn generate(seed: u64, shop: u64, cfg: &OrdersConfig) -> Shop {
         let start = china_offset()
             .from_local_datetime(&cfg.start)
@@ -246,6 +266,7 @@ impl Shop {
         &self.orders[lo..hi]
     }
 
+    /// The order `id`, if the shop has it.
     pub fn get(&self, id: u64) -> Option<&OrderData> {
         self.by_id.get(&id).map(|&i| &self.orders[i])
     }
@@ -254,16 +275,22 @@ impl Shop {
 /// Kind of a trace step; each platform spells them its own way.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum StepKind {
+    /// Picked up by the carrier.
     Got,
+    /// In transit.
     Transport,
+    /// Signed for: the last step.
     Signed,
 }
 
+/// One step of an order's logistics trace ([`trace`]).
 #[derive(Debug, Clone, PartialEq)]
 pub struct TraceStep {
     /// Unix seconds.
     pub at: i64,
+    /// What happened.
     pub kind: StepKind,
+    /// The carrier's words for it (in Chinese, as the platforms give them).
     pub remark: String,
 }
 
@@ -337,6 +364,7 @@ pub struct Written {
 /// What an item_add did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct AddOutcome {
+    /// The new product's id (from [`CREATED_ID_BASE`]).
     pub id: u64,
     /// Unix seconds.
     pub created: i64,
@@ -366,6 +394,7 @@ impl Written {
         }
     }
 
+    /// The written product `id`, if any.
     pub fn get(&self, id: u64) -> Option<&ItemData> {
         self.items.get(&id)
     }

@@ -23,6 +23,7 @@ pub struct LimitOverride {
 }
 
 impl LimitOverride {
+    /// Whether this override applies to `api` on `platform`.
     pub fn matches(&self, platform: Platform, api: Api) -> bool {
         self.api == api && self.platform.is_none_or(|p| p == platform)
     }
@@ -34,9 +35,12 @@ impl LimitOverride {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct LimitKindOverride {
+    /// The API whose limit kind changes.
     pub api: Api,
+    /// Only this platform; `None` = every platform.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub platform: Option<Platform>,
+    /// How the per-second limit is counted; `None` leaves it unchanged.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kind: Option<LimitKind>,
     /// `bucket` only: the bucket size.
@@ -45,6 +49,7 @@ pub struct LimitKindOverride {
 }
 
 impl LimitKindOverride {
+    /// Whether this override applies to `api` on `platform`.
     pub fn matches(&self, platform: Platform, api: Api) -> bool {
         self.api == api && self.platform.is_none_or(|p| p == platform)
     }
@@ -93,7 +98,9 @@ pub struct Drill {
     /// upstream or proxy), declared in Content-Length or not (`huge_answer_declared`).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub huge_answer_items: Vec<u64>,
+    /// The huge answer's size in bytes (2 GiB when items are set without a size).
     pub huge_answer_bytes: u64,
+    /// Whether the huge answer declares its length in Content-Length.
     pub huge_answer_declared: bool,
     /// An order window changes under its walk, once per app: at the first order-list call
     /// for a page after the first, the first order of page 1 changes (it leaves the window);
@@ -129,6 +136,7 @@ pub enum DrillError {
 }
 
 impl Drill {
+    /// Check the values: ratios within 0..=1, limits and bucket sizes at least 1.
     pub fn validate(&self) -> Result<(), DrillError> {
         for ratio in [
             self.error_ratio,

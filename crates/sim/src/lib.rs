@@ -22,6 +22,8 @@
 //! `POST /openapi/param2/1/{namespace}/{apiName}/{appKey}` (1688); admin: `GET /admin/stats`,
 //! `POST /admin/reset`, `GET|POST /admin/drill`.
 
+#![warn(missing_docs)]
+
 // The wire layer, under the names the simulator's modules use.
 use syncfleet_wire::{file_problem, platform, secret, time};
 

@@ -74,14 +74,18 @@ impl Default for LiveOrders {
 /// One change of a live order: at `at` (unix seconds) it entered `state`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Change {
+    /// Unix seconds.
     pub at: i64,
+    /// The state the order entered.
     pub state: OrderState,
 }
 
 /// The life of one live order: its id, amount and every change it will go through.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Life {
+    /// The order's id.
     pub id: u64,
+    /// The order's amount in cents.
     pub amount_cents: u64,
     /// In time order; the first is the creation.
     pub changes: Vec<Change>,
@@ -107,12 +111,15 @@ fn unit(h: u64) -> f64 {
 /// The live orders of one shop of one app.
 #[derive(Debug, Clone, Copy)]
 pub struct LiveShop<'a> {
+    /// How live orders behave.
     pub cfg: &'a LiveOrders,
+    /// The simulator's seed.
     pub seed: u64,
     /// Unix seconds the simulator started: order 0 is created then.
     pub started: i64,
     /// The app's index and the shop's number within the app (0: the app's own session).
     pub app: usize,
+    /// The shop's number within the app (see `app`).
     pub shop: usize,
 }
 

@@ -98,6 +98,7 @@ impl TokenBook {
             .collect()
     }
 
+    /// Zero every shop's counts; the tokens themselves stay.
     pub fn reset(&self) {
         self.stats.lock().unwrap_or_else(|e| e.into_inner()).clear();
     }

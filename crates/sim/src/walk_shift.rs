@@ -124,6 +124,7 @@ impl WalkShift {
         }
     }
 
+    /// Forget what the drill changed, for every app.
     pub fn reset(&self) {
         self.lock().clear();
     }

@@ -4,6 +4,8 @@
 //! day and clock, secrets and their sealing at rest, and the problems found in a file a
 //! person wrote. It knows nothing of jobs, queues, gates or the configuration file.
 
+#![warn(missing_docs)]
+
 pub mod file_problem;
 pub mod platform;
 pub mod seal;

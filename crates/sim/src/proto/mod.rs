@@ -30,19 +30,31 @@ use verify::verify;
 /// Why a call failed, before the platform spells it.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Failure {
+    /// Over the API's per-second limit; the ban in seconds.
     Limited(u64),
+    /// The API's daily quota is spent; seconds to the day's reset.
     QuotaSpent(u64),
     /// The app key's daily count over all its APIs is spent.
     AppQuotaSpent(u64),
+    /// Service busy: a transient, Retry-class error.
     Busy,
+    /// The signature does not match.
     Signature,
+    /// No app with this key on this platform.
     AppKey,
+    /// The timestamp is missing, malformed or out of the allowed skew.
     Timestamp,
+    /// The session is refused: unknown, ended, or refused by a drill.
     Session,
+    /// A required parameter is missing (named).
     Missing(String),
+    /// A parameter is invalid (named, or what is wrong with it).
     Invalid(String),
+    /// The method (or 1688 path) names no API the simulator knows.
     Method,
+    /// No such object: what it is (`item`, `order`, ...) and its id.
     NotFound(&'static str, String),
+    /// The request body exceeds this many bytes.
     TooLarge(usize),
     /// A permanent business error with an unmapped code, worded like a limit.
     WordedLimit,
@@ -66,7 +78,9 @@ impl Failure {
 /// A platform answer: HTTP status and JSON body.
 #[derive(Debug)]
 pub struct Answer {
+    /// The HTTP status.
     pub status: StatusCode,
+    /// The JSON body.
     pub body: Value,
 }
 
@@ -82,10 +96,13 @@ impl Answer {
 /// What the handler does with the request.
 #[derive(Debug)]
 pub enum Reply {
+    /// Send this answer.
     Answer(Answer),
     /// A body of this many bytes, with its length declared or not (the huge-answer drill).
     Huge {
+        /// The body's size in bytes.
         bytes: u64,
+        /// Whether Content-Length declares it.
         declared: bool,
     },
     /// Idle-close drill: never answer, hold, then close the connection.
@@ -96,7 +113,9 @@ pub enum Reply {
 
 /// The request's parameters: form pairs (TOP, 1688) or the fields of `360buy_param_json` (JD).
 pub enum Params {
+    /// The form pairs, in the order received.
     Form(Vec<(String, String)>),
+    /// The fields of JD's `360buy_param_json`.
     Json(Map<String, Value>),
 }
 
@@ -129,6 +148,7 @@ impl Params {
     }
 }
 
+/// The value of `key` among form pairs; the last one when it repeats.
 pub fn form_get<'a>(pairs: &'a [(String, String)], key: &str) -> Option<&'a str> {
     pairs
         .iter()
@@ -164,8 +184,11 @@ pub fn unattributed(sim: &Sim, platform: Platform, f: Failure) -> Reply {
 
 /// Everything identified about a call before admission.
 pub struct Call {
+    /// The platform called.
     pub platform: Platform,
+    /// The app's index in [`Sim::apps`].
     pub app: usize,
+    /// The API called.
     pub api: Api,
     /// How long the connection was idle before this request (ms), if known.
     pub idle_ms: Option<u64>,

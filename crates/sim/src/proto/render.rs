@@ -136,6 +136,8 @@ pub(super) fn render_found(
     }
 }
 
+/// How platform `p` spells order state `s` (TOP `WAIT_SELLER_SEND_GOODS`, JD
+/// `WAIT_SELLER_STOCK_OUT`, 1688 `waitsellersend`, ...).
 pub fn order_status(p: Platform, s: OrderState) -> &'static str {
     match (p, s) {
         (Platform::Taobao, OrderState::Unshipped) => "WAIT_SELLER_SEND_GOODS",

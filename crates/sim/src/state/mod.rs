@@ -34,17 +34,21 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 /// What the admission check decided for one call.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Admit {
+    /// Admitted.
     Ok,
     /// Over the per-second limit: banned until the window frees.
     Limited {
+        /// Seconds the ban lasts.
         ban_s: u64,
     },
     /// Daily quota spent: banned until the day's end.
     QuotaSpent {
+        /// Seconds to the day's reset.
         ban_s: u64,
     },
     /// The app's daily count over all its APIs is spent: banned until the day's end.
     AppQuotaSpent {
+        /// Seconds to the day's reset.
         ban_s: u64,
     },
 }
@@ -52,11 +56,17 @@ pub enum Admit {
 /// How a call was answered, for the counters.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Outcome {
+    /// Answered successfully.
     Ok,
+    /// Refused by the per-second limit.
     RejectedLimit,
+    /// Refused because a daily quota (the API's or the app's) was spent.
     RejectedQuota,
+    /// A Retry-class error.
     Retry,
+    /// A Fatal-class error.
     Fatal,
+    /// An error a client classes Unknown (a business failure in a success body).
     Unknown,
 }
 
@@ -78,8 +88,11 @@ struct Counters {
 /// One (app, api).
 #[derive(Debug)]
 pub struct Slot {
+    /// The app's platform.
     pub platform: Platform,
+    /// The API.
     pub api: Api,
+    /// The app's key.
     pub app_key: String,
     per_second: AtomicU64,
     /// `LimitKind` as its index in `LimitKind::ALL`.
@@ -89,6 +102,7 @@ pub struct Slot {
     daily: AtomicU64,
     /// Seconds every call is refused after a rejection (TOP's ban; 0 = none).
     ban_s: u64,
+    /// Latency added to each admitted call: (median, p95) in ms.
     pub latency: (u64, u64),
     window: Mutex<Window>,
     counters: Counters,
@@ -217,6 +231,7 @@ impl Slot {
         }
     }
 
+    /// Count how a call was answered.
     pub fn record(&self, outcome: Outcome) {
         let c = &self.counters;
         match outcome {
@@ -230,6 +245,7 @@ impl Slot {
         .fetch_add(1, Relaxed);
     }
 
+    /// Count a product made with a seller's code another product of the shop already carried.
     pub fn duplicate_write(&self) {
         self.counters.duplicate_writes.fetch_add(1, Relaxed);
     }
@@ -239,6 +255,7 @@ impl Slot {
         self.counters.answers_lost.fetch_add(1, Relaxed);
     }
 
+    /// Count a request the idle-close drill dropped.
     pub fn idle_closed(&self) {
         self.counters.idle_closed.fetch_add(1, Relaxed);
     }
@@ -304,8 +321,11 @@ impl Slot {
 /// One configured app at run time.
 #[derive(Debug)]
 pub struct AppRt {
+    /// The app as configured.
     pub cfg: SimApp,
+    /// Its generated orders.
     pub shop: Shop,
+    /// The products item_add made for it.
     pub written: Mutex<Written>,
     /// Its change messages: who got and confirmed what.
     pub messages: Mutex<MessageQueue>,
@@ -352,7 +372,9 @@ impl AppRt {
 /// Everything the handlers share.
 #[derive(Debug)]
 pub struct Sim {
+    /// The configuration it runs with.
     pub cfg: SimConfig,
+    /// The configured apps, in config order (a call's `app` is an index here).
     pub apps: Vec<AppRt>,
     by_key: HashMap<(Platform, String), usize>,
     slots: Vec<Slot>,
@@ -383,6 +405,8 @@ impl Sim {
         Utc::now() + chrono::Duration::seconds(self.cfg.clock_offset_s)
     }
 
+    /// The simulator for `cfg`, with `cfg.drill` in force; refuses an invalid drill or an app
+    /// key given twice on one platform.
     pub fn new(cfg: SimConfig) -> Result<Sim, super::SimError> {
         cfg.drill.validate()?;
         let mut apps = Vec::new();
@@ -472,18 +496,22 @@ impl Sim {
             .collect()
     }
 
+    /// The slot of (app `app`, `api`).
     pub fn slot(&self, app: usize, api: Api) -> &Slot {
         &self.slots[self.apps[app].slot_base + api_index(api)]
     }
 
+    /// Count a request that could not be pinned to an (app, api).
     pub fn unattributed(&self) {
         self.unattributed.fetch_add(1, Relaxed);
     }
 
+    /// A fresh request id (`sim` and a hex sequence number).
     pub fn request_id(&self) -> String {
         format!("sim{:x}", self.request_seq.fetch_add(1, Relaxed) + 1)
     }
 
+    /// The drills in force (a copy).
     pub fn drill(&self) -> Drill {
         self.drill.read().unwrap_or_else(|e| e.into_inner()).clone()
     }
@@ -579,6 +607,8 @@ impl Sim {
         });
     }
 
+    /// Start the counters afresh (`POST /admin/reset`): limit windows, counters, quotas,
+    /// written products, shop and token counts and the walk-shift drill's changes. Drills stay.
     pub fn reset(&self) {
         lock(&self.shop_calls).clear();
         self.tokens.reset();
@@ -594,6 +624,7 @@ impl Sim {
         self.unattributed.store(0, Relaxed);
     }
 
+    /// A snapshot of the counters (`GET /admin/stats`).
     pub fn stats(&self) -> SimStats {
         let now = Utc::now();
         let apis: Vec<ApiStats> = self.slots.iter().map(|s| s.snapshot(now)).collect();

@@ -12,6 +12,8 @@ pub struct ErrorCounts {
     pub retry: u64,
     /// Fatal-class errors (bad signature, timestamp, session or parameters; TOP's not-found).
     pub fatal: u64,
+    /// Unknown-class errors (business failures in a success body: JD's and 1688's not-found,
+    /// the worded-limit drill).
     pub unknown: u64,
 }
 
@@ -67,9 +69,13 @@ pub struct ApiStats {
 pub struct Totals {
     /// Calls of every (app, api) (`unattributed` requests not included).
     pub calls: u64,
+    /// Calls answered successfully.
     pub ok: u64,
+    /// Calls refused by a per-second limit.
     pub rejected_limit: u64,
+    /// Calls refused because a daily quota was spent.
     pub rejected_quota: u64,
+    /// Calls answered with any other error, by class.
     pub errors_by_class: ErrorCounts,
     /// Calls counted against today's quotas, all apps.
     pub quota_used_today: u64,
@@ -127,6 +133,7 @@ pub struct AppStats {
 /// A snapshot of the counters (`GET /admin/stats`, `SimHandle::stats`).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SimStats {
+    /// Per (app, api).
     pub apis: Vec<ApiStats>,
     /// Sums over all (app, api).
     pub totals: Totals,

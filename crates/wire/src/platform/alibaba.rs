@@ -27,6 +27,7 @@ pub fn format_time(t: DateTime<Utc>) -> String {
         .to_string()
 }
 
+/// A time in 1688's format ([`format_time`]); `None` when it is not one.
 pub fn parse_time(s: &str) -> Option<DateTime<Utc>> {
     DateTime::parse_from_str(s.trim(), "%Y%m%d%H%M%S%3f%z")
         .ok()

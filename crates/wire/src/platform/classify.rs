@@ -36,6 +36,8 @@ pub enum TransportError {
 }
 
 impl TransportError {
+    /// The short name used in codes and messages (`connect`, `timeout`, `peer_closed`,
+    /// `transport`, `body_too_large`).
     pub fn as_str(self) -> &'static str {
         match self {
             TransportError::Connect => "connect",
@@ -53,7 +55,9 @@ impl TransportError {
 pub struct CallError {
     /// What the link layer does with this error.
     pub class: ErrorClass,
+    /// The platform called.
     pub platform: Platform,
+    /// The API called.
     pub api: Api,
     /// The platform's code (`7`, `isv.invalid-signature` is in `message`; 1688 `gw.*`), or
     /// `http_<status>`, `transport`, `parse` for errors without one.
@@ -69,6 +73,7 @@ pub struct CallError {
     /// `accesscontrol.limited-by-app-access-count`, 1688 `gw.NoUsageLeftError`): every gate
     /// of the platform stops until the reset, not this API's alone.
     pub app_quota: bool,
+    /// The answer's HTTP status, or `None` when none came (a transport failure).
     pub http_status: Option<u16>,
     /// The failure below HTTP, or `None` when the platform answered.
     pub transport: Option<TransportError>,
@@ -195,6 +200,7 @@ impl CallError {
         }
     }
 
+    /// A body we could not understand (`message` says what): `Unknown`, code `parse`.
     pub fn parse(platform: Platform, api: Api, http_status: u16, message: String) -> Self {
         CallError {
             class: ErrorClass::Unknown,

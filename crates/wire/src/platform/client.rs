@@ -14,7 +14,9 @@ use std::time::Duration;
 /// string when the body is not JSON, e.g. an HTML 502 page).
 #[derive(Debug, Clone, PartialEq)]
 pub struct RawResponse {
+    /// The HTTP status.
     pub http_status: u16,
+    /// The body: JSON, or its text as a JSON string.
     pub body: Value,
 }
 
@@ -36,14 +38,19 @@ pub enum ClientError {
     /// `platforms.<p>.endpoint` does not parse as a URL.
     #[error("platforms.{platform}.endpoint `{endpoint}` is not a URL: {error}")]
     BadEndpoint {
+        /// The platform whose endpoint it is.
         platform: Platform,
+        /// The endpoint as configured.
         endpoint: String,
+        /// The URL parser's error.
         error: <reqwest::Url as std::str::FromStr>::Err,
     },
     /// reqwest refused the client settings (TLS backend, ...).
     #[error("cannot build the {platform} HTTP client: {error}")]
     Http {
+        /// The platform whose client it is.
         platform: Platform,
+        /// reqwest's error.
         error: reqwest::Error,
     },
 }
@@ -137,6 +144,7 @@ impl PlatformClient {
         })
     }
 
+    /// The platform this client calls.
     pub fn platform(&self) -> Platform {
         self.platform
     }

@@ -56,6 +56,8 @@ impl PlatformClock {
 pub struct SharedPlatformClock(Arc<Mutex<PlatformClock>>);
 
 impl SharedPlatformClock {
+    /// An answer stamped `date_ms` by the platform arrived at `arrived_ms` on this host
+    /// ([`PlatformClock::observe`]).
     pub fn observe(&self, date_ms: i64, arrived_ms: i64) {
         self.0
             .lock()
@@ -63,6 +65,8 @@ impl SharedPlatformClock {
             .observe(date_ms, arrived_ms);
     }
 
+    /// How far the platform's clock is at least ahead of this host's at `now_ms`
+    /// ([`PlatformClock::ahead_at_least_ms`]).
     pub fn ahead_at_least_ms(&self, now_ms: i64) -> Option<i64> {
         self.0
             .lock()
@@ -76,6 +80,7 @@ impl SharedPlatformClock {
 pub struct PlatformClocks(std::collections::HashMap<super::Platform, SharedPlatformClock>);
 
 impl PlatformClocks {
+    /// Register `platform`'s clock (replacing any before it).
     pub fn insert(&mut self, platform: super::Platform, clock: SharedPlatformClock) {
         self.0.insert(platform, clock);
     }

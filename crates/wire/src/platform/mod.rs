@@ -35,9 +35,13 @@ use std::str::FromStr;
 /// the signature method. `Debug` never shows the secrets.
 #[derive(Debug, Clone)]
 pub struct Credentials {
+    /// The app key the platform issued (`app_key` / `appKey` in requests).
     pub app_key: String,
+    /// The app secret that signs every request; never sent.
     pub secret: Secret,
+    /// The shop's session / access token, when the call acts for a shop.
     pub session: Option<Secret>,
+    /// TOP's signature method; JD and 1688 do not send it.
     pub sign_method: sign::SignMethod,
 }
 
@@ -238,6 +242,7 @@ pub enum ApiClass {
 }
 
 impl ApiClass {
+    /// The snake_case name (`list`, `detail`, `batch`, `logistics`), as serde writes it.
     pub fn as_str(self) -> &'static str {
         match self {
             ApiClass::List => "list",

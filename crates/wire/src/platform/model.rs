@@ -64,6 +64,7 @@ pub enum ApiRequest {
 }
 
 impl ApiRequest {
+    /// The API this request calls.
     pub fn api(&self) -> Api {
         match self {
             ApiRequest::ItemGet { .. } => Api::ItemGet,

@@ -22,6 +22,7 @@ pub enum SignMethod {
 }
 
 impl SignMethod {
+    /// The value sent as `sign_method` (`md5`, `hmac`, `hmac-sha256`).
     pub fn as_str(self) -> &'static str {
         match self {
             SignMethod::Md5 => "md5",
@@ -30,6 +31,7 @@ impl SignMethod {
         }
     }
 
+    /// The method a `sign_method` value names; `None` for any other value.
     pub fn parse(s: &str) -> Option<SignMethod> {
         match s {
             "md5" => Some(SignMethod::Md5),

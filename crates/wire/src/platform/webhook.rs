@@ -19,6 +19,7 @@ pub struct Webhook {
 }
 
 impl Webhook {
+    /// A receiver at `url` whose bodies are signed with `key` (a fresh HTTP client).
     pub fn new(url: String, key: Secret) -> Webhook {
         Webhook {
             url,
