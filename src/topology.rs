@@ -80,18 +80,20 @@ impl Topology {
     }
 
     /// The gates as a viewer shows them: a fleet's live state, or a process alone's
-    /// configured gates raised to today's calls in the ledger (its live state is in the
-    /// worker's memory, out of reach).
+    /// configured gates raised to today's calls in the ledger at `db_url` (its live state is in
+    /// the worker's memory, out of reach; a fleet's viewer does not open the ledger).
     pub async fn gates_to_show(
         &self,
         cfg: &Config,
         namespace: &str,
-        store: Option<&Store>,
+        db_url: &str,
     ) -> Result<Gates, GateError> {
         let gates = self.gates(cfg, namespace).await?;
-        if let (Kind::Alone { .. }, Some(store)) = (&self.0, store) {
-            if let Err(e) = crate::jobs::quota_floor::floor_from_ledger(store, &gates).await {
-                tracing::warn!("today's calls could not be read from the ledger: {e}");
+        if let Kind::Alone { .. } = self.0 {
+            if let Ok(store) = Store::connect_existing(db_url).await {
+                if let Err(e) = crate::jobs::quota_floor::floor_from_ledger(&store, &gates).await {
+                    tracing::warn!("today's calls could not be read from the ledger: {e}");
+                }
             }
         }
         Ok(gates)

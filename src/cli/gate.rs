@@ -73,10 +73,7 @@ fn fmt_opt(v: Option<f64>) -> String {
 async fn show(cli: &Cli, namespace: &str) -> Result<(), CliError> {
     let cfg = cli.load_config()?;
     let topology = cli.topology();
-    let store = crate::store::Store::connect_existing(&cli.db).await.ok();
-    let gates = topology
-        .gates_to_show(&cfg, namespace, store.as_ref())
-        .await?;
+    let gates = topology.gates_to_show(&cfg, namespace, &cli.db).await?;
     let snaps = gates.snapshot().await?;
     // Written with errors ignored: `gate show | head` must not panic on a closed pipe.
     let mut out = String::new();

@@ -33,24 +33,22 @@ fn runnable_blocks(markdown: &str, lang: &str) -> Vec<Vec<String>> {
         match (info, fence.take()) {
             (Some(_), Some(block)) => blocks.extend(block),
             (Some(info), None) => {
-                let shell = lang == "sh" && info.starts_with("bash");
-                let info_lang = if shell {
-                    info.replacen("bash", "sh", 1)
+                let (block_lang, rest) = info.split_once(' ').unwrap_or((info, ""));
+                let block_lang = if block_lang == "bash" {
+                    "sh"
                 } else {
-                    info.to_string()
+                    block_lang
                 };
-                let runs = match info_lang.strip_prefix(lang) {
-                    Some("") => true,
-                    Some(rest) if rest.starts_with(' ') => {
+                let runs = block_lang == lang
+                    && {
                         let reason = rest.trim().strip_prefix("no-run").map(str::trim);
                         assert!(
-                            matches!(reason, Some(r) if r.len() > 2 && r.starts_with('(') && r.ends_with(')')),
+                            rest.trim().is_empty()
+                                || matches!(reason, Some(r) if r.len() > 2 && r.starts_with('(') && r.ends_with(')')),
                             "a block left out says `no-run (why)`: ```{info}"
                         );
-                        false
-                    }
-                    _ => false,
-                };
+                        reason.is_none()
+                    };
                 fence = Some(runs.then(Vec::new));
             }
             (None, Some(mut block)) => {
