@@ -13,6 +13,7 @@
 
 pub mod app;
 pub mod cli;
+pub use syncfleet_wire::clock;
 pub mod config;
 pub(crate) mod dashboard;
 #[doc(hidden)]

@@ -1,5 +1,5 @@
 //! `syncfleet gate show | set`. The gate benchmarks and the load generator of the
-//! multi-process gate tests are the `gatebench` program (src/bin/gatebench.rs).
+//! multi-process gate tests are the `gatebench` program (crates/bench/src/bin/gatebench/).
 
 use super::{Cli, CliError};
 use crate::platform::{Api, Platform};

@@ -102,7 +102,7 @@ impl Store {
         // One statement for all items, whatever their number: SQLite numbers the keys of one
         // bound JSON array with json_each (key = array index = seq); PostgreSQL takes them as
         // one text[] parameter and numbers them WITH ORDINALITY. Measured in
-        // examples/ledger_bench.rs and BENCHMARKS.md (100k items).
+        // crates/bench/benches/ledger_bench.rs and BENCHMARKS.md (100k items).
         let inserted = match tx.on() {
             Conn::Sqlite(c) => sqlx::query(
                 "INSERT INTO job_items (job_id, item_key, seq, updated_at)
@@ -168,7 +168,7 @@ impl Store {
         Ok(job_id)
     }
 
-    /// Baseline for `examples/ledger_bench.rs` only: the same job written with multi-row
+    /// Baseline for `crates/bench/benches/ledger_bench.rs` only: the same job written with multi-row
     /// INSERTs of `rows_per_statement` bound rows, to compare against [`Store::create_job`].
     #[doc(hidden)]
     pub async fn create_job_multirow_baseline(

@@ -8,8 +8,10 @@ use super::aimd::{AimdParams, AimdState};
 use super::gcra::Gcra;
 use super::pacing::{BulkTurn, DayBudget};
 use super::second_guard::{self, SecondGuard};
+use super::state::{Noted, Reservation};
 use super::{bulk_rate, Lane};
-use super::{GateLimits, GateSnapshot, Noted, RateChange, Reservation};
+use super::{GateLimits, GateSnapshot, RateChange};
+use crate::clock::Clock;
 use crate::config::{GateConfig, Pacing};
 use crate::platform::{Api, Platform};
 use crate::time::QuotaDay;
@@ -45,7 +47,7 @@ struct Gate {
 }
 
 impl Gate {
-    fn new(cfg: &GateConfig) -> Gate {
+    fn new(cfg: &GateConfig, today: chrono::DateTime<chrono::Utc>) -> Gate {
         let params = AimdParams::new(cfg.rate, cfg.aimd_step, cfg.aimd_successes);
         let state = AimdState::new(&params);
         Gate {
@@ -56,7 +58,7 @@ impl Gate {
             burst: cfg.burst,
             overridden: false,
             day: cfg.day,
-            day_index: cfg.day.index(chrono::Utc::now()),
+            day_index: cfg.day.index(today),
             used: 0,
             booked: 0,
             pacing: cfg.pacing,
@@ -134,11 +136,18 @@ pub(crate) struct EmbeddedGates {
     gates: HashMap<(Platform, Api), Mutex<Gate>>,
     apps: HashMap<Platform, Mutex<AppDay>>,
     epoch: Instant,
+    clock: Clock,
 }
 
 impl EmbeddedGates {
-    pub(crate) fn new(cfgs: impl Iterator<Item = ((Platform, Api), GateConfig)>) -> EmbeddedGates {
-        let gates: HashMap<_, _> = cfgs.map(|(k, c)| (k, Mutex::new(Gate::new(&c)))).collect();
+    pub(crate) fn new(
+        cfgs: impl Iterator<Item = ((Platform, Api), GateConfig)>,
+        clock: Clock,
+    ) -> EmbeddedGates {
+        let today = clock.utc();
+        let gates: HashMap<_, _> = cfgs
+            .map(|(k, c)| (k, Mutex::new(Gate::new(&c, today))))
+            .collect();
         let apps = gates
             .keys()
             .map(|(p, _)| (*p, Mutex::new(AppDay::default())))
@@ -146,7 +155,8 @@ impl EmbeddedGates {
         EmbeddedGates {
             gates,
             apps,
-            epoch: Instant::now(),
+            epoch: clock.now(),
+            clock,
         }
     }
 
@@ -157,10 +167,15 @@ impl EmbeddedGates {
             .unwrap_or_else(|e| e.into_inner())
     }
 
+    /// Monotonic time since the gates were made (the buckets' time line).
+    fn since_epoch(&self) -> Duration {
+        self.clock.now().saturating_duration_since(self.epoch)
+    }
+
     /// The wall clock in ms: the platform counts its seconds by it, and a measurement is
     /// of one of those seconds.
     fn now_ms(&self) -> u64 {
-        crate::time::wall_ms(std::time::SystemTime::now())
+        crate::time::wall_ms(self.clock.wall())
     }
 
     fn gate(&self, platform: Platform, api: Api) -> std::sync::MutexGuard<'_, Gate> {
@@ -186,14 +201,14 @@ impl EmbeddedGates {
         if let Some((ms, reason)) = g.state.paused(now_ms) {
             return Reservation::Paused(Duration::from_millis(ms), reason.to_string());
         }
-        let now_us = self.epoch.elapsed().as_secs_f64() * 1e6;
+        let now_us = self.since_epoch().as_secs_f64() * 1e6;
         if g.drain_after_pause {
             g.drain_after_pause = false;
             let (rate, burst) = (g.limiter_rate, g.effective_burst());
             g.bucket.drain(now_us, rate, burst);
         }
         g.sync_rate(now_us);
-        let now = chrono::Utc::now();
+        let now = self.clock.utc();
         g.roll_day(now);
         // The app's day is read under the gate's lock, the app's lock after it (always in
         // this order), so a booking counts in both at once.
@@ -276,7 +291,7 @@ impl EmbeddedGates {
         let held_ms = g.sent.admit(now_ms, budget, band, spacing_ms)?;
         // The held call's lane runs on from where it leaves, at its part of the rate (as
         // acquire.lua moves a lane's bucket); the other lane's bookings are not its to move.
-        let leaves_us = self.epoch.elapsed().as_secs_f64() * 1e6 + held_ms as f64 * 1e3;
+        let leaves_us = self.since_epoch().as_secs_f64() * 1e6 + held_ms as f64 * 1e3;
         let lane_rate = rate * g.part(lane);
         g.lane_bucket(lane).defer(leaves_us, lane_rate);
         Some(Duration::from_millis(held_ms))
@@ -300,7 +315,7 @@ impl EmbeddedGates {
         let sent_ms = crate::time::wall_ms(sent).min(now);
         let mut g = self.gate(platform, api);
         let g = &mut *g;
-        g.roll_day(chrono::Utc::now());
+        g.roll_day(self.clock.utc());
         g.used += 1;
         if hit {
             g.state.on_rate_limited(&g.params, sent_ms, now);
@@ -326,7 +341,7 @@ impl EmbeddedGates {
     ) -> u32 {
         let mut raised = 0;
         let mut g = self.gate(platform, api);
-        let now = chrono::Utc::now();
+        let now = self.clock.utc();
         g.roll_day(now);
         raised += u32::from(floor_one(&mut g.used, calls));
         raised += u32::from(floor_one(&mut g.booked, calls));
@@ -351,7 +366,7 @@ impl EmbeddedGates {
             return 0;
         };
         let a = app.lock().unwrap_or_else(|e| e.into_inner());
-        if a.index == day.index(chrono::Utc::now()) {
+        if a.index == day.index(self.clock.utc()) {
             a.booked
         } else {
             0
@@ -369,7 +384,7 @@ impl EmbeddedGates {
     pub(crate) fn snapshot(&self, platform: Platform, api: Api, cfg: &GateConfig) -> GateSnapshot {
         let now = self.now_ms();
         let g = self.gate(platform, api);
-        let at = chrono::Utc::now();
+        let at = self.clock.utc();
         let used_today = if g.day_index == g.day.index(at) {
             g.used
         } else {
@@ -421,7 +436,7 @@ impl EmbeddedGates {
         g.state.pause_until(pause.0, &pause.1);
         g.burst = new.burst;
         g.overridden = true;
-        let now_us = self.epoch.elapsed().as_secs_f64() * 1e6;
+        let now_us = self.since_epoch().as_secs_f64() * 1e6;
         g.bucket.drain(now_us, rate, new.burst);
         g.limiter_rate = rate;
         RateChange { old, new }

@@ -16,6 +16,7 @@
 
 mod admitted;
 pub mod aimd;
+mod background;
 pub(crate) mod burn;
 mod embedded;
 mod fair_slots;
@@ -29,6 +30,7 @@ mod shop_turns;
 mod state;
 mod verdicts;
 
+use crate::clock::Clock;
 use crate::config::{Config, GateConfig};
 use crate::platform::{Api, Platform};
 use std::collections::HashMap;
@@ -42,6 +44,7 @@ pub(crate) use lane::{bulk_quota, bulk_rate};
 pub use lane::{Lane, UnknownLane};
 pub use pacing::Pacing;
 pub use shared::{gate_keys, GateKeys, DEFAULT_NAMESPACE};
+use state::{Ask, Booking, Noted, Reservation};
 pub use verdicts::{GateError, GateOutcome, GateRefusal};
 
 /// How many times a fleet call that woke too late for its booked second books again.
@@ -63,12 +66,14 @@ pub struct Permit {
     _slot: FairSlot,
     waited: Duration,
     granted: Instant,
+    clock: Clock,
     latency: Arc<Mutex<latency::LatencyWindow>>,
 }
 
 impl Drop for Permit {
     fn drop(&mut self) {
-        let ms = self.granted.elapsed().as_millis().min(u32::MAX as u128) as u32;
+        let held = self.clock.now().saturating_duration_since(self.granted);
+        let ms = held.as_millis().min(u32::MAX as u128) as u32;
         self.latency
             .lock()
             .unwrap_or_else(|e| e.into_inner())
@@ -156,54 +161,6 @@ pub struct RateChange {
     pub new: GateLimits,
 }
 
-/// One outcome as a backend records it.
-#[derive(Debug)]
-pub(crate) struct Noted {
-    /// The call succeeded (counts for the measurement and the recovery).
-    success: bool,
-    /// A rate-limit answer (not a spent quota).
-    hit: bool,
-    /// A pause the answer asked for, and why.
-    pause: Option<(Duration, String)>,
-}
-
-/// Whether a reservation is a call's first, or a late waker's booking again: the call was
-/// counted in the day's budgets when it was first booked, and must not be counted twice
-/// (nor refused by a budget its own first booking spent).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Booking {
-    First,
-    Again,
-}
-
-/// What a call asks of a backend's token step.
-#[derive(Debug, Clone, Copy)]
-struct Ask<'a> {
-    /// The lane the call books in.
-    lane: Lane,
-    /// The shop the call is for: a state shared by processes paces each shop at its part of
-    /// the rate (one process's slots already take turns by shop).
-    share: Option<&'a GateShare>,
-    /// The longest the call may wait for its token.
-    max_wait: Duration,
-    /// Whether the call was booked (and counted in the day's budgets) already.
-    booking: Booking,
-}
-
-/// Internal answer of a backend's token step.
-#[derive(Debug, Clone, PartialEq)]
-enum Reservation {
-    Now,
-    /// Go after the wait; a fleet gate says which clock second (server clock) it booked.
-    After(Duration, Option<u64>),
-    Refused(Duration),
-    /// The call is ahead of its shop's pace at the gate: ask again after the wait (its
-    /// shop's turn comes then).
-    ShareWait(Duration),
-    Paused(Duration, String),
-    Unreachable(Duration, String, bool),
-}
-
 struct Local {
     cfg: GateConfig,
     /// Handed out shop by shop (docs/design.md, "Fair shares at the gate").
@@ -229,26 +186,29 @@ impl Local {
 
     /// Warn (at most once a minute) when the slots cannot carry the rate at the measured p95:
     /// in-flight = rate x latency, so fewer slots cap throughput silently.
-    fn check_concurrency(&self, platform: Platform, api: Api, rate: f64) {
+    fn check_concurrency(&self, platform: Platform, api: Api, rate: f64, now: Instant) {
         let mut last = self
             .last_concurrency_warn
             .lock()
             .unwrap_or_else(|e| e.into_inner());
         // The p95 sorts the window: look at most every 5 s; say it at most once a minute.
-        if last.0.is_some_and(|t| t.elapsed() < Duration::from_secs(5)) {
+        if last
+            .0
+            .is_some_and(|t| now.saturating_duration_since(t) < Duration::from_secs(5))
+        {
             return;
         }
-        last.0 = Some(Instant::now());
+        last.0 = Some(now);
         let Some(p95) = self.p95_ms() else { return };
         let needed = latency::concurrency_for(rate, p95);
         if self.cfg.concurrency >= needed
             || last
                 .1
-                .is_some_and(|t| t.elapsed() < Duration::from_secs(60))
+                .is_some_and(|t| now.saturating_duration_since(t) < Duration::from_secs(60))
         {
             return;
         }
-        last.1 = Some(Instant::now());
+        last.1 = Some(now);
         tracing::warn!(
             %platform, %api, concurrency = self.cfg.concurrency, needed, p95_ms = p95,
             "concurrency {} is below rate {rate} x measured p95 {p95} ms = {needed}: throughput is capped at {:.1}/s",
@@ -257,10 +217,9 @@ impl Local {
         );
     }
 
-    fn held(&self) -> Option<GateRefusal> {
+    fn held(&self, now: Instant) -> Option<GateRefusal> {
         let hold = self.hold.lock().unwrap_or_else(|e| e.into_inner());
         let (held_until, pause_end, reason) = hold.as_ref()?;
-        let now = Instant::now();
         (*held_until > now).then(|| GateRefusal::Paused {
             remaining: pause_end.saturating_duration_since(now),
             reason: reason.clone(),
@@ -270,8 +229,8 @@ impl Local {
     /// Hold the gate locally. Capped at [`HOLD_CAP`]: the hold only has to outlast the
     /// reservations already sleeping; a longer pause is the backend's to keep, so an operator
     /// who lifts it there is obeyed within the cap.
-    fn hold_until(&self, until: Instant, reason: &str) {
-        let held = until.min(Instant::now() + HOLD_CAP);
+    fn hold_until(&self, now: Instant, until: Instant, reason: &str) {
+        let held = until.min(now + HOLD_CAP);
         let mut hold = self.hold.lock().unwrap_or_else(|e| e.into_inner());
         if hold.as_ref().is_none_or(|(_, end, _)| *end < until) {
             *hold = Some((held, until, reason.to_string()));
@@ -288,6 +247,8 @@ pub(crate) struct Inner {
     started: Instant,
     /// Platforms `snapshot` lists (the configured ones, or all three).
     platforms: Vec<Platform>,
+    /// Where the gates read the time (docs/design.md, "Time you can pause").
+    clock: Clock,
 }
 
 /// A gate's (or an app's) calls of today as the ledger counts them, for bringing lost counts
@@ -310,7 +271,7 @@ pub struct Gates {
 
 impl fmt::Debug for Gates {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Gates").field("mode", &self.mode()).finish()
+        f.debug_struct("Gates").finish_non_exhaustive()
     }
 }
 
@@ -378,30 +339,33 @@ impl Gates {
             burn: Mutex::new(HashMap::new()),
             started: Instant::now(),
             platforms: listed_platforms(cfg),
+            clock: Clock::system(),
         });
-        shared::spawn_flusher(Arc::downgrade(&inner), kick);
-        shared::spawn_pause_listener(Arc::downgrade(&inner), pauses);
+        background::start(&inner, kick, pauses);
         Ok(Gates { inner })
     }
 
     /// In-process gates (GCRA reservation + in-process AIMD): one process only, nothing shared.
     pub fn embedded(cfg: &Config) -> Gates {
+        Gates::embedded_on(cfg, Clock::system())
+    }
+
+    /// In-process gates reading the time from `clock` (a test on paused time passes
+    /// [`Clock::following_runtime`]).
+    pub fn embedded_on(cfg: &Config, clock: Clock) -> Gates {
         let local = locals(cfg);
-        let backend = embedded::EmbeddedGates::new(local.iter().map(|(k, l)| (*k, l.cfg.clone())));
+        let backend =
+            embedded::EmbeddedGates::new(local.iter().map(|(k, l)| (*k, l.cfg.clone())), clock);
         Gates {
             inner: Arc::new(Inner {
                 local,
                 backend: Box::new(backend),
                 burn: Mutex::new(HashMap::new()),
-                started: Instant::now(),
+                started: clock.now(),
                 platforms: listed_platforms(cfg),
+                clock,
             }),
         }
-    }
-
-    /// `"redis"` or `"embedded"`.
-    pub fn mode(&self) -> &'static str {
-        self.inner.backend.mode()
     }
 
     /// Take a concurrency slot, then a token. `max_wait` bounds the whole wait (it is also
@@ -431,7 +395,8 @@ impl Gates {
         share: Option<&GateShare>,
         max_wait: Duration,
     ) -> Result<Permit, GateRefusal> {
-        let start = Instant::now();
+        let clock = self.inner.clock;
+        let start = clock.now();
         let local = self.inner.local_gate(platform, api);
         let deadline = start + max_wait.min(local.cfg.max_wait);
         let slots = match lane {
@@ -446,7 +411,7 @@ impl Gates {
             // A call for a shop waits its turn in the shops' line as long as it may wait at
             // the gate, not a second: the line is the shops' fair order, and a caller that
             // left it early would hand its item back only to queue again.
-            let left = deadline.saturating_duration_since(Instant::now());
+            let left = deadline.saturating_duration_since(clock.now());
             let slot_wait = if share.is_some() {
                 left
             } else {
@@ -456,11 +421,11 @@ impl Gates {
                 Ok(slot) => slot,
                 Err(_) => return Err(GateRefusal::Busy),
             };
-            if let Some(refusal) = local.held() {
+            if let Some(refusal) = local.held(clock.now()) {
                 return Err(refusal);
             }
             loop {
-                let left = deadline.saturating_duration_since(Instant::now());
+                let left = deadline.saturating_duration_since(clock.now());
                 let booking = if rebooks == 0 {
                     Booking::First
                 } else {
@@ -488,7 +453,7 @@ impl Gates {
                         tokio::time::sleep(wait).await;
                         // Paused while asleep (reported here, or announced by another
                         // worker): the token is forfeit rather than spent into a ban.
-                        if let Some(refusal) = local.held() {
+                        if let Some(refusal) = local.held(clock.now()) {
                             return Err(refusal);
                         }
                         let late = self
@@ -504,7 +469,7 @@ impl Gates {
                     // this one waits for its shop's turn.
                     Reservation::ShareWait(wait) => {
                         drop(slot);
-                        if wait > deadline.saturating_duration_since(Instant::now()) {
+                        if wait > deadline.saturating_duration_since(clock.now()) {
                             return Err(GateRefusal::RetryAt(wait));
                         }
                         tokio::time::sleep(wait).await;
@@ -529,21 +494,22 @@ impl Gates {
         // acquire.lua booked the call, on the Redis server's clock.
         while let Some(wait) = self.inner.backend.send_wait(platform, api, lane) {
             tokio::time::sleep(wait).await;
-            if let Some(refusal) = local.held() {
+            if let Some(refusal) = local.held(clock.now()) {
                 return Err(refusal);
             }
         }
         Ok(Permit {
             _slot: slot,
-            waited: start.elapsed(),
-            granted: Instant::now(),
+            waited: clock.now().saturating_duration_since(start),
+            granted: clock.now(),
+            clock,
             latency: local.latency.clone(),
         })
     }
 
     /// Record how a call that left just now ended. See [`Gates::report_sent`].
     pub fn report(&self, platform: Platform, api: Api, outcome: GateOutcome) {
-        self.report_sent(platform, api, outcome, std::time::SystemTime::now());
+        self.report_sent(platform, api, outcome, self.inner.clock.wall());
     }
 
     /// Record how a call that left at `sent` (wall clock) ended. Never blocks: successes are
@@ -564,7 +530,7 @@ impl Gates {
                 app_wide,
                 ..
             } => {
-                let now = chrono::Utc::now();
+                let now = self.inner.clock.utc();
                 let until = day.next_reset(now);
                 let d = (until - now).to_std().unwrap_or(Duration::from_secs(60));
                 let whose = if *app_wide {
@@ -581,7 +547,8 @@ impl Gates {
                     // platform stops too, without a call of its own into the refusal.
                     for (&(p, a), local) in &self.inner.local {
                         if p == platform && a != api {
-                            local.hold_until(Instant::now() + d, &reason);
+                            let now = self.inner.clock.now();
+                            local.hold_until(now, now + d, &reason);
                             self.inner.backend.pause(p, a, d, reason.clone());
                         }
                     }
@@ -603,9 +570,11 @@ impl Gates {
         );
         let success = matches!(outcome, GateOutcome::Success);
         if let Some((d, reason)) = &pause {
-            self.inner
-                .local_gate(platform, api)
-                .hold_until(Instant::now() + *d, reason);
+            self.inner.local_gate(platform, api).hold_until(
+                self.inner.clock.now(),
+                self.inner.clock.now() + *d,
+                reason,
+            );
         }
         let noted = Noted {
             success,
@@ -619,7 +588,7 @@ impl Gates {
 
     /// Write batched outcomes now (fleet mode; a no-op when embedded). Call before exit.
     pub async fn flush(&self) {
-        self.inner.backend.flush(&self.inner).await;
+        self.inner.backend.flush(self.inner.as_ref()).await;
     }
 
     /// The state of every gate of the configured platforms.
@@ -653,7 +622,7 @@ impl Gates {
             platform,
             quota,
             booked,
-            burn: cfg.day.burn_ratio(booked, quota, chrono::Utc::now()),
+            burn: cfg.day.burn_ratio(booked, quota, self.inner.clock.utc()),
         }))
     }
 
@@ -740,6 +709,20 @@ impl Gates {
     }
 }
 
+impl state::LocalGates for Inner {
+    fn config(&self, platform: Platform, api: Api) -> &GateConfig {
+        &self.local_gate(platform, api).cfg
+    }
+
+    fn p95_ms(&self, platform: Platform, api: Api) -> Option<u64> {
+        self.local_gate(platform, api).p95_ms()
+    }
+
+    fn counted_today(&self, platform: Platform, api: Api, used: u64) {
+        self.burn_check(platform, api, used);
+    }
+}
+
 impl Inner {
     fn local_gate(&self, platform: Platform, api: Api) -> &Local {
         // Every (platform, api) pair is built in `locals`, so the lookup cannot miss.
@@ -747,17 +730,20 @@ impl Inner {
     }
 
     fn elapsed_ms(&self) -> u64 {
-        self.started.elapsed().as_millis() as u64
+        self.clock
+            .now()
+            .saturating_duration_since(self.started)
+            .as_millis() as u64
     }
 
     /// Log the burn ratio of a gate when it is out of the 0.5..=1.3 band (rate-limited).
     fn burn_check(&self, platform: Platform, api: Api, used: u64) {
         let local = self.local_gate(platform, api);
-        local.check_concurrency(platform, api, local.cfg.rate);
+        local.check_concurrency(platform, api, local.cfg.rate, self.clock.now());
         let Some(quota) = self.local_gate(platform, api).cfg.daily_quota else {
             return;
         };
-        let burn = local.cfg.day.burn_ratio(used, quota, chrono::Utc::now());
+        let burn = local.cfg.day.burn_ratio(used, quota, self.clock.utc());
         let now = self.elapsed_ms();
         let alert = {
             let mut watches = self.burn.lock().unwrap_or_else(|e| e.into_inner());

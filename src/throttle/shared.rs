@@ -6,16 +6,14 @@
 
 use super::admitted::SLOT_MS;
 use super::aimd::AimdParams;
-use super::{
-    bulk_rate, Ask, Booking, GateError, GateLimits, GateSnapshot, Inner, Lane, Noted, RateChange,
-    Reservation, FLUSH_BATCH, FLUSH_INTERVAL,
-};
+use super::state::{Ask, Booking, LocalGates, Noted, Reservation};
+use super::{bulk_rate, GateError, GateLimits, GateSnapshot, Lane, RateChange, FLUSH_BATCH};
 use crate::config::GateConfig;
 use crate::platform::{Api, Platform};
 use redis::Script;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Mutex, Weak};
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 use tokio::sync::mpsc;
 
@@ -462,7 +460,7 @@ impl RedisGates {
 
     /// Write every gate's pending outcomes; a failed write is kept for the next flush under
     /// its sequence number, so a write that ran but whose reply was lost is not applied twice.
-    pub(crate) async fn flush_all(&self, inner: &Inner) {
+    pub(crate) async fn flush_all(&self, gates: &dyn LocalGates) {
         let _one_at_a_time = self.flushing.lock().await;
         let doubts: Vec<_> = self
             .in_doubt
@@ -473,7 +471,7 @@ impl RedisGates {
         // Batches in doubt first: a gate whose batch is still in doubt afterwards keeps its
         // new outcomes pending (report.lua applies a reporter's batches only in order).
         for ((platform, api), (batch, p)) in doubts {
-            if !self.send_batch(inner, platform, api, batch, &p).await {
+            if !self.send_batch(gates, platform, api, batch, &p).await {
                 self.in_doubt
                     .lock()
                     .unwrap_or_else(|e| e.into_inner())
@@ -492,7 +490,7 @@ impl RedisGates {
                 continue;
             }
             let batch = self.next_batch.fetch_add(1, Ordering::Relaxed);
-            if !self.send_batch(inner, platform, api, batch, &p).await {
+            if !self.send_batch(gates, platform, api, batch, &p).await {
                 self.in_doubt
                     .lock()
                     .unwrap_or_else(|e| e.into_inner())
@@ -504,19 +502,17 @@ impl RedisGates {
     /// Write one batch; false when the write failed (it may or may not have run).
     async fn send_batch(
         &self,
-        inner: &Inner,
+        gates: &dyn LocalGates,
         platform: Platform,
         api: Api,
         batch: u64,
         p: &Pending,
     ) -> bool {
-        let local = inner.local_gate(platform, api);
-        match self
-            .write(platform, api, &local.cfg, p, local.p95_ms(), batch)
-            .await
-        {
+        let cfg = gates.config(platform, api);
+        let p95_ms = gates.p95_ms(platform, api);
+        match self.write(platform, api, cfg, p, p95_ms, batch).await {
             Ok(out) => {
-                inner.burn_check(platform, api, out.used);
+                gates.counted_today(platform, api, out.used);
                 true
             }
             Err(e) => {
@@ -788,24 +784,6 @@ struct ReportOut {
     used: u64,
 }
 
-/// Background writer of batched outcomes: every 100 ms, or at once when kicked (a hit, a pause,
-/// a full batch). Holds only a weak reference, so it ends with the last `Gates` clone.
-pub(crate) fn spawn_flusher(inner: Weak<Inner>, kick: Option<mpsc::UnboundedReceiver<()>>) {
-    let Some(mut rx) = kick else { return };
-    tokio::spawn(async move {
-        let mut tick = tokio::time::interval(FLUSH_INTERVAL);
-        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        loop {
-            tokio::select! {
-                msg = rx.recv() => if msg.is_none() { break },
-                _ = tick.tick() => {}
-            }
-            let Some(inner) = inner.upgrade() else { break };
-            inner.backend.flush(&inner).await;
-        }
-    });
-}
-
 /// Parse a pause announcement: `platform:api|ms|reason`.
 fn parse_pause(payload: &str) -> Option<(Platform, Api, Duration, String)> {
     let mut parts = payload.splitn(3, '|');
@@ -820,17 +798,18 @@ fn parse_pause(payload: &str) -> Option<(Platform, Api, Duration, String)> {
     ))
 }
 
-/// Listens for pause announcements and holds the local gate, so this process's reservations
-/// that are already granted and sleeping do not fire into a ban another worker just met.
-/// Best effort (the script's pause check is the guarantee); reconnects every second; ends with
-/// the last `Gates` clone.
+/// Listens for pause announcements and hands each to `on_pause` (which holds the local gate,
+/// so this process's reservations that are already granted and sleeping do not fire into a ban
+/// another worker just met). Best effort (the script's pause check is the guarantee);
+/// reconnects every second; ends once `gone` says the gates are gone.
 pub(crate) fn spawn_pause_listener(
-    inner: Weak<Inner>,
     (target, channel): (crate::redis_conn::RedisTarget, String),
+    gone: impl Fn() -> bool + Send + 'static,
+    on_pause: impl Fn(Platform, Api, Duration, String) + Send + 'static,
 ) {
     tokio::spawn(async move {
         use futures::StreamExt;
-        while inner.strong_count() > 0 {
+        while !gone() {
             // Through Sentinel, the primary of now (a failover ends the old subscription).
             let client = match target.client().await {
                 Ok(c) => c,
@@ -856,7 +835,7 @@ pub(crate) fn spawn_pause_listener(
                     m = messages.next() => m,
                     // Wake up now and then to notice that the gates are gone.
                     _ = tokio::time::sleep(Duration::from_secs(1)) => {
-                        if inner.strong_count() == 0 { return; }
+                        if gone() { return; }
                         continue;
                     }
                 };
@@ -864,11 +843,12 @@ pub(crate) fn spawn_pause_listener(
                 let Ok(payload) = msg.get_payload::<String>() else {
                     continue;
                 };
-                let (Some(i), Some((p, a, d, reason))) = (inner.upgrade(), parse_pause(&payload))
-                else {
-                    continue;
-                };
-                i.local_gate(p, a).hold_until(Instant::now() + d, &reason);
+                if gone() {
+                    return;
+                }
+                if let Some((p, a, d, reason)) = parse_pause(&payload) {
+                    on_pause(p, a, d, reason);
+                }
             }
         }
     });

@@ -1,22 +1,83 @@
-//! The gate-state seam: where a gate's tokens, adaptive rate, pauses and daily counts live.
-//! The fleet keeps them in Redis (`shared::RedisGates`, one script call per acquisition), one
+//! The gate-state seam: where a gate's tokens, adaptive rate, pauses and daily counts live,
+//! and the vocabulary the facade and a state speak (an ask, a reservation, an outcome). The
+//! fleet keeps them in Redis (`shared::RedisGates`, one script call per acquisition), one
 //! process keeps them in memory (`embedded::EmbeddedGates`). `Gates` holds the one chosen at
-//! start-up and never asks which it is (docs/design.md, "Layers").
+//! start-up and never asks which it is (docs/design.md, "Gates: the facade and its state").
+//!
+//! What is the facade's (per-process slots, local holds, latency, the burn watch) a state sees
+//! only through [`LocalGates`].
 
 use super::embedded::EmbeddedGates;
 use super::shared::RedisGates;
-use super::{Ask, DayCalls, GateError, GateSnapshot, Inner, Lane, Noted, RateChange, Reservation};
+use super::{DayCalls, GateError, GateShare, GateSnapshot, Lane, RateChange};
 use crate::config::GateConfig;
 use crate::platform::{Api, Platform};
 use futures::future::BoxFuture;
 use futures::FutureExt;
 use std::time::{Duration, SystemTime};
 
+/// One outcome as a backend records it.
+#[derive(Debug)]
+pub(super) struct Noted {
+    /// The call succeeded (counts for the measurement and the recovery).
+    pub(super) success: bool,
+    /// A rate-limit answer (not a spent quota).
+    pub(super) hit: bool,
+    /// A pause the answer asked for, and why.
+    pub(super) pause: Option<(Duration, String)>,
+}
+
+/// Whether a reservation is a call's first, or a late waker's booking again: the call was
+/// counted in the day's budgets when it was first booked, and must not be counted twice
+/// (nor refused by a budget its own first booking spent).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Booking {
+    First,
+    Again,
+}
+
+/// What a call asks of a backend's token step.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Ask<'a> {
+    /// The lane the call books in.
+    pub(super) lane: Lane,
+    /// The shop the call is for: a state shared by processes paces each shop at its part of
+    /// the rate (one process's slots already take turns by shop).
+    pub(super) share: Option<&'a GateShare>,
+    /// The longest the call may wait for its token.
+    pub(super) max_wait: Duration,
+    /// Whether the call was booked (and counted in the day's budgets) already.
+    pub(super) booking: Booking,
+}
+
+/// Internal answer of a backend's token step.
+#[derive(Debug, Clone, PartialEq)]
+pub(super) enum Reservation {
+    Now,
+    /// Go after the wait; a fleet gate says which clock second (server clock) it booked.
+    After(Duration, Option<u64>),
+    Refused(Duration),
+    /// The call is ahead of its shop's pace at the gate: ask again after the wait (its
+    /// shop's turn comes then).
+    ShareWait(Duration),
+    Paused(Duration, String),
+    Unreachable(Duration, String, bool),
+}
+
+/// What a state that writes outcomes in batches needs of this process's gates when it flushes:
+/// each gate's configuration and its measured latency, and where the day's count it learns
+/// goes (the burn watch).
+pub(super) trait LocalGates: Send + Sync {
+    /// The gate's configuration in this process.
+    fn config(&self, platform: Platform, api: Api) -> &GateConfig;
+    /// This process's p95 call latency through the gate, once there are enough samples.
+    fn p95_ms(&self, platform: Platform, api: Api) -> Option<u64>;
+    /// The calls the gate counted today, as a write learned them.
+    fn counted_today(&self, platform: Platform, api: Api, used: u64);
+}
+
 /// One home of gate state. Boxed futures, so `Gates` can hold it behind `dyn`.
 pub(super) trait GateState: Send + Sync {
-    /// `"redis"` or `"embedded"`, for `gate show` and the logs.
-    fn mode(&self) -> &'static str;
-
     /// Reserve a token for one call of (platform, api) as `ask` says.
     fn reserve<'a>(
         &'a self,
@@ -49,9 +110,9 @@ pub(super) trait GateState: Send + Sync {
     /// the app's daily quota is spent).
     fn pause(&self, platform: Platform, api: Api, span: Duration, reason: String);
 
-    /// Write what is batched now (before exit).
-    fn flush<'a>(&'a self, inner: &'a Inner) -> BoxFuture<'a, ()> {
-        let _ = inner;
+    /// Write what is batched now (every flush interval, and before exit).
+    fn flush<'a>(&'a self, gates: &'a dyn LocalGates) -> BoxFuture<'a, ()> {
+        let _ = gates;
         async {}.boxed()
     }
 
@@ -93,10 +154,6 @@ pub(super) trait GateState: Send + Sync {
 }
 
 impl GateState for RedisGates {
-    fn mode(&self) -> &'static str {
-        "redis"
-    }
-
     fn reserve<'a>(
         &'a self,
         platform: Platform,
@@ -120,8 +177,8 @@ impl GateState for RedisGates {
         RedisGates::pause(self, platform, api, span, reason);
     }
 
-    fn flush<'a>(&'a self, inner: &'a Inner) -> BoxFuture<'a, ()> {
-        self.flush_all(inner).boxed()
+    fn flush<'a>(&'a self, gates: &'a dyn LocalGates) -> BoxFuture<'a, ()> {
+        self.flush_all(gates).boxed()
     }
 
     fn snapshot<'a>(
@@ -165,10 +222,6 @@ impl GateState for RedisGates {
 }
 
 impl GateState for EmbeddedGates {
-    fn mode(&self) -> &'static str {
-        "embedded"
-    }
-
     fn reserve<'a>(
         &'a self,
         platform: Platform,

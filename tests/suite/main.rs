@@ -29,7 +29,6 @@ mod lanes;
 mod ledger_outage;
 mod ledger_tls;
 mod link;
-mod link_process;
 mod listing_once;
 mod listing_real;
 mod ops_logs;

@@ -1,19 +1,41 @@
-//! Embedded gates (no Redis): same interface, in-process GCRA reservation + AIMD.
+//! Embedded gates (no Redis): same interface, in-process GCRA reservation + AIMD. The timing
+//! tests run on paused tokio time with a wall clock that follows it (`Clock::following_runtime_from`):
+//! seconds pass only as the gates wait, so the figures are exact and a day can end in a test
+//! (docs/design.md, "Time you can pause").
 
 use std::path::Path;
-use std::time::{Duration, Instant};
+use std::time::{Duration, UNIX_EPOCH};
+use syncfleet::clock::Clock;
 use syncfleet::config::Config;
 use syncfleet::platform::{Api, Platform};
 use syncfleet::throttle::{GateOutcome, GateRefusal, Gates, Lane};
+use tokio::time::Instant;
 
 const P: Platform = Platform::Jd;
 const A: Api = Api::OrderList;
 
-fn gates(rate: f64, burst: f64, concurrency: u32) -> Gates {
+/// 2026-12-05 15:59:00 UTC: 23:59:00 in GMT+8, a minute before the platforms' day ends.
+const A_MINUTE_BEFORE_THE_PLATFORMS_MIDNIGHT: u64 = 1_796_486_340;
+
+fn config(rate: f64, burst: f64, concurrency: u32, daily_quota: u64) -> Config {
     let text = format!(
-        "[gates.\"jd.order_list\"]\nrate = {rate}\nburst = {burst}\nconcurrency = {concurrency}\nmax_wait_ms = 2000\ndaily_quota = 100000\n"
+        "[gates.\"jd.order_list\"]\nrate = {rate}\nburst = {burst}\nconcurrency = {concurrency}\nmax_wait_ms = 2000\ndaily_quota = {daily_quota}\n"
     );
-    Gates::embedded(&Config::parse(Path::new("test.toml"), &text).expect("config"))
+    Config::parse(Path::new("test.toml"), &text).expect("config")
+}
+
+/// Gates on paused time whose wall clock starts at `wall_ms` (ms since the epoch).
+fn gates_at(rate: f64, burst: f64, concurrency: u32, daily_quota: u64, wall_ms: u64) -> Gates {
+    let wall = UNIX_EPOCH + Duration::from_millis(wall_ms);
+    Gates::embedded_on(
+        &config(rate, burst, concurrency, daily_quota),
+        Clock::following_runtime_from(wall),
+    )
+}
+
+/// Gates on paused time, 100 ms into a clock second.
+fn gates(rate: f64, burst: f64, concurrency: u32) -> Gates {
+    gates_at(rate, burst, concurrency, 100_000, 1_796_400_000_100)
 }
 
 fn snap(g: &syncfleet::throttle::GateSnapshot) -> (f64, Option<f64>, u64) {
@@ -30,34 +52,59 @@ async fn gate_snapshot(gates: &Gates) -> syncfleet::throttle::GateSnapshot {
         .unwrap()
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test(start_paused = true)]
 async fn embedded_gate_admits_at_most_rate_times_time_plus_burst() {
     let gates = gates(100.0, 10.0, 16);
-    let end = Instant::now() + Duration::from_millis(1500);
+    let start = Instant::now();
+    let end = start + Duration::from_millis(1500);
     let mut tasks = Vec::new();
     for _ in 0..8 {
         let gates = gates.clone();
         tasks.push(tokio::spawn(async move {
-            let mut n = 0u32;
+            let mut admitted = Vec::new();
             while Instant::now() < end {
                 let left = end.saturating_duration_since(Instant::now());
-                if gates.acquire(P, A, Lane::Bulk, left).await.is_ok() && Instant::now() <= end {
-                    n += 1;
+                match gates.acquire(P, A, Lane::Bulk, left).await {
+                    Ok(_) if Instant::now() <= end => admitted.push(Instant::now() - start),
+                    Ok(_) => {}
+                    // Come back when told, as a task would (paused time moves only while
+                    // every task waits).
+                    Err(GateRefusal::RetryAt(wait)) => tokio::time::sleep(wait.min(left)).await,
+                    Err(other) => panic!("{other:?}"),
                 }
             }
-            n
+            admitted
         }));
     }
-    let mut total = 0;
+    let mut all = Vec::new();
     for t in tasks {
-        total += t.await.unwrap();
+        all.extend(t.await.unwrap());
     }
-    // R x T + B = 160; a loaded 2-core machine may admit fewer, never more.
-    assert!(total <= 161, "admitted {total}");
-    assert!(total >= 40, "admitted only {total}");
+    all.sort();
+    // R x T + B = 160; on paused time nothing is lost to a busy machine, so the gate admits
+    // exactly that: the burst of 10 up front, then 100/s, and never more than 100 in a clock
+    // second (the first ends 0.9 s after the start).
+    let total = all.len();
+    assert!((159..=161).contains(&total), "admitted {total}");
+    let in_first_clock_second = all
+        .iter()
+        .filter(|t| **t < Duration::from_millis(900))
+        .count();
+    assert!(
+        in_first_clock_second <= 100,
+        "{in_first_clock_second} in one clock second"
+    );
+    let second_clock_second = all
+        .iter()
+        .filter(|t| **t >= Duration::from_millis(900))
+        .count();
+    assert!(
+        second_clock_second <= 100,
+        "{second_clock_second} in the next"
+    );
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test(start_paused = true)]
 async fn slot_first_then_busy_after_about_a_second() {
     let gates = gates(1000.0, 100.0, 2);
     let _a = gates
@@ -76,10 +123,11 @@ async fn slot_first_then_busy_after_about_a_second() {
             .unwrap_err(),
         GateRefusal::Busy
     );
+    // Exactly the slot wait: no more, no less.
+    let waited = t.elapsed();
     assert!(
-        t.elapsed() >= Duration::from_millis(900),
-        "waited {:?} for a slot",
-        t.elapsed()
+        waited >= Duration::from_secs(1) && waited <= Duration::from_millis(1001),
+        "waited {waited:?} for a slot"
     );
     drop(_a);
     assert!(
@@ -91,7 +139,7 @@ async fn slot_first_then_busy_after_about_a_second() {
     );
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test(start_paused = true)]
 async fn rate_limit_cuts_ban_pauses_and_every_call_counts() {
     let gates = gates(40.0, 10.0, 4);
     gates.report(P, A, GateOutcome::Success);
@@ -124,15 +172,30 @@ async fn rate_limit_cuts_ban_pauses_and_every_call_counts() {
         .await
     {
         Err(GateRefusal::Paused { remaining, reason }) => {
-            assert!(remaining > Duration::from_millis(1500), "{remaining:?}");
+            // No time passed: the whole ban is left.
+            assert!(
+                remaining > Duration::from_millis(1990) && remaining <= Duration::from_secs(2),
+                "{remaining:?}"
+            );
             assert!(reason.contains("ban"), "{reason}");
         }
         other => panic!("expected a pause, got {other:?}"),
     }
     assert_eq!(gate_snapshot(&gates).await.used_today, 4);
+    // The ban ends when it said: a moment before, still paused; after it, a call goes.
+    tokio::time::advance(Duration::from_millis(1900)).await;
+    assert!(matches!(
+        gates.acquire(P, A, Lane::Bulk, Duration::ZERO).await,
+        Err(GateRefusal::Paused { .. })
+    ));
+    tokio::time::advance(Duration::from_millis(200)).await;
+    assert!(gates
+        .acquire(P, A, Lane::Bulk, Duration::from_secs(2))
+        .await
+        .is_ok());
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test(start_paused = true)]
 async fn set_rate_takes_effect_at_once() {
     let gates = gates(1000.0, 5.0, 64);
     let change = gates.set_rate(P, A, 20.0, Some(2.0)).await.unwrap();
@@ -152,17 +215,17 @@ async fn set_rate_takes_effect_at_once() {
             .await
             .unwrap();
     }
-    // Starts drained: 6 calls at 20/s take about 300 ms (not a burst at 1000/s).
+    // Starts drained: 6 calls at 20/s, one every 50 ms, not a burst at 1000/s.
+    let took = t.elapsed();
     assert!(
-        t.elapsed() >= Duration::from_millis(200),
-        "{:?}",
-        t.elapsed()
+        took >= Duration::from_millis(250) && took <= Duration::from_millis(301),
+        "{took:?}"
     );
     let s = gate_snapshot(&gates).await;
     assert!(s.overridden && s.limits.rate == 20.0 && s.adaptive_rate == 20.0);
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test(start_paused = true)]
 async fn beyond_max_wait_is_refused_with_the_retry_time() {
     let gates = gates(5.0, 1.0, 4);
     gates
@@ -174,11 +237,63 @@ async fn beyond_max_wait_is_refused_with_the_retry_time() {
         .await
     {
         Err(GateRefusal::RetryAt(d)) => assert!(
-            d > Duration::from_millis(100) && d <= Duration::from_millis(200),
+            d > Duration::from_millis(190) && d <= Duration::from_millis(200),
             "{d:?}"
         ),
         other => panic!("expected RetryAt, got {other:?}"),
     }
+}
+
+/// A spent daily quota pauses the gate until the platforms' midnight (GMT+8), and the new day
+/// opens it with a fresh count: a minute of paused time instead of a day of waiting.
+#[tokio::test(start_paused = true)]
+async fn a_spent_daily_quota_pauses_until_the_platforms_midnight_and_the_new_day_opens_it() {
+    let gates = gates_at(
+        100.0,
+        10.0,
+        4,
+        5,
+        A_MINUTE_BEFORE_THE_PLATFORMS_MIDNIGHT * 1000,
+    );
+    for _ in 0..5 {
+        gates
+            .acquire(P, A, Lane::Bulk, Duration::from_secs(1))
+            .await
+            .expect("within the quota");
+        gates.report(P, A, GateOutcome::Success);
+    }
+    assert_eq!(gate_snapshot(&gates).await.used_today, 5);
+    // The platform refuses the next one: its quota is spent for the day.
+    gates.report(
+        P,
+        A,
+        GateOutcome::RateLimited {
+            ban: None,
+            quota_spent: true,
+            app_wide: false,
+        },
+    );
+    match gates.acquire(P, A, Lane::Bulk, Duration::ZERO).await {
+        Err(GateRefusal::Paused { remaining, reason }) => {
+            assert!(
+                remaining > Duration::from_secs(59) && remaining <= Duration::from_secs(60),
+                "paused {remaining:?}, not until midnight"
+            );
+            assert!(reason.contains("daily quota"), "{reason}");
+        }
+        other => panic!("expected the gate paused to midnight, got {other:?}"),
+    }
+    tokio::time::advance(Duration::from_secs(61)).await;
+    gates
+        .acquire(P, A, Lane::Bulk, Duration::from_secs(1))
+        .await
+        .expect("a new day, a new quota");
+    gates.report(P, A, GateOutcome::Success);
+    assert_eq!(
+        gate_snapshot(&gates).await.used_today,
+        1,
+        "the count starts again"
+    );
 }
 
 #[test]

@@ -1,5 +1,5 @@
-//! The chaos scenario, shared by `tests/jobs_chaos.rs` (a few thousand items, in
-//! the suite) and `examples/chaosbench.rs` (20,000 items against a same-run baseline): a
+//! The chaos scenario, shared by `tests/suite/jobs_chaos.rs` (a few thousand items, in
+//! the suite) and `crates/bench/benches/chaosbench.rs` (20,000 items against a same-run baseline): a
 //! listing job on 3 workers while workers are SIGKILLed and SIGTERMed (and replaced), Redis
 //! restarts (then `reconcile`), the upstream answers 10% errors and goes down for a moment.
 //! Every event fires on job progress, never on a timer, so a slow machine only stretches it.

@@ -52,7 +52,6 @@ impl TestPg {
     /// Create a new, empty database on the TLS-only test server named by
     /// `TEST_POSTGRES_TLS_URL` (`scripts/postgres-for-tests --tls`, which `scripts/test` runs):
     /// its URL verifies the server (`sslmode=verify-full&sslrootcert=CA`).
-    #[allow(dead_code)] // benches/ledgerbench.rs includes this file without the TLS tests
     pub async fn create_tls() -> TestPg {
         let url = std::env::var("TEST_POSTGRES_TLS_URL").unwrap_or_else(|_| {
             panic!(

@@ -1,16 +1,15 @@
 //! Link-layer benchmarks (BENCHMARKS.md, link section) and the second-worker process of the
-//! fleet breaker test (tests/link_process.rs).
+//! fleet breaker test (tests/processes/link_process.rs).
 //!
 //! Every figure is measured against the in-process simulator in the same run as its baseline,
 //! a naive client: the same signed HTTP client and read timeout, up to 3 attempts with the
 //! same full-jitter backoff, but no breaker, no retry budget, no stale degrade.
 //!
 //! ```text
-//! cargo build --release --bin linkbench
-//! target/release/linkbench outage [--rate 80] [--seconds 25]
-//! target/release/linkbench amplification [--calls 3000] [--concurrency 16]
-//! target/release/linkbench recovery [--rate 100] [--outage-s 5]
-//! target/release/linkbench worker --endpoint URL --redis URL --namespace NS --seconds S --every-ms M
+//! scripts/bench linkbench outage [--rate 80] [--seconds 25]
+//! scripts/bench linkbench amplification [--calls 3000] [--concurrency 16]
+//! scripts/bench linkbench recovery [--rate 100] [--outage-s 5]
+//! scripts/bench linkbench worker --endpoint URL --redis URL --namespace NS --seconds S --every-ms M
 //! ```
 //!
 //! By concern: `harness` holds the simulator, config, clients and measuring helpers every

@@ -1,6 +1,6 @@
 //! Limit discovery against the three kinds of platform limit, counted by the simulator.
 //!
-//! `cargo bench --bench discoverybench -- [--seconds 40] [--cells all|worst] [--kinds ...]
+//! `scripts/bench discoverybench [--seconds 40] [--cells all|worst] [--kinds ...]
 //!  [--rates 30,400] [--workers 2,4] [--factors 3,10] [--reps 1] [--ban 1] [--embedded]
 //!  [--right-burst N]`
 //!
@@ -209,7 +209,7 @@ fn print(setting: &str, gate: &str, run: &Run, physical: f64, baseline: Option<&
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() {
     if !std::env::args().any(|a| a == "--bench") {
-        println!("discoverybench: run it with `cargo bench --bench discoverybench`");
+        println!("discoverybench: run it with `scripts/bench discoverybench`");
         return;
     }
     let seconds: u64 = arg("--seconds", "40").parse().unwrap_or(40);

@@ -1,6 +1,6 @@
 //! The hard cases at scale, counted by the simulator, against a same-run baseline.
 //!
-//! `cargo bench --bench hardbench -- [--items 5000] [--rate 100] [--only ledger,lost,hostile]`
+//! `scripts/bench hardbench [--items 5000] [--rate 100] [--only ledger,lost,hostile]`
 //! (PostgreSQL from `TEST_POSTGRES_URL`, as the suite: `scripts/postgres-for-tests`) runs,
 //! each on a fresh simulator, Redis and ledger:
 //! 1. **ledger**: a listing job of N items on 3 workers whose PostgreSQL ledger is reached
@@ -385,7 +385,7 @@ async fn hostile_run() {
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() {
     if !std::env::args().any(|a| a == "--bench") {
-        println!("hardbench: run it with `cargo bench --bench hardbench`");
+        println!("hardbench: run it with `scripts/bench hardbench`");
         return;
     }
     let items: u64 = arg("--items", 5_000);

@@ -2,7 +2,7 @@
 //! ones counted apiece), commands run inside scripts, Redis CPU and worker CPU per 1,000
 //! calls, by purpose (gate, report, breaker, lease, stale cache, heartbeat, queue).
 //!
-//! `cargo bench --bench costbench -- [--items 4000] [--rate 400] [--workers 2]` runs a listing
+//! `scripts/bench costbench [--items 4000] [--rate 400] [--workers 2]` runs a listing
 //! of N items (two platform calls each: `item_get`, `item_add`) on W worker processes twice,
 //! each on a fresh simulator, Redis and ledger: once with a `MONITOR` connection counting every
 //! command (the client's own, and those its scripts ran, which `MONITOR` shows as `lua`), once
@@ -39,59 +39,71 @@ use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 /// The project's Lua scripts, by the SHA1 that EVALSHA names them with.
 fn scripts() -> BTreeMap<String, &'static str> {
     let sources: [(&str, &str); 18] = [
-        ("gate acquire", include_str!("../src/throttle/acquire.lua")),
-        ("gate report", include_str!("../src/throttle/report.lua")),
-        ("gate set", include_str!("../src/throttle/set.lua")),
-        ("breaker trip", include_str!("../src/link/breaker_trip.lua")),
-        ("lease", include_str!("../src/link/lease.lua")),
+        (
+            "gate acquire",
+            include_str!("../../../src/throttle/acquire.lua"),
+        ),
+        (
+            "gate report",
+            include_str!("../../../src/throttle/report.lua"),
+        ),
+        ("gate set", include_str!("../../../src/throttle/set.lua")),
+        (
+            "breaker trip",
+            include_str!("../../../src/link/breaker_trip.lua"),
+        ),
+        ("lease", include_str!("../../../src/link/lease.lua")),
         (
             "lease release",
-            include_str!("../src/link/lease_release.lua"),
+            include_str!("../../../src/link/lease_release.lua"),
         ),
         (
             "queue push",
-            include_str!("../src/queue/redis/lua/push.lua"),
+            include_str!("../../../src/queue/redis/lua/push.lua"),
         ),
         (
             "queue push delayed",
-            include_str!("../src/queue/redis/lua/push_delayed.lua"),
+            include_str!("../../../src/queue/redis/lua/push_delayed.lua"),
         ),
         (
             "queue fetch",
-            include_str!("../src/queue/redis/lua/fetch.lua"),
+            include_str!("../../../src/queue/redis/lua/fetch.lua"),
         ),
-        ("queue ack", include_str!("../src/queue/redis/lua/ack.lua")),
+        (
+            "queue ack",
+            include_str!("../../../src/queue/redis/lua/ack.lua"),
+        ),
         (
             "queue dead",
-            include_str!("../src/queue/redis/lua/dead.lua"),
+            include_str!("../../../src/queue/redis/lua/dead.lua"),
         ),
         (
             "queue reschedule",
-            include_str!("../src/queue/redis/lua/reschedule.lua"),
+            include_str!("../../../src/queue/redis/lua/reschedule.lua"),
         ),
         (
             "queue release",
-            include_str!("../src/queue/redis/lua/release.lua"),
+            include_str!("../../../src/queue/redis/lua/release.lua"),
         ),
         (
             "queue claim",
-            include_str!("../src/queue/redis/lua/claim.lua"),
+            include_str!("../../../src/queue/redis/lua/claim.lua"),
         ),
         (
             "queue heartbeat",
-            include_str!("../src/queue/redis/lua/heartbeat.lua"),
+            include_str!("../../../src/queue/redis/lua/heartbeat.lua"),
         ),
         (
             "queue bind fleet",
-            include_str!("../src/queue/redis/lua/bind_fleet.lua"),
+            include_str!("../../../src/queue/redis/lua/bind_fleet.lua"),
         ),
         (
             "queue gc consumers",
-            include_str!("../src/queue/redis/lua/gc_consumers.lua"),
+            include_str!("../../../src/queue/redis/lua/gc_consumers.lua"),
         ),
         (
             "queue length",
-            include_str!("../src/queue/redis/lua/len.lua"),
+            include_str!("../../../src/queue/redis/lua/len.lua"),
         ),
     ];
     sources
@@ -478,7 +490,7 @@ async fn main() {
         return;
     }
     if !std::env::args().any(|a| a == "--bench") {
-        println!("costbench: run it with `cargo bench --bench costbench`");
+        println!("costbench: run it with `scripts/bench costbench`");
         return;
     }
     let items: u64 = arg("--items", 4_000);

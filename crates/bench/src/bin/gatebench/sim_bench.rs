@@ -166,7 +166,7 @@ pub(super) async fn sim_bench(redis: Option<&str>, a: &SimBenchArgs) -> anyhow::
     );
     println!(
         "mode {} | sim limit {}/s | client rate {rate}/s burst {burst} concurrency {} | {} s, latency {}/{} ms",
-        gates.mode(), a.limit, a.concurrency, a.seconds, a.latency_ms, a.latency_p95_ms
+        if redis.is_some() { "redis" } else { "embedded" }, a.limit, a.concurrency, a.seconds, a.latency_ms, a.latency_p95_ms
     );
     println!(
         "simulator: calls {} ok {} rejected {} ({:.3}% of calls) busiest second {} (limit {})",

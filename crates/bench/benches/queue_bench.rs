@@ -2,7 +2,7 @@
 //! apalis-redis 1.0 worker with a no-op handler, same Redis, same run; plus `push_bulk` of
 //! 1,000 tasks of 100 keys (100k items).
 //!
-//! cargo run --release --example queue_bench [-- TASKS CONCURRENCY ROUNDS]
+//! scripts/bench queue_bench [TASKS CONCURRENCY ROUNDS]
 //!
 //! Uses REDIS_URL when set, else starts a private redis-server on a free loopback port.
 //! TASKS stays below ~8,000 by default: a larger due backlog kills every apalis-redis 1.0.0

@@ -1,11 +1,10 @@
 //! Gate benchmarks and the load generator of the multi-process gate tests (BENCHMARKS.md,
-//! "Gates"; tests/throttle_redis.rs spawns `gatebench hammer --worker`).
+//! "Gates"; tests/processes/gate_processes.rs spawns `gatebench hammer --worker`).
 //!
 //! ```text
-//! cargo build --release --bin gatebench
-//! target/release/gatebench --redis URL hammer [--processes 1,2,4,8] [--baseline] [--sim] [--sim-limit N]
-//! target/release/gatebench --redis URL hammer --worker ...   # one worker: prints its admissions
-//! target/release/gatebench [--redis URL] sim-bench [--limit 100] [--factor 2]
+//! scripts/bench gatebench --redis URL hammer [--processes 1,2,4,8] [--baseline] [--sim] [--sim-limit N]
+//! scripts/bench gatebench --redis URL hammer --worker ...   # one worker: prints its admissions
+//! scripts/bench gatebench [--redis URL] sim-bench [--limit 100] [--factor 2]
 //! ```
 //!
 //! `hammer` acquires from one gate with `--concurrency` tasks per process; as a spawner it

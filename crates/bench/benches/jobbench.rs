@@ -1,10 +1,9 @@
 //! Main-job benchmarks (BENCHMARKS.md, "Main job"), each with a baseline measured in the same run.
 //!
 //! ```text
-//! cargo build --release --bins --examples
-//! target/release/examples/jobbench enqueue  [--items 100000] [--rounds 3]
-//! target/release/examples/jobbench fleet    [--limit 400] [--seconds 10] [--procs 1,2,4]
-//! target/release/examples/jobbench overhead [--tasks 5000] [--concurrency 32]
+//! scripts/bench jobbench enqueue  [--items 100000] [--rounds 3]
+//! scripts/bench jobbench fleet    [--limit 400] [--seconds 10] [--procs 1,2,4]
+//! scripts/bench jobbench overhead [--tasks 5000] [--concurrency 32]
 //! ```
 //!
 //! - `enqueue`: `producer::enqueue` of a 100k-item listing job (ledger transaction + task
@@ -20,7 +19,7 @@
 //!   apalis-redis worker with a no-op handler on the same Redis.
 //!
 //! Uses REDIS_URL when set, else a private redis-server on a free loopback port. The
-//! simulator runs in this process; workers are the `syncfleet` binary next to this example's
+//! simulator runs in this process; workers are the `syncfleet` binary beside this program's
 //! directory (`target/release/syncfleet`) unless `--bin PATH` says otherwise.
 
 use std::path::{Path, PathBuf};
@@ -66,13 +65,11 @@ fn arg<T: std::str::FromStr>(name: &str, default: T) -> T {
 
 fn syncfleet_bin() -> PathBuf {
     let given: String = arg("--bin", String::new());
-    if !given.is_empty() {
-        return PathBuf::from(given);
+    if given.is_empty() {
+        syncfleet_testkit::syncfleet_bin()
+    } else {
+        PathBuf::from(given)
     }
-    std::env::current_exe()
-        .ok()
-        .and_then(|p| p.parent()?.parent().map(|d| d.join("syncfleet")))
-        .unwrap_or_else(|| PathBuf::from("target/release/syncfleet"))
 }
 
 fn secret_env(p: Platform) -> String {
@@ -488,7 +485,10 @@ async fn overhead_bench(url: &str) -> anyhow::Result<()> {
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    let what = std::env::args().nth(1).unwrap_or_default();
+    let what = syncfleet_testkit::program_args()
+        .first()
+        .cloned()
+        .unwrap_or_default();
     let server = test_redis::TestRedis::start();
     let url = server.url.clone();
     match what.as_str() {

@@ -6,7 +6,7 @@
 //! the tracing subscriber and the metrics recorder are process-wide and installed once, so
 //! "off" must be a process that never installed them.
 //!
-//! `flock /tmp/bench.lock cargo run --release --example metricsbench [-- --items N --target-s S --rounds R]`
+//! `flock /tmp/bench.lock scripts/bench metricsbench [--items N --target-s S --rounds R]`
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
@@ -33,7 +33,7 @@ fn parse_args() -> Result<Args, String> {
         child: None,
         port: 0,
     };
-    let mut it = std::env::args().skip(1);
+    let mut it = syncfleet_testkit::program_args().into_iter();
     while let Some(flag) = it.next() {
         let mut value = || it.next().ok_or_else(|| format!("{flag} needs a value"));
         match flag.as_str() {

@@ -1,6 +1,6 @@
 //! The ledger on PostgreSQL beside SQLite, in the same run.
 //!
-//! `cargo bench --bench ledgerbench -- [--items 100000] [--outcomes 40000] [--procs 1,2,4,8]
+//! `scripts/bench ledgerbench [--items 100000] [--outcomes 40000] [--procs 1,2,4,8]
 //!  [--demo-items 100000 --demo-target-s 60]`
 //!
 //! Needs `TEST_POSTGRES_URL` (a server where it may create databases; `scripts/postgres-for-tests`
@@ -274,7 +274,7 @@ async fn main() {
         return;
     }
     if !args.iter().any(|a| a == "--bench") {
-        println!("ledgerbench: run it with `cargo bench --bench ledgerbench`");
+        println!("ledgerbench: run it with `scripts/bench ledgerbench`");
         return;
     }
     let items: usize = arg("--items", 100_000);

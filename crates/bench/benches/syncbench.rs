@@ -1,7 +1,7 @@
 //! Continuous sync of one shop, the way a seller's day meets it: orders arrive and change all
 //! the while (the simulator's live store), and the ledger should follow.
 //!
-//! `cargo bench --bench syncbench -- [--minutes 5] [--per-min 60] [--shops 1] [--pay 60]
+//! `scripts/bench syncbench [--minutes 5] [--per-min 60] [--shops 1] [--pay 60]
 //! [--ship 300] [--sign 900] [--ways cron,sweep,messages,drilled] [--chaos-minutes 10]`
 //!
 //! `--shops N` gives the app N shops (s1, the app's own session, and s2..sN, each with its
@@ -386,7 +386,7 @@ async fn chaos(minutes: u64, per_min: f64, life: Life) {
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() {
     if !std::env::args().any(|a| a == "--bench") {
-        println!("syncbench: run it with `cargo bench --bench syncbench`");
+        println!("syncbench: run it with `scripts/bench syncbench`");
         return;
     }
     let minutes: u64 = arg("--minutes", 5);

@@ -1,6 +1,6 @@
 //! Pacing: the day as a budget, over one whole compressed day.
 //!
-//! `cargo bench --bench pacingbench -- [--day 120] [--configs fixed:200,sliding:100]
+//! `scripts/bench pacingbench [--day 120] [--configs fixed:200,sliding:100]
 //!     [--share 0.05] [--ask-every 4]`
 //!
 //! For each simulator configuration `kind:rate` (the item_add limit's window kind and calls
@@ -182,7 +182,7 @@ async fn run(
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() {
     if !std::env::args().any(|a| a == "--bench") {
-        println!("pacingbench: run it with `cargo bench --bench pacingbench`");
+        println!("pacingbench: run it with `scripts/bench pacingbench`");
         return;
     }
     let day_s: u32 = arg("--day", 120);

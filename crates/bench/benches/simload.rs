@@ -10,7 +10,7 @@
 //!
 //! Prints calls/s of both and their ratio, and cross-checks the count the simulator saw.
 //!
-//! Usage: `target/release/examples/simload [--connections 64] [--seconds 10] [--sim-bin PATH]`
+//! Usage: `scripts/bench simload [--connections 64] [--seconds 10] [--sim-bin PATH]`
 
 use axum::body::Bytes;
 use chrono::Utc;
@@ -49,15 +49,9 @@ fn parse_args() -> Result<Args, String> {
     let mut args = Args {
         connections: 64,
         seconds: 10,
-        // An example lives in `target/<profile>/examples/`, the program one directory up.
-        sim_bin: std::env::current_exe()
-            .map_err(|e| format!("cannot find this executable: {e}"))?
-            .parent()
-            .and_then(|examples| examples.parent())
-            .ok_or("cannot find the target directory")?
-            .join("syncfleet"),
+        sim_bin: syncfleet_testkit::syncfleet_bin(),
     };
-    let mut it = std::env::args().skip(1);
+    let mut it = syncfleet_testkit::program_args().into_iter();
     while let Some(a) = it.next() {
         let mut val = || it.next().ok_or_else(|| format!("{a} needs a value"));
         match a.as_str() {

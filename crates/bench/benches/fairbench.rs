@@ -1,6 +1,6 @@
 //! Fair shares: a big job enqueued first does not hold back the small jobs of other shops.
 //!
-//! `cargo bench --bench fairbench -- [--shops 10] [--big 20000] [--small 1000] [--workers 3]
+//! `scripts/bench fairbench [--shops 10] [--big 20000] [--small 1000] [--workers 3]
 //!  [--chunk 50] [--configs fixed:400,sliding:200] [--weight1 1] [--no-baseline]
 //!  [--sliding-gate F [--sliding-burst B] [--sliding-band MS]]`
 //!
@@ -223,7 +223,7 @@ async fn run(s: &Setup, fair: bool) {
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() {
     if !std::env::args().any(|a| a == "--bench") {
-        println!("fairbench: run it with `cargo bench --bench fairbench`");
+        println!("fairbench: run it with `scripts/bench fairbench`");
         return;
     }
     let shops: usize = arg("--shops", 10);

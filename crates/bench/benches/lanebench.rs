@@ -1,6 +1,6 @@
 //! Lanes: interactive work while a bulk job saturates the gate.
 //!
-//! `cargo bench --bench lanebench -- [--items 4000] [--rate 100] [--share 0.1] [--asks 30] [--embedded] [--band MS]`
+//! `scripts/bench lanebench [--items 4000] [--rate 100] [--share 0.1] [--asks 30] [--embedded] [--band MS]`
 //!
 //! A bulk listing (1688 -> Taobao) of `--items` items saturates the item_add gate, set to the
 //! simulator's limit `--rate`; 2 worker processes (work --concurrency 8), or with `--embedded`
@@ -167,7 +167,7 @@ fn pct(v: &[Duration], p: usize) -> Duration {
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() {
     if !std::env::args().any(|a| a == "--bench") {
-        println!("lanebench: run it with `cargo bench --bench lanebench`");
+        println!("lanebench: run it with `scripts/bench lanebench`");
         return;
     }
     let items: u64 = arg("--items", 4_000);

@@ -1,6 +1,6 @@
 //! Ledger timings on a real SQLite file in a temp dir (WAL, synchronous=NORMAL).
 //!
-//! Run: `cargo run --release --example ledger_bench [-- ITEMS]` (default 100000 items).
+//! Run: `scripts/bench ledger_bench [ITEMS]` (default 100000 items).
 //! Prints create_job of ITEMS items (json_each, one statement) against a same-run baseline
 //! of multi-row INSERTs of 500 bound rows, then the per-chunk operations a worker does.
 
@@ -19,7 +19,7 @@ fn ms(d: Duration) -> String {
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let n: usize = match std::env::args().nth(1) {
+    let n: usize = match syncfleet_testkit::program_args().first() {
         Some(a) => a.parse()?,
         None => 100_000,
     };

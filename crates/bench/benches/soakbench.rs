@@ -1,7 +1,7 @@
 //! A soak: continuous sync for hours, with bad records and a completion-hook receiver that is
 //! down for a while in the middle, the way a fleet meets months of work.
 //!
-//! `cargo bench --bench soakbench -- [--minutes 120] [--down-minutes 30] [--shops 3]
+//! `scripts/bench soakbench [--minutes 120] [--down-minutes 30] [--shops 3]
 //! [--per-min 10] [--malformed 0.01] [--order-every-s 60] [--logistics-every-s 600] [--oauth]
 //! [--workers 2] [--retention-day-s 86400] [--report-every-min 10]`
 //!
@@ -197,7 +197,7 @@ fn ledger_bytes(db: &str) -> u64 {
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() {
     if !std::env::args().any(|a| a == "--bench") {
-        println!("soakbench: run it with `cargo bench --bench soakbench`");
+        println!("soakbench: run it with `scripts/bench soakbench`");
         return;
     }
     let minutes: u64 = arg("--minutes", 120);

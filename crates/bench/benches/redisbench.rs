@@ -1,6 +1,6 @@
 //! The fleet's Redis beyond one server, counted by the simulator, against a same-run baseline.
 //!
-//! `cargo bench --bench redisbench -- [--mode failover|cluster] [--items 5000] [--rate 100]
+//! `scripts/bench redisbench [--mode failover|cluster] [--items 5000] [--rate 100]
 //! [--kind fixed|sliding|bucket] [--ban-s 0] [--heal-s 60] [--workers 3] [--logs DIR]`
 //!
 //! **cluster**: the same job (defaults for the economy run: `--items 6000 --workers 4`) on one
@@ -242,7 +242,7 @@ async fn run(s: &Settings, mut at: Where) -> Run {
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() {
     if !std::env::args().any(|a| a == "--bench") {
-        println!("redisbench: run it with `cargo bench --bench redisbench`");
+        println!("redisbench: run it with `scripts/bench redisbench`");
         return;
     }
     let kind = match arg("--kind", "fixed".to_string()).as_str() {

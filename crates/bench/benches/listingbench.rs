@@ -1,6 +1,6 @@
 //! The real listing: what a write whose answer is lost costs, against the same run without.
 //!
-//! `cargo bench --bench listingbench -- [--items 6000] [--workers 3] [--ratios 0,0.1,0.3]
+//! `scripts/bench listingbench [--items 6000] [--workers 3] [--ratios 0,0.1,0.3]
 //! [--write-limit 200]`
 //!
 //! A 1688 -> Taobao listing of `--items` catalog products (the real product model: SKUs,
@@ -29,7 +29,7 @@ const TO: Platform = Platform::Taobao;
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() {
     if !std::env::args().any(|a| a == "--bench") {
-        println!("listingbench: run it with `cargo bench --bench listingbench`");
+        println!("listingbench: run it with `scripts/bench listingbench`");
         return;
     }
     let items: u64 = arg("--items", 6_000);

@@ -1,6 +1,6 @@
 //! The chaos run at scale against a same-run baseline.
 //!
-//! `cargo bench --bench chaosbench -- [--items 20000] [--rate 400]` runs, one after the other
+//! `scripts/bench chaosbench [--items 20000] [--rate 400]` runs, one after the other
 //! on fresh simulators, Redis servers and ledgers:
 //! 1. baseline: a listing job of N items on 3 workers, undisturbed;
 //! 2. chaos: the same with workers SIGKILLed and SIGTERMed (replaced), an empty Redis
@@ -64,7 +64,7 @@ fn print(name: &str, r: &ChaosReport, base: Option<&ChaosReport>) {
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() {
     if !std::env::args().any(|a| a == "--bench") {
-        println!("chaosbench: run it with `cargo bench --bench chaosbench`");
+        println!("chaosbench: run it with `scripts/bench chaosbench`");
         return;
     }
     let items = arg("--items", 20_000);

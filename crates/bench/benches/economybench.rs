@@ -1,6 +1,6 @@
 //! The quota spent only on useful calls, and unknown limits found fast.
 //!
-//! `cargo bench --bench economybench -- [--items 6000] [--workers 4] [--kinds fixed,sliding,bucket]`
+//! `scripts/bench economybench [--items 6000] [--workers 4] [--kinds fixed,sliding,bucket]`
 //!
 //! A write-bound listing (1688 item_get limited to 400/s, Taobao item_add to 100/s at the
 //! simulator), `--workers` worker processes. Runs, each on a fresh simulator, Redis and ledger:
@@ -115,7 +115,7 @@ async fn job(
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() {
     if !std::env::args().any(|a| a == "--bench") {
-        println!("economybench: run it with `cargo bench --bench economybench`");
+        println!("economybench: run it with `scripts/bench economybench`");
         return;
     }
     let items: u64 = arg("--items", 6_000);
