@@ -158,6 +158,12 @@ end
 -- One turn alone left the gate idle between a shop's turns at high rates (6% at 400/s with
 -- 20 shops): its callers come back on time only to a few milliseconds.
 local SHARE_LEAD_US = 200000
+-- How long after its last call's turn a shop still counts as booking: its next turn and this
+-- margin (a paced shop that still books is back by its next turn). A shop whose task gave its
+-- slot back or finished keeps its part of the rate idle as long as it counts: for a second
+-- (or two turns), that was 6% of the gate at 400/s with 20 shops taking turns, and 2-3% at
+-- 10/s with 20 shops finishing their jobs.
+local ACTIVE_FLOOR_US = 250000
 local share_at = tonumber(ARGV[17]) or 0
 local shop = ARGV[15] or ''
 local shares, weights
@@ -263,9 +269,9 @@ if shares then
   local turn = tonumber(redis.call('HGET', weights, turn_key)) or 0
   if turn < send then turn = send end
   redis.call('HSET', weights, turn_key, fmt(turn + spacing))
-  -- The shop shares the gate while it books: until a second (or two of its paces) after
-  -- this call leaves.
-  local active = send + math.max(1000000, 2 * spacing)
+  -- The shop shares the gate while it books: until its next turn and a quarter of a second
+  -- after this call leaves.
+  local active = send + spacing + ACTIVE_FLOOR_US
   local last = tonumber(redis.call('ZSCORE', shares, shop)) or 0
   if active > last then redis.call('ZADD', shares, active, shop) end
   if not present then

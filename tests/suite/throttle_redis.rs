@@ -960,6 +960,22 @@ fn shops_booking_together_each_get_their_weighted_part_of_the_rate() {
     // Once the big shop's second booked alone has gone by (1 s), 3 s at 40/s, half each.
     assert!(small.abs_diff(60) <= 5, "small {small}, big {big}");
     assert!(big.abs_diff(small) <= 4, "small {small}, big {big}");
+    // The small shop stops (its job is done, or its task gave its slot back): it counts until
+    // its next turn and a quarter of a second after its last call leaves (which it booked up
+    // to 200 ms ahead), so the big shop is no longer held to half the rate half a second
+    // later. Counted for a second, its part went unused meanwhile (1.17 s here): 6% of the
+    // gate at 400/s with 20 shops taking turns.
+    let after = t0 + 800 * 5_000;
+    let mut last_paced_ms = 0;
+    for step in 0..400u64 {
+        if book("big", 1, after + step * 5_000).0 == 4 {
+            last_paced_ms = step * 5;
+        }
+    }
+    assert!(
+        last_paced_ms <= 600,
+        "the big shop was still held to half the rate {last_paced_ms} ms after the small one stopped"
+    );
     // Weights: a shop of weight 3 beside one of weight 1 books three calls to its one.
     let later = t0 + 60_000_000;
     let mut booked = std::collections::HashMap::<&str, u32>::new();

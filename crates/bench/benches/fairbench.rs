@@ -2,6 +2,7 @@
 //!
 //! `scripts/bench fairbench [--shops 10] [--big 20000] [--small 1000] [--workers 3]
 //!  [--chunk 50] [--configs fixed:400,sliding:200] [--weight1 1] [--no-baseline]
+//!  [--ledger sqlite|postgres]
 //!  [--sliding-gate F [--sliding-burst B] [--sliding-band MS]]`
 //!
 //! `--sliding-gate F` sets the item_add gate on a sliding window as an operator who knows a
@@ -9,6 +10,9 @@
 //! burst and the arrival jitter do not cross the window (`--sliding-burst B`: another burst;
 //! `--sliding-band MS`: the gate's `boundary_band_ms`, which only a clock-aligned window needs).
 //! Utilisation is still counted against the limit.
+//!
+//! `--ledger postgres` puts the workers' ledger on PostgreSQL (`TEST_POSTGRES_URL`, as
+//! `scripts/postgres-for-tests` prints it), each worker as a host of its own.
 //!
 //! `--weight1 W` gives shop 1 the weight W (the others 1): its fair share is then W / (sum of
 //! the weights) of the gate.
@@ -31,6 +35,7 @@
 //! utilisation (items / (rate x duration)) and rejections. Under `cargo test` it does nothing.
 
 use syncfleet_testkit::jobs_harness;
+use syncfleet_testkit::support::ledger::Kind;
 
 use jobs_harness::{arg, client_toml, ClientOpts, Harness};
 use std::collections::HashMap;
@@ -60,6 +65,8 @@ struct Setup {
     sliding_burst: f64,
     /// On a sliding window with `sliding_gate`: the gate's boundary band (ms), when given.
     sliding_band_ms: Option<u64>,
+    /// The ledger the workers share.
+    ledger: Kind,
 }
 
 /// Enqueue a listing of items `first..first+n` for `shop`.
@@ -101,7 +108,7 @@ async fn run(s: &Setup, fair: bool) {
             .collect(),
         ..ClientOpts::default()
     };
-    let mut h = Harness::start(sim, &opts).await;
+    let mut h = Harness::start_on(s.ledger, sim, &opts).await;
     let config = h.dir.path().join("fair.toml");
     let (add_rate, add_burst, band) = match (s.kind, s.sliding_gate) {
         (LimitKind::Sliding, Some(share)) => (
@@ -237,6 +244,10 @@ async fn main() {
     let sliding_gate = Some(arg("--sliding-gate", 0.0)).filter(|share| *share > 0.0);
     let sliding_burst: f64 = arg("--sliding-burst", 1.0);
     let sliding_band_ms = Some(arg("--sliding-band", u64::MAX)).filter(|ms| *ms != u64::MAX);
+    let ledger = match arg("--ledger", "sqlite".to_string()).as_str() {
+        "postgres" => Kind::Postgres,
+        _ => Kind::Sqlite,
+    };
     println!(
         "fairbench: {shops} shops, one {big}-item job first then {} jobs of {small}, {workers} workers, chunks of {chunk}",
         shops - 1
@@ -260,6 +271,7 @@ async fn main() {
             sliding_gate,
             sliding_burst,
             sliding_band_ms,
+            ledger,
         };
         if baseline {
             run(&setup, false).await;

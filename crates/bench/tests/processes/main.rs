@@ -6,5 +6,6 @@
 // The test kit (crates/testkit), under the names the modules use.
 use syncfleet_testkit::support;
 
+mod bench_script;
 mod gate_processes;
 mod link_process;
