@@ -2,7 +2,7 @@
 //!
 //! `scripts/bench fairbench [--shops 10] [--big 20000] [--small 1000] [--workers 3]
 //!  [--chunk 50] [--configs fixed:400,sliding:200] [--weight1 1] [--no-baseline]
-//!  [--ledger sqlite|postgres]
+//!  [--ledger sqlite|postgres] [--embedded]
 //!  [--sliding-gate F [--sliding-burst B] [--sliding-band MS]]`
 //!
 //! `--sliding-gate F` sets the item_add gate on a sliding window as an operator who knows a
@@ -10,6 +10,9 @@
 //! burst and the arrival jitter do not cross the window (`--sliding-burst B`: another burst;
 //! `--sliding-band MS`: the gate's `boundary_band_ms`, which only a clock-aligned window needs).
 //! Utilisation is still counted against the limit.
+//!
+//! `--embedded` runs one worker process alone, without Redis (the embedded queue and gates:
+//! there the shares are the slots' turns by shop and the task turns; `--workers` is ignored).
 //!
 //! `--ledger postgres` puts the workers' ledger on PostgreSQL (`TEST_POSTGRES_URL`, as
 //! `scripts/postgres-for-tests` prints it), each worker as a host of its own.
@@ -67,6 +70,8 @@ struct Setup {
     sliding_band_ms: Option<u64>,
     /// The ledger the workers share.
     ledger: Kind,
+    /// One worker process alone, no Redis: the embedded queue and gates.
+    embedded: bool,
 }
 
 /// Enqueue a listing of items `first..first+n` for `shop`.
@@ -109,6 +114,9 @@ async fn run(s: &Setup, fair: bool) {
         ..ClientOpts::default()
     };
     let mut h = Harness::start_on(s.ledger, sim, &opts).await;
+    if s.embedded {
+        h.use_embedded();
+    }
     let config = h.dir.path().join("fair.toml");
     let (add_rate, add_burst, band) = match (s.kind, s.sliding_gate) {
         (LimitKind::Sliding, Some(share)) => (
@@ -144,7 +152,9 @@ async fn run(s: &Setup, fair: bool) {
     }
     let start_ms = chrono::Utc::now().timestamp_millis();
     let started = Instant::now();
-    for _ in 0..s.workers {
+    // One process alone holds the embedded queue (its ledger's lock).
+    let workers = if s.embedded { 1 } else { s.workers };
+    for _ in 0..workers {
         h.spawn_worker_with(&config, 8, 2);
     }
     // When the ledger first shows each job finished.
@@ -272,6 +282,7 @@ async fn main() {
             sliding_burst,
             sliding_band_ms,
             ledger,
+            embedded: std::env::args().any(|a| a == "--embedded"),
         };
         if baseline {
             run(&setup, false).await;
