@@ -337,7 +337,7 @@ impl Gates {
             local: locals(cfg),
             backend: Box::new(backend),
             burn: Mutex::new(HashMap::new()),
-            started: Instant::now(),
+            started: Clock::system().now(),
             platforms: listed_platforms(cfg),
             clock: Clock::system(),
         });
