@@ -22,10 +22,9 @@ pub(super) fn start(
         move || gone.strong_count() == 0,
         move |platform, api, span, reason| {
             if let Some(inner) = holder.upgrade() {
-                let now = inner.clock.now();
                 inner
                     .local_gate(platform, api)
-                    .hold_until(now, now + span, &reason);
+                    .hold_for(inner.clock.now(), span, &reason);
             }
         },
     );

@@ -146,7 +146,7 @@ pub struct GateSnapshot {
     pub p95_ms_measured: Option<u64>,
 }
 
-/// Longest local hold of a gate after a pause (see `Local::hold_until`).
+/// Longest local hold of a gate after a pause (see `Local::hold_for`).
 pub(crate) const HOLD_CAP: Duration = Duration::from_secs(10);
 
 /// Samples before a measured p95 is trusted.
@@ -229,7 +229,8 @@ impl Local {
     /// Hold the gate locally. Capped at [`HOLD_CAP`]: the hold only has to outlast the
     /// reservations already sleeping; a longer pause is the backend's to keep, so an operator
     /// who lifts it there is obeyed within the cap.
-    fn hold_until(&self, now: Instant, until: Instant, reason: &str) {
+    fn hold_for(&self, now: Instant, span: Duration, reason: &str) {
+        let until = now + span;
         let held = until.min(now + HOLD_CAP);
         let mut hold = self.hold.lock().unwrap_or_else(|e| e.into_inner());
         if hold.as_ref().is_none_or(|(_, end, _)| *end < until) {
@@ -333,14 +334,12 @@ impl Gates {
         }
         let kick = backend.take_kick();
         let pauses = backend.pause_feed();
-        let inner = Arc::new(Inner {
-            local: locals(cfg),
-            backend: Box::new(backend),
-            burn: Mutex::new(HashMap::new()),
-            started: Clock::system().now(),
-            platforms: listed_platforms(cfg),
-            clock: Clock::system(),
-        });
+        let inner = Arc::new(Inner::new(
+            cfg,
+            locals(cfg),
+            Box::new(backend),
+            Clock::system(),
+        ));
         background::start(&inner, kick, pauses);
         Ok(Gates { inner })
     }
@@ -357,14 +356,7 @@ impl Gates {
         let backend =
             embedded::EmbeddedGates::new(local.iter().map(|(k, l)| (*k, l.cfg.clone())), clock);
         Gates {
-            inner: Arc::new(Inner {
-                local,
-                backend: Box::new(backend),
-                burn: Mutex::new(HashMap::new()),
-                started: clock.now(),
-                platforms: listed_platforms(cfg),
-                clock,
-            }),
+            inner: Arc::new(Inner::new(cfg, local, Box::new(backend), clock)),
         }
     }
 
@@ -547,8 +539,7 @@ impl Gates {
                     // platform stops too, without a call of its own into the refusal.
                     for (&(p, a), local) in &self.inner.local {
                         if p == platform && a != api {
-                            let now = self.inner.clock.now();
-                            local.hold_until(now, now + d, &reason);
+                            local.hold_for(self.inner.clock.now(), d, &reason);
                             self.inner.backend.pause(p, a, d, reason.clone());
                         }
                     }
@@ -570,11 +561,9 @@ impl Gates {
         );
         let success = matches!(outcome, GateOutcome::Success);
         if let Some((d, reason)) = &pause {
-            self.inner.local_gate(platform, api).hold_until(
-                self.inner.clock.now(),
-                self.inner.clock.now() + *d,
-                reason,
-            );
+            self.inner
+                .local_gate(platform, api)
+                .hold_for(self.inner.clock.now(), *d, reason);
         }
         let noted = Noted {
             success,
@@ -724,6 +713,22 @@ impl state::LocalGates for Inner {
 }
 
 impl Inner {
+    fn new(
+        cfg: &Config,
+        local: HashMap<(Platform, Api), Local>,
+        backend: Box<dyn state::GateState>,
+        clock: Clock,
+    ) -> Inner {
+        Inner {
+            local,
+            backend,
+            burn: Mutex::new(HashMap::new()),
+            started: clock.now(),
+            platforms: listed_platforms(cfg),
+            clock,
+        }
+    }
+
     fn local_gate(&self, platform: Platform, api: Api) -> &Local {
         // Every (platform, api) pair is built in `locals`, so the lookup cannot miss.
         &self.local[&(platform, api)]
