@@ -27,9 +27,12 @@ use crate::link::gateway::Gateway;
 use crate::platform::{Api, Platform};
 use crate::queue::DeadHook;
 use crate::queue::{Queue, ShopWeights, TaskCtx, TaskMsg, TaskResult};
-use crate::store::{ItemOutcome, ItemStatus, JobControl, JobKind, ListingRoute, Store, StoreError};
+use crate::store::{
+    CallRecord, GroupRecord, ItemOutcome, ItemStatus, JobControl, JobKind, ListingRoute,
+    ListingsRecord, Store, StoreError,
+};
 use crate::throttle::GateShare;
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -284,6 +287,8 @@ impl JobRunner {
         job_id: i64,
         runs: Vec<(String, ItemRun)>,
         tally: &mut Tally,
+        listings: Option<ListingsRecord<'_>>,
+        calls: &[CallRecord],
     ) -> Result<(), TaskError> {
         let mut outcomes = Vec::with_capacity(runs.len());
         let mut again = Vec::new();
@@ -332,7 +337,6 @@ impl JobRunner {
                 Err(e) => tracing::error!(error = %e, "cannot pause the shop"),
             }
         }
-        ledger_write("keep_carry", || self.ctx.store.keep_carry(job_id, &keep)).await?;
         if !again.is_empty() {
             let keys: Vec<String> = again.iter().map(|o| o.key.clone()).collect();
             let rounds: HashMap<String, u32> = ledger_write("item_attempts", || {
@@ -359,19 +363,20 @@ impl JobRunner {
                 }
             }
         }
-        if outcomes.is_empty() {
-            return Ok(());
-        }
         tally.unfinished += outcomes
             .iter()
             .filter(|o| o.status == ItemStatus::Pending)
             .count()
             - tally.retried;
         tally.retried = 0;
-        let report = ledger_write("finish_items", || {
-            self.ctx.store.finish_items(job_id, &outcomes)
-        })
-        .await?;
+        let group = GroupRecord {
+            job_id,
+            listings,
+            carry: &keep,
+            outcomes: &outcomes,
+            calls,
+        };
+        let report = ledger_write("record_group", || self.ctx.store.record_group(&group)).await?;
         if report.recorded < outcomes.len() as u64
             // Read fresh, not from the cache: the cancel may be younger than a second.
             && matches!(
@@ -408,55 +413,6 @@ impl JobRunner {
                 "useful calls not recorded: {e}"
             );
         }
-    }
-
-    /// Where a later job looks before it writes: the products this group's writes made,
-    /// recorded before their items' outcomes (a run that ends between the two finds the
-    /// listing on its re-run and calls the item done, without a call); and the claims of the
-    /// group's items that surely made nothing released, so the next run claims them afresh
-    /// (those in `unsure` stay: a write of theirs may have made a product).
-    async fn record_listings(
-        &self,
-        target: listing::Target<'_>,
-        holder: &str,
-        group: &[(String, ItemRun)],
-        unsure: &std::sync::Mutex<HashSet<String>>,
-    ) -> Result<(), TaskError> {
-        let unsure: HashSet<String> = unsure.lock().map(|u| u.clone()).unwrap_or_default();
-        let released: Vec<String> = group
-            .iter()
-            .filter(|(key, run)| {
-                let made = matches!(run, ItemRun::Outcome(o) if matches!(o.status, ItemStatus::Done | ItemStatus::Stale));
-                !made && !unsure.contains(key)
-            })
-            .map(|(key, _)| key.clone())
-            .collect();
-        let made: Vec<(String, String)> = group
-            .iter()
-            .filter_map(|(key, run)| {
-                let ItemRun::Outcome(o) = run else {
-                    return None;
-                };
-                let made = matches!(o.status, ItemStatus::Done | ItemStatus::Stale);
-                made.then(|| o.result.clone().map(|item| (key.clone(), item)))
-                    .flatten()
-            })
-            .collect();
-        ledger_write("record_listings", || {
-            self.ctx
-                .store
-                .record_listings(target.route, target.job_id, target.relist, &made)
-        })
-        .await?;
-        if !released.is_empty() {
-            ledger_write("release_listings", || {
-                self.ctx
-                    .store
-                    .release_listings(target.route, target.job_id, holder, &released)
-            })
-            .await?;
-        }
-        Ok(())
     }
 
     /// Told by the queue about a task that went to the dead-letter stream: its items still
@@ -618,7 +574,8 @@ impl JobRunner {
                 let Some(runs) = stop.cut_short(run).await else {
                     return Ok(TaskResult::RetryAfter(HAND_BACK_DELAY));
                 };
-                self.record(task.job_id, runs, &mut tally).await?;
+                self.record(task.job_id, runs, &mut tally, None, &[])
+                    .await?;
             }
             JobSpec::Logistics { platform, .. } => {
                 let run = logistics::run_chunk(&hctx, *platform, &keys, &useful, &stop);
@@ -626,7 +583,8 @@ impl JobRunner {
                     return Ok(TaskResult::RetryAfter(HAND_BACK_DELAY));
                 };
                 let runs = runs?;
-                self.record(task.job_id, runs, &mut tally).await?;
+                self.record(task.job_id, runs, &mut tally, None, &[])
+                    .await?;
             }
         }
         let Tally {

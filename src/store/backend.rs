@@ -98,7 +98,8 @@ impl Tx {
 
 /// One statement in both dialects, from parts: string literals are the same on both; `NOW` is
 /// the database clock in unix milliseconds; `[KEYS $n AS k]` is the JSON array of strings bound
-/// as parameter `$n`, as a table `k` with one column `value`. `sql!(sqlite: "..", postgres:
+/// as parameter `$n`, as a table `k` with one column `value`; `[PAIRS $n AS m]` the JSON array of
+/// arrays bound as `$n`, as a table `m` whose `value` is one inner array (`m.value ->> 0`). `sql!(sqlite: "..", postgres:
 /// "..")` gives two whole texts where the dialects part.
 ///
 /// The clock: every instant the ledger writes (and every "how long ago" it compares) comes from
@@ -118,6 +119,12 @@ macro_rules! sql {
     };
     (@postgres [KEYS $n:literal AS $alias:ident]) => {
         concat!("json_array_elements_text(CAST(", $n, " AS json)) AS ", stringify!($alias), "(value)")
+    };
+    (@sqlite [PAIRS $n:literal AS $alias:ident]) => {
+        concat!("json_each(", $n, ") AS ", stringify!($alias))
+    };
+    (@postgres [PAIRS $n:literal AS $alias:ident]) => {
+        concat!("json_array_elements(CAST(", $n, " AS json)) AS ", stringify!($alias), "(value)")
     };
     (@sqlite $text:literal) => { $text };
     (@postgres $text:literal) => { $text };

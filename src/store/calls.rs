@@ -1,6 +1,6 @@
 //! The calls ledger, the gate-change audit trail and the stale-response cache.
 
-use super::backend::{execute, fetch, sql, Pool, Sql};
+use super::backend::{execute, fetch, sql, Pool, Sql, Tx};
 use super::{from_ms, to_i64, to_ms, to_u64, QueryCtx, Store, StoreError};
 use super::{ApiCalls, CallRecord, CallReport, ClassCalls, GateChange, StaleEntry};
 use crate::platform::{Api, Platform};
@@ -39,6 +39,18 @@ impl Store {
         if batch.is_empty() {
             return Ok(());
         }
+        let mut tx = self.begin("record_calls: begin").await?;
+        self.record_calls_in(&mut tx, batch).await?;
+        tx.commit().await.ctx(self, "record_calls: commit")?;
+        Ok(())
+    }
+
+    /// Inside `tx`: the upserts of [`Store::record_calls`].
+    pub(super) async fn record_calls_in(
+        &self,
+        tx: &mut Tx,
+        batch: &[CallRecord],
+    ) -> Result<(), StoreError> {
         // Rows in key order: two workers upserting the same minutes lock them in the same
         // order (PostgreSQL), so they wait for each other instead of deadlocking.
         let mut rows: Vec<(String, &CallRecord)> =
@@ -51,7 +63,6 @@ impl Store {
                 b.class.as_str(),
             ))
         });
-        let mut tx = self.begin("record_calls: begin").await?;
         for (minute, r) in rows {
             execute!(
                 tx.on(),
@@ -71,7 +82,6 @@ impl Store {
             )
             .ctx(self, "record_calls: upsert")?;
         }
-        tx.commit().await.ctx(self, "record_calls: commit")?;
         Ok(())
     }
 

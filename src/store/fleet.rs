@@ -6,7 +6,7 @@
 //! the migration: the queue records the id of the ledger it serves, so a worker started with
 //! another ledger is refused instead of burning the fleet's tasks.
 
-use super::backend::{execute, fetch, scalar, sql};
+use super::backend::{execute, fetch, scalar, sql, Tx};
 use super::{json_list, QueryCtx, Store, StoreError};
 
 impl Store {
@@ -173,6 +173,18 @@ impl Store {
             return Ok(());
         }
         let mut tx = self.begin("keep_carry: begin").await?;
+        self.keep_carry_in(&mut tx, job_id, carry).await?;
+        tx.commit().await.ctx(self, "keep_carry: commit")?;
+        Ok(())
+    }
+
+    /// Inside `tx`: the updates of [`Store::keep_carry`].
+    pub(super) async fn keep_carry_in(
+        &self,
+        tx: &mut Tx,
+        job_id: i64,
+        carry: &[(String, String)],
+    ) -> Result<(), StoreError> {
         for (key, json) in carry {
             execute!(
                 tx.on(),
@@ -186,7 +198,6 @@ impl Store {
             )
             .ctx(self, "keep_carry: update item")?;
         }
-        tx.commit().await.ctx(self, "keep_carry: commit")?;
         Ok(())
     }
 }

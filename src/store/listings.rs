@@ -3,7 +3,7 @@
 //! sent, so two jobs, two workers or two producers never both write it; a claim whose write's
 //! outcome is unknown is looked up on the target by its seller code before any second write.
 
-use super::backend::{execute, fetch, sql, Tx};
+use super::backend::{execute, fetch, sql, Conn, Tx};
 use super::{json_list, QueryCtx, Store, StoreError};
 use crate::platform::Platform;
 use std::collections::{HashMap, HashSet};
@@ -138,11 +138,37 @@ impl Store {
         if made.is_empty() {
             return Ok(());
         }
+        let mut tx = self.begin("record_listings: begin").await?;
+        self.insert_listings(&mut tx, route, job_id, relist, made)
+            .await?;
+        tx.commit().await.ctx(self, "record_listings: commit")?;
+        Ok(())
+    }
+
+    /// Inside `tx`: the rows of [`Store::record_listings`].
+    pub(super) async fn insert_listings(
+        &self,
+        tx: &mut Tx,
+        route: ListingRoute<'_>,
+        job_id: i64,
+        relist: bool,
+        made: &[(String, String)],
+    ) -> Result<(), StoreError> {
+        // One statement for the group, the pairs bound as one JSON array (see
+        // `Store::finish_items` on SQLite for why); a source item named twice is listed once.
+        let mut seen = HashSet::with_capacity(made.len());
+        let pairs: Vec<&(String, String)> = made
+            .iter()
+            .filter(|(s, _)| seen.insert(s.as_str()))
+            .collect();
+        // Serializing strings cannot fail.
+        let pairs = serde_json::to_string(&pairs).unwrap_or_else(|_| "[]".to_string());
         let insert = if relist {
             sql!(
                 "INSERT INTO listings (source_platform, source_item, target_platform,
                      target_shop, state, target_item, job_id, listed_at)
-                 VALUES ($1, $2, $3, $4, 'listed', $5, $6, " NOW ")
+                 SELECT $1, m.value ->> 0, $2, $3, 'listed', m.value ->> 1, $4, " NOW "
+                 FROM " [PAIRS "$5" AS m] " WHERE true
                  ON CONFLICT (source_platform, source_item, target_platform, target_shop)
                  DO UPDATE SET state = 'listed', target_item = excluded.target_item,
                      job_id = excluded.job_id, listed_at = excluded.listed_at"
@@ -151,28 +177,24 @@ impl Store {
             sql!(
                 "INSERT INTO listings (source_platform, source_item, target_platform,
                      target_shop, state, target_item, job_id, listed_at)
-                 VALUES ($1, $2, $3, $4, 'listed', $5, $6, " NOW ")
+                 SELECT $1, m.value ->> 0, $2, $3, 'listed', m.value ->> 1, $4, " NOW "
+                 FROM " [PAIRS "$5" AS m] " WHERE true
                  ON CONFLICT (source_platform, source_item, target_platform, target_shop)
                  DO UPDATE SET state = 'listed', target_item = excluded.target_item,
                      listed_at = excluded.listed_at
                  WHERE listings.state = 'claimed' AND listings.job_id = excluded.job_id"
             )
         };
-        let mut tx = self.begin("record_listings: begin").await?;
-        for (source_item, target_item) in made {
-            execute!(
-                tx.on(),
-                insert,
-                route.from.as_str(),
-                source_item,
-                route.to.as_str(),
-                route.shop,
-                target_item,
-                job_id
-            )
-            .ctx(self, "record_listings: insert")?;
-        }
-        tx.commit().await.ctx(self, "record_listings: commit")?;
+        execute!(
+            tx.on(),
+            insert,
+            route.from.as_str(),
+            route.to.as_str(),
+            route.shop,
+            job_id,
+            pairs
+        )
+        .ctx(self, "record_listings: insert")?;
         Ok(())
     }
 
@@ -409,8 +431,24 @@ impl Store {
             return Ok(());
         }
         let mut c = self.conn("release_listings").await?;
+        self.delete_released(c.on(), route, job_id, holder, source_items)
+            .await
+    }
+
+    /// On `conn`: the deletion of [`Store::release_listings`].
+    pub(super) async fn delete_released(
+        &self,
+        conn: Conn<'_>,
+        route: ListingRoute<'_>,
+        job_id: i64,
+        holder: &str,
+        source_items: &[String],
+    ) -> Result<(), StoreError> {
+        if source_items.is_empty() {
+            return Ok(());
+        }
         execute!(
-            c.on(),
+            conn,
             sql!(
                 "DELETE FROM listings
                  WHERE source_platform = $1 AND target_platform = $2 AND target_shop = $3
@@ -452,8 +490,18 @@ impl Store {
     /// for the take-over time. Answers how many it gave up.
     pub async fn disown_claims(&self, job_id: i64, holder: &str) -> Result<u64, StoreError> {
         let mut c = self.conn("disown_claims").await?;
+        self.disown_claims_on(c.on(), job_id, holder).await
+    }
+
+    /// On `conn`: the update of [`Store::disown_claims`].
+    pub(super) async fn disown_claims_on(
+        &self,
+        conn: Conn<'_>,
+        job_id: i64,
+        holder: &str,
+    ) -> Result<u64, StoreError> {
         let n = execute!(
-            c.on(),
+            conn,
             sql!(
                 "UPDATE listings SET claim_holder = NULL
                  WHERE job_id = $1 AND claim_holder = $2 AND state = 'claimed'"

@@ -2,7 +2,7 @@
 //! the job is finished exactly once when none is left (docs/design.md, "The ledger on two
 //! backends").
 
-use super::backend::{execute, scalar, sql, Conn, Pool, Tx};
+use super::backend::{execute, sql, Conn, Pool, Tx};
 use super::{json_list, to_i64, to_u64, QueryCtx, Store, StoreError};
 use super::{FinishReport, ItemOutcome, ItemStatus};
 use crate::platform::ErrorClass;
@@ -149,55 +149,80 @@ impl Store {
         outcomes: &[ItemOutcome],
     ) -> Result<FinishReport, StoreError> {
         match &self.pool {
-            Pool::Sqlite(_) => self.finish_items_sqlite(job_id, outcomes).await,
+            Pool::Sqlite(_) => {
+                let mut tx = self.begin("finish_items: begin").await?;
+                let report = self.finish_items_in(&mut tx, job_id, outcomes).await?;
+                tx.commit().await.ctx(self, "finish_items: commit")?;
+                Ok(report)
+            }
             Pool::Postgres(pg) => self.finish_items_postgres(pg, job_id, outcomes).await,
         }
     }
 
-    /// SQLite: in-process statements are cheap, so one prepared UPDATE per outcome inside one
-    /// `BEGIN IMMEDIATE` transaction, then the job's end.
-    async fn finish_items_sqlite(
+    /// Inside `tx`: the outcomes of [`Store::finish_items`] and the job's end.
+    pub(super) async fn finish_items_in(
         &self,
+        tx: &mut Tx,
         job_id: i64,
         outcomes: &[ItemOutcome],
     ) -> Result<FinishReport, StoreError> {
-        let mut tx = self.begin("finish_items: begin").await?;
-        // One clock reading for the whole batch: its items and the job's end agree.
-        let now = scalar!(fetch_one as i64, tx.on(), sql!("SELECT " NOW))
-            .ctx(self, "finish_items: read clock")?;
-        let (mut recorded, mut terminal) = (0, 0);
-        for o in outcomes {
-            let n = execute!(
-                tx.on(),
-                sql!(
-                    "UPDATE job_items
-                     SET status = $1, error_class = $2, error_message = $3, result = $4,
-                         attempts = attempts + 1, updated_at = $5,
-                         carry = CASE WHEN $1 = 'pending' THEN carry END
-                     WHERE job_id = $6 AND item_key = $7 AND status = 'pending'"
-                ),
-                o.status.as_str(),
-                o.error_class.map(ErrorClass::as_str),
-                o.error_message.as_deref().map(truncate),
-                o.result.as_deref(),
-                now,
-                job_id,
-                &o.key
-            )
-            .ctx(self, "finish_items: update item")?;
-            recorded += n;
-            if o.status != ItemStatus::Pending {
-                terminal += n;
-            }
-        }
+        let (recorded, terminal, now) = match tx {
+            Tx::Sqlite(t) => self.finish_items_sqlite(t, job_id, outcomes).await?,
+            Tx::Postgres(t) => return self.finish_items_postgres(&mut **t, job_id, outcomes).await,
+        };
         let job_finished = self
-            .finish_job_if_done(&mut tx, job_id, Some(now), terminal)
+            .finish_job_if_done(tx, job_id, Some(now), terminal)
             .await?;
-        tx.commit().await.ctx(self, "finish_items: commit")?;
         Ok(FinishReport {
             recorded,
             job_finished,
         })
+    }
+
+    /// SQLite: the batch is one UPDATE joined to the outcomes bound as one JSON array, then
+    /// the job's end. One statement, not one per item: every statement is a round trip to the
+    /// connection's thread while the transaction holds SQLite's one write lock, and at a
+    /// listing's full rate the lock is what every task waits for. The outcomes are a
+    /// materialised table the update walks, looking each item up by its key (without it
+    /// SQLite walks the job's items and looks each up in the outcomes).
+    /// Answers (recorded, terminal, the clock reading the items carry).
+    async fn finish_items_sqlite(
+        &self,
+        conn: &mut sqlx::SqliteConnection,
+        job_id: i64,
+        outcomes: &[ItemOutcome],
+    ) -> Result<(u64, u64, i64), StoreError> {
+        // One clock reading for the whole batch: its items and the job's end agree.
+        let now: i64 = sqlx::query_scalar(sql!("SELECT " NOW).sqlite)
+            .fetch_one(&mut *conn)
+            .await
+            .ctx(self, "finish_items: read clock")?;
+        let statuses: Vec<(String,)> = sqlx::query_as(
+            "WITH o AS MATERIALIZED (
+                 SELECT value ->> 0 AS item_key, value ->> 1 AS status, value ->> 2 AS class,
+                        value ->> 3 AS message, value ->> 4 AS result
+                 FROM json_each($1))
+             UPDATE job_items
+             SET status = o.status, error_class = o.class, error_message = o.message,
+                 result = o.result, attempts = attempts + 1, updated_at = $2,
+                 carry = CASE WHEN o.status = 'pending' THEN carry END
+             FROM o
+             WHERE job_items.job_id = $3 AND job_items.item_key = o.item_key
+               AND job_items.status = 'pending'
+             RETURNING status",
+        )
+        .bind(outcomes_json(outcomes))
+        .bind(now)
+        .bind(job_id)
+        .fetch_all(&mut *conn)
+        .await
+        .ctx(self, "finish_items: update items")?;
+        let recorded = statuses.len() as u64;
+        let terminal = statuses
+            .iter()
+            .filter(|(status,)| status != ItemStatus::Pending.as_str())
+            .count() as u64;
+        Ok((recorded, terminal, now))
     }
 
     /// PostgreSQL: the whole batch is one statement, so one round trip and one implicit
@@ -207,9 +232,9 @@ impl Store {
     /// a concurrent batch waits and re-reads the count, and the batch that brings it to 0 sets
     /// `finished`. When the job row is updated at all, it had items pending, so it was running
     /// (a job is `finished` only with none pending): `finished` after it means this batch did it.
-    async fn finish_items_postgres(
+    async fn finish_items_postgres<'e>(
         &self,
-        pg: &sqlx::PgPool,
+        pg: impl sqlx::PgExecutor<'e>,
         job_id: i64,
         outcomes: &[ItemOutcome],
     ) -> Result<FinishReport, StoreError> {
@@ -272,3 +297,24 @@ const FINISH_ITEMS_POSTGRES: &str = concat!(
          RETURNING j.status = 'finished' AS finished)
      SELECT counts.recorded, COALESCE((SELECT finished FROM job), FALSE) FROM counts"
 );
+
+/// `outcomes` as one JSON array of `[key, status, class, message, result]`, one per item: the
+/// first outcome of a key in the batch is its outcome.
+fn outcomes_json(outcomes: &[ItemOutcome]) -> String {
+    let mut seen = std::collections::HashSet::with_capacity(outcomes.len());
+    let rows: Vec<_> = outcomes
+        .iter()
+        .filter(|o| seen.insert(o.key.as_str()))
+        .map(|o| {
+            (
+                o.key.as_str(),
+                o.status.as_str(),
+                o.error_class.map(ErrorClass::as_str),
+                o.error_message.as_deref().map(truncate),
+                o.result.as_deref(),
+            )
+        })
+        .collect();
+    // Serializing strings and nulls cannot fail.
+    serde_json::to_string(&rows).unwrap_or_else(|_| "[]".to_string())
+}

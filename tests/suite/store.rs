@@ -30,6 +30,7 @@ fn keys(n: usize) -> Vec<String> {
 
 on_both_backends!(
     a_listing_is_claimed_by_one_job_before_its_write,
+    a_group_records_its_listings_claims_carry_and_outcomes_together,
     migrations_apply_twice_idempotently,
     only_migrate_creates_a_ledger,
     fleet_id_is_made_once_and_kept,
@@ -437,6 +438,147 @@ async fn a_listing_is_claimed_by_one_job_before_its_write(kind: Kind) {
         .await
         .unwrap()
         .is_empty());
+}
+
+/// One task's group, one transaction: the product made is listed and its item done, the
+/// claim of an item whose write surely made nothing released, what a pending item fetched
+/// kept; an item named twice takes its first outcome.
+async fn a_group_records_its_listings_claims_carry_and_outcomes_together(kind: Kind) {
+    let (_ledger, store) = TestLedger::fresh(kind).await;
+    let ks = keys(4);
+    let id = store.create_job(JobKind::Listing, "{}", &ks).await.unwrap();
+    let main = ListingRoute {
+        from: Platform::Alibaba,
+        to: Platform::Taobao,
+        shop: "main",
+    };
+    let claim = |item: &str, job_id: i64| ClaimRequest {
+        from: Platform::Alibaba,
+        source_item: item.to_string(),
+        to: Platform::Taobao,
+        shop: "main".to_string(),
+        job_id,
+        holder: "entry-a".to_string(),
+        seller_code: format!("SF1688-{item}"),
+        relist: false,
+    };
+    let claims: Vec<ClaimRequest> = ks.iter().map(|k| claim(k, id)).collect();
+    let got = store.claim_listings(&claims, 600_000).await.unwrap();
+    assert!(got.iter().all(|c| *c == Claim::Fresh), "{got:?}");
+    let made = vec![(ks[0].clone(), "T-0".to_string())];
+    let released = vec![ks[1].clone()];
+    let carry = vec![(ks[2].clone(), r#"{"read":1}"#.to_string())];
+    let outcomes = vec![
+        ItemOutcome::done(&ks[0], Some("T-0".into())),
+        ItemOutcome::failed(&ks[1], ErrorClass::Fatal, "refused"),
+        ItemOutcome::failed(&ks[0], ErrorClass::Fatal, "a second outcome"),
+    ];
+    let report = store
+        .record_group(&GroupRecord {
+            job_id: id,
+            listings: Some(ListingsRecord {
+                route: main,
+                relist: false,
+                holder: "entry-a",
+                made: &made,
+                released: &released,
+                last: false,
+            }),
+            carry: &carry,
+            outcomes: &outcomes,
+            calls: &[CallRecord {
+                minute: Utc::now(),
+                platform: Platform::Taobao,
+                api: Api::ItemAdd,
+                class: CallClass::Ok,
+                calls: 0,
+                useful: 1,
+            }],
+        })
+        .await
+        .unwrap();
+    assert_eq!(
+        report,
+        FinishReport {
+            recorded: 2,
+            job_finished: false
+        }
+    );
+    let counts = store.job_status(id).await.unwrap().job.counts;
+    assert_eq!(
+        (counts.done, counts.failed, counts.pending),
+        (1, 1, 2),
+        "{counts:?}"
+    );
+    // Another job finds the product listed, and the released item free.
+    let other = store
+        .claim_listings(&[claim(&ks[0], id + 1), claim(&ks[1], id + 1)], 600_000)
+        .await
+        .unwrap();
+    assert_eq!(
+        other,
+        vec![
+            Claim::Listed(Listed {
+                target_item: "T-0".into(),
+                job_id: id
+            }),
+            Claim::Fresh
+        ]
+    );
+    assert_eq!(
+        store.items_to_run_carrying(id, &ks).await.unwrap(),
+        vec![
+            (ks[2].clone(), Some(r#"{"read":1}"#.to_string())),
+            (ks[3].clone(), None)
+        ]
+    );
+    let useful: u64 = store
+        .report_calls(
+            Utc::now() - ChronoDuration::minutes(2),
+            Utc::now() + ChronoDuration::minutes(2),
+        )
+        .await
+        .unwrap()
+        .by_api
+        .iter()
+        .map(|a| a.useful)
+        .sum();
+    assert_eq!(useful, 1);
+    // The run's last group finishes the job, once, and gives up the claim its run still
+    // holds (a write whose outcome is unknown): the next run looks it up at once.
+    let made = vec![(ks[2].clone(), "T-2".to_string())];
+    let last = [
+        ItemOutcome::done(&ks[2], Some("T-2".into())),
+        ItemOutcome::failed(&ks[3], ErrorClass::Retry, "timed out"),
+    ];
+    let report = store
+        .record_group(&GroupRecord {
+            job_id: id,
+            listings: Some(ListingsRecord {
+                route: main,
+                relist: false,
+                holder: "entry-a",
+                made: &made,
+                released: &[],
+                last: true,
+            }),
+            carry: &[],
+            outcomes: &last,
+            calls: &[],
+        })
+        .await
+        .unwrap();
+    assert!(report.job_finished, "{report:?}");
+    let next_run = ClaimRequest {
+        holder: "entry-b".to_string(),
+        ..claim(&ks[3], id)
+    };
+    assert_eq!(
+        store.claim_listings(&[next_run], 600_000).await.unwrap(),
+        vec![Claim::Unsure {
+            seller_code: format!("SF1688-{}", ks[3])
+        }]
+    );
 }
 
 async fn migrations_apply_twice_idempotently(kind: Kind) {

@@ -4,10 +4,11 @@
 //! `jobs::logistics`.
 
 use super::{JobRunner, Tally, TaskError, RECORD_EVERY, UNRECORDED_MAX, USEFUL_EVERY};
+use crate::jobs::item::ItemRun;
 use crate::jobs::item::{ledger_write, HandlerCtx, Stop, Useful, ITEM_PARALLELISM};
 use crate::jobs::listing;
 use crate::queue::TaskMsg;
-use crate::store::{Claim, ClaimRequest};
+use crate::store::{CallRecord, Claim, ClaimRequest, ItemStatus, ListingsRecord};
 use futures::StreamExt;
 use std::collections::{HashMap, HashSet};
 use std::time::Instant;
@@ -119,17 +120,23 @@ impl JobRunner {
                         || (!group.is_empty() && last.elapsed() >= RECORD_EVERY)
                     {
                         let n = group.len();
-                        self.record_listings(target, holder, &group, &unsure).await?;
-                        self.record(task.job_id, std::mem::take(&mut group), tally)
+                        // Usefulness follows the outcomes, not the task's end: a long
+                        // task would otherwise show calls and no useful data.
+                        let calls = if last_useful.elapsed() >= USEFUL_EVERY {
+                            last_useful = Instant::now();
+                            useful.drain()
+                        } else {
+                            Vec::new()
+                        };
+                        let group = Group {
+                            runs: &mut group,
+                            calls: &calls,
+                            last: false,
+                        };
+                        self.record_listing_group(target, holder, group, &unsure, tally)
                             .await?;
                         unrecorded.add_permits(n);
                         last = Instant::now();
-                        // Usefulness follows the outcomes, not the task's end: a long
-                        // task would otherwise show calls and no useful data.
-                        if last_useful.elapsed() >= USEFUL_EVERY {
-                            self.record_useful(task, useful).await;
-                            last_useful = Instant::now();
-                        }
                     }
                     // A run keeps its claims from being taken over while it goes;
                     // its writes stop when renewals do (`ClaimLease`).
@@ -142,8 +149,16 @@ impl JobRunner {
                         last_renewed = Instant::now();
                     }
                 }
-                self.record_listings(target, holder, &group, &unsure).await?;
-                self.record(task.job_id, std::mem::take(&mut group), tally)
+                // Every write of this run has ended: the last group also gives up what the
+                // run still holds (writes whose outcome is unknown), so the next run of those
+                // items, in whichever task, looks them up at once.
+                let calls = useful.drain();
+                let group = Group {
+                    runs: &mut group,
+                    calls: &calls,
+                    last: true,
+                };
+                self.record_listing_group(target, holder, group, &unsure, tally)
                     .await
             }
             .await;
@@ -154,12 +169,120 @@ impl JobRunner {
             result
         };
         let ((), recorded) = futures::join!(produce, consume);
-        // Every write of this run has ended: what it still holds (writes whose
-        // outcome is unknown) is given up, so the next run of those items, in
-        // whichever task, looks them up at once.
-        if let Err(e) = self.ctx.store.disown_claims(task.job_id, holder).await {
-            tracing::warn!(job = task.job_id, error = %e, "could not give up the task's unsure listing claims (another task waits the take-over time for them)");
+        if recorded.is_err() {
+            // The last group was not recorded: its claims are given up on their own.
+            if let Err(e) = self.ctx.store.disown_claims(task.job_id, holder).await {
+                tracing::warn!(job = task.job_id, error = %e, "could not give up the task's unsure listing claims (another task waits the take-over time for them)");
+            }
         }
         recorded
+    }
+
+    /// Record a group of the task's items (emptied) in one transaction with what a later job
+    /// looks at before it writes: the products the group's writes made, so a run that ends
+    /// after it finds each item listed, and the claims of the items that surely made nothing
+    /// released, so the next run claims them afresh (those in `unsure` stay: a write of
+    /// theirs may have made a product).
+    async fn record_listing_group(
+        &self,
+        target: listing::Target<'_>,
+        holder: &str,
+        group: Group<'_>,
+        unsure: &std::sync::Mutex<HashSet<String>>,
+        tally: &mut Tally,
+    ) -> Result<(), TaskError> {
+        let unsure: HashSet<String> = unsure.lock().map(|u| u.clone()).unwrap_or_default();
+        let (made, released) = listing_parts(group.runs, &unsure);
+        let listings = ListingsRecord {
+            route: target.route,
+            relist: target.relist,
+            holder,
+            made: &made,
+            released: &released,
+            last: group.last,
+        };
+        let runs = std::mem::take(group.runs);
+        self.record(target.job_id, runs, tally, Some(listings), group.calls)
+            .await
+    }
+}
+
+/// A group of a listing task's items to record, with what goes into the same transaction.
+struct Group<'a> {
+    /// The items' runs (taken).
+    runs: &'a mut Vec<(String, ItemRun)>,
+    /// Useful calls tallied since the last record.
+    calls: &'a [CallRecord],
+    /// The run's last group (see [`ListingsRecord::last`]).
+    last: bool,
+}
+
+/// The products a group's writes made (source item, target item), and the items whose
+/// claims it gives up: not made, and not `unsure`.
+fn listing_parts(
+    group: &[(String, ItemRun)],
+    unsure: &HashSet<String>,
+) -> (Vec<(String, String)>, Vec<String>) {
+    let mut made = Vec::new();
+    let mut released = Vec::new();
+    for (key, run) in group {
+        let product = match run {
+            ItemRun::Outcome(o) if matches!(o.status, ItemStatus::Done | ItemStatus::Stale) => {
+                Some(o.result.as_ref())
+            }
+            _ => None,
+        };
+        match product {
+            Some(Some(item)) => made.push((key.clone(), item.clone())),
+            // Made, its product unnamed: nothing to record, and its claim is not given up.
+            Some(None) => {}
+            None if !unsure.contains(key) => released.push(key.clone()),
+            None => {}
+        }
+    }
+    (made, released)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::platform::ErrorClass;
+    use crate::store::ItemOutcome;
+    use std::time::Duration;
+
+    #[test]
+    fn a_group_records_what_it_made_and_gives_up_only_sure_nothings() {
+        let group = vec![
+            (
+                "made".to_string(),
+                ItemRun::Outcome(ItemOutcome::done("made", Some("T-1".into()))),
+            ),
+            (
+                "stale".to_string(),
+                ItemRun::Outcome(ItemOutcome::stale("stale", Some("T-2".into()), "old")),
+            ),
+            (
+                "refused".to_string(),
+                ItemRun::Outcome(ItemOutcome::failed("refused", ErrorClass::Fatal, "no")),
+            ),
+            ("later".to_string(), ItemRun::Later(Duration::ZERO)),
+            ("lost".to_string(), ItemRun::Later(Duration::ZERO)),
+            (
+                "unnamed".to_string(),
+                ItemRun::Outcome(ItemOutcome::done("unnamed", None)),
+            ),
+        ];
+        let unsure: HashSet<String> = ["lost".to_string()].into();
+        let (made, released) = listing_parts(&group, &unsure);
+        assert_eq!(
+            made,
+            vec![
+                ("made".to_string(), "T-1".to_string()),
+                ("stale".to_string(), "T-2".to_string())
+            ]
+        );
+        // A write that may have made a product keeps its claim; so does a made item whose
+        // product the answer did not name.
+        assert_eq!(released, vec!["refused".to_string(), "later".to_string()]);
     }
 }
