@@ -427,9 +427,6 @@ impl Store {
         holder: &str,
         source_items: &[String],
     ) -> Result<(), StoreError> {
-        if source_items.is_empty() {
-            return Ok(());
-        }
         let mut c = self.conn("release_listings").await?;
         self.delete_released(c.on(), route, job_id, holder, source_items)
             .await

@@ -465,6 +465,16 @@ async fn a_group_records_its_listings_claims_carry_and_outcomes_together(kind: K
     let claims: Vec<ClaimRequest> = ks.iter().map(|k| claim(k, id)).collect();
     let got = store.claim_listings(&claims, 600_000).await.unwrap();
     assert!(got.iter().all(|c| *c == Claim::Fresh), "{got:?}");
+    let listings = |made, released, last| {
+        Some(ListingsRecord {
+            route: main,
+            relist: false,
+            holder: "entry-a",
+            made,
+            released,
+            last,
+        })
+    };
     let made = vec![(ks[0].clone(), "T-0".to_string())];
     let released = vec![ks[1].clone()];
     let carry = vec![(ks[2].clone(), r#"{"read":1}"#.to_string())];
@@ -476,14 +486,7 @@ async fn a_group_records_its_listings_claims_carry_and_outcomes_together(kind: K
     let report = store
         .record_group(&GroupRecord {
             job_id: id,
-            listings: Some(ListingsRecord {
-                route: main,
-                relist: false,
-                holder: "entry-a",
-                made: &made,
-                released: &released,
-                last: false,
-            }),
+            listings: listings(&made, &released, false),
             carry: &carry,
             outcomes: &outcomes,
             calls: &[CallRecord {
@@ -554,14 +557,7 @@ async fn a_group_records_its_listings_claims_carry_and_outcomes_together(kind: K
     let report = store
         .record_group(&GroupRecord {
             job_id: id,
-            listings: Some(ListingsRecord {
-                route: main,
-                relist: false,
-                holder: "entry-a",
-                made: &made,
-                released: &[],
-                last: true,
-            }),
+            listings: listings(&made, &[], true),
             carry: &[],
             outcomes: &last,
             calls: &[],
