@@ -76,23 +76,19 @@ pub(crate) async fn heal_once(
     // pending keys are kept as hashes (read in one go while few are pending, else by `seq`
     // pages), so a million-item job costs this sweep megabytes, not the hundreds its keys and
     // tasks would.
-    let mut pending = Vec::with_capacity(jobs.len());
+    let mut sizes = Vec::with_capacity(jobs.len());
+    let mut cover = LiveCover::default();
     for (job, _) in &jobs {
         let size = JobSize::of(&store.job_status(*job).await?.job);
-        pending.push((*job, size, pending_hashes(store, *job, size).await?));
+        cover.want(*job, pending_hashes(store, *job, size).await?);
+        sizes.push((*job, size));
     }
-    let live = if pending.iter().any(|(_, _, h)| !h.is_empty()) {
-        queue.live_cover().await?
-    } else {
-        LiveCover::default()
-    };
+    if !cover.wants_nothing() {
+        cover = queue.live_cover(cover).await?;
+    }
     let mut found: HashMap<i64, Vec<String>> = HashMap::new();
-    for (job, size, hashes) in pending {
-        let missing: HashSet<u64> = hashes
-            .into_iter()
-            .filter(|h| !live.covers_hash(job, *h))
-            .collect();
-        let keys = pending_keys_of(store, job, size, &missing).await?;
+    for (job, size) in sizes {
+        let keys = pending_keys_of(store, job, size, &cover.uncovered(job)).await?;
         if !keys.is_empty() {
             found.insert(job, keys);
         }

@@ -168,13 +168,10 @@ pub(crate) async fn uncovered_pending(
     job_id: i64,
 ) -> Result<Vec<String>, ProducerError> {
     let size = JobSize::of(&store.job_status(job_id).await?.job);
-    let pending = pending_hashes(store, job_id, size).await?;
-    let cover = queue.live_cover().await?;
-    let missing: HashSet<u64> = pending
-        .into_iter()
-        .filter(|h| !cover.covers_hash(job_id, *h))
-        .collect();
-    pending_keys_of(store, job_id, size, &missing).await
+    let mut cover = LiveCover::default();
+    cover.want(job_id, pending_hashes(store, job_id, size).await?);
+    let cover = queue.live_cover(cover).await?;
+    pending_keys_of(store, job_id, size, &cover.uncovered(job_id)).await
 }
 
 /// Items a coverage check reads from the ledger at a time, by `seq` range: a million-item

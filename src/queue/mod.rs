@@ -56,13 +56,29 @@ pub struct TaskMsg {
     pub lane: Lane,
 }
 
-/// Which items the queue's live tasks (ready, in flight, delayed) carry, per job, as hashes
-/// of their keys: what a coverage check needs, at 8 bytes a key instead of the tasks
-/// themselves (a million-item job's tasks were ~200 MB as `TaskMsg`s; docs/design.md,
-/// "Self-healing queue"). Hashes are of this process only (never stored).
+/// Which of a set of pending items the queue's live tasks (ready, in flight, delayed) carry,
+/// per job, as hashes of their keys. The pending items are named first ([`LiveCover::want`]);
+/// the queue's snapshot then marks each one a task carries ([`LiveCover::add`]), so a check
+/// of a million pending items holds their 8-byte hashes and a flag each, not a second set of
+/// every key the tasks carry (a million-item job's tasks were ~200 MB as `TaskMsg`s, and a
+/// set of their hashes ~30 MB more; docs/design.md, "Self-healing queue"). Hashes are of
+/// this process only (never stored).
 #[derive(Debug, Default)]
 pub struct LiveCover {
-    by_job: std::collections::HashMap<i64, std::collections::HashSet<u64>>,
+    by_job: std::collections::HashMap<i64, Wanted>,
+}
+
+/// One job's wanted hashes, sorted, and whether a live task carries each.
+#[derive(Debug, Default)]
+struct Wanted {
+    hashes: Vec<u64>,
+    covered: Vec<bool>,
+}
+
+impl Wanted {
+    fn position(&self, hash: u64) -> Option<usize> {
+        self.hashes.binary_search(&hash).ok()
+    }
 }
 
 impl LiveCover {
@@ -74,29 +90,58 @@ impl LiveCover {
         h.finish()
     }
 
-    /// Count `task`'s items as carried.
-    pub fn add(&mut self, task: &TaskMsg) {
-        let set = self.by_job.entry(task.job_id).or_default();
-        set.extend(task.keys.iter().map(|k| Self::key_hash(k)));
+    /// Look for the keys of `job_id` whose hashes are `hashes` (any order; a repeat counts
+    /// once); replaces what was wanted of the job before.
+    pub fn want(&mut self, job_id: i64, mut hashes: Vec<u64>) {
+        hashes.sort_unstable();
+        hashes.dedup();
+        let covered = vec![false; hashes.len()];
+        self.by_job.insert(job_id, Wanted { hashes, covered });
     }
 
-    /// Whether a live task of `job_id` carries `key`.
+    /// Count `task`'s wanted items as carried (the rest of its keys are not kept).
+    pub fn add(&mut self, task: &TaskMsg) {
+        let Some(wanted) = self.by_job.get_mut(&task.job_id) else {
+            return;
+        };
+        for key in &task.keys {
+            if let Some(i) = wanted.position(Self::key_hash(key)) {
+                wanted.covered[i] = true;
+            }
+        }
+    }
+
+    /// Whether a live task of `job_id` carries `key` (false for a key not wanted).
     pub fn covers(&self, job_id: i64, key: &str) -> bool {
-        self.by_job
-            .get(&job_id)
-            .is_some_and(|set| set.contains(&Self::key_hash(key)))
+        self.covers_hash(job_id, Self::key_hash(key))
     }
 
     /// Whether a live task of `job_id` carries the key of hash `hash` ([`LiveCover::key_hash`]).
     pub fn covers_hash(&self, job_id: i64, hash: u64) -> bool {
         self.by_job
             .get(&job_id)
-            .is_some_and(|set| set.contains(&hash))
+            .and_then(|w| w.position(hash).map(|i| w.covered[i]))
+            .unwrap_or(false)
     }
 
-    /// Whether no live task carries anything.
-    pub fn is_empty(&self) -> bool {
-        self.by_job.values().all(|s| s.is_empty())
+    /// The wanted hashes of `job_id` that no live task carries.
+    pub fn uncovered(&self, job_id: i64) -> std::collections::HashSet<u64> {
+        self.by_job
+            .get(&job_id)
+            .map(|w| {
+                w.hashes
+                    .iter()
+                    .zip(&w.covered)
+                    .filter(|(_, covered)| !**covered)
+                    .map(|(h, _)| *h)
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    /// Whether nothing is wanted: no queue read can find anything uncovered.
+    pub fn wants_nothing(&self) -> bool {
+        self.by_job.values().all(|w| w.hashes.is_empty())
     }
 }
 

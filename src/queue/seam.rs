@@ -33,11 +33,13 @@ pub trait TaskQueue: Send + Sync {
     /// The shops of the first `limit` tasks waiting for a worker, in the order they will be
     /// handed out (a shop once per task).
     fn waiting_shops(&self, limit: usize) -> BoxFuture<'_, Result<Vec<String>, QueueError>>;
-    /// What the live tasks carry, per job ([`super::LiveCover`]): the same snapshot as
-    /// [`TaskQueue::live_tasks`], folded as it is read where the transport can.
-    fn live_cover(&self) -> BoxFuture<'_, Result<super::LiveCover, QueueError>> {
+    /// Which of `cover`'s wanted items the live tasks carry ([`super::LiveCover`]): the same
+    /// snapshot as [`TaskQueue::live_tasks`], folded as it is read where the transport can.
+    fn live_cover(
+        &self,
+        mut cover: super::LiveCover,
+    ) -> BoxFuture<'_, Result<super::LiveCover, QueueError>> {
         async move {
-            let mut cover = super::LiveCover::default();
             for t in self.live_tasks().await? {
                 cover.add(&t);
             }
@@ -120,8 +122,11 @@ impl Queue {
     }
 
     /// What the live tasks carry, per job, as key hashes (the coverage check's input).
-    pub async fn live_cover(&self) -> Result<super::LiveCover, QueueError> {
-        self.0.live_cover().await
+    pub async fn live_cover(
+        &self,
+        cover: super::LiveCover,
+    ) -> Result<super::LiveCover, QueueError> {
+        self.0.live_cover(cover).await
     }
 
     /// The workers of the fleet seen by the queue recently (consumers idle less than

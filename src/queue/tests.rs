@@ -109,12 +109,23 @@ fn a_live_cover_knows_each_jobs_keys_and_no_others() {
         shop: String::new(),
         lane: Lane::Bulk,
     };
+    let hashes = |keys: &[&str]| keys.iter().map(|k| LiveCover::key_hash(k)).collect();
     let mut cover = LiveCover::default();
-    assert!(cover.is_empty());
-    cover.add(&task(1, &["a", "b"]));
+    assert!(cover.wants_nothing());
+    cover.want(1, hashes(&["a", "b", "c", "d", "a"]));
+    cover.want(2, hashes(&["c"]));
+    cover.want(3, hashes(&["a"]));
+    assert!(!cover.wants_nothing());
+    cover.add(&task(1, &["a", "b", "x"]));
     cover.add(&task(2, &["c"]));
+    cover.add(&task(4, &["a"]));
     assert!(cover.covers(1, "a") && cover.covers(1, "b") && cover.covers(2, "c"));
     assert!(!cover.covers(1, "c"), "another job's key");
     assert!(!cover.covers(3, "a"), "a job with no task");
+    assert!(!cover.covers(1, "x"), "a key not wanted is not kept");
     assert!(cover.covers_hash(2, LiveCover::key_hash("c")));
+    let set = |keys: &[&str]| keys.iter().map(|k| LiveCover::key_hash(k)).collect();
+    assert_eq!(cover.uncovered(1), set(&["c", "d"]));
+    assert_eq!(cover.uncovered(3), set(&["a"]));
+    assert!(cover.uncovered(2).is_empty() && cover.uncovered(9).is_empty());
 }

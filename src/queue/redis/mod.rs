@@ -463,8 +463,10 @@ impl RedisQueue {
     }
 
     /// [`RedisQueue::live_tasks`] folded into a [`super::LiveCover`] as each task is read.
-    pub(crate) async fn live_cover(&self) -> Result<super::LiveCover, QueueError> {
-        let mut cover = super::LiveCover::default();
+    pub(crate) async fn live_cover(
+        &self,
+        mut cover: super::LiveCover,
+    ) -> Result<super::LiveCover, QueueError> {
         self.each_live_task(|t| cover.add(&t)).await?;
         Ok(cover)
     }
@@ -634,8 +636,11 @@ impl super::TaskQueue for RedisQueue {
     fn live_tasks(&self) -> futures::future::BoxFuture<'_, Result<Vec<TaskMsg>, QueueError>> {
         RedisQueue::live_tasks(self).boxed()
     }
-    fn live_cover(&self) -> futures::future::BoxFuture<'_, Result<super::LiveCover, QueueError>> {
-        RedisQueue::live_cover(self).boxed()
+    fn live_cover(
+        &self,
+        cover: super::LiveCover,
+    ) -> futures::future::BoxFuture<'_, Result<super::LiveCover, QueueError>> {
+        RedisQueue::live_cover(self, cover).boxed()
     }
     fn waiting_shops(
         &self,
