@@ -398,23 +398,6 @@ impl JobRunner {
         Ok(())
     }
 
-    /// Write the task's useful calls tallied since the last write. Not worth failing the
-    /// task for: a re-run finds its items terminal and could not recount their usefulness.
-    async fn record_useful(&self, task: &TaskMsg, useful: &Useful) {
-        let records = useful.drain();
-        if records.is_empty() {
-            return;
-        }
-        if let Err(e) = ledger_write("record_calls", || self.ctx.store.record_calls(&records)).await
-        {
-            tracing::warn!(
-                job = task.job_id,
-                chunk = task.chunk,
-                "useful calls not recorded: {e}"
-            );
-        }
-    }
-
     /// Told by the queue about a task that went to the dead-letter stream: its items still
     /// pending end `failed` with class `dead`, so the job finishes and SQL says why;
     /// `syncfleet dead --requeue` puts them back.
@@ -574,7 +557,8 @@ impl JobRunner {
                 let Some(runs) = stop.cut_short(run).await else {
                     return Ok(TaskResult::RetryAfter(HAND_BACK_DELAY));
                 };
-                self.record(task.job_id, runs, &mut tally, None, &[])
+                // The useful calls go with the outcomes they belong to, in one transaction.
+                self.record(task.job_id, runs, &mut tally, None, &useful.drain())
                     .await?;
             }
             JobSpec::Logistics { platform, .. } => {
@@ -583,7 +567,8 @@ impl JobRunner {
                     return Ok(TaskResult::RetryAfter(HAND_BACK_DELAY));
                 };
                 let runs = runs?;
-                self.record(task.job_id, runs, &mut tally, None, &[])
+                // The useful calls go with the outcomes they belong to, in one transaction.
+                self.record(task.job_id, runs, &mut tally, None, &useful.drain())
                     .await?;
             }
         }
@@ -593,7 +578,6 @@ impl JobRunner {
             later_by,
             ..
         } = tally;
-        self.record_useful(task, &useful).await;
         if unfinished > 0 {
             // An attempt that left items pending (a ledger write of the handler failed):
             // the task must run again (every pending item of it, deferred ones included),

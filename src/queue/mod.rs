@@ -112,12 +112,14 @@ impl LiveCover {
     }
 
     /// Whether a live task of `job_id` carries `key` (false for a key not wanted).
-    pub fn covers(&self, job_id: i64, key: &str) -> bool {
+    #[cfg(test)]
+    fn covers(&self, job_id: i64, key: &str) -> bool {
         self.covers_hash(job_id, Self::key_hash(key))
     }
 
     /// Whether a live task of `job_id` carries the key of hash `hash` ([`LiveCover::key_hash`]).
-    pub fn covers_hash(&self, job_id: i64, hash: u64) -> bool {
+    #[cfg(test)]
+    fn covers_hash(&self, job_id: i64, hash: u64) -> bool {
         self.by_job
             .get(&job_id)
             .and_then(|w| w.position(hash).map(|i| w.covered[i]))

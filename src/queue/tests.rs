@@ -99,6 +99,11 @@ fn a_task_names_its_kind_as_the_ledger_spells_it() {
     assert!(serde_json::from_str::<TaskMsg>(odd).is_err());
 }
 
+/// The hashes of `keys`, as a list or a set.
+fn hashes<C: FromIterator<u64>>(keys: &[&str]) -> C {
+    keys.iter().map(|k| LiveCover::key_hash(k)).collect()
+}
+
 #[test]
 fn a_live_cover_knows_each_jobs_keys_and_no_others() {
     let task = |job_id: i64, keys: &[&str]| TaskMsg {
@@ -109,7 +114,6 @@ fn a_live_cover_knows_each_jobs_keys_and_no_others() {
         shop: String::new(),
         lane: Lane::Bulk,
     };
-    let hashes = |keys: &[&str]| keys.iter().map(|k| LiveCover::key_hash(k)).collect();
     let mut cover = LiveCover::default();
     assert!(cover.wants_nothing());
     cover.want(1, hashes(&["a", "b", "c", "d", "a"]));
@@ -124,8 +128,7 @@ fn a_live_cover_knows_each_jobs_keys_and_no_others() {
     assert!(!cover.covers(3, "a"), "a job with no task");
     assert!(!cover.covers(1, "x"), "a key not wanted is not kept");
     assert!(cover.covers_hash(2, LiveCover::key_hash("c")));
-    let set = |keys: &[&str]| keys.iter().map(|k| LiveCover::key_hash(k)).collect();
-    assert_eq!(cover.uncovered(1), set(&["c", "d"]));
-    assert_eq!(cover.uncovered(3), set(&["a"]));
+    assert_eq!(cover.uncovered(1), hashes(&["c", "d"]));
+    assert_eq!(cover.uncovered(3), hashes(&["a"]));
     assert!(cover.uncovered(2).is_empty() && cover.uncovered(9).is_empty());
 }

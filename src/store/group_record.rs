@@ -1,7 +1,7 @@
 //! A task's group of finished items, recorded in one transaction: the products its writes
 //! made, the claims it gives up, what its pending items keep for their next run, the items'
-//! outcomes and the useful calls tallied since the last group (docs/design.md, "A job, from enqueue to the ledger"). One transaction a
-//! group, not one per part: SQLite has one writer, and at a listing's full rate the groups'
+//! outcomes and the useful calls tallied since the last group (docs/design.md, "A job, from
+//! enqueue to the ledger"). One transaction a group, not one per part: SQLite has one writer, and at a listing's full rate the groups'
 //! transactions are most of its work.
 
 use super::backend::Pool;
@@ -53,10 +53,7 @@ impl Store {
             .is_some_and(|l| !l.made.is_empty() || !l.released.is_empty() || l.last);
         let outcomes_only = !listed && group.carry.is_empty() && group.calls.is_empty();
         if outcomes_only && group.outcomes.is_empty() {
-            return Ok(FinishReport {
-                recorded: 0,
-                job_finished: false,
-            });
+            return Ok(FinishReport::default());
         }
         if outcomes_only && matches!(self.pool, Pool::Postgres(_)) {
             // PostgreSQL records outcomes alone in one statement, no transaction around it.
@@ -79,10 +76,7 @@ impl Store {
         self.keep_carry_in(&mut tx, group.job_id, group.carry)
             .await?;
         let report = if group.outcomes.is_empty() {
-            FinishReport {
-                recorded: 0,
-                job_finished: false,
-            }
+            FinishReport::default()
         } else {
             self.finish_items_in(&mut tx, group.job_id, group.outcomes)
                 .await?

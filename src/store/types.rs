@@ -234,7 +234,7 @@ impl ItemOutcome {
 }
 
 /// What [`crate::store::Store::finish_items`] did.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct FinishReport {
     /// Outcomes recorded (items that were pending; outcomes for already-terminal items are
     /// ignored, so the first terminal outcome of an item wins).

@@ -256,7 +256,11 @@ async fn main() {
     let sliding_band_ms = Some(arg("--sliding-band", u64::MAX)).filter(|ms| *ms != u64::MAX);
     let ledger = match arg("--ledger", "sqlite".to_string()).as_str() {
         "postgres" => Kind::Postgres,
-        _ => Kind::Sqlite,
+        "sqlite" => Kind::Sqlite,
+        other => {
+            eprintln!("fairbench: --ledger takes sqlite or postgres, not `{other}`");
+            std::process::exit(2);
+        }
     };
     println!(
         "fairbench: {shops} shops, one {big}-item job first then {} jobs of {small}, {workers} workers, chunks of {chunk}",

@@ -191,8 +191,12 @@ impl JobRunner {
         unsure: &std::sync::Mutex<HashSet<String>>,
         tally: &mut Tally,
     ) -> Result<(), TaskError> {
-        let unsure: HashSet<String> = unsure.lock().map(|u| u.clone()).unwrap_or_default();
-        let (made, released) = listing_parts(group.runs, &unsure);
+        // A poisoned lock still holds what it held: treating it as empty would release the
+        // claims of writes that may have made products.
+        let (made, released) = listing_parts(
+            group.runs,
+            &unsure.lock().unwrap_or_else(|e| e.into_inner()),
+        );
         let listings = ListingsRecord {
             route: target.route,
             relist: target.relist,
