@@ -9,6 +9,8 @@
 //! connection of either backend with the same binds, so each store method is written once.
 
 use sqlx::pool::PoolConnection;
+use tokio::sync::OwnedMutexGuard;
+
 use sqlx::{PgConnection, PgPool, Postgres, Sqlite, SqliteConnection, SqlitePool, Transaction};
 
 /// Which database holds the ledger.
@@ -76,21 +78,22 @@ impl Pooled {
 
 /// An open transaction of either backend; dropped without [`Tx::commit`] it rolls back.
 pub(crate) enum Tx {
-    Sqlite(Transaction<'static, Sqlite>),
+    /// With this process's write turn, given up when the transaction ends ([`Store::begin`]).
+    Sqlite(Transaction<'static, Sqlite>, OwnedMutexGuard<()>),
     Postgres(Transaction<'static, Postgres>),
 }
 
 impl Tx {
     pub(crate) fn on(&mut self) -> Conn<'_> {
         match self {
-            Tx::Sqlite(t) => Conn::Sqlite(t),
+            Tx::Sqlite(t, _) => Conn::Sqlite(t),
             Tx::Postgres(t) => Conn::Postgres(t),
         }
     }
 
     pub(crate) async fn commit(self) -> Result<(), sqlx::Error> {
         match self {
-            Tx::Sqlite(t) => t.commit().await,
+            Tx::Sqlite(t, _turn) => t.commit().await,
             Tx::Postgres(t) => t.commit().await,
         }
     }

@@ -179,7 +179,7 @@ impl Store {
         rows_per_statement: usize,
     ) -> Result<i64, StoreError> {
         let mut tx = self.begin("create_job: begin").await?;
-        let Tx::Sqlite(lite) = &mut tx else {
+        let Tx::Sqlite(lite, _) = &mut tx else {
             return Err(StoreError::Unsupported {
                 db: self.db.to_string(),
                 what: "the multi-row insert baseline",

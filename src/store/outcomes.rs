@@ -167,7 +167,7 @@ impl Store {
         outcomes: &[ItemOutcome],
     ) -> Result<FinishReport, StoreError> {
         let (recorded, terminal, now) = match tx {
-            Tx::Sqlite(t) => self.finish_items_sqlite(t, job_id, outcomes).await?,
+            Tx::Sqlite(t, _) => self.finish_items_sqlite(t, job_id, outcomes).await?,
             Tx::Postgres(t) => return self.finish_items_postgres(&mut **t, job_id, outcomes).await,
         };
         let job_finished = self

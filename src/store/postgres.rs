@@ -105,6 +105,7 @@ pub(super) async fn open(url: &str, create: bool) -> Result<Store, StoreError> {
     let store = Store {
         pool: Pool::Postgres(pool),
         db,
+        write_turn: Arc::default(),
     };
     if !create {
         let mut c = store.conn("inspect schema").await?;

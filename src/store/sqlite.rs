@@ -81,6 +81,7 @@ pub(super) async fn open(url: &str, create: bool) -> Result<Store, StoreError> {
     Ok(Store {
         pool: Pool::Sqlite(pool),
         db,
+        write_turn: Arc::default(),
     })
 }
 

@@ -6,10 +6,11 @@
 //! about 100 MB for three days) would grow the one server the queue and the gates need to
 //! stay within `maxmemory`; the ledger keeps one row per request, on disk, pruned by age.
 //!
-//! Ledger writes are batched with the call counts (every 2 s, one transaction): one upsert per
-//! read on the call path would cost a write transaction per call, contending with the outcome
-//! batches for SQLite's single writer and adding a round trip per call on PostgreSQL. Answers
-//! not yet written are served from memory.
+//! Ledger writes are batched with the call counts (every 2 s): one upsert per read on the call
+//! path would cost a write transaction per call, contending with the outcome batches for
+//! SQLite's single writer and adding a round trip per call on PostgreSQL. On SQLite a batch is
+//! a few transactions of a few dozen answers, not one: the outcomes take their turns between
+//! them (`Store::stale_put_many`). Answers not yet written are served from memory.
 
 use super::attempt::Failed;
 use super::{Gateway, Inner, Reply, StaleInfo};
