@@ -9,9 +9,8 @@
 //! connection of either backend with the same binds, so each store method is written once.
 
 use sqlx::pool::PoolConnection;
-use tokio::sync::OwnedMutexGuard;
-
 use sqlx::{PgConnection, PgPool, Postgres, Sqlite, SqliteConnection, SqlitePool, Transaction};
+use tokio::sync::OwnedMutexGuard;
 
 /// Which database holds the ledger.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -1,8 +1,8 @@
 //! A task's group of finished items, recorded in one transaction: the products its writes
 //! made, the claims it gives up, what its pending items keep for their next run, the items'
 //! outcomes and the useful calls tallied since the last group (docs/design.md, "A job, from
-//! enqueue to the ledger"). One transaction a group, not one per part: SQLite has one writer, and at a listing's full rate the groups'
-//! transactions are most of its work.
+//! enqueue to the ledger"). One transaction a group, not one per part: SQLite has one writer,
+//! and at a listing's full rate the groups' transactions are most of its work.
 
 use super::backend::Pool;
 use super::listings::ListingRoute;
