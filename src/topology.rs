@@ -5,8 +5,11 @@
 //! stale cache, leases) in one Redis, so any number of worker processes share them. A process
 //! **alone** (no Redis) keeps its queue in a SQLite file of its own and its gates and link
 //! state in memory. Every command builds one [`Topology`] from its arguments and takes these
-//! pieces from it; nothing else asks which of the two it runs on.
+//! pieces from it; nothing else asks which of the two it runs on. The topology also carries
+//! the clock the pieces read (docs/design.md, "Time you can pause"): the system's, unless a
+//! test gives another.
 
+use crate::clock::Clock;
 use crate::config::Config;
 use crate::link::FleetLink;
 use crate::queue::{EmbeddedQueue, Queue, QueueError, QueueOptions, RedisQueue};
@@ -19,7 +22,10 @@ pub const FLEET_NAMESPACE: &str = crate::throttle::DEFAULT_NAMESPACE;
 
 /// A fleet on one Redis, or one process alone.
 #[derive(Debug, Clone)]
-pub struct Topology(Kind);
+pub struct Topology {
+    kind: Kind,
+    clock: Clock,
+}
 
 #[derive(Debug, Clone)]
 enum Kind {
@@ -31,19 +37,29 @@ impl Topology {
     /// A fleet on the Redis at `redis_url` when given, else one process whose queue is the
     /// SQLite file `queue_file`.
     pub fn choose(redis_url: Option<&str>, queue_file: &Path) -> Topology {
-        Topology(match redis_url {
+        let kind = match redis_url {
             Some(url) => Kind::Fleet {
                 redis_url: url.to_string(),
             },
             None => Kind::Alone {
                 queue_file: queue_file.to_path_buf(),
             },
-        })
+        };
+        Topology {
+            kind,
+            clock: Clock::system(),
+        }
+    }
+
+    /// The same topology, its gates and link state reading the time from `clock`.
+    pub fn on_clock(mut self, clock: Clock) -> Topology {
+        self.clock = clock;
+        self
     }
 
     /// `"fleet"` or `"embedded"`, for people (status lines, the dashboard).
     pub fn name(&self) -> &'static str {
-        match self.0 {
+        match self.kind {
             Kind::Fleet { .. } => "fleet",
             Kind::Alone { .. } => "embedded",
         }
@@ -53,13 +69,13 @@ impl Topology {
     /// running workers: in a fleet they read it from Redis; a process alone keeps its own
     /// in memory, so another process's change reaches it only through the ledger or a restart.
     pub fn reaches_running_workers(&self) -> bool {
-        matches!(self.0, Kind::Fleet { .. })
+        matches!(self.kind, Kind::Fleet { .. })
     }
 
     /// The task queue. A process alone holds the ledger's worker lock while it works, so a
     /// second one on the same ledger is refused (its limits would not be shared).
     pub async fn queue(&self, opts: QueueOptions, store: &Store) -> Result<Queue, QueueError> {
-        Ok(match &self.0 {
+        Ok(match &self.kind {
             Kind::Fleet { redis_url } => RedisQueue::connect(redis_url, opts).await?.into(),
             Kind::Alone { queue_file } => EmbeddedQueue::open(queue_file, opts)
                 .await?
@@ -71,11 +87,11 @@ impl Topology {
     /// The gates under the key namespace `namespace` (a fleet's; [`FLEET_NAMESPACE`] unless
     /// a tool keeps its own).
     pub async fn gates(&self, cfg: &Config, namespace: &str) -> Result<Gates, GateError> {
-        match &self.0 {
+        match &self.kind {
             Kind::Fleet { redis_url } => {
-                Gates::redis_with_namespace(cfg, redis_url, namespace).await
+                Gates::redis_on(cfg, redis_url, namespace, self.clock).await
             }
-            Kind::Alone { .. } => Ok(Gates::embedded(cfg)),
+            Kind::Alone { .. } => Ok(Gates::embedded_on(cfg, self.clock)),
         }
     }
 
@@ -89,7 +105,7 @@ impl Topology {
         db_url: &str,
     ) -> Result<Gates, GateError> {
         let gates = self.gates(cfg, namespace).await?;
-        if let Kind::Alone { .. } = self.0 {
+        if let Kind::Alone { .. } = self.kind {
             if let Ok(store) = Store::connect_existing(db_url).await {
                 if let Err(e) = crate::jobs::quota_floor::floor_from_ledger(&store, &gates).await {
                     tracing::warn!("today's calls could not be read from the ledger: {e}");
@@ -105,8 +121,12 @@ impl Topology {
         &self,
         namespace: &str,
     ) -> Result<Option<FleetLink>, crate::link::shared::FleetLinkError> {
-        match &self.0 {
-            Kind::Fleet { redis_url } => Ok(Some(FleetLink::connect(redis_url, namespace).await?)),
+        match &self.kind {
+            Kind::Fleet { redis_url } => Ok(Some(
+                FleetLink::connect(redis_url, namespace)
+                    .await?
+                    .on_clock(self.clock),
+            )),
             Kind::Alone { .. } => Ok(None),
         }
     }

@@ -3,6 +3,7 @@
 //! 1688 → Taobao listing job of N items, measured from the simulator's side.
 
 use super::runtime::{Runtime, RuntimeError};
+use crate::clock::{elapsed_since, monotonic_now};
 use crate::config::listing_map::ListingMap;
 use crate::config::{Config, ConfigError};
 use crate::jobs::producer::{self, ProducerError};
@@ -15,7 +16,7 @@ use crate::sim::{self, SimConfig, SimError};
 use crate::store::{CallReport, JobState, JobStatus, Store, StoreError};
 use crate::throttle::Gates;
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// What the demo runs.
 #[derive(Debug, Clone)]
@@ -277,8 +278,8 @@ pub async fn run(
     .await?;
 
     let shutdown = Shutdown::new();
-    let started = Instant::now();
-    let started_wall = chrono::Utc::now();
+    let started = monotonic_now();
+    let started_wall = crate::clock::Clock::system().utc();
     let worker = {
         let (rt, gateway, shutdown) = (rt.clone(), gateway.clone(), shutdown.clone());
         let concurrency = opts.concurrency;
@@ -287,21 +288,21 @@ pub async fn run(
     // Poll the job's state (one row) every 25 ms; count its items (a scan of the job) only for
     // the progress line every 2 s: on PostgreSQL a count every 200 ms took CPU from the server
     // the worker writes to.
-    let mut last_print = Instant::now();
+    let mut last_print = monotonic_now();
     loop {
         tokio::time::sleep(Duration::from_millis(25)).await;
         if rt.store.job_state(enq.job_id).await? == JobState::Finished {
             break;
         }
-        if last_print.elapsed() >= Duration::from_secs(2) {
+        if elapsed_since(last_print) >= Duration::from_secs(2) {
             on_progress(&rt.store.job_status(enq.job_id).await?);
-            last_print = Instant::now();
+            last_print = monotonic_now();
         }
         if worker.is_finished() {
             return Err(DemoError::WorkerStopped);
         }
     }
-    let seen = started.elapsed();
+    let seen = elapsed_since(started);
     let status = rt.store.job_status(enq.job_id).await?;
     let duration = job_duration(started_wall, status.job.finished_at, seen);
     shutdown.trigger();
@@ -340,7 +341,7 @@ pub async fn run(
         // From the job's own first minute: a reused (Postgres) ledger holds earlier runs.
         .report_calls(
             status.job.created_at,
-            chrono::Utc::now() + chrono::Duration::minutes(1),
+            crate::clock::Clock::system().utc() + chrono::Duration::minutes(1),
         )
         .await?;
     let status = rt.store.job_status(enq.job_id).await.unwrap_or(status);

@@ -139,7 +139,7 @@ pub fn print_error(format: LogFormat, message: &str, exit_code: i32) {
         LogFormat::Json => eprintln!(
             "{}",
             serde_json::json!({
-                "timestamp": chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Micros, true),
+                "timestamp": crate::clock::Clock::system().utc().to_rfc3339_opts(chrono::SecondsFormat::Micros, true),
                 "level": "ERROR",
                 "target": "syncfleet",
                 "message": message,
@@ -161,7 +161,7 @@ pub fn report_dropped(format: LogFormat) {
         LogFormat::Json => eprintln!(
             "{}",
             serde_json::json!({
-                "timestamp": chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Micros, true),
+                "timestamp": crate::clock::Clock::system().utc().to_rfc3339_opts(chrono::SecondsFormat::Micros, true),
                 "level": "WARN",
                 "target": "syncfleet",
                 "message": message,

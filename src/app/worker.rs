@@ -2,6 +2,7 @@
 //! unreachable exit), the stop grace and the probe loop.
 
 use super::runtime::{GatewayError, Runtime, RuntimeError};
+use crate::clock::{elapsed_since, monotonic_now};
 use crate::jobs::secrets::SecretsError;
 use crate::queue::{QueueError, Shutdown, WorkerReport};
 use std::sync::Arc;
@@ -241,6 +242,7 @@ fn start_duties(
             rt.queue.clone(),
             rt.cfg.clone(),
             gateway.platform_clocks(),
+            gateway.clock(),
             Duration::from_millis(rt.cfg.jobs.schedule_check_ms),
             shutdown.clone(),
         ))
@@ -369,16 +371,16 @@ fn monitor_queue(
                         empty_since = None;
                         continue;
                     }
-                    let since = *empty_since.get_or_insert_with(Instant::now);
-                    if idle.is_some_and(|idle| since.elapsed() >= idle) {
+                    let since = *empty_since.get_or_insert_with(monotonic_now);
+                    if idle.is_some_and(|idle| elapsed_since(since) >= idle) {
                         shutdown.trigger();
                         return Some(MonitorStop::Idle);
                     }
                 }
                 Err(e) => {
                     empty_since = None;
-                    let since = *down_since.get_or_insert_with(Instant::now);
-                    if let Some(limit) = unreachable.filter(|l| since.elapsed() >= *l) {
+                    let since = *down_since.get_or_insert_with(monotonic_now);
+                    if let Some(limit) = unreachable.filter(|l| elapsed_since(since) >= *l) {
                         tracing::error!(error = %e, "the queue has been unreachable for {} s: stopping", limit.as_secs());
                         shutdown.trigger();
                         return Some(MonitorStop::Unreachable {

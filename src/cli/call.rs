@@ -7,7 +7,6 @@ use super::{Cli, CliError};
 use crate::platform::client::{check_body, with_raw_defaults};
 use crate::platform::{Api, Platform, UnknownName};
 use crate::throttle::{GateOutcome, Lane};
-use chrono::Utc;
 use clap::Args;
 use std::time::Duration;
 
@@ -73,13 +72,19 @@ pub(crate) async fn run(cli: &Cli, args: &CallArgs) -> Result<(), CliError> {
         .acquire(platform, api, args.lane, cfg.gate(platform, api).max_wait)
         .await
         .map_err(|refusal| CliError::runtime(format!("{platform}.{api} gate: {refusal}")))?;
-    let sent = std::time::SystemTime::now();
+    let sent = crate::clock::Clock::system().wall();
     let outcome = match client.exchange(api, &params, timeout).await {
         Ok(raw) => {
             let pretty =
                 serde_json::to_string_pretty(&raw.body).unwrap_or_else(|_| raw.body.to_string());
             println!("{pretty}");
-            check_body(platform, api, raw.http_status, &raw.body, Utc::now())
+            check_body(
+                platform,
+                api,
+                raw.http_status,
+                &raw.body,
+                crate::clock::Clock::system().utc(),
+            )
         }
         Err(e) => Err(e),
     };
@@ -90,7 +95,7 @@ pub(crate) async fn run(cli: &Cli, args: &CallArgs) -> Result<(), CliError> {
     // there is a ledger (what `report` and an embedded `gate show` read).
     if let Ok(store) = crate::store::Store::connect_existing(&cli.db).await {
         let record = crate::store::CallRecord {
-            minute: Utc::now(),
+            minute: crate::clock::Clock::system().utc(),
             platform,
             api,
             class: outcome.as_ref().map_or_else(

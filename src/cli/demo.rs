@@ -2,6 +2,7 @@
 
 use super::{Cli, CliError};
 use crate::app::demo::{self, DemoError, DemoOptions};
+use crate::clock::{elapsed_since, monotonic_now};
 use clap::Args;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -59,7 +60,7 @@ pub(crate) async fn run(_cli: &Cli, args: &DemoArgs) -> Result<(), CliError> {
          against the simulator limited to {limit} calls/s per API",
         opts.items
     );
-    let started = std::time::Instant::now();
+    let started = monotonic_now();
     let report = demo::run(&opts, |s| {
         let c = &s.job.counts;
         println!(
@@ -67,7 +68,7 @@ pub(crate) async fn run(_cli: &Cli, args: &DemoArgs) -> Result<(), CliError> {
             s.job.percent(),
             c.terminal(),
             s.job.total,
-            c.terminal() as f64 / started.elapsed().as_secs_f64().max(1e-3)
+            c.terminal() as f64 / elapsed_since(started).as_secs_f64().max(1e-3)
         );
     })
     .await?;

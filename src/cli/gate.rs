@@ -201,7 +201,7 @@ async fn set(
     let store = Store::connect_existing(&cli.db).await?;
     store.migrate().await?;
     let record = GateChange {
-        at: chrono::Utc::now(),
+        at: crate::clock::Clock::system().utc(),
         who: who(),
         platform,
         api,

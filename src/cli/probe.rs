@@ -55,7 +55,9 @@ pub(crate) async fn run(cli: &Cli, args: &ProbeArgs) -> Result<(), CliError> {
         while let Some(r) = rx.recv().await {
             println!(
                 "{} {}",
-                chrono::Utc::now().format("%Y-%m-%dT%H:%M:%SZ"),
+                crate::clock::Clock::system()
+                    .utc()
+                    .format("%Y-%m-%dT%H:%M:%SZ"),
                 r.line()
             );
         }

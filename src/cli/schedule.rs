@@ -158,7 +158,8 @@ pub(crate) async fn run(cli: &Cli, cmd: &ScheduleCommand) -> Result<(), CliError
                 ScheduleKind::Orders => JobKind::Orders,
                 ScheduleKind::Logistics => JobKind::Logistics,
             };
-            let since = since.or_else(|| Some(Utc::now() - chrono::Duration::days(1)));
+            let since = since
+                .or_else(|| Some(crate::clock::Clock::system().utc() - chrono::Duration::days(1)));
             let id = store
                 .add_schedule(&NewSchedule {
                     kind,

@@ -183,7 +183,7 @@ fn human(ms: i64) -> String {
 }
 
 fn now_s() -> i64 {
-    chrono::Utc::now().timestamp()
+    crate::clock::Clock::system().utc().timestamp()
 }
 
 pub(crate) async fn run(cli: &Cli, cmd: &ShopCommand) -> Result<(), CliError> {

@@ -168,7 +168,7 @@ struct GateQuery {
 }
 
 async fn burn_chart(State(app): State<Shared>, Query(q): Query<GateQuery>) -> Response {
-    let now = chrono::Utc::now();
+    let now = crate::clock::Clock::system().utc();
     let start = chart::day_start(now);
     let per_minute = match app
         .rt
@@ -294,7 +294,7 @@ async fn action_shop_link(
     let Some(onboarding) = &app.onboarding else {
         return (StatusCode::SERVICE_UNAVAILABLE, "onboarding is unavailable").into_response();
     };
-    let now = chrono::Utc::now().timestamp();
+    let now = crate::clock::Clock::system().utc().timestamp();
     match onboarding.link(a.platform, a.shop.as_deref().filter(|s| !s.is_empty()), now) {
         Ok(url) => Json(serde_json::json!({ "url": url })).into_response(),
         Err(e) => (StatusCode::BAD_REQUEST, e.to_string()).into_response(),
@@ -385,7 +385,7 @@ async fn oauth_callback(State(app): State<Shared>, Query(q): Query<OAuthCallback
             "The state is not one of ours.".into(),
         );
     };
-    let now = chrono::Utc::now().timestamp();
+    let now = crate::clock::Clock::system().utc().timestamp();
     let weight = crate::config::DEFAULT_WEIGHT;
     match onboarding
         .complete(
@@ -536,7 +536,7 @@ async fn action_gate(
         Err(e) => return (StatusCode::BAD_REQUEST, format!("{e:#}")).into_response(),
     };
     let record = GateChange {
-        at: chrono::Utc::now(),
+        at: crate::clock::Clock::system().utc(),
         who: "dashboard".into(),
         platform: a.platform,
         api: a.api,

@@ -138,7 +138,7 @@ pub(crate) async fn collect(
     finished: &mut crate::store::FinishedSummaries,
 ) -> Result<DashboardState, DashboardError> {
     let store = &rt.store;
-    let now = chrono::Utc::now();
+    let now = crate::clock::Clock::system().utc();
     let mut jobs = Vec::new();
     for j in store.list_jobs_reusing(JOBS, finished).await? {
         // A finished job's counts and rate are in its summary; only a running job needs its

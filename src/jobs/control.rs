@@ -2,6 +2,7 @@
 //! at most once a second per job per process, before a task and while it runs
 //! (docs/design.md, "Job control").
 
+use crate::clock::{elapsed_since, monotonic_now};
 use crate::store::{JobControl, Store, StoreError};
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -39,16 +40,16 @@ impl JobControls {
     /// [`CONTROL_FRESH`].
     pub(crate) async fn get(&self, job_id: i64) -> Result<Option<JobControl>, StoreError> {
         if let Some(&(at, control)) = self.lock().get(&job_id) {
-            if at.elapsed() < CONTROL_FRESH {
+            if elapsed_since(at) < CONTROL_FRESH {
                 return Ok(control);
             }
         }
         let control = self.store.job_control(job_id).await?;
         let mut seen = self.lock();
         if seen.len() >= CONTROLS_KEPT {
-            seen.retain(|_, (at, _)| at.elapsed() < CONTROL_FRESH);
+            seen.retain(|_, (at, _)| elapsed_since(*at) < CONTROL_FRESH);
         }
-        seen.insert(job_id, (Instant::now(), control));
+        seen.insert(job_id, (monotonic_now(), control));
         Ok(control)
     }
 

@@ -10,12 +10,14 @@
 //! a whole interval unless its task is gone.
 
 use super::producer::{pending_hashes, pending_keys_of, push_again, JobSize, ProducerError};
+use crate::clock::{elapsed_since, monotonic_now};
 use crate::link::lease::Leases;
 use crate::queue::LiveCover;
 use crate::queue::Queue;
 use crate::shutdown::Shutdown;
 use crate::store::Store;
 use crate::throttle::Gates;
+use chrono::{DateTime, Utc};
 use std::collections::{HashMap, HashSet};
 use std::time::Duration;
 
@@ -112,8 +114,8 @@ pub(crate) async fn heal_once(
 }
 
 /// Prune the ledger by `retention` (docs/design.md, "Retention"); logs what went.
-async fn prune(store: &Store, retention: &crate::config::RetentionConfig) {
-    match store.prune(retention, chrono::Utc::now()).await {
+async fn prune(store: &Store, retention: &crate::config::RetentionConfig, now: DateTime<Utc>) {
+    match store.prune(retention, now).await {
         Ok(p) if p.total() == 0 => {}
         Ok(p) => tracing::info!(
             stale_cache = p.stale_cache,
@@ -166,9 +168,9 @@ pub(crate) async fn run_heal_loop(
             tracing::warn!("queue heal sweep failed (the next one tries again): {e}");
         }
         let prune_every = Duration::from_secs(retention.prune_every_s.max(1));
-        if pruned_at.is_none_or(|t| t.elapsed() >= prune_every) {
-            prune(&store, &retention).await;
-            pruned_at = Some(std::time::Instant::now());
+        if pruned_at.is_none_or(|t| elapsed_since(t) >= prune_every) {
+            prune(&store, &retention, gates.clock().utc()).await;
+            pruned_at = Some(monotonic_now());
         }
         match super::quota_floor::floor_from_ledger(&store, &gates).await {
             Ok(0) => {}

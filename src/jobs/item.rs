@@ -4,6 +4,7 @@
 //! depend on it and not on the runner that calls them.
 
 use super::tokens::SessionCell;
+use crate::clock::{elapsed_since, monotonic_now};
 use crate::config::Config;
 use crate::link::backoff::Backoff;
 use crate::link::gateway::{CallContext, Gateway, LinkError, LinkErrorKind};
@@ -11,7 +12,7 @@ use crate::platform::{Api, ErrorClass, Platform};
 use crate::queue::TaskCtx;
 use crate::store::{CallClass, CallRecord, ItemOutcome, Store, StoreError};
 use crate::throttle::{GateShare, Lane};
-use chrono::Utc;
+use chrono::{DateTime, Utc};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -183,9 +184,9 @@ impl Useful {
         }
     }
 
-    /// The tally since the last drain, as ledger rows; the tally starts again from zero.
-    pub(crate) fn drain(&self) -> Vec<CallRecord> {
-        let now = Utc::now();
+    /// The tally since the last drain, as ledger rows of the minute of `now`; the tally starts
+    /// again from zero.
+    pub(crate) fn drain(&self, now: DateTime<Utc>) -> Vec<CallRecord> {
         let map = self
             .0
             .lock()
@@ -292,7 +293,7 @@ where
     let mut outage: Option<(Instant, u32)> = None;
     loop {
         attempt += 1;
-        let started = Instant::now();
+        let started = monotonic_now();
         let result = match tokio::time::timeout(LEDGER_WRITE_BOUND, op()).await {
             Ok(r) => r,
             Err(_) => Err(StoreError::TimedOut {
@@ -302,12 +303,12 @@ where
         };
         // A no-op unless a metrics recorder is installed (`work --metrics-listen`).
         metrics::histogram!(crate::metric_names::LEDGER_WRITE)
-            .record(started.elapsed().as_secs_f64());
+            .record(elapsed_since(started).as_secs_f64());
         match result {
             Ok(v) => {
                 if let Some((since, _)) = outage {
                     tracing::info!(
-                        waited_s = since.elapsed().as_secs(),
+                        waited_s = elapsed_since(since).as_secs(),
                         "{what}: the ledger answers again"
                     );
                 }
@@ -319,8 +320,8 @@ where
                 tokio::time::sleep(wait).await;
             }
             Err(e) if e.is_unavailable() => {
-                let (since, tries) = outage.get_or_insert((Instant::now(), 0));
-                if since.elapsed() >= LEDGER_OUTAGE_WAIT {
+                let (since, tries) = outage.get_or_insert((monotonic_now(), 0));
+                if elapsed_since(*since) >= LEDGER_OUTAGE_WAIT {
                     return Err(e);
                 }
                 *tries += 1;

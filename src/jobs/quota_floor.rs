@@ -24,7 +24,7 @@ const SETTLED_AFTER: chrono::Duration = chrono::Duration::minutes(2);
 /// Bring the gates' counts of today back to the ledger's; returns how many counters were
 /// raised.
 pub(crate) async fn floor_from_ledger(store: &Store, gates: &Gates) -> Result<u32, FloorError> {
-    let now = chrono::Utc::now();
+    let now = gates.clock().utc();
     let today = crate::time::platform_day(now);
     let all = store.report_calls_for_day(today).await?;
     let settled = store

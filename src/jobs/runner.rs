@@ -19,6 +19,7 @@ use super::spec::{JobSpec, DEFAULT_SHOP};
 use super::tokens::TokenKeeper;
 use super::turns::TaskTurns;
 use super::{listing, logistics, orders};
+use crate::clock::{elapsed_since, monotonic_now};
 use listing_task::ListingTask;
 
 mod listing_task;
@@ -212,7 +213,7 @@ impl JobRunner {
                     .lock()
                     .unwrap_or_else(|e| e.into_inner())
                     .as_ref()
-                    .filter(|(at, _)| at.elapsed() < WAITING_FRESH)
+                    .filter(|(at, _)| elapsed_since(*at) < WAITING_FRESH)
                     .map(|(_, w)| w.clone());
                 let waiting = match fresh {
                     Some(w) => w,
@@ -222,7 +223,7 @@ impl JobRunner {
                         };
                         let w = Arc::new(w);
                         *seen.lock().unwrap_or_else(|e| e.into_inner()) =
-                            Some((Instant::now(), w.clone()));
+                            Some((monotonic_now(), w.clone()));
                         w
                     }
                 };
@@ -282,6 +283,19 @@ impl JobRunner {
 
     /// Record finished outcomes in the ledger (one transaction); note the items to re-queue
     /// and those left pending.
+    /// [`JobRunner::record`] of a chunk with no listings: the useful calls go with the
+    /// outcomes they belong to, in one transaction.
+    async fn record_with_useful(
+        &self,
+        job_id: i64,
+        runs: Vec<(String, ItemRun)>,
+        tally: &mut Tally,
+        useful: &Useful,
+    ) -> Result<(), TaskError> {
+        let calls = useful.drain(self.ctx.gateway.clock().utc());
+        self.record(job_id, runs, tally, None, &calls).await
+    }
+
     async fn record(
         &self,
         job_id: i64,
@@ -557,8 +571,7 @@ impl JobRunner {
                 let Some(runs) = stop.cut_short(run).await else {
                     return Ok(TaskResult::RetryAfter(HAND_BACK_DELAY));
                 };
-                // The useful calls go with the outcomes they belong to, in one transaction.
-                self.record(task.job_id, runs, &mut tally, None, &useful.drain())
+                self.record_with_useful(task.job_id, runs, &mut tally, &useful)
                     .await?;
             }
             JobSpec::Logistics { platform, .. } => {
@@ -566,9 +579,7 @@ impl JobRunner {
                 let Some(runs) = stop.cut_short(run).await else {
                     return Ok(TaskResult::RetryAfter(HAND_BACK_DELAY));
                 };
-                let runs = runs?;
-                // The useful calls go with the outcomes they belong to, in one transaction.
-                self.record(task.job_id, runs, &mut tally, None, &useful.drain())
+                self.record_with_useful(task.job_id, runs?, &mut tally, &useful)
                     .await?;
             }
         }

@@ -16,6 +16,7 @@ use super::orders::slices;
 use super::producer::{chunk_tasks, ProducerError, Share};
 use super::spec::JobSpec;
 use super::tick::{Decision, TickPolicy};
+use crate::clock::Clock;
 use crate::config::Config;
 use crate::platform::clock::PlatformClocks;
 use crate::queue::Queue;
@@ -41,6 +42,7 @@ pub(crate) async fn look_once(
     queue: &Queue,
     cfg: &Config,
     clocks: &PlatformClocks,
+    host: Clock,
 ) -> Result<Looked, ProducerError> {
     let mut looked = Looked::default();
     for (schedule, run) in store.finished_runs().await? {
@@ -70,15 +72,16 @@ pub(crate) async fn look_once(
         let mut start = None;
         for (tick, decision) in plan.ticks {
             match decision {
-                Decision::Start => match build_run(store, cfg, clocks, &schedule, tick, now).await?
-                {
-                    Some(run) => start = Some(run),
-                    None => decided.push((
-                        tick,
-                        RunOutcome::Skipped,
-                        Some("nothing new to cover".to_string()),
-                    )),
-                },
+                Decision::Start => {
+                    match build_run(store, cfg, clocks, host, &schedule, tick, now).await? {
+                        Some(run) => start = Some(run),
+                        None => decided.push((
+                            tick,
+                            RunOutcome::Skipped,
+                            Some("nothing new to cover".to_string()),
+                        )),
+                    }
+                }
                 Decision::Record(outcome, note) => decided.push((tick, outcome, Some(note))),
             }
         }
@@ -103,7 +106,7 @@ pub(crate) async fn look_once(
     }
     for (schedule, tick) in store.queued_runs_ready().await? {
         let now = store.clock_ms().await?;
-        let Some(run) = build_run(store, cfg, clocks, &schedule, tick, now).await? else {
+        let Some(run) = build_run(store, cfg, clocks, host, &schedule, tick, now).await? else {
             continue;
         };
         if let Some(job) = store.start_queued(schedule.id, &run, schedule.kind).await? {
@@ -151,6 +154,7 @@ async fn build_run(
     store: &Store,
     cfg: &Config,
     clocks: &PlatformClocks,
+    host: Clock,
     schedule: &Schedule,
     tick_ms: i64,
     now_ms: i64,
@@ -167,7 +171,7 @@ async fn build_run(
             // still be indexing is read if it shows and read again by the next run (the
             // watermark stays behind it), and a change in the last `lag` seconds is not left
             // for a whole period. A shop far behind catches up in runs of bounded size.
-            let host_ms = Utc::now().timestamp_millis();
+            let host_ms = host.utc().timestamp_millis();
             let clock = window_clock(
                 now_ms,
                 host_ms,
@@ -281,12 +285,13 @@ pub(crate) async fn run_schedule_loop(
     queue: Queue,
     cfg: std::sync::Arc<Config>,
     clocks: PlatformClocks,
+    host: Clock,
     every: Duration,
     shutdown: Shutdown,
 ) {
     let mut rounds = shutdown.every(every);
     while rounds.next().await {
-        if let Err(e) = look_once(&store, &queue, &cfg, &clocks).await {
+        if let Err(e) = look_once(&store, &queue, &cfg, &clocks, host).await {
             tracing::warn!("schedules not looked at this round (the next one tries again): {e}");
         }
     }

@@ -10,6 +10,7 @@
 
 use super::control::CONTROL_FRESH;
 use super::tokens::{SessionCell, TokenKeeper};
+use crate::clock::{elapsed_since, monotonic_now};
 use crate::config::{Config, ShopError};
 use crate::platform::Platform;
 use crate::store::{Store, StoreError};
@@ -139,7 +140,7 @@ impl ShopAccess {
     async fn held(&self, platform: Platform, shop: &str, now: bool) -> Result<bool, ShopCheck> {
         let known = self.known(platform, shop).await?;
         if let Some((at, paused)) = known.seen {
-            if at.elapsed() < CONTROL_FRESH && !(now && known.in_ledger) {
+            if elapsed_since(at) < CONTROL_FRESH && !(now && known.in_ledger) {
                 return Ok(paused);
             }
         }
@@ -160,7 +161,7 @@ impl ShopAccess {
                     (platform, shop.to_string()),
                     Known {
                         session: None,
-                        seen: Some((Instant::now(), true)),
+                        seen: Some((monotonic_now(), true)),
                         in_ledger: true,
                     },
                 );
@@ -222,7 +223,7 @@ impl ShopAccess {
 
     fn note(&self, platform: Platform, shop: &str, paused: bool) {
         if let Some(k) = self.lock().get_mut(&(platform, shop.to_string())) {
-            k.seen = Some((Instant::now(), paused));
+            k.seen = Some((monotonic_now(), paused));
         }
     }
 }

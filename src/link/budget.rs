@@ -33,7 +33,7 @@ impl Budget {
 
     /// A budget of `total` from the current instant.
     pub fn starting_now(total: Duration) -> Self {
-        Budget::new(Instant::now(), total)
+        Budget::new(crate::clock::monotonic_now(), total)
     }
 
     #[cfg(test)]

@@ -206,7 +206,7 @@ pub(crate) fn judge(
 /// Run every sample of every platform of the gateway once. Alerts are logged at warn.
 pub async fn run_probes(gw: &Gateway, cfg: &ProbeConfig) -> Vec<ProbeReport> {
     let mut out = Vec::new();
-    let now = Utc::now();
+    let now = gw.clock().utc();
     for platform in gw.platforms() {
         for (class, req) in samples(cfg, platform, now) {
             let api = req.api();

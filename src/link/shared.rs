@@ -19,6 +19,8 @@
 //! fleet that loses Redis degrades to per-process breakers and budgets, not to no breakers.
 
 use super::retry_budget::RetryBudgetPolicy;
+use crate::clock::monotonic_now;
+use crate::clock::Clock;
 use crate::platform::{Api, Platform};
 use chrono::{DateTime, TimeZone, Utc};
 use redis::{AsyncCommands, Script};
@@ -54,6 +56,9 @@ pub struct FleetLink {
     /// Logical calls not yet counted in Redis per (platform, api), and when the count was
     /// last sent ([`FleetLink::budget_record_call`]).
     uncounted: std::sync::Arc<Mutex<HashMap<(Platform, Api), Uncounted>>>,
+    /// Where the retry budget's windows are read (wall-clock aligned, so every host counts
+    /// into the same window).
+    clock: Clock,
 }
 
 /// How long logical calls are counted locally before one `INCRBY` sends them: the retry
@@ -109,7 +114,14 @@ impl FleetLink {
             release: std::sync::Arc::new(Script::new(RELEASE_SCRIPT)),
             seen: Default::default(),
             uncounted: Default::default(),
+            clock: Clock::system(),
         })
+    }
+
+    /// The same link reading the time from `clock`.
+    pub fn on_clock(mut self, clock: Clock) -> FleetLink {
+        self.clock = clock;
+        self
     }
 
     fn key(&self, platform: Platform, api: Api, what: &str) -> String {
@@ -122,7 +134,7 @@ impl FleetLink {
         platform: Platform,
         api: Api,
     ) -> redis::RedisResult<Option<Duration>> {
-        let now = Instant::now();
+        let now = monotonic_now();
         if let Ok(seen) = self.seen.lock() {
             if let Some(&(at, left)) = seen.get(&(platform, api)) {
                 if now.duration_since(at) < BREAKER_CHECK {
@@ -163,7 +175,7 @@ impl FleetLink {
             seen.insert(
                 (platform, api),
                 (
-                    Instant::now(),
+                    monotonic_now(),
                     Some(Duration::from_millis(left.max(0) as u64)),
                 ),
             );
@@ -172,7 +184,7 @@ impl FleetLink {
     }
 
     fn window_keys(&self, platform: Platform, api: Api, window: Duration) -> [String; 4] {
-        let idx = unix_ms(SystemTime::now()) as u128 / window.as_millis().max(1);
+        let idx = unix_ms(self.clock.wall()) as u128 / window.as_millis().max(1);
         let k = |i: u128, what: &str| self.key(platform, api, &format!("rb:{i}:{what}"));
         [
             k(idx, "calls"),
@@ -194,7 +206,7 @@ impl FleetLink {
             let Ok(mut uncounted) = self.uncounted.lock() else {
                 return Ok(());
             };
-            let now = Instant::now();
+            let now = monotonic_now();
             let entry = uncounted.entry((platform, api)).or_insert((0, now));
             entry.0 += 1;
             if now.duration_since(entry.1) < BUDGET_COUNT_EVERY {
@@ -235,7 +247,7 @@ impl FleetLink {
             .ok()
             .and_then(|mut u| {
                 u.get_mut(&(platform, api))
-                    .map(|e| std::mem::replace(e, (0, Instant::now())).0)
+                    .map(|e| std::mem::replace(e, (0, monotonic_now())).0)
             })
             .unwrap_or(0);
         // Take the retry first, then judge: two workers deciding at once cannot both slip

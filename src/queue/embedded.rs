@@ -279,6 +279,9 @@ impl EmbeddedQueue {
         match delay {
             // apalis-sqlite compares whole seconds: round the due time up, never down.
             Some(d) if !d.is_zero() => {
+                // The system's clock, not an injected one: apalis-sqlite compares the due
+                // time with SQLite's `now`, which is the system's.
+                #[allow(clippy::disallowed_methods)]
                 let due = std::time::SystemTime::now()
                     .duration_since(std::time::UNIX_EPOCH)
                     .unwrap_or_default()

@@ -21,6 +21,7 @@
 //! command is returned as failed, as on one server (its caller decides: a gate books again, a
 //! report batch is resent under its id, a queue push is found by the heal sweep).
 
+use crate::clock::{elapsed_since, monotonic_now};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
@@ -400,10 +401,10 @@ impl Following {
         } else {
             FOLLOW_AT_MOST_EVERY
         };
-        if last.is_some_and(|t| t.elapsed() < gap) {
+        if last.is_some_and(|t| elapsed_since(t) < gap) {
             return false;
         }
-        *last = Some(Instant::now());
+        *last = Some(monotonic_now());
         let Ok(primary) = self.target.primary().await else {
             return false;
         };
@@ -418,7 +419,7 @@ impl Following {
             c.0 += 1;
             c.1 = manager;
         }
-        *self.moved_at.lock().unwrap_or_else(|e| e.into_inner()) = Some(Instant::now());
+        *self.moved_at.lock().unwrap_or_else(|e| e.into_inner()) = Some(monotonic_now());
         tracing::warn!(primary = %addr, "redis primary moved (sentinel): the connection follows it");
         true
     }
@@ -428,7 +429,7 @@ impl Following {
         self.moved_at
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .is_some_and(|t| t.elapsed() < span)
+            .is_some_and(|t| elapsed_since(t) < span)
     }
 }
 

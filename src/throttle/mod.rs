@@ -320,7 +320,19 @@ impl Gates {
         redis_url: &str,
         namespace: &str,
     ) -> Result<Gates, GateError> {
-        let backend = shared::RedisGates::connect(redis_url, namespace).await?;
+        Gates::redis_on(cfg, redis_url, namespace, Clock::system()).await
+    }
+
+    /// Fleet gates whose host-side readings (the Redis server's clock is this host's plus the
+    /// offset measured at connect; pauses, settle deadlines) come from `clock`. Every booking
+    /// still decides on the Redis server's own clock.
+    pub async fn redis_on(
+        cfg: &Config,
+        redis_url: &str,
+        namespace: &str,
+        clock: Clock,
+    ) -> Result<Gates, GateError> {
+        let backend = shared::RedisGates::connect(redis_url, namespace, clock).await?;
         if backend.is_cluster() {
             // The app's daily count is one key over every gate of the app, so on a cluster it
             // would sit in another slot than the gate a script books (docs/design.md,
@@ -334,12 +346,7 @@ impl Gates {
         }
         let kick = backend.take_kick();
         let pauses = backend.pause_feed();
-        let inner = Arc::new(Inner::new(
-            cfg,
-            locals(cfg),
-            Box::new(backend),
-            Clock::system(),
-        ));
+        let inner = Arc::new(Inner::new(cfg, locals(cfg), Box::new(backend), clock));
         background::start(&inner, kick, pauses);
         Ok(Gates { inner })
     }
@@ -358,6 +365,12 @@ impl Gates {
         Gates {
             inner: Arc::new(Inner::new(cfg, local, Box::new(backend), clock)),
         }
+    }
+
+    /// Where these gates read the time; what works through them (the gateway) reads it there
+    /// too.
+    pub(crate) fn clock(&self) -> Clock {
+        self.inner.clock
     }
 
     /// Take a concurrency slot, then a token. `max_wait` bounds the whole wait (it is also

@@ -8,6 +8,8 @@ use super::admitted::SLOT_MS;
 use super::aimd::AimdParams;
 use super::state::{Ask, Booking, LocalGates, Noted, Reservation};
 use super::{bulk_rate, GateError, GateLimits, GateSnapshot, Lane, RateChange, FLUSH_BATCH};
+use crate::clock::Clock;
+use crate::clock::{elapsed_since, monotonic_now};
 use crate::config::GateConfig;
 use crate::platform::{Api, Platform};
 use redis::Script;
@@ -144,7 +146,7 @@ impl Pending {
         self.calls == 0
             && self.hit_sent_ms.is_none()
             && self.pause.is_none()
-            && self.settle_by.is_none_or(|t| t < Instant::now())
+            && self.settle_by.is_none_or(|t| t < monotonic_now())
     }
     fn merge(&mut self, other: Pending) {
         self.successes += other.successes;
@@ -194,6 +196,8 @@ pub(crate) struct RedisGates {
     /// Last time (ms since start) an error of the gate state was logged: at most one per 10 s.
     last_error_log: AtomicU64,
     started: Instant,
+    /// Where this host reads the time.
+    clock: Clock,
     /// Redis server clock minus this host's, in ms (measured at connect and by snapshots):
     /// the quota day is the server's day, so hosts with skewed clocks count into one key.
     clock_offset_ms: std::sync::atomic::AtomicI64,
@@ -208,16 +212,20 @@ impl RedisGates {
     /// Now on the Redis server's clock (this host's clock plus the measured offset).
     fn server_now(&self) -> chrono::DateTime<chrono::Utc> {
         let offset = self.clock_offset_ms.load(Ordering::Relaxed);
-        chrono::Utc::now() + chrono::Duration::milliseconds(offset)
+        self.clock.utc() + chrono::Duration::milliseconds(offset)
     }
 
     fn note_server_time(&self, server_ms: i64) {
-        let local = chrono::Utc::now().timestamp_millis();
+        let local = self.clock.utc().timestamp_millis();
         self.clock_offset_ms
             .store(server_ms - local, Ordering::Relaxed);
     }
 
-    pub(crate) async fn connect(url: &str, namespace: &str) -> Result<RedisGates, GateError> {
+    pub(crate) async fn connect(
+        url: &str,
+        namespace: &str,
+        clock: Clock,
+    ) -> Result<RedisGates, GateError> {
         let client = crate::redis_conn::target(url).map_err(GateError::BadUrl)?;
         let mut conn = client
             .connect(GATE_REPLY_TIMEOUT)
@@ -227,9 +235,10 @@ impl RedisGates {
             .query_async(&mut conn)
             .await
             .map_err(GateError::Clock)?;
-        let offset = time_ms(server) - chrono::Utc::now().timestamp_millis();
+        let offset = time_ms(server) - clock.utc().timestamp_millis();
         let (kick, rx) = mpsc::unbounded_channel();
         Ok(RedisGates {
+            clock,
             clock_offset_ms: std::sync::atomic::AtomicI64::new(offset),
             conn,
             namespace: namespace.to_string(),
@@ -247,7 +256,7 @@ impl RedisGates {
             cluster: client.is_cluster(),
             client,
             last_error_log: AtomicU64::new(0),
-            started: Instant::now(),
+            started: monotonic_now(),
         })
     }
 
@@ -256,7 +265,7 @@ impl RedisGates {
     }
 
     fn log_error(&self, what: &str, err: &redis::RedisError) {
-        let now = self.started.elapsed().as_millis() as u64 + 10_000;
+        let now = elapsed_since(self.started).as_millis() as u64 + 10_000;
         let last = self.last_error_log.load(Ordering::Relaxed);
         if now.saturating_sub(last) >= 10_000
             && self
@@ -414,8 +423,8 @@ impl RedisGates {
             p.merge(Pending {
                 hit_sent_ms: hit.then_some(sent_ms),
                 hits: u32::from(hit),
-                pause: pause.map(|(d, r)| (Instant::now() + d, r)),
-                settle_by: hit.then(|| Instant::now() + SETTLE_FLUSH),
+                pause: pause.map(|(d, r)| (monotonic_now() + d, r)),
+                settle_by: hit.then(|| monotonic_now() + SETTLE_FLUSH),
                 ..Pending::default()
             });
             urgent || p.successes == FLUSH_BATCH
@@ -431,7 +440,7 @@ impl RedisGates {
         {
             let mut all = self.pending.lock().unwrap_or_else(|e| e.into_inner());
             all.entry((platform, api)).or_default().merge(Pending {
-                pause: Some((Instant::now() + span, reason)),
+                pause: Some((monotonic_now() + span, reason)),
                 ..Pending::default()
             });
         }
@@ -450,7 +459,7 @@ impl RedisGates {
             .filter_map(|k| {
                 let p = all.remove(&k)?;
                 // Keep flushing (empty) until the measurement may have settled.
-                if let Some(t) = p.settle_by.filter(|t| *t > Instant::now()) {
+                if let Some(t) = p.settle_by.filter(|t| *t > monotonic_now()) {
                     all.entry(k).or_default().settle_by = Some(t);
                 }
                 Some((k, p))
@@ -536,7 +545,7 @@ impl RedisGates {
         let (pause_ms, reason) = match &p.pause {
             Some((until, reason)) => (
                 until
-                    .saturating_duration_since(Instant::now())
+                    .saturating_duration_since(monotonic_now())
                     .as_millis()
                     .max(1) as u64,
                 reason.clone(),
@@ -756,7 +765,7 @@ impl RedisGates {
             .key(&k.aimd)
             .arg(rate)
             .arg(burst.map(|b| b.to_string()).unwrap_or_default())
-            .arg(chrono::Utc::now().to_rfc3339());
+            .arg(self.server_now().to_rfc3339());
         let mut conn = self.conn.clone();
         let (old_rate, old_burst): (String, String) =
             inv.invoke_async(&mut conn)

@@ -4,6 +4,10 @@
 //! the modules a few at a time (`scripts/run-test-binaries`); `cargo test --test suite
 //! jobs_fleet::` runs one.
 
+// The tests measure and wait on real time (clippy.toml keeps the product's code to its
+// clock).
+#![allow(clippy::disallowed_methods)]
+
 // The test kit (crates/testkit), under the names the modules use.
 use syncfleet_testkit::{jobs_harness, support};
 

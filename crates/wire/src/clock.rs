@@ -42,7 +42,7 @@ impl Clock {
 
     /// The monotonic now (for waits, deadlines and rates).
     pub fn now(&self) -> Instant {
-        tokio::time::Instant::now().into_std()
+        monotonic_now()
     }
 
     /// The wall clock (for clock seconds and days).
@@ -57,6 +57,18 @@ impl Clock {
     pub fn utc(&self) -> DateTime<Utc> {
         self.wall().into()
     }
+}
+
+/// The monotonic now, tokio's (a paused test runtime's when there is one), for code that
+/// measures a span and has no [`Clock`] at hand: the same for every clock.
+pub fn monotonic_now() -> Instant {
+    tokio::time::Instant::now().into_std()
+}
+
+/// How long since `earlier` (a [`monotonic_now`] reading) on tokio's clock; zero when it is
+/// in the future.
+pub fn elapsed_since(earlier: Instant) -> std::time::Duration {
+    monotonic_now().saturating_duration_since(earlier)
 }
 
 #[cfg(test)]

@@ -1,6 +1,7 @@
 //! The collector: gauges from the state APIs (gates, breakers, link counters, queue lengths,
 //! the ledger's jobs), once a second.
 
+use crate::clock::{elapsed_since, monotonic_now};
 use crate::config::Config;
 use crate::link::breaker::State as BreakerState;
 use crate::link::gateway::Gateway;
@@ -51,15 +52,15 @@ fn breaker_value(s: &BreakerState) -> f64 {
 fn collect_error(source: &'static str, e: &dyn std::fmt::Display, last_warn: &mut Option<Instant>) {
     metrics::counter!(COLLECT_ERRORS, "source" => source).increment(1);
     // One line a minute at most: a Redis outage must not flood the log from here too.
-    if last_warn.is_none_or(|t| t.elapsed() > Duration::from_secs(60)) {
-        *last_warn = Some(Instant::now());
+    if last_warn.is_none_or(|t| elapsed_since(t) > Duration::from_secs(60)) {
+        *last_warn = Some(monotonic_now());
         tracing::warn!("metrics collector: cannot read the {source}: {e}");
     }
 }
 
 impl Collector {
     async fn tick(&mut self, s: &Sources, last_warn: &mut Option<Instant>) {
-        let started = Instant::now();
+        let started = monotonic_now();
         self.gates(s, last_warn).await;
         self.link(s);
         match s.queue.len().await {
@@ -82,7 +83,7 @@ impl Collector {
         // ledger_write`): probing with a write of its own every second would take SQLite's
         // single write lock from the workers it measures.
         metrics::counter!(LOG_DROPPED).absolute(crate::app::logging::dropped_lines());
-        metrics::gauge!(COLLECT_DURATION).set(started.elapsed().as_secs_f64());
+        metrics::gauge!(COLLECT_DURATION).set(elapsed_since(started).as_secs_f64());
     }
 
     async fn gates(&self, s: &Sources, last_warn: &mut Option<Instant>) {

@@ -3,6 +3,7 @@
 
 use crate::app::runtime::Runtime;
 use crate::cli::{Cli, CliError};
+use crate::clock::{elapsed_since, monotonic_now};
 use crate::config::listing_map::ListingMap;
 use crate::jobs::producer::{self, EnqueueReport, ProducerError};
 use crate::jobs::spec::{read_item_ids, JobSpec};
@@ -279,7 +280,7 @@ pub(crate) async fn enqueue(cli: &Cli, args: &EnqueueArgs) -> Result<(), CliErro
     }
     let rt = Runtime::open(cfg, &cli.db, cli.redis.as_deref()).await?;
     let keys = producer::item_keys(&rt.store, &rt.cfg, &spec, ids).await?;
-    let started = std::time::Instant::now();
+    let started = monotonic_now();
     let tasks = keys.len().div_ceil(chunk);
     let bar = ProgressBar::new(tasks as u64);
     bar.set_style(
@@ -291,7 +292,7 @@ pub(crate) async fn enqueue(cli: &Cli, args: &EnqueueArgs) -> Result<(), CliErro
     })
     .await?;
     bar.finish_and_clear();
-    print_enqueued(&report, started.elapsed(), rt.topology.name());
+    print_enqueued(&report, elapsed_since(started), rt.topology.name());
     Ok(())
 }
 

@@ -8,7 +8,7 @@ use crate::jobs::spec::JobSpec;
 use crate::queue::QueueOptions;
 use crate::store::{JobState, ShopPause, Store};
 use crate::time::{platform_day, QuotaDay};
-use chrono::{NaiveDate, Utc};
+use chrono::NaiveDate;
 use clap::Args;
 use std::time::Duration;
 
@@ -218,7 +218,7 @@ pub struct ReportArgs {
 pub(crate) async fn report(cli: &Cli, args: &ReportArgs) -> Result<(), CliError> {
     let cfg = cli.load_config()?;
     let store = open_store(cli).await?;
-    let now = Utc::now();
+    let now = crate::clock::Clock::system().utc();
     let today = platform_day(now);
     let day = args.day.unwrap_or(today);
     let r = store

@@ -269,7 +269,7 @@ async fn list_one(
     }
     // The claims may be another holder's soon (not renewed for a while: the ledger stalls):
     // no write starts; the item goes back, its claim released.
-    if !lease.holds(std::time::Instant::now()) {
+    if !lease.holds(crate::clock::monotonic_now()) {
         return ItemRun::Later(std::time::Duration::ZERO).carrying(carry);
     }
     let write_ctx = runner.shop_call_context_until(stop);

@@ -4,6 +4,7 @@
 //! `jobs::logistics`.
 
 use super::{JobRunner, Tally, TaskError, RECORD_EVERY, UNRECORDED_MAX, USEFUL_EVERY};
+use crate::clock::{elapsed_since, monotonic_now};
 use crate::jobs::item::ItemRun;
 use crate::jobs::item::{ledger_write, HandlerCtx, Stop, Useful, ITEM_PARALLELISM};
 use crate::jobs::listing;
@@ -11,7 +12,6 @@ use crate::queue::TaskMsg;
 use crate::store::{CallRecord, Claim, ClaimRequest, ItemStatus, ListingsRecord};
 use futures::StreamExt;
 use std::collections::{HashMap, HashSet};
-use std::time::Instant;
 
 /// What one run of a listing task works on.
 pub(super) struct ListingTask<'a> {
@@ -61,7 +61,7 @@ impl JobRunner {
             })
             .collect();
         let take_over_ms = listing::claim_take_over_ms(&self.ctx.cfg.link);
-        let lease = listing::claim_lease::ClaimLease::new(listing::CLAIM_FENCE, Instant::now());
+        let lease = listing::claim_lease::ClaimLease::new(listing::CLAIM_FENCE, monotonic_now());
         let claimed = ledger_write("claim_listings", || {
             self.ctx.store.claim_listings(&requests, take_over_ms)
         })
@@ -106,9 +106,9 @@ impl JobRunner {
         };
         let consume = async {
             let mut group = Vec::with_capacity(ITEM_PARALLELISM);
-            let mut last = Instant::now();
-            let mut last_useful = Instant::now();
-            let mut last_renewed = Instant::now();
+            let mut last = monotonic_now();
+            let mut last_useful = monotonic_now();
+            let mut last_renewed = monotonic_now();
             let result = async {
                 loop {
                     match tokio::time::timeout(RECORD_EVERY, rx.recv()).await {
@@ -117,14 +117,14 @@ impl JobRunner {
                         Err(_) => {}
                     }
                     if group.len() >= ITEM_PARALLELISM
-                        || (!group.is_empty() && last.elapsed() >= RECORD_EVERY)
+                        || (!group.is_empty() && elapsed_since(last) >= RECORD_EVERY)
                     {
                         let n = group.len();
                         // Usefulness follows the outcomes, not the task's end: a long
                         // task would otherwise show calls and no useful data.
-                        let calls = if last_useful.elapsed() >= USEFUL_EVERY {
-                            last_useful = Instant::now();
-                            useful.drain()
+                        let calls = if elapsed_since(last_useful) >= USEFUL_EVERY {
+                            last_useful = monotonic_now();
+                            useful.drain(self.ctx.gateway.clock().utc())
                         } else {
                             Vec::new()
                         };
@@ -136,23 +136,23 @@ impl JobRunner {
                         self.record_listing_group(target, holder, group, &unsure, tally)
                             .await?;
                         unrecorded.add_permits(n);
-                        last = Instant::now();
+                        last = monotonic_now();
                     }
                     // A run keeps its claims from being taken over while it goes;
                     // its writes stop when renewals do (`ClaimLease`).
-                    if last_renewed.elapsed() >= listing::CLAIM_RENEW_EVERY {
-                        let sent = Instant::now();
+                    if elapsed_since(last_renewed) >= listing::CLAIM_RENEW_EVERY {
+                        let sent = monotonic_now();
                         match self.ctx.store.renew_claims(task.job_id, holder).await {
                             Ok(_) => lease.renewed(sent),
                             Err(e) => tracing::warn!(job = task.job_id, error = %e, "could not renew the task's listing claims (its writes stop if this goes on)"),
                         }
-                        last_renewed = Instant::now();
+                        last_renewed = monotonic_now();
                     }
                 }
                 // Every write of this run has ended: the last group also gives up what the
                 // run still holds (writes whose outcome is unknown), so the next run of those
                 // items, in whichever task, looks them up at once.
-                let calls = useful.drain();
+                let calls = useful.drain(self.ctx.gateway.clock().utc());
                 let group = Group {
                     runs: &mut group,
                     calls: &calls,

@@ -8,7 +8,7 @@ use crate::link::policy::{Attempts, CallShape, FailureFacts, StopReason, Verdict
 use crate::platform::{
     Api, ApiRequest, ApiResponse, CallError, ErrorClass, Platform, TransportError,
 };
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// What the attempt loop ended with before degrading.
 #[derive(Debug)]
@@ -172,7 +172,7 @@ impl Gateway {
                 Verdict::RetryNow | Verdict::BackToGate => continue,
                 Verdict::RetryAfterBackoff => {
                     let delay = inner.backoff.delay(attempts.counted.saturating_sub(1));
-                    if delay > ctx.budget.wait_allowance(Instant::now(), class_timeout) {
+                    if delay > ctx.budget.wait_allowance(inner.clock.now(), class_timeout) {
                         let message = format!("{} (no budget left for a retry)", p.last_text());
                         return Err(p.fail(Stop {
                             kind: LinkErrorKind::Platform,

@@ -23,7 +23,7 @@ impl Gateway {
             },
             None => None,
         };
-        let now = Instant::now();
+        let now = self.inner.clock.now();
         let mut breakers = self
             .inner
             .breakers
@@ -48,7 +48,7 @@ impl Gateway {
         outcome: Outcome,
         probe: bool,
     ) {
-        let now = Instant::now();
+        let now = self.inner.clock.now();
         let (transition, observe) = {
             let mut breakers = self
                 .inner
@@ -81,7 +81,7 @@ impl Gateway {
 
     /// The breaker state of (platform, api) in this process.
     pub fn breaker_state(&self, platform: Platform, api: Api) -> State {
-        let now = Instant::now();
+        let now = self.inner.clock.now();
         let mut breakers = self
             .inner
             .breakers
@@ -127,7 +127,7 @@ impl Gateway {
         api: Api,
         f: impl FnOnce(&mut LocalRetryBudget, Instant) -> R,
     ) -> R {
-        let now = Instant::now();
+        let now = self.inner.clock.now();
         let mut b = self
             .inner
             .local_budget
@@ -145,8 +145,9 @@ impl Gateway {
             .last_redis_warn
             .lock()
             .unwrap_or_else(|p| p.into_inner());
-        if last.is_none_or(|t| t.elapsed() > Duration::from_secs(10)) {
-            *last = Some(Instant::now());
+        let now = self.inner.clock.now();
+        if last.is_none_or(|t| now.saturating_duration_since(t) > Duration::from_secs(10)) {
+            *last = Some(now);
             tracing::warn!("link {what}: redis unavailable, using this process's state: {e}");
         }
     }

@@ -84,7 +84,7 @@ impl Gateway {
         if self.inner.store.is_none() {
             return;
         }
-        let now = Utc::now();
+        let now = self.inner.clock.utc();
         let minute = crate::store::minute_key(now);
         let mut l = self.inner.ledger.lock().unwrap_or_else(|p| p.into_inner());
         l.entry((minute, platform, api, class))

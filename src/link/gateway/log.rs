@@ -33,7 +33,7 @@ pub(super) fn log_send(
     };
     tracing::info!(
         target: CALL_TARGET,
-        ts = %Utc::now().format("%Y-%m-%dT%H:%M:%S%.3fZ"),
+        ts = %log_time(),
         trace_id = %ctx.trace_id,
         platform = platform.as_str(),
         api = api.as_str(),
@@ -51,7 +51,7 @@ pub(super) fn log_send(
 pub(super) fn log_refusal(platform: Platform, api: Api, ctx: &CallContext, e: &LinkError) {
     tracing::info!(
         target: REFUSAL_TARGET,
-        ts = %Utc::now().format("%Y-%m-%dT%H:%M:%S%.3fZ"),
+        ts = %log_time(),
         trace_id = %ctx.trace_id,
         platform = platform.as_str(),
         api = api.as_str(),
@@ -71,7 +71,7 @@ pub(super) fn log_stale(
 ) {
     tracing::info!(
         target: STALE_TARGET,
-        ts = %Utc::now().format("%Y-%m-%dT%H:%M:%S%.3fZ"),
+        ts = %log_time(),
         trace_id = %ctx.trace_id,
         platform = platform.as_str(),
         api = api.as_str(),
@@ -108,4 +108,11 @@ pub(super) fn log_transition(platform: Platform, api: Api, t: Transition, observ
             tracing::info!(target: "syncfleet::breaker", %platform, %api, "{prefix}closed")
         }
     }
+}
+
+/// A call line's time: the host's, like every other log line's (tracing stamps its own with
+/// the system clock), so the lines of one process sort together whatever clock it runs on.
+#[allow(clippy::disallowed_methods)]
+fn log_time() -> impl std::fmt::Display {
+    Utc::now().format("%Y-%m-%dT%H:%M:%S%.3fZ")
 }

@@ -28,6 +28,7 @@ use super::budget::Budget;
 use super::policy::RetryPolicy;
 use super::retry_budget::{LocalRetryBudget, RetryBudgetPolicy};
 use super::shared::FleetLink;
+use crate::clock::Clock;
 use crate::config::{Config, LinkConfig, PlatformConfig};
 use crate::platform::clock::PlatformClocks;
 use crate::platform::{
@@ -330,6 +331,9 @@ struct Inner {
     last_redis_warn: Mutex<Option<Instant>>,
     /// The platforms' clocks, from their answers' `Date`.
     clocks: PlatformClocks,
+    /// Where the gateway reads the time: its gates' clock (docs/design.md, "Time you can
+    /// pause").
+    clock: Clock,
 }
 
 /// The link layer of one process. Cheap to clone; clones share everything.
@@ -414,6 +418,7 @@ impl GatewayBuilder {
             policy: RetryPolicy::from_config(&self.link.retry),
             backoff: Backoff::from_config(&self.link.retry),
             budget_policy: RetryBudgetPolicy::from_config(&self.link.retry),
+            clock: self.gates.clock(),
             link: self.link,
             gates: self.gates,
             bulkheads: self.bulkheads,
@@ -483,6 +488,11 @@ impl Gateway {
         &self.inner.worker_id
     }
 
+    /// Where this gateway reads the time (its gates' clock).
+    pub(crate) fn clock(&self) -> Clock {
+        self.inner.clock
+    }
+
     /// The platforms' clocks as this process's answers show them.
     pub(crate) fn platform_clocks(&self) -> PlatformClocks {
         self.inner.clocks.clone()
@@ -517,7 +527,7 @@ impl Gateway {
         req: ApiRequest,
         ctx: &CallContext,
     ) -> Result<Reply, LinkError> {
-        let started = Instant::now();
+        let started = self.inner.clock.now();
         let api = req.api();
         let mut sends = 0u32;
         let result = match self.attempts(platform, &req, ctx, &mut sends).await {
@@ -530,7 +540,8 @@ impl Gateway {
                 None => Err(failed.err),
             },
         };
-        self.account(platform, api, ctx, &result, sends, started.elapsed());
+        let took = self.inner.clock.now().saturating_duration_since(started);
+        self.account(platform, api, ctx, &result, sends, took);
         result
     }
 }

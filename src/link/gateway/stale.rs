@@ -67,7 +67,7 @@ impl Gateway {
             return;
         };
         let api = req.api();
-        let now = Utc::now();
+        let now = self.inner.clock.utc();
         if self.inner.store.is_some() {
             self.inner
                 .stale_pending
@@ -127,7 +127,9 @@ impl Gateway {
             None
         };
         let (body, stored_at) = found?;
-        let age = (Utc::now() - stored_at).to_std().unwrap_or(Duration::ZERO);
+        let age = (self.inner.clock.utc() - stored_at)
+            .to_std()
+            .unwrap_or(Duration::ZERO);
         if age > self.stale_max_age(api) {
             return None;
         }

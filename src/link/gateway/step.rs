@@ -8,7 +8,7 @@ use crate::link::breaker::{Decision, Outcome};
 use crate::platform::{Api, ApiRequest, ApiResponse, CallError, ErrorClass, Platform};
 use crate::store::CallClass;
 use crate::throttle::{GateOutcome, GateRefusal, Lane};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// Who asks for the attempt, which decides what bounds it and what it owes besides the send.
 #[derive(Clone, Copy)]
@@ -134,7 +134,7 @@ impl Gateway {
         // 2. Time budget: the gate's wait comes out of it.
         let max_wait = match mode {
             Mode::Call { ctx, .. } => {
-                let now = Instant::now();
+                let now = self.inner.clock.now();
                 if let Err(e) = ctx.budget.slice(now, class_timeout) {
                     return refuse(Refusal::budget(e));
                 }
@@ -188,14 +188,15 @@ impl Gateway {
             }
         }
         let slice = match mode {
-            Mode::Call { ctx, .. } => match ctx.budget.slice(Instant::now(), class_timeout) {
+            Mode::Call { ctx, .. } => match ctx.budget.slice(self.inner.clock.now(), class_timeout)
+            {
                 Ok(s) => s,
                 Err(e) => return refuse(Refusal::budget(e)),
             },
             Mode::Probe { .. } => class_timeout,
         };
-        let sent_at = Instant::now();
-        let sent_wall = std::time::SystemTime::now();
+        let sent_at = self.inner.clock.now();
+        let sent_wall = self.inner.clock.wall();
         let session = match mode {
             Mode::Call { ctx, .. } => ctx.session.as_ref(),
             Mode::Probe { .. } => None,
@@ -210,7 +211,7 @@ impl Gateway {
         };
         let result = bulkhead.transport.call(req, slice, session).await;
         on_wire.answered();
-        let took = sent_at.elapsed();
+        let took = crate::clock::elapsed_since(sent_at);
         drop(slot);
         drop(permit);
         // 6. Classify and record.

@@ -3,6 +3,7 @@
 //! asserts on timing. The stale test keeps its cache in an in-memory ledger.
 
 use super::*;
+use crate::clock::Clock;
 use crate::link::breaker::State;
 use crate::platform::Item;
 use crate::throttle::Gates;
@@ -91,9 +92,17 @@ max_wait_ms = 5000
 
 /// The test-only gateway: `fake` as Taobao's transport, embedded gates, optional ledger.
 fn gateway(cfg: &Config, fake: &Arc<Fake>, store: Option<Store>) -> Gateway {
+    gateway_on(cfg, fake, store, Clock::system())
+}
+
+/// [`gateway`] whose gates (and so the gateway) read the time from `clock`.
+fn gateway_on(cfg: &Config, fake: &Arc<Fake>, store: Option<Store>, clock: Clock) -> Gateway {
     let pc = cfg.platform(TB).expect("taobao config");
-    let mut b =
-        Gateway::builder(cfg.link.clone(), Gates::embedded(cfg)).transport(TB, fake.clone(), pc);
+    let mut b = Gateway::builder(cfg.link.clone(), Gates::embedded_on(cfg, clock)).transport(
+        TB,
+        fake.clone(),
+        pc,
+    );
     if let Some(s) = store {
         b = b.store(s);
     }
@@ -297,6 +306,97 @@ async fn open_breaker_refuses_before_the_wire() {
     assert_eq!(fake.sends(), 2, "the open breaker sent nothing");
     let c = counters(&gw);
     assert_eq!((c.breaker_rejects, c.refused), (1, 1));
+}
+
+/// On paused time: a tripped breaker refuses for exactly its open period, then lets a
+/// probe reach the wire, and the probes' successes close it. An hour of waits runs in no
+/// time, and the instants asserted are exact.
+#[tokio::test(start_paused = true)]
+async fn on_paused_time_an_open_breaker_probes_after_its_open_period_and_closes() {
+    let cfg = config(
+        "[link.retry]\nmax_attempts = 1\n\n[link.breaker]\nmin_samples = 2\nfailure_ratio = 0.5\n\
+         initial_open_ms = 60000\nopen_s = 600\nclose_after = 2\n",
+    );
+    let fake = Fake::new([
+        Err(bad_gateway()),
+        Err(bad_gateway()),
+        Ok(item("3")),
+        Ok(item("4")),
+    ]);
+    let gw = gateway_on(&cfg, &fake, None, Clock::following_runtime());
+    for id in ["1", "2"] {
+        gw.call(TB, item_get(id), &ctx()).await.unwrap_err();
+    }
+    let tripped = tokio::time::Instant::now();
+
+    // A second before the open period ends: refused, and told to come back in that second.
+    tokio::time::advance(Duration::from_secs(59)).await;
+    let e = gw.call(TB, item_get("3"), &ctx()).await.unwrap_err();
+    assert_eq!(e.kind, LinkErrorKind::BreakerOpen, "{e}");
+    assert_eq!(e.retry_at, Some(Duration::from_secs(1)), "{e:?}");
+    assert_eq!(fake.sends(), 2, "nothing reached the wire while open");
+
+    // The period over: the next calls are half-open probes; two successes close it.
+    tokio::time::advance(Duration::from_secs(1)).await;
+    assert_eq!(tripped.elapsed(), Duration::from_secs(60));
+    for id in ["3", "4"] {
+        let reply = gw.call(TB, item_get(id), &ctx()).await.expect("probe");
+        assert_eq!(reply.response, item(id));
+    }
+    assert_eq!(fake.sends(), 4);
+    assert_eq!(gw.breaker_state(TB, Api::ItemGet), State::Closed);
+}
+
+/// On paused time: a retry sleeps its backoff on the runtime's clock (full jitter, up to its
+/// ceiling), and the call's time budget is read on the same clock: a retry whose sleep the
+/// budget cannot hold is not slept at all, one it can hold ends inside the budget.
+#[tokio::test(start_paused = true)]
+async fn on_paused_time_a_retry_sleeps_its_backoff_within_the_call_budget() {
+    let mut cfg = config("");
+    cfg.link.retry.base_ms = 8_000;
+    cfg.link.retry.cap_ms = 8_000;
+    let fake = Fake::new([Err(bad_gateway()), Ok(item("1"))]);
+    let gw = gateway_on(&cfg, &fake, None, Clock::following_runtime());
+    let started = tokio::time::Instant::now();
+    gw.call(TB, item_get("1"), &ctx())
+        .await
+        .expect("ok after a retry");
+    let took = started.elapsed();
+    assert!(
+        took <= Duration::from_secs(8),
+        "the retry slept {took:?} of the runtime's clock"
+    );
+    assert_eq!(fake.sends(), 2);
+
+    // A budget of 3 s, backoffs drawn up to 8 s: each call either gives up at once, or
+    // sleeps less than the budget and succeeds.
+    let (mut gave_up, mut retried) = (0, 0);
+    for _ in 0..20 {
+        let fake = Fake::new([Err(bad_gateway()), Ok(item("1"))]);
+        let gw = gateway_on(&cfg, &fake, None, Clock::following_runtime());
+        let short = CallContext::new(Budget::starting_now(Duration::from_secs(3)));
+        let started = tokio::time::Instant::now();
+        match gw.call(TB, item_get("1"), &short).await {
+            Err(e) => {
+                assert!(e.message.ends_with("(no budget left for a retry)"), "{e}");
+                assert_eq!(
+                    started.elapsed(),
+                    Duration::ZERO,
+                    "no sleep before giving up"
+                );
+                assert_eq!(fake.sends(), 1);
+                gave_up += 1;
+            }
+            Ok(_) => {
+                assert!(started.elapsed() < Duration::from_secs(3));
+                retried += 1;
+            }
+        }
+    }
+    assert!(
+        gave_up > 0,
+        "20 draws up to 8 s, none over 3 s ({retried} retried)"
+    );
 }
 
 #[tokio::test]

@@ -2,6 +2,7 @@
 //! errors are retried with backoff and never reach apalis.
 
 use super::*;
+use crate::clock::{elapsed_since, monotonic_now};
 
 impl Shared {
     fn parse(flat: &[String]) -> Vec<Envelope> {
@@ -26,9 +27,9 @@ impl Shared {
         let mut c = q.conn.clone();
         let sweep_due = {
             let mut last = lock(&self.last_sweep);
-            let due = last.is_none_or(|t| t.elapsed() >= q.opts.heartbeat);
+            let due = last.is_none_or(|t| elapsed_since(t) >= q.opts.heartbeat);
             if due {
-                *last = Some(Instant::now());
+                *last = Some(monotonic_now());
             }
             due
         };
@@ -109,7 +110,7 @@ impl Shared {
                 Some(free) if free > 0 => (free, false),
                 _ => (1, true),
             };
-            let sent = Instant::now();
+            let sent = monotonic_now();
             let wait = match self.try_fetch(count, interactive_only).await {
                 Ok(got) if !got.is_empty() => {
                     let mut owned = lock(&self.owned);

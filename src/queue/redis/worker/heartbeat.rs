@@ -2,6 +2,7 @@
 //! watchdog that stops in-flight handlers once the claims may be someone else's.
 
 use super::*;
+use crate::clock::monotonic_now;
 
 impl Shared {
     /// Give up the claims the fleet may already have taken over: once the lease runs out
@@ -11,7 +12,7 @@ impl Shared {
         let every = (self.q.opts.heartbeat / 4).max(Duration::from_millis(50));
         loop {
             tokio::time::sleep(every).await;
-            let now = Instant::now();
+            let now = monotonic_now();
             let lease = lock(&self.lease).clone();
             let mut gone = 0;
             for o in lock(&self.owned).values() {
@@ -38,7 +39,7 @@ impl Shared {
             n += 1;
             let ids: Vec<String> = lock(&self.owned).keys().cloned().collect();
             let mut c = q.conn.clone();
-            let sent = Instant::now();
+            let sent = monotonic_now();
             if !ids.is_empty() {
                 let mut inv = q.scripts.heartbeat.prepare_invoke();
                 inv.key(&q.keys.stream).arg(GROUP).arg(&*self.worker);

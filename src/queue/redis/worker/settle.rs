@@ -2,6 +2,7 @@
 //! or give it back, each retried until it settles.
 
 use super::*;
+use crate::clock::monotonic_now;
 
 impl Shared {
     /// Run a Redis operation until it succeeds, for at most the claim idle time (after that
@@ -11,7 +12,7 @@ impl Shared {
         F: FnMut() -> Fut,
         Fut: Future<Output = Result<(), RedisError>>,
     {
-        let deadline = Instant::now() + self.q.opts.claim_idle();
+        let deadline = monotonic_now() + self.q.opts.claim_idle();
         let mut backoff = SETTLE_RETRY.doubling();
         loop {
             match op().await {
@@ -19,7 +20,7 @@ impl Shared {
                 Err(e) => {
                     self.note_error(what, &e).await;
                     let wait = backoff.next_delay();
-                    if Instant::now() + wait > deadline {
+                    if monotonic_now() + wait > deadline {
                         warn!(worker = %self.worker, op = what, "giving up; the entry will be recovered as an orphan");
                         return false;
                     }
