@@ -74,15 +74,13 @@ async fn scale_in_hands_chunks_back_without_charging_an_attempt() {
         h.worker_logs()
     );
     let took = signalled.elapsed();
+    // Its chunks went back unfinished: finishing them (over 700 items at 40/s) would have
+    // left far fewer pending. (The pending count says it, not the time the exit took, which a
+    // loaded machine stretches.)
     let at_exit = h.store.job_status(job).await.expect("status").job.counts;
     assert!(
         at_exit.pending > 400,
-        "it did not hand its chunks back: {at_exit:?}"
-    );
-    // Grace 1 s plus recording and acks; finishing its chunks would take > 15 s.
-    assert!(
-        took < Duration::from_secs(12),
-        "stopping took {took:?}\n{}",
+        "it did not hand its chunks back (exit after {took:?}): {at_exit:?}\n{}",
         h.worker_logs()
     );
     let status = h.wait_job(job, Duration::from_secs(120)).await;

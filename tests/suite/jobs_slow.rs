@@ -85,7 +85,7 @@ async fn run_listing_over_a_slow_target(redis: bool) {
         tokio::spawn(async move { rt.work(gateway, 4, shutdown).await })
     };
     // 300 writes at 40/s take 7.5 s at best; bans and the halved rates that follow add a few.
-    let status = h.wait_job(enq.job_id, Duration::from_secs(25)).await;
+    let status = h.wait_job(enq.job_id, Duration::from_secs(60)).await;
     let took = started.elapsed();
     shutdown.trigger();
     let report = tokio::time::timeout(Duration::from_secs(10), worker)

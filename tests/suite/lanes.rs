@@ -82,11 +82,14 @@ fn check(name: &str, secs: f64, bulk: u64, waits: &[Duration]) {
         bulk as f64 >= RATE * 0.75 * secs * 0.5,
         "{name}: bulk only {bulk}"
     );
-    // An interactive ask waits about one interval of its share (10/s: 100 ms) at most, never
-    // behind the bulk bookings (seconds).
+    // An interactive ask waits about one interval of its share (10/s: 100 ms), not behind the
+    // bulk bookings (16 callers at bulk's 30/s book about 530 ms ahead). The median, not the
+    // p95: about fifteen asks, so the p95 is their slowest, which a loaded machine's stall
+    // decides.
+    let median = w[w.len() / 2];
     assert!(
-        p95 <= Duration::from_millis(400),
-        "{name}: interactive p95 wait {p95:?}"
+        median <= Duration::from_millis(300),
+        "{name}: interactive median wait {median:?} (p95 {p95:?})"
     );
 }
 

@@ -59,16 +59,18 @@ async fn inside_one_day(secs: f64) {
     }
 }
 
-/// The line of the day now: calls bulk work may have made by this instant.
-fn line_now() -> f64 {
+/// The line of the day at `at`: calls bulk work may have made by that instant.
+fn line_at(at: chrono::DateTime<chrono::Utc>) -> f64 {
     let day = QuotaDay::of_seconds(DAY_S).expect("a valid day");
-    QUOTA as f64 * day.elapsed_ms(chrono::Utc::now()) as f64 / (f64::from(DAY_S) * 1000.0)
+    QUOTA as f64 * day.elapsed_ms(at) as f64 / (f64::from(DAY_S) * 1000.0)
 }
 
 /// For `secs`, 16 bulk callers per API take every token they get (a refusal is waited out as
-/// it says); returns the calls that left (their permit came back before the end).
-async fn drive(gates: &Gates, apis: &[Api], secs: f64) -> u64 {
+/// it says); returns the calls that left (their permit came back before the end) and the
+/// end, on the wall clock (the line is read there, not after the callers are joined).
+async fn drive(gates: &Gates, apis: &[Api], secs: f64) -> (u64, chrono::DateTime<chrono::Utc>) {
     let end = Instant::now() + Duration::from_secs_f64(secs);
+    let end_wall = chrono::Utc::now() + chrono::Duration::milliseconds((secs * 1000.0) as i64);
     let sent = Arc::new(AtomicU64::new(0));
     let mut tasks = Vec::new();
     for &api in apis {
@@ -96,7 +98,7 @@ async fn drive(gates: &Gates, apis: &[Api], secs: f64) -> u64 {
     for t in tasks {
         t.await.expect("bulk caller");
     }
-    sent.load(Ordering::Relaxed)
+    (sent.load(Ordering::Relaxed), end_wall)
 }
 
 /// The calls made follow the line: never above it by more than the lead (the burst per gate)
@@ -126,8 +128,8 @@ async fn even_pacing_follows_the_line_of_the_day_under_a_gate_quota() {
         .expect("fleet gates");
     for (name, gates) in [("redis", fleet), ("embedded", Gates::embedded(&cfg))] {
         inside_one_day(4.0).await;
-        let sent = drive(&gates, &apis, 4.0).await;
-        check(name, sent, line_now(), 1);
+        let (sent, end) = drive(&gates, &apis, 4.0).await;
+        check(name, sent, line_at(end), 1);
     }
 }
 
@@ -142,9 +144,9 @@ async fn even_pacing_under_the_app_quota_counts_every_gate_of_the_app() {
         .expect("fleet gates");
     for (name, gates) in [("redis", fleet), ("embedded", Gates::embedded(&cfg))] {
         inside_one_day(4.0).await;
-        let sent = drive(&gates, &apis, 4.0).await;
+        let (sent, end) = drive(&gates, &apis, 4.0).await;
         // Both gates together under one line.
-        check(name, sent, line_now(), apis.len());
+        check(name, sent, line_at(end), apis.len());
     }
 }
 

@@ -195,14 +195,15 @@ async fn crashed_worker_task_is_recovered_with_attempts_then_dead() {
         }
     };
     // Worker A takes the task and "crashes" (aborted: no ack, no heartbeat).
+    let started = Instant::now();
     let a = spawn_worker(&q, 1, hang(runs.clone()));
     wait_for(10, "first delivery", || runs.total() == 1).await;
     a.0.abort();
-    let started = Instant::now();
-    // Worker B recovers it after the claim idle time (1 s) as attempt 2, and crashes too.
+    // Worker B recovers it as attempt 2 (and crashes too), no sooner than the claim idle time
+    // (1 s) after A's delivery or its last heartbeat, both after `started`.
     let b = spawn_worker(&q, 1, hang(runs.clone()));
     wait_for(20, "recovery", || runs.total() == 2).await;
-    assert!(started.elapsed() >= Duration::from_millis(750));
+    assert!(started.elapsed() >= Duration::from_millis(950));
     b.0.abort();
     assert_eq!(runs.attempts(0), vec![1, 2]);
     // Worker C must not run it a third time: it is dead.
@@ -227,13 +228,19 @@ async fn crashed_worker_task_is_recovered_with_attempts_then_dead() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn heartbeat_keeps_slow_tasks_owned() {
     let redis = TestRedis::start();
-    let q = RedisQueue::connect(&redis.url, opts(&redis)).await.unwrap();
+    // Claim idle 2 s (eight missed heartbeats of 250 ms: a loaded machine may delay a few),
+    // and tasks that run 3 s, longer than that.
+    let o = QueueOptions {
+        missed_heartbeats: 8,
+        ..opts(&redis)
+    };
+    let q = RedisQueue::connect(&redis.url, o).await.unwrap();
     let runs = Runs::default();
     let slow = |r: Runs| {
         move |m: TaskMsg, ctx: TaskCtx| {
             r.record(&m, &ctx);
             async {
-                tokio::time::sleep(Duration::from_millis(1200)).await;
+                tokio::time::sleep(Duration::from_secs(3)).await;
                 TaskResult::Done
             }
         }
@@ -242,7 +249,7 @@ async fn heartbeat_keeps_slow_tasks_owned() {
     q.push_bulk(&msgs(0..2)).await.unwrap();
     wait_for(10, "both started", || runs.total() == 2).await;
     let b = spawn_worker(&q, 2, slow(runs.clone()));
-    tokio::time::sleep(Duration::from_millis(1500)).await;
+    tokio::time::sleep(Duration::from_millis(3500)).await;
     let (ra, rb) = (stop(a).await, stop(b).await);
     assert_eq!(ra.done + rb.done, 2);
     assert_eq!(rb.recovered, 0);

@@ -53,8 +53,11 @@ async fn second_embedded_worker_is_refused() {
         .unwrap()
         .with_ledger_lock(Store::connect(&ledger).await.unwrap());
     let w1 = spawn_worker(&Queue::from(q1), 4, |_m, _| async { TaskResult::Done });
-    // Let the first worker take the lock.
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    // The first worker has taken the lock.
+    crate::support::queue::eventually(30, "the first worker holds the lock", || async {
+        store.embedded_lock_holder().await.unwrap().is_some()
+    })
+    .await;
     let second = q2
         .run_worker(
             WorkerOptions::default(),
@@ -132,7 +135,8 @@ async fn len_counts_in_flight() {
     let w = spawn_worker(&q, 4, move |_m, _ctx| {
         s2.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         async {
-            tokio::time::sleep(Duration::from_millis(500)).await;
+            // Long enough that the length below is read while these four still run.
+            tokio::time::sleep(Duration::from_secs(5)).await;
             TaskResult::Done
         }
     });

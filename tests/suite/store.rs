@@ -1484,7 +1484,8 @@ async fn record_calls_increments_and_reports(kind: Kind) {
 async fn embedded_lock_refuses_second_holder_until_stale(kind: Kind) {
     let (ledger, store) = TestLedger::fresh(kind).await;
     let other = Store::connect(&ledger.url).await.unwrap();
-    let stale = Duration::from_millis(400);
+    // Long enough that the refusal below comes inside it on a slow machine.
+    let stale = Duration::from_secs(3);
     store
         .try_acquire_embedded_lock("worker-a", stale)
         .await
@@ -1509,7 +1510,7 @@ async fn embedded_lock_refuses_second_holder_until_stale(kind: Kind) {
         .unwrap();
     store.heartbeat_embedded_lock("worker-a").await.unwrap();
     // Without heartbeats the lease goes stale and another process takes it over.
-    tokio::time::sleep(Duration::from_millis(600)).await;
+    tokio::time::sleep(stale + Duration::from_millis(500)).await;
     other
         .try_acquire_embedded_lock("worker-b", stale)
         .await

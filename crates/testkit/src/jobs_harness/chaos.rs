@@ -113,11 +113,16 @@ impl Pick {
     }
 }
 
+/// How long a chaos worker waits on an empty queue before it exits: longer than a restart
+/// of Redis (empty) and the `reconcile` that refills it take on a loaded machine, so the
+/// fleet does not leave while the queue is briefly empty.
+const IDLE_S: u64 = 10;
+
 /// Enqueue `items` listing items, run 3 workers under `chaos`, wait for the job to end.
 pub async fn run(h: &mut Harness, items: u64, chaos: Chaos) -> ChaosReport {
     let job = h.enqueue_listing(items);
     let started = Instant::now();
-    let mut live: Vec<u32> = (0..3).map(|_| h.spawn_worker(8, 3)).collect();
+    let mut live: Vec<u32> = (0..3).map(|_| h.spawn_worker(8, IDLE_S)).collect();
     let mut events = Vec::new();
     let mut pick = Pick(0x5eed);
     let pct = |p: u64| items * p / 100;
@@ -134,7 +139,7 @@ pub async fn run(h: &mut Harness, items: u64, chaos: Chaos) -> ChaosReport {
                     let i = pick.next(live.len());
                     let pid = live.remove(i);
                     h.terminate_worker(pid);
-                    live.push(h.spawn_worker(8, 3));
+                    live.push(h.spawn_worker(8, IDLE_S));
                     events.push(format!("{:?}: SIGTERM {pid}", started.elapsed()));
                     next += every;
                 }
@@ -163,13 +168,13 @@ pub async fn run(h: &mut Harness, items: u64, chaos: Chaos) -> ChaosReport {
                     "kill" => {
                         let pid = live.remove(pick.next(live.len()));
                         h.kill_worker(pid);
-                        live.push(h.spawn_worker(8, 3));
+                        live.push(h.spawn_worker(8, IDLE_S));
                         events.push(format!("{p}%: SIGKILL {pid}, replaced"));
                     }
                     "term" => {
                         let pid = live.remove(pick.next(live.len()));
                         h.terminate_worker(pid);
-                        live.push(h.spawn_worker(8, 3));
+                        live.push(h.spawn_worker(8, IDLE_S));
                         events.push(format!("{p}%: SIGTERM {pid}, replaced"));
                     }
                     "outage" => {
