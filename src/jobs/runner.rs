@@ -16,7 +16,7 @@ use super::item::{
 };
 use super::shops::{ShopAccess, ShopCheck};
 use super::spec::{JobSpec, DEFAULT_SHOP};
-use super::tokens::TokenKeeper;
+use super::tokens::{SessionCell, TokenKeeper};
 use super::turns::TaskTurns;
 use super::{listing, logistics, orders};
 use crate::clock::{elapsed_since, monotonic_now};
@@ -448,6 +448,29 @@ impl JobRunner {
         })
     }
 
+    /// The session the job's shop calls with, or the task handed back, uncharged: its shop is
+    /// paused for a refused session (docs/design.md, "Shops"), or this worker cannot call as
+    /// the shop (another worker may hold the session).
+    async fn shop_session(
+        &self,
+        job_id: i64,
+        (platform, shop): &(Platform, String),
+    ) -> Result<Result<Option<SessionCell>, TaskResult>, TaskError> {
+        let session = match self.shops.held_at_start(*platform, shop).await {
+            Ok(true) => return Ok(Err(TaskResult::RetryAfter(SHOP_PAUSED_RECHECK))),
+            Ok(false) => self.shops.session(*platform, shop).await,
+            Err(e) => Err(e),
+        };
+        match session {
+            Ok(s) => Ok(Ok(s)),
+            Err(ShopCheck::Ledger(e)) => Err(e.into()),
+            Err(e) => {
+                tracing::error!(job = job_id, error = %e, "this worker cannot call as the job's shop: handing the task back");
+                Ok(Err(TaskResult::RetryAfter(MISSING_SESSION_RETRY)))
+            }
+        }
+    }
+
     async fn try_run_task(&self, task: &TaskMsg, ctx: &TaskCtx) -> Result<TaskResult, TaskError> {
         let stop = Stop::new(
             ctx,
@@ -471,21 +494,10 @@ impl JobRunner {
                 job_kind: spec.kind(),
             });
         }
-        // A shop paused for a refused session waits, uncharged (docs/design.md, "Shops").
         let shop = (spec.shop_platform(), spec.shop().to_string());
-        let session = match self.shops.held_at_start(shop.0, &shop.1).await {
-            Ok(true) => return Ok(TaskResult::RetryAfter(SHOP_PAUSED_RECHECK)),
-            Ok(false) => self.shops.session(shop.0, &shop.1).await,
-            Err(e) => Err(e),
-        };
-        let session = match session {
-            Ok(s) => s,
-            Err(ShopCheck::Ledger(e)) => return Err(e.into()),
-            Err(e) => {
-                // Another worker may hold the session: hand the task back.
-                tracing::error!(job = task.job_id, error = %e, "this worker cannot call as the job's shop: handing the task back");
-                return Ok(TaskResult::RetryAfter(MISSING_SESSION_RETRY));
-            }
+        let session = match self.shop_session(task.job_id, &shop).await? {
+            Ok(session) => session,
+            Err(back) => return Ok(back),
         };
         let _watch = self.watch_control(task.job_id, shop.clone(), &stop);
         let _turn = self.watch_turn(&stop, &shop.1);
