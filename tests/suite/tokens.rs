@@ -31,7 +31,10 @@ fn opts() -> ClientOpts {
             .iter()
             .flat_map(|(_, names)| names.iter().map(|n| (n.to_string(), 1)))
             .collect(),
-        renew_tokens_every_ms: Some(1000),
+        // Renewal at 80% of a 12 s token leaves 2.4 s to renew it and for every worker to take
+        // the new one: looking every 500 ms keeps most of that window as margin for a loaded
+        // machine.
+        renew_tokens_every_ms: Some(500),
         ..ClientOpts::default().steady_leases()
     }
 }
