@@ -4,6 +4,7 @@
 //! its day like every worker's.
 
 use super::{Cli, CliError};
+use crate::clock::Clock;
 use crate::platform::client::{check_body, with_raw_defaults};
 use crate::platform::{Api, Platform, UnknownName};
 use crate::throttle::{GateOutcome, Lane};
@@ -72,7 +73,7 @@ pub(crate) async fn run(cli: &Cli, args: &CallArgs) -> Result<(), CliError> {
         .acquire(platform, api, args.lane, cfg.gate(platform, api).max_wait)
         .await
         .map_err(|refusal| CliError::runtime(format!("{platform}.{api} gate: {refusal}")))?;
-    let sent = crate::clock::Clock::system().wall();
+    let sent = Clock::system().wall();
     let outcome = match client.exchange(api, &params, timeout).await {
         Ok(raw) => {
             let pretty =
@@ -83,7 +84,7 @@ pub(crate) async fn run(cli: &Cli, args: &CallArgs) -> Result<(), CliError> {
                 api,
                 raw.http_status,
                 &raw.body,
-                crate::clock::Clock::system().utc(),
+                Clock::system().utc(),
             )
         }
         Err(e) => Err(e),
@@ -95,7 +96,7 @@ pub(crate) async fn run(cli: &Cli, args: &CallArgs) -> Result<(), CliError> {
     // there is a ledger (what `report` and an embedded `gate show` read).
     if let Ok(store) = crate::store::Store::connect_existing(&cli.db).await {
         let record = crate::store::CallRecord {
-            minute: crate::clock::Clock::system().utc(),
+            minute: Clock::system().utc(),
             platform,
             api,
             class: outcome.as_ref().map_or_else(

@@ -15,6 +15,7 @@ mod chart;
 mod state;
 
 use crate::app::runtime::Runtime;
+use crate::clock::Clock;
 use crate::jobs::onboard::Onboarding;
 use crate::jobs::producer;
 use crate::platform::{Api, ErrorClass, Platform};
@@ -168,7 +169,7 @@ struct GateQuery {
 }
 
 async fn burn_chart(State(app): State<Shared>, Query(q): Query<GateQuery>) -> Response {
-    let now = crate::clock::Clock::system().utc();
+    let now = Clock::system().utc();
     let start = chart::day_start(now);
     let per_minute = match app
         .rt
@@ -294,7 +295,7 @@ async fn action_shop_link(
     let Some(onboarding) = &app.onboarding else {
         return (StatusCode::SERVICE_UNAVAILABLE, "onboarding is unavailable").into_response();
     };
-    let now = crate::clock::Clock::system().utc().timestamp();
+    let now = Clock::system().utc().timestamp();
     match onboarding.link(a.platform, a.shop.as_deref().filter(|s| !s.is_empty()), now) {
         Ok(url) => Json(serde_json::json!({ "url": url })).into_response(),
         Err(e) => (StatusCode::BAD_REQUEST, e.to_string()).into_response(),
@@ -385,7 +386,7 @@ async fn oauth_callback(State(app): State<Shared>, Query(q): Query<OAuthCallback
             "The state is not one of ours.".into(),
         );
     };
-    let now = crate::clock::Clock::system().utc().timestamp();
+    let now = Clock::system().utc().timestamp();
     let weight = crate::config::DEFAULT_WEIGHT;
     match onboarding
         .complete(
@@ -536,7 +537,7 @@ async fn action_gate(
         Err(e) => return (StatusCode::BAD_REQUEST, format!("{e:#}")).into_response(),
     };
     let record = GateChange {
-        at: crate::clock::Clock::system().utc(),
+        at: Clock::system().utc(),
         who: "dashboard".into(),
         platform: a.platform,
         api: a.api,

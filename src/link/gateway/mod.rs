@@ -540,7 +540,7 @@ impl Gateway {
                 None => Err(failed.err),
             },
         };
-        let took = self.inner.clock.now().saturating_duration_since(started);
+        let took = crate::clock::elapsed_since(started);
         self.account(platform, api, ctx, &result, sends, took);
         result
     }
